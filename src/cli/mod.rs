@@ -1,0 +1,101 @@
+//! The command line: one place that parses arguments and reports errors. Each command lives
+//! in the module of its area and calls into the layers below.
+//!
+//! Errors are printed to stderr as one line, `git-xet: error: <reason>: <cause>...`, and the
+//! process exits with status 1 (2 for usage errors, from clap). Nothing else writes to stdout
+//! than a command's documented output: `git xet transfer` in particular owns stdout for the
+//! git-lfs protocol.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod client_cmds;
+mod core_cmds;
+mod git_cmds;
+pub mod logging;
+mod server_cmd;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "git-xet",
+    bin_name = "git xet",
+    version,
+    about = "XET content-addressed storage for git: a git-lfs transfer agent and its server",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the content-defined chunks of a file: `<chunk-hash> <length>` per line.
+    Chunk(core_cmds::ChunkArgs),
+    /// Print the XET file hash of each file: `<hash>  <path>` (and sha256 with --sha256).
+    Hash(core_cmds::HashArgs),
+    /// Build, inspect and extract xorbs.
+    #[command(subcommand)]
+    Xorb(core_cmds::XorbCommand),
+    /// Inspect shards.
+    #[command(subcommand)]
+    Shard(core_cmds::ShardCommand),
+    /// Run the XET server (CAS API, git-lfs Batch API, git over HTTP), or manage its tokens.
+    Server(server_cmd::ServerArgs),
+    /// Upload files to a CAS server; prints `<xet-file-hash>  <path>` per file.
+    Upload(client_cmds::UploadArgs),
+    /// Download a file (or a byte range of it) from a CAS server by its XET hash.
+    Download(client_cmds::DownloadArgs),
+    /// The git-lfs custom transfer agent (started by git-lfs, speaks JSON on stdin/stdout).
+    Transfer(git_cmds::TransferArgs),
+    /// Configure git-lfs to use git-xet as its `xet` transfer agent.
+    Install(git_cmds::InstallArgs),
+    /// Remove exactly what `git xet install` added.
+    Uninstall(git_cmds::InstallArgs),
+    /// Move an existing LFS repository's objects to the remote's XET server (no history rewrite).
+    Migrate(git_cmds::MigrateArgs),
+    /// Show whether this repository uses git-xet, and the XET hashes of tracked files.
+    Status(git_cmds::StatusArgs),
+    /// Demonstrate the whole workflow against a temporary local server.
+    Quickstart(git_cmds::QuickstartArgs),
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Chunk(a) => core_cmds::chunk(a),
+        Command::Hash(a) => core_cmds::hash(a),
+        Command::Xorb(c) => core_cmds::xorb(c),
+        Command::Shard(c) => core_cmds::shard(c),
+        Command::Server(a) => server_cmd::run(a),
+        Command::Upload(a) => client_cmds::upload(a),
+        Command::Download(a) => client_cmds::download(a),
+        Command::Transfer(a) => git_cmds::transfer(a),
+        Command::Install(a) => git_cmds::install(a),
+        Command::Uninstall(a) => git_cmds::uninstall(a),
+        Command::Migrate(a) => git_cmds::migrate(a),
+        Command::Status(a) => git_cmds::status(a),
+        Command::Quickstart(a) => git_cmds::quickstart(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            report_error(&err);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints an error and its causes on one line to stderr.
+pub fn report_error(err: &anyhow::Error) {
+    use std::io::Write;
+    // A closed stdout (e.g. `| head`) is not worth reporting.
+    if let Some(io) = err.downcast_ref::<std::io::Error>() {
+        if io.kind() == std::io::ErrorKind::BrokenPipe {
+            return;
+        }
+    }
+    let _ = writeln!(std::io::stderr(), "git-xet: error: {err:#}");
+}

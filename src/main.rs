@@ -1,0 +1,3 @@
+fn main() -> std::process::ExitCode {
+    git_xet::cli::main()
+}

@@ -1,0 +1,20 @@
+//! The XET protocol core: chunking, hashing, xorbs, shards and reconstruction types.
+//!
+//! Pure and deterministic: no network, git or async code. Everything here must agree byte
+//! for byte with the specification (`shared/spec`) and the deployed implementation; where the
+//! two differ, the deployed behaviour wins and the code says so (see `hash::file_hash`).
+
+pub mod chunker;
+pub mod compression;
+pub mod constants;
+pub mod error;
+mod gear_table;
+pub mod hash;
+pub mod merkle;
+pub mod pipeline;
+pub mod reconstruction;
+pub mod shard;
+pub mod xorb;
+
+pub use error::CoreError;
+pub use hash::MerkleHash;

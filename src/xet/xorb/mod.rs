@@ -1,0 +1,18 @@
+//! Xorbs: containers of compressed chunks (xet-protocol.md, "Xorb Format"; xorb-format.md).
+//!
+//! ```text
+//! [chunk header (8) | stored bytes] ... [CasObjectInfo footer] [footer length: u32 LE]
+//! ```
+//! The footer repeats every chunk hash and the end offset of each chunk both in the serialized
+//! region and in the uncompressed stream, so any chunk range can be located and extracted
+//! without decoding the chunks before it.
+
+mod builder;
+mod footer;
+mod records;
+mod validate;
+
+pub use builder::{CompressedChunk, SerializedXorb, XorbBuilder};
+pub use footer::XorbFooter;
+pub use records::{decode_chunk, ChunkHeader, ChunkRecord, ChunkRecords, CHUNK_HEADER_LEN};
+pub use validate::{extract_chunks, inspect_xorb, validate_xorb, ChunkReport, XorbReport};

@@ -1,0 +1,11 @@
+//! Protocol core: test vectors, deployed reference files, properties, and rejection of
+//! malformed input.
+
+#[path = "protocol_core/common.rs"]
+mod common;
+#[path = "protocol_core/properties.rs"]
+mod properties;
+#[path = "protocol_core/rejection.rs"]
+mod rejection;
+#[path = "protocol_core/vectors.rs"]
+mod vectors;
