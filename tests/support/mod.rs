@@ -1,0 +1,238 @@
+//! Shared integration-test support: run the real `git-xet` binary and a real `git xet server`
+//! on loopback with a temporary data directory. Included by each test crate with
+//! `mod support;`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The git-xet binary under test.
+pub fn git_xet_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_git-xet"))
+}
+
+/// A command running the git-xet binary.
+pub fn git_xet() -> Command {
+    Command::new(git_xet_bin())
+}
+
+/// A `git xet server` on 127.0.0.1 with its own data directory, killed on drop.
+pub struct TestServer {
+    pub url: String,
+    pub data: PathBuf,
+    _data_dir: Option<tempfile::TempDir>,
+    extra_args: Vec<String>,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl TestServer {
+    /// Starts a server with a fresh data directory.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra command-line arguments.
+    pub fn start_with(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path().join("data");
+        let log = dir.path().join("server.log");
+        let mut server = TestServer {
+            url: String::new(),
+            data,
+            _data_dir: Some(dir),
+            extra_args: args.iter().map(|s| s.to_string()).collect(),
+            child: None,
+            log,
+        };
+        server.spawn(None);
+        server
+    }
+
+    /// Starts (or restarts) the process. With `listen`, binds that address (to keep the URL
+    /// across a restart); otherwise an ephemeral port.
+    fn spawn(&mut self, listen: Option<&str>) {
+        let ready = self.data.with_extension(format!("ready-{}", std::process::id()));
+        let _ = std::fs::remove_file(&ready);
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log file");
+        let child = git_xet()
+            .arg("server")
+            .args(["--listen", listen.unwrap_or("127.0.0.1:0")])
+            .arg("--data")
+            .arg(&self.data)
+            .arg("--ready-file")
+            .arg(&ready)
+            .args(&self.extra_args)
+            .env("GIT_XET_LOG_LEVEL", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn git xet server");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(url) = std::fs::read_to_string(&ready) {
+                if !url.trim().is_empty() {
+                    self.url = url.trim().to_string();
+                    return;
+                }
+            }
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("server exited with {status} before becoming ready; log:\n{}", self.log_text());
+            }
+            assert!(Instant::now() < deadline, "server not ready after 30s; log:\n{}", self.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The server's log so far (stderr).
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Host and port, e.g. `127.0.0.1:43817`.
+    pub fn addr(&self) -> String {
+        self.url.trim_start_matches("http://").trim_end_matches('/').to_string()
+    }
+
+    /// Creates a token with `git xet server token create`.
+    pub fn token(&self, repo: &str, scope: &str) -> String {
+        self.token_with_ttl(repo, scope, None)
+    }
+
+    pub fn token_with_ttl(&self, repo: &str, scope: &str, ttl_secs: Option<u64>) -> String {
+        let mut cmd = git_xet();
+        cmd.args(["server", "token", "create", "--repo", repo, "--scope", scope, "--data"])
+            .arg(&self.data);
+        if let Some(ttl) = ttl_secs {
+            cmd.args(["--ttl", &ttl.to_string()]);
+        }
+        let out = cmd.output().expect("run token create");
+        assert!(out.status.success(), "token create failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// Sends SIGTERM and waits for a graceful exit.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: sending a signal to our own child process.
+            unsafe {
+                libc::kill(child.id() as i32, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while child.try_wait().unwrap().is_none() {
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the process at once (SIGKILL), like a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same address and data directory.
+    pub fn restart(&mut self) {
+        self.stop();
+        let addr = self.addr();
+        self.spawn(Some(&addr));
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    /// The Prometheus text from `GET /metrics`.
+    pub fn metrics(&self) -> String {
+        http_get(&format!("{}/metrics", self.url))
+    }
+
+    /// The value of a metric (summed over all label sets), 0 when absent.
+    pub fn metric(&self, name: &str) -> f64 {
+        parse_metric(&self.metrics(), name)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sum of a metric's samples in Prometheus text format.
+pub fn parse_metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (key, value) = l.rsplit_once(' ')?;
+            let metric = key.split('{').next()?;
+            (metric == name).then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
+/// Minimal blocking HTTP GET over a fresh TCP connection (no client library needed).
+pub fn http_get(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("http url");
+    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let mut stream = std::net::TcpStream::connect(host).expect("connect");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    assert!(head.starts_with("HTTP/1.1 200"), "GET {url}: {head}");
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_string()
+    }
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = &tail[n + 2..];
+    }
+    out
+}
+
+/// Deterministic pseudo-random bytes (SplitMix64), for test files.
+pub fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed;
+    let mut out = Vec::with_capacity(n + 8);
+    while out.len() < n {
+        state = state.wrapping_add(0x9E3779B97F4A7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(n);
+    out
+}
+
+/// Writes a file, creating parent directories.
+pub fn write_file(path: &Path, bytes: &[u8]) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(path, bytes).unwrap();
+}
