@@ -31,40 +31,59 @@ pub struct FaultProxy {
     pub counters: Arc<Counters>,
     faults: Arc<Mutex<VecDeque<Fault>>>,
     upstream: Arc<Mutex<Option<SocketAddr>>>,
-    _runtime: tokio::runtime::Runtime,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
 }
 
 impl FaultProxy {
-    /// Binds a loopback port; set the upstream before sending traffic.
+    /// Binds a loopback port (set the upstream before sending traffic). Runs on a thread of
+    /// its own with its own runtime, so it works from any test.
     pub fn start() -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
-        let addr = listener.local_addr().unwrap();
         let counters = Arc::new(Counters::default());
         let faults = Arc::new(Mutex::new(VecDeque::new()));
         let upstream = Arc::new(Mutex::new(None));
         let (c, f, u) = (counters.clone(), faults.clone(), upstream.clone());
-        runtime.spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                c.connections.fetch_add(1, Ordering::SeqCst);
-                let fault = f.lock().unwrap().pop_front();
-                if fault.is_some() {
-                    c.faults.fetch_add(1, Ordering::SeqCst);
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                let accept = async {
+                    while let Ok((client, _)) = listener.accept().await {
+                        c.connections.fetch_add(1, Ordering::SeqCst);
+                        let fault = f.lock().unwrap().pop_front();
+                        if fault.is_some() {
+                            c.faults.fetch_add(1, Ordering::SeqCst);
+                        }
+                        let target = u.lock().unwrap().expect("upstream set");
+                        tokio::spawn(serve(client, target, fault));
+                    }
+                };
+                tokio::select! {
+                    _ = accept => {}
+                    _ = stop => {}
                 }
-                let target = u.lock().unwrap().expect("upstream set");
-                tokio::spawn(serve(client, target, fault));
-            }
+            });
         });
+        let addr = addr_rx.recv().unwrap();
         FaultProxy {
             url: format!("http://{addr}"),
             counters,
             faults,
             upstream,
-            _runtime: runtime,
+            shutdown: Some(shutdown),
         }
     }
 
