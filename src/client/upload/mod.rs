@@ -24,7 +24,7 @@ use crate::client::shard_cache::{save_own_shard, ShardIndex};
 use crate::client::stats::{DedupStats, SessionStats};
 use crate::client::CasClient;
 use crate::xet::hash::sha256_as_merkle;
-use crate::xet::pipeline::{chunk_and_hash, PipelineError};
+use crate::xet::pipeline::{chunk_and_hash, chunk_and_hash_file, HashedChunk, PipelineError};
 use crate::xet::shard::{FileInfo, FileTerm, FooterOptions, Shard, XorbBlock};
 use crate::xet::MerkleHash;
 
@@ -176,8 +176,13 @@ impl UploadSession {
         let file = std::fs::File::open(path)
             .map_err(|e| ClientError::io("opening the file to upload", path, e))?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        self.add_reader(&path.display().to_string(), file, size, progress)
-            .await
+        self.add_input(
+            &path.display().to_string(),
+            Input::File(file),
+            size,
+            progress,
+        )
+        .await
     }
 
     /// Like [`UploadSession::add_file`] for any reader; `size_hint` is for progress only.
@@ -185,6 +190,17 @@ impl UploadSession {
         &mut self,
         name: &str,
         reader: R,
+        size_hint: u64,
+        progress: Option<ProgressFn>,
+    ) -> Result<FileUpload> {
+        self.add_input(name, Input::Reader(Box::new(reader)), size_hint, progress)
+            .await
+    }
+
+    async fn add_input(
+        &mut self,
+        name: &str,
+        reader: Input,
         size_hint: u64,
         progress: Option<ProgressFn>,
     ) -> Result<FileUpload> {
@@ -292,9 +308,15 @@ impl UploadSession {
     }
 }
 
-fn plan_stream<R: Read + Send>(
+/// What to read: a file (mapped when regular) or any stream.
+enum Input {
+    File(std::fs::File),
+    Reader(Box<dyn Read + Send>),
+}
+
+fn plan_stream(
     planner: &mut SessionPlanner,
-    reader: R,
+    input: Input,
     size_hint: u64,
     progress: Option<ProgressFn>,
     api: &CasApi,
@@ -305,12 +327,16 @@ fn plan_stream<R: Read + Send>(
     let mut query = |hash: &MerkleHash| handle.block_on(api.query_chunk(hash));
     let mut progress = Throttled::new(progress, size_hint);
     let mut done = 0u64;
-    let summary = chunk_and_hash(reader, true, |chunk| {
+    let sink = |chunk: HashedChunk| {
         done += chunk.data.len() as u64;
         file.push(chunk, &mut query)?;
         progress.update(done);
         Ok::<(), ClientError>(())
-    })
+    };
+    let summary = match input {
+        Input::File(f) => chunk_and_hash_file(&f, true, sink),
+        Input::Reader(r) => chunk_and_hash(r, true, sink),
+    }
     .map_err(|e| match e {
         PipelineError::Read(e) => ClientError::io("reading the file to upload", name, e),
         PipelineError::Sink(e) => e,
