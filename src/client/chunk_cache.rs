@@ -95,7 +95,7 @@ impl ChunkCache {
 
     /// Whether an entry of this many bytes is worth caching at all.
     pub fn accepts(&self, len: u64) -> bool {
-        len <= self.max_bytes / 4
+        len <= self.max_bytes / 2
     }
 
     /// An entry holding chunks `range` of `xorb` (or a superset of them).
