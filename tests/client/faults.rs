@@ -78,6 +78,27 @@ async fn a_server_that_stays_down_fails_in_bounded_time() {
     assert!(err.to_string().contains("injected fault"), "{err}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_fetch_urls_are_renewed() {
+    let proxy = FaultProxy::start();
+    let server = TestServer::start_with(&["--fetch-url-ttl", "1"]);
+    proxy.set_upstream(&server.url);
+    let dir = tempfile::tempdir().unwrap();
+    let token = server.token(REPO, "write");
+    let data = random_bytes(1 << 20, 65);
+    let path = dir.path().join("f");
+    write_file(&path, &data);
+    let uploader = CasClient::new(config_for(&server.url, &token, &dir.path().join("m1"))).unwrap();
+    let hash = upload(&uploader, &[&path]).await.files[0].file_hash;
+
+    // The reconstruction answer arrives 2.5 s late: its 1 s fetch URLs have expired.
+    let client = CasClient::new(config_for(&proxy.url, &token, &dir.path().join("m2"))).unwrap();
+    proxy.inject([Fault::Delay(2500)]);
+    let out = dir.path().join("out");
+    download(&client, &hash, &out, &data).await;
+    assert_eq!(proxy.faults_left(), 0);
+}
+
 /// The stored xorb files of a server.
 fn stored_xorbs(server: &TestServer) -> Vec<std::path::PathBuf> {
     files_under(&server.data)

@@ -18,6 +18,8 @@ pub enum Fault {
     Drop,
     /// Forwards the request, then only the first `n` bytes of the response.
     Truncate(usize),
+    /// Forwards everything, but holds the response back for this many milliseconds.
+    Delay(u64),
 }
 
 #[derive(Default)]
@@ -156,6 +158,17 @@ async fn serve(mut client: TcpStream, target: SocketAddr, fault: Option<Fault>) 
             }
             up.abort();
             let _ = cw.shutdown().await;
+        }
+        Some(Fault::Delay(ms)) => {
+            let Ok(upstream) = TcpStream::connect(target).await else { return };
+            let (mut ur, mut uw) = upstream.into_split();
+            let (mut cr, mut cw) = client.into_split();
+            let up = tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut cr, &mut uw).await;
+            });
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            let _ = tokio::io::copy(&mut ur, &mut cw).await;
+            up.abort();
         }
         None => {
             let Ok(mut upstream) = TcpStream::connect(target).await else {

@@ -45,6 +45,9 @@ pub struct Counters {
 /// What segments need.
 pub struct Context {
     pub api: CasApi,
+    /// The file and range being downloaded, to ask again for fetch URLs that expired.
+    pub file: MerkleHash,
+    pub range: Option<(u64, u64)>,
     pub cache: Option<Arc<ChunkCache>>,
     pub sources: Vec<PathBuf>,
     pub counters: Counters,
@@ -276,6 +279,35 @@ async fn fetch_unit(
     fetch_from_network(ctx, unit, &mut emitter, tx, &what).await
 }
 
+/// A fresh URL for the same xorb bytes, from a new reconstruction query.
+async fn renewed_url(ctx: &Context, unit: &FetchUnit) -> Result<String> {
+    let recon = ctx.api.reconstruction(&ctx.file, ctx.range).await?;
+    recon
+        .fetch_info
+        .get(&unit.xorb)
+        .and_then(|entries| {
+            entries.iter().find(|f| {
+                f.range.start <= unit.chunks.start
+                    && f.url_range.start <= unit.url_range.start
+                    && f.range
+                        .contains_range(&crate::xet::reconstruction::ChunkRange::new(
+                            unit.chunks.start,
+                            unit.chunks.end,
+                        ))
+            })
+        })
+        .map(|f| f.url.clone())
+        .ok_or_else(|| {
+            ClientError::protocol(
+                "renewing an expired fetch URL",
+                format!(
+                    "the new reconstruction has no fetch info for xorb {}",
+                    unit.xorb
+                ),
+            )
+        })
+}
+
 async fn fetch_from_network(
     ctx: &Context,
     unit: &FetchUnit,
@@ -286,6 +318,8 @@ async fn fetch_from_network(
     let policy = ctx.api.http().policy();
     let started = Instant::now();
     let mut attempts = 0u32;
+    let mut url = unit.url.clone();
+    let mut renewed = false;
     loop {
         attempts += 1;
         // Restart at the unit's beginning; records already emitted are skipped, not decoded.
@@ -294,7 +328,20 @@ async fn fetch_from_network(
             Some(c) if c.accepts(unit.url_range.len()) => c.writer(&unit.xorb, unit.chunks).ok(),
             _ => None,
         };
-        let response = ctx.api.fetch_range(what, &unit.url, unit.url_range).await?;
+        let response = match ctx.api.fetch_range(what, &url, unit.url_range).await {
+            Ok(r) => r,
+            // Fetch URLs are signed and expire: ask for the reconstruction again, once.
+            Err(ClientError::Http {
+                status: 401 | 403 | 410,
+                ..
+            }) if !renewed => {
+                renewed = true;
+                url = renewed_url(ctx, unit).await?;
+                tracing::info!("{what}: the fetch URL expired; using a new one");
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let stream = response
             .bytes_stream()
             .map_err(|e| std::io::Error::other(describe_transport_error(&e)));

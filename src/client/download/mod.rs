@@ -218,6 +218,8 @@ impl CasClient {
         };
         let ctx = Arc::new(Context {
             api: self.api.clone(),
+            file: *file_hash,
+            range: options.range,
             cache: if reuse_local {
                 self.chunk_cache.clone()
             } else {
