@@ -2,8 +2,6 @@
 //! API", under `/v1` of the CAS URL): reconstructions, global dedup queries, xorb and shard
 //! uploads, and fetching xorb byte ranges from `fetch_info` URLs.
 
-use std::path::{Path, PathBuf};
-
 use bytes::Bytes;
 use futures::StreamExt;
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, RANGE};
@@ -128,28 +126,26 @@ impl CasApi {
         }
     }
 
-    /// Uploads a serialized xorb from a file; returns whether the server stored it anew
-    /// (false: it already had it).
-    pub async fn upload_xorb(&self, hash: &MerkleHash, path: &Path, len: u64) -> Result<bool> {
+    /// Uploads a serialized xorb of `len` bytes; `body` makes a fresh body for each attempt.
+    /// Returns whether the server stored it anew (false: it already had it).
+    pub async fn upload_xorb(
+        &self,
+        hash: &MerkleHash,
+        len: u64,
+        body: impl Fn() -> reqwest::Body,
+    ) -> Result<bool> {
         let url = format!("{}/v1/xorbs/default/{hash}", self.base);
         let what = format!("uploading xorb {hash}");
-        let path: PathBuf = path.to_path_buf();
         let body = self
             .http
             .request(
                 &what,
                 &url,
                 |c| {
-                    let file = std::fs::File::open(&path)
-                        .map_err(|e| ClientError::io("opening a staged xorb", &path, e))?;
-                    let stream = tokio_util::io::ReaderStream::with_capacity(
-                        tokio::fs::File::from_std(file),
-                        256 * 1024,
-                    );
                     Ok(c.post(&url)
                         .header(CONTENT_TYPE, "application/octet-stream")
                         .header(CONTENT_LENGTH, len)
-                        .body(reqwest::Body::wrap_stream(stream)))
+                        .body(body()))
                 },
                 |r| read_body_limited(r, 64 * 1024, &what),
             )

@@ -5,6 +5,7 @@
 //! planning) -> packer thread (parallel compression into staged xorb files) -> uploader
 //! task (parallel xorb POSTs). Memory is a few buffers per stage whatever the file size.
 
+mod body;
 mod packer;
 mod planner;
 
@@ -104,15 +105,16 @@ async fn upload_xorbs(
         let Some(xorb) = rx.recv().await else { break };
         let api = api.clone();
         running.spawn(async move {
-            let inserted = api.upload_xorb(&xorb.hash, &xorb.path, xorb.len).await?;
+            let len = xorb.body.len();
+            let body = || reqwest::Body::wrap_stream(xorb.body.stream());
+            let inserted = api.upload_xorb(&xorb.hash, len, body).await?;
             tracing::debug!(
-                "uploaded xorb {} ({} bytes, {} chunks)",
+                "uploaded xorb {} ({len} bytes, {} chunks)",
                 xorb.hash,
-                xorb.len,
                 xorb.num_chunks
             );
             drop(permit);
-            Ok((xorb.len, inserted)) // the staging file is deleted as `xorb` drops
+            Ok((len, inserted)) // any staging file is deleted as `xorb` drops
         });
         while let Some(done) = running.try_join_next() {
             record(&mut totals, done)?;
@@ -178,7 +180,7 @@ impl UploadSession {
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         self.add_input(
             &path.display().to_string(),
-            Input::File(file),
+            Input::File(Arc::new(file)),
             size,
             progress,
         )
@@ -310,7 +312,7 @@ impl UploadSession {
 
 /// What to read: a file (mapped when regular) or any stream.
 enum Input {
-    File(std::fs::File),
+    File(Arc<std::fs::File>),
     Reader(Box<dyn Read + Send>),
 }
 
@@ -323,7 +325,11 @@ fn plan_stream(
     handle: &tokio::runtime::Handle,
     name: &str,
 ) -> Result<(FileUpload, PlannedFile)> {
-    let mut file = planner.file();
+    let source = match &input {
+        Input::File(f) if f.metadata().is_ok_and(|m| m.is_file()) => Some(f.clone()),
+        _ => None,
+    };
+    let mut file = planner.file(source);
     let mut query = |hash: &MerkleHash| handle.block_on(api.query_chunk(hash));
     let mut progress = Throttled::new(progress, size_hint);
     let mut done = 0u64;

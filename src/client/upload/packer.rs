@@ -1,41 +1,56 @@
 //! Packing new chunks into xorbs: a thread receives chunks in order, compresses them in
-//! parallel batches, appends the records to a staging file, and at each xorb boundary writes
-//! the footer and hands the finished file to the uploader.
+//! parallel batches, lays out each xorb's records (see [`body`](super::body): raw chunks
+//! stay in the source file, compressed ones go to a staging file, headers and the footer in
+//! memory), and at each xorb boundary hands the finished xorb to the uploader.
 //!
-//! Xorbs are staged on disk, not in memory, so that several 64 MiB xorbs can be uploading at
-//! once while the next is being built without the process growing past a few buffers.
+//! Nothing holds a whole xorb in memory, so several 64 MiB xorbs can be uploading at once
+//! while the next is being built without the process growing past a few buffers.
 
+use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 
 use bytes::Bytes;
-use tempfile::{NamedTempFile, TempPath};
+use tempfile::TempPath;
 
 use crate::client::error::{ClientError, Result};
+use crate::client::upload::body::{BodyBuilder, XorbBody};
 use crate::xet::compression::{bg4_recommended, CompressionScheme};
-use crate::xet::xorb::{ChunkHeader, CompressedChunk, XorbFooter};
+use crate::xet::xorb::{ChunkHeader, CompressedChunk, XorbFooter, CHUNK_HEADER_LEN};
 use crate::xet::MerkleHash;
 
 /// Chunks queued between the planner and the packer (about 16 MiB).
 const QUEUE: usize = 256;
 /// Uncompressed bytes compressed together in one parallel batch.
 const BATCH_BYTES: usize = 4 * 1024 * 1024;
+/// Compressed chunks up to this size stay in memory rather than in the staging file.
+const SMALL_PAYLOAD: usize = 4096;
+
+/// Where a chunk's bytes can be read again: its offset in the file being uploaded.
+#[derive(Debug, Clone)]
+pub struct SourceRef {
+    pub file: Arc<File>,
+    pub offset: u64,
+}
 
 pub enum PackerMsg {
     /// The next chunk of the open xorb.
-    Chunk { hash: MerkleHash, data: Bytes },
+    Chunk {
+        hash: MerkleHash,
+        data: Bytes,
+        source: Option<SourceRef>,
+    },
     /// The open xorb is complete; the planner computed its hash.
     Close { hash: MerkleHash },
 }
 
-/// A serialized xorb waiting in the staging directory (deleted when dropped).
+/// A finished xorb, ready to upload.
 #[derive(Debug)]
 pub struct StagedXorb {
     pub hash: MerkleHash,
-    pub path: TempPath,
-    pub len: u64,
+    pub body: Arc<XorbBody>,
     pub num_chunks: usize,
 }
 
@@ -45,37 +60,84 @@ pub struct Packer {
     thread: Option<thread::JoinHandle<Result<()>>>,
 }
 
+struct Staging {
+    writer: BufWriter<File>,
+    reader: Arc<File>,
+    path: TempPath,
+    offset: u64,
+}
+
 struct XorbFile {
-    file: BufWriter<NamedTempFile>,
+    body: BodyBuilder,
+    staging: Option<Staging>,
     footer: XorbFooter,
 }
 
+fn staging_error(dir: &PathBuf) -> impl Fn(std::io::Error) -> ClientError + '_ {
+    move |e| ClientError::io("writing a staged xorb", dir, e)
+}
+
 impl XorbFile {
-    fn create(dir: &PathBuf) -> Result<Self> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| ClientError::io("creating the staging directory", dir, e))?;
-        let file = tempfile::Builder::new()
-            .prefix("xorb-")
-            .suffix(".staging")
-            .tempfile_in(dir)
-            .map_err(|e| ClientError::io("creating a staging file", dir, e))?;
-        Ok(XorbFile {
-            file: BufWriter::with_capacity(1 << 20, file),
+    fn new() -> Self {
+        XorbFile {
+            body: BodyBuilder::default(),
+            staging: None,
             footer: XorbFooter::default(),
-        })
+        }
     }
 
-    fn push(&mut self, chunk: &CompressedChunk) -> Result<()> {
+    fn stage(&mut self, dir: &PathBuf, payload: &[u8]) -> Result<()> {
+        if self.staging.is_none() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| ClientError::io("creating the staging directory", dir, e))?;
+            let tmp = tempfile::Builder::new()
+                .prefix("xorb-")
+                .suffix(".staging")
+                .tempfile_in(dir)
+                .map_err(|e| ClientError::io("creating a staging file", dir, e))?;
+            let reader = Arc::new(tmp.reopen().map_err(staging_error(dir))?);
+            let (file, path) = tmp.into_parts();
+            // Small: payloads (larger than this) go straight to the file, uncopied.
+            let writer = BufWriter::with_capacity(8 * 1024, file);
+            self.staging = Some(Staging {
+                writer,
+                reader,
+                path,
+                offset: 0,
+            });
+        }
+        let staging = self.staging.as_mut().expect("just created");
+        staging
+            .writer
+            .write_all(payload)
+            .map_err(staging_error(dir))?;
+        self.body
+            .push_file(&staging.reader, staging.offset, payload.len() as u32);
+        staging.offset += payload.len() as u64;
+        Ok(())
+    }
+
+    fn push(
+        &mut self,
+        dir: &PathBuf,
+        chunk: &PackedChunk,
+        source: Option<&SourceRef>,
+    ) -> Result<()> {
         let header = ChunkHeader::new(
             chunk.scheme,
             chunk.stored.len(),
             chunk.uncompressed_len as usize,
         );
-        let path = self.file.get_ref().path().to_path_buf();
-        let write_err = |e| ClientError::io("writing a staged xorb", &path, e);
-        self.file.write_all(&header.to_bytes()).map_err(write_err)?;
-        self.file.write_all(&chunk.stored).map_err(write_err)?;
-        let end = self.footer.data_len() as u32 + chunk.record_len() as u32;
+        self.body.push_mem(&header.to_bytes());
+        match source {
+            Some(src) if chunk.scheme == CompressionScheme::None => {
+                self.body
+                    .push_file(&src.file, src.offset, chunk.uncompressed_len)
+            }
+            _ if chunk.stored.len() <= SMALL_PAYLOAD => self.body.push_mem(&chunk.stored),
+            _ => self.stage(dir, &chunk.stored)?,
+        }
+        let end = self.footer.data_len() as u32 + (CHUNK_HEADER_LEN + chunk.stored.len()) as u32;
         let unpacked = self.footer.unpacked_len() as u32 + chunk.uncompressed_len;
         self.footer.chunk_hashes.push(chunk.hash);
         self.footer.chunk_ends.push(end);
@@ -83,7 +145,7 @@ impl XorbFile {
         Ok(())
     }
 
-    fn finish(mut self, expected: MerkleHash) -> Result<StagedXorb> {
+    fn finish(mut self, dir: &PathBuf, expected: MerkleHash) -> Result<StagedXorb> {
         self.footer.hash = self.footer.computed_hash();
         if self.footer.hash != expected {
             return Err(ClientError::Aborted(format!(
@@ -93,20 +155,19 @@ impl XorbFile {
         }
         let mut tail = Vec::with_capacity(XorbFooter::encoded_len(self.footer.num_chunks()) + 4);
         self.footer.write_to(&mut tail);
-        let file = self.file.get_ref().path().to_path_buf();
-        self.file
-            .write_all(&tail)
-            .map_err(|e| ClientError::io("writing a staged xorb", &file, e))?;
-        let temp = self
-            .file
-            .into_inner()
-            .map_err(|e| ClientError::io("writing a staged xorb", &file, e.into_error()))?;
-        let len = (self.footer.data_len() + tail.len()) as u64;
+        self.body.push_mem(&tail);
+        let staging = match self.staging {
+            Some(mut s) => {
+                s.writer.flush().map_err(staging_error(dir))?;
+                Some(s.path)
+            }
+            None => None,
+        };
+        let num_chunks = self.footer.num_chunks();
         Ok(StagedXorb {
             hash: expected,
-            path: temp.into_temp_path(),
-            len,
-            num_chunks: self.footer.num_chunks(),
+            body: Arc::new(self.body.finish(staging)),
+            num_chunks,
         })
     }
 }
@@ -119,25 +180,46 @@ const PROBE_LEN: usize = 4096;
 /// shrink is stored as is without trying the whole chunk. Random or already compressed data
 /// then costs a 4 KiB probe instead of a full LZ4 pass (most of the upload CPU otherwise).
 /// The xorb hash depends only on the chunks, never on how they are stored.
-pub fn compress_chunk(hash: MerkleHash, data: &[u8]) -> CompressedChunk {
+pub fn compress_chunk(hash: MerkleHash, data: &Bytes) -> PackedChunk {
     if data.len() > 2 * PROBE_LEN {
         let sample = &data[..PROBE_LEN];
         let incompressible = !bg4_recommended(sample)
             && lz4_flex::block::compress(sample).len() * 100 >= sample.len() * 97;
         if incompressible {
-            return CompressedChunk {
+            return PackedChunk {
                 hash,
                 uncompressed_len: data.len() as u32,
                 scheme: CompressionScheme::None,
-                stored: data.to_vec(),
+                stored: data.clone(),
             };
         }
     }
-    CompressedChunk::new(hash, data)
+    let c = CompressedChunk::new(hash, data);
+    let stored = if c.scheme == CompressionScheme::None {
+        data.clone()
+    } else {
+        Bytes::from(c.stored)
+    };
+    PackedChunk {
+        hash,
+        uncompressed_len: c.uncompressed_len,
+        scheme: c.scheme,
+        stored,
+    }
+}
+
+/// A chunk as it goes into a xorb. Stored raw, `stored` is the input itself (shared, not
+/// copied).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedChunk {
+    pub hash: MerkleHash,
+    pub uncompressed_len: u32,
+    pub scheme: CompressionScheme,
+    pub stored: Bytes,
 }
 
 /// Compresses chunks on all cores, keeping their order.
-pub fn compress_parallel(chunks: &[(MerkleHash, Bytes)]) -> Vec<CompressedChunk> {
+pub fn compress_parallel(chunks: &[(MerkleHash, Bytes)]) -> Vec<PackedChunk> {
     let workers = thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(1, 8);
@@ -169,37 +251,40 @@ fn run(
     out: tokio::sync::mpsc::Sender<StagedXorb>,
 ) -> Result<()> {
     let mut batch: Vec<(MerkleHash, Bytes)> = Vec::new();
+    let mut sources: Vec<Option<SourceRef>> = Vec::new();
     let mut batch_bytes = 0usize;
     let mut open: Option<XorbFile> = None;
-    let flush = |batch: &mut Vec<(MerkleHash, Bytes)>, open: &mut Option<XorbFile>| -> Result<()> {
+    let flush = |batch: &mut Vec<(MerkleHash, Bytes)>,
+                 sources: &mut Vec<Option<SourceRef>>,
+                 open: &mut Option<XorbFile>|
+     -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
-        if open.is_none() {
-            *open = Some(XorbFile::create(&dir)?);
-        }
-        let xorb = open.as_mut().expect("just opened");
-        for chunk in compress_parallel(batch) {
-            xorb.push(&chunk)?;
+        let xorb = open.get_or_insert_with(XorbFile::new);
+        for (chunk, source) in compress_parallel(batch).iter().zip(sources.iter()) {
+            xorb.push(&dir, chunk, source.as_ref())?;
         }
         batch.clear();
+        sources.clear();
         Ok(())
     };
     for msg in rx {
         match msg {
-            PackerMsg::Chunk { hash, data } => {
+            PackerMsg::Chunk { hash, data, source } => {
                 batch_bytes += data.len();
                 batch.push((hash, data));
+                sources.push(source);
                 if batch_bytes >= BATCH_BYTES {
-                    flush(&mut batch, &mut open)?;
+                    flush(&mut batch, &mut sources, &mut open)?;
                     batch_bytes = 0;
                 }
             }
             PackerMsg::Close { hash } => {
-                flush(&mut batch, &mut open)?;
+                flush(&mut batch, &mut sources, &mut open)?;
                 batch_bytes = 0;
                 let Some(xorb) = open.take() else { continue };
-                let staged = xorb.finish(hash)?;
+                let staged = xorb.finish(&dir, hash)?;
                 if out.blocking_send(staged).is_err() {
                     return Err(ClientError::Aborted("the xorb uploader stopped".into()));
                 }
@@ -271,44 +356,81 @@ mod tests {
     use crate::xet::hash::{chunk_hash, xorb_hash};
     use crate::xet::xorb::validate_xorb;
 
+    fn noise(n: usize, seed: u64) -> Vec<u8> {
+        let mut state = seed;
+        (0..n)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 56) as u8
+            })
+            .collect()
+    }
+
     #[test]
-    fn packs_valid_xorbs_at_each_close() {
+    fn packs_valid_xorbs_from_memory_staging_and_source_files() {
+        use std::io::Write;
         let dir = tempfile::tempdir().unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::channel(8);
         let mut packer = Packer::start(dir.path().to_path_buf(), tx);
+        // The "file being uploaded", for chunks stored raw by reference.
+        let source_bytes = noise(50 * 20_000, 9);
+        let mut source = tempfile::NamedTempFile::new().unwrap();
+        source.write_all(&source_bytes).unwrap();
+        let source_file = Arc::new(source.reopen().unwrap());
+        let text = b"all work and no play makes jack a dull boy ".repeat(500);
+
         let mut expected = Vec::new();
-        for x in 0..2u8 {
-            let chunks: Vec<Vec<u8>> = (0..50u8)
-                .map(|i| vec![x ^ i; 1000 + i as usize * 37])
+        for kind in 0..3u8 {
+            let chunks: Vec<(Vec<u8>, Option<SourceRef>)> = (0..50usize)
+                .map(|i| match kind {
+                    // Compressible: small ones stay in memory, larger ones are staged.
+                    0 => (text[..1000 + i * 400].to_vec(), None),
+                    // Random, from the source file: referenced, not copied.
+                    1 => {
+                        let at = i * 20_000;
+                        let r = SourceRef {
+                            file: source_file.clone(),
+                            offset: at as u64,
+                        };
+                        (source_bytes[at..at + 20_000].to_vec(), Some(r))
+                    }
+                    // Random, from a stream: staged.
+                    _ => (noise(15_000, i as u64), None),
+                })
                 .collect();
-            for c in &chunks {
-                packer
-                    .send(PackerMsg::Chunk {
-                        hash: chunk_hash(c),
-                        data: Bytes::from(c.clone()),
-                    })
-                    .unwrap();
+            for (c, src) in &chunks {
+                let msg = PackerMsg::Chunk {
+                    hash: chunk_hash(c),
+                    data: Bytes::from(c.clone()),
+                    source: src.clone(),
+                };
+                packer.send(msg).unwrap();
             }
-            let hash = xorb_hash(chunks.iter().map(|c| (chunk_hash(c), c.len() as u64)));
+            let hash = xorb_hash(chunks.iter().map(|(c, _)| (chunk_hash(c), c.len() as u64)));
             packer.send(PackerMsg::Close { hash }).unwrap();
             expected.push(hash);
         }
+        // Nothing open: ignored.
         packer
             .send(PackerMsg::Close {
                 hash: MerkleHash::ZERO,
             })
-            .unwrap(); // nothing open: ignored
+            .unwrap();
         packer.finish().unwrap();
         for hash in expected {
             let staged = rx.try_recv().unwrap();
             assert_eq!(staged.hash, hash);
-            let bytes = std::fs::read(&staged.path).unwrap();
-            assert_eq!(bytes.len() as u64, staged.len);
+            let bytes = staged.body.to_vec().unwrap();
+            assert_eq!(bytes.len() as u64, staged.body.len());
             let footer = validate_xorb(&bytes).unwrap();
             assert_eq!(footer.hash, hash);
             assert_eq!(staged.num_chunks, 50);
         }
         assert!(rx.try_recv().is_err());
+        // Staging files go away with the xorbs.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]
@@ -327,22 +449,22 @@ mod tests {
                 (state >> 56) as u8
             })
             .collect();
-        let c = compress_chunk(chunk_hash(&noise), &noise);
-        assert_eq!(c.scheme, CompressionScheme::None);
-        assert_eq!(c.stored, noise);
+        let deployed = |data: &[u8]| {
+            let c = CompressedChunk::from_data(data);
+            (c.scheme, c.stored)
+        };
+        let ours = |data: &[u8]| {
+            let c = compress_chunk(chunk_hash(data), &Bytes::copy_from_slice(data));
+            (c.scheme, c.stored.to_vec())
+        };
+        assert_eq!(ours(&noise), (CompressionScheme::None, noise.clone()));
         let text = b"all work and no play makes jack a dull boy ".repeat(1500);
-        assert_eq!(
-            compress_chunk(chunk_hash(&text), &text),
-            CompressedChunk::from_data(&text)
-        );
-        assert_eq!(
-            compress_chunk(chunk_hash(&random), &random),
-            CompressedChunk::from_data(&random)
-        );
+        assert_eq!(ours(&text), deployed(&text));
+        assert_eq!(ours(&random), deployed(&random));
         // Compressible after a random start: stored raw, still a valid choice.
         let mut mixed = noise[..5000].to_vec();
         mixed.extend_from_slice(&text[..50_000]);
-        let c = compress_chunk(chunk_hash(&mixed), &mixed);
+        let c = compress_chunk(chunk_hash(&mixed), &Bytes::from(mixed.clone()));
         let mut back = Vec::new();
         crate::xet::compression::decompress_into(c.scheme, &c.stored, mixed.len(), &mut back)
             .unwrap();
@@ -358,6 +480,7 @@ mod tests {
             .send(PackerMsg::Chunk {
                 hash: chunk_hash(b"x"),
                 data: Bytes::from_static(b"x"),
+                source: None,
             })
             .unwrap();
         packer

@@ -8,13 +8,15 @@
 //! scattered over many xorbs for a small saving.
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::client::error::Result;
 use crate::client::shard_cache::{CachedChunk, ShardIndex};
 use crate::client::stats::{DedupSource, DedupStats};
-use crate::client::upload::packer::{PackSink, PackerMsg};
+use crate::client::upload::packer::{PackSink, PackerMsg, SourceRef};
 use crate::xet::constants::{MAX_XORB_CHUNKS, MAX_XORB_SIZE};
 use crate::xet::hash::{is_global_dedup_eligible, xorb_hash, VerificationHasher};
 use crate::xet::pipeline::HashedChunk;
@@ -78,7 +80,7 @@ struct Run {
     source: DedupSource,
     cursor: Cursor,
     /// Chunks of a run not yet accepted, with their locations.
-    pending: Vec<(HashedChunk, XorbRef, u32)>,
+    pending: Vec<(HashedChunk, u64, XorbRef, u32)>,
     pending_bytes: u64,
     accepted: bool,
 }
@@ -100,6 +102,9 @@ pub struct SessionPlanner {
 /// Per-file planning state.
 pub struct FilePlanner<'s> {
     session: &'s mut SessionPlanner,
+    source: Option<Arc<File>>,
+    /// Offset of the chunk being planned.
+    at: u64,
     terms: Vec<PlannedTerm>,
     verifier: VerificationHasher,
     run: Option<Run>,
@@ -132,8 +137,12 @@ impl SessionPlanner {
         }
     }
 
-    pub fn file(&mut self) -> FilePlanner<'_> {
+    /// Plans a file; `source` is the file itself when it can be read again at upload time
+    /// (new chunks stored raw are then sent from it instead of being staged).
+    pub fn file(&mut self, source: Option<Arc<File>>) -> FilePlanner<'_> {
         FilePlanner {
+            source,
+            at: 0,
             session: self,
             terms: Vec::new(),
             verifier: VerificationHasher::default(),
@@ -147,7 +156,7 @@ impl SessionPlanner {
     }
 
     /// Adds a new chunk to the open xorb (closing it first when full); returns its location.
-    fn pack(&mut self, chunk: &HashedChunk) -> Result<(u32, u32)> {
+    fn pack(&mut self, chunk: &HashedChunk, source: Option<SourceRef>) -> Result<(u32, u32)> {
         let len = chunk.data.len();
         let fits = self.open.is_some_and(|s| {
             let slot = &self.slots[s as usize];
@@ -171,6 +180,7 @@ impl SessionPlanner {
         self.sink.send(PackerMsg::Chunk {
             hash: chunk.hash,
             data: chunk.data.clone(),
+            source,
         })?;
         Ok((s, index))
     }
@@ -220,6 +230,7 @@ impl FilePlanner<'_> {
         let first = self.chunk_no == 0;
         self.chunk_no += 1;
         let at = self.offset;
+        self.at = at;
         self.offset += len;
 
         if self.continue_run(&chunk)? {
@@ -238,7 +249,7 @@ impl FilePlanner<'_> {
                 });
                 self.add_to_run(chunk, xorb, index)
             }
-            None => self.add_new(&chunk),
+            None => self.add_new(&chunk, at),
         }
     }
 
@@ -248,7 +259,7 @@ impl FilePlanner<'_> {
             run.accepted = true;
             let pending = std::mem::take(&mut run.pending);
             let source = run.source;
-            for (chunk, xorb, index) in pending {
+            for (chunk, _, xorb, index) in pending {
                 self.emit_dedup(&chunk, xorb, index, source);
             }
         }
@@ -339,11 +350,11 @@ impl FilePlanner<'_> {
             return Ok(());
         }
         run.pending_bytes += chunk.data.len() as u64;
-        run.pending.push((chunk, xorb, index));
+        run.pending.push((chunk, self.at, xorb, index));
         if run.pending.len() >= MIN_RUN_CHUNKS || run.pending_bytes >= MIN_RUN_BYTES {
             run.accepted = true;
             let pending = std::mem::take(&mut run.pending);
-            for (chunk, xorb, index) in pending {
+            for (chunk, _, xorb, index) in pending {
                 self.emit_dedup(&chunk, xorb, index, source);
             }
         }
@@ -353,15 +364,19 @@ impl FilePlanner<'_> {
     /// Ends the current run; a run too short to accept is packed as new data.
     fn end_run(&mut self) -> Result<()> {
         if let Some(run) = self.run.take() {
-            for (chunk, _, _) in run.pending {
-                self.add_new(&chunk)?;
+            for (chunk, offset, _, _) in run.pending {
+                self.add_new(&chunk, offset)?;
             }
         }
         Ok(())
     }
 
-    fn add_new(&mut self, chunk: &HashedChunk) -> Result<()> {
-        let (slot, index) = self.session.pack(chunk)?;
+    fn add_new(&mut self, chunk: &HashedChunk, offset: u64) -> Result<()> {
+        let source = self.source.as_ref().map(|file| SourceRef {
+            file: file.clone(),
+            offset,
+        });
+        let (slot, index) = self.session.pack(chunk, source)?;
         self.stats.new_bytes += chunk.data.len() as u64;
         self.add_to_term(XorbRef::Slot(slot), index, chunk);
         Ok(())

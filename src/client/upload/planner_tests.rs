@@ -44,7 +44,7 @@ fn no_query() -> impl FnMut(&MerkleHash) -> Result<Option<Bytes>> {
 
 fn plan(session: &mut SessionPlanner, input: &[HashedChunk]) -> PlannedFile {
     let mut q = no_query();
-    let mut file = session.file();
+    let mut file = session.file(None);
     for c in input {
         file.push(c.clone(), &mut q).unwrap();
     }
@@ -241,7 +241,7 @@ fn global_dedup_is_asked_for_the_first_chunk_and_its_answer_used() {
         asked.push(*h);
         Ok(Some(Bytes::from(answer.clone())))
     };
-    let mut file = session.file();
+    let mut file = session.file(None);
     for c in chunks(0..30) {
         file.push(c, &mut query).unwrap();
     }
@@ -268,7 +268,7 @@ fn a_failing_global_query_disables_global_dedup_but_not_the_upload() {
         ))
     };
     for _ in 0..2 {
-        let mut file = session.file();
+        let mut file = session.file(None);
         for c in chunks(0..3) {
             file.push(c, &mut query).unwrap();
         }
