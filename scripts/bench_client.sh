@@ -2,6 +2,8 @@
 # End-to-end client benchmark against a real `git xet server` on loopback.
 #
 #   scripts/bench_client.sh [SIZE_MIB]     (default 1024)
+#   SERVER_ARGS="..." scripts/bench_client.sh   extra server flags (default: --no-fsync, so
+#                                               the figures are the client's, not the disk's)
 #
 # Measures, with a release build: upload of SIZE_MIB of random data, re-upload of the same
 # file (must send no xorb bytes), and download (fresh metadata, no chunk cache: everything
@@ -10,6 +12,7 @@
 set -euo pipefail
 
 SIZE_MIB="${1:-1024}"
+SERVER_ARGS="${SERVER_ARGS---no-fsync}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="$ROOT/target/release/git-xet"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/bench-client.XXXXXX")"
@@ -26,7 +29,8 @@ trap cleanup EXIT
 echo "generating ${SIZE_MIB} MiB of random data" >&2
 head -c "$((SIZE_MIB * 1024 * 1024))" /dev/urandom > "$WORK/data.bin"
 
-"$BIN" server --listen 127.0.0.1:0 --data "$WORK/server" --ready-file "$WORK/ready" 2> "$WORK/server.log" &
+# shellcheck disable=SC2086
+"$BIN" server --listen 127.0.0.1:0 --data "$WORK/server" --ready-file "$WORK/ready" $SERVER_ARGS 2> "$WORK/server.log" &
 SERVER_PID=$!
 for _ in $(seq 1 300); do [[ -s "$WORK/ready" ]] && break; sleep 0.1; done
 URL="$(cat "$WORK/ready")"
@@ -68,7 +72,7 @@ served1="$(metric git_xet_xorb_bytes_served_total)"
 cmp -s "$WORK/data.bin" "$WORK/copy.bin" || { echo "download differs from the upload" >&2; exit 1; }
 
 echo
-echo "git-xet client benchmark: ${SIZE_MIB} MiB of random data, server on loopback ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "git-xet client benchmark: ${SIZE_MIB} MiB of random data, server on loopback (${SERVER_ARGS:-no extra flags}; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 report upload "$up_s" "$up_rss"
 report re-upload "$re_s" "$re_rss"
 report download "$down_s" "$down_rss"
