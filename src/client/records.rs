@@ -12,9 +12,11 @@
 //!           | per chunk: chunk hash (32) | size (u32)
 //! ```
 
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use crate::client::error::Result;
+use crate::client::error::{ClientError, Result};
 use crate::client::shard_cache::write_atomically;
 use crate::xet::hash::sha256_hex;
 use crate::xet::MerkleHash;
@@ -186,15 +188,85 @@ impl RecordStore {
     }
 }
 
-/// Saves a record, logging instead of failing: records only speed things up.
-pub fn save_quietly(store: Option<&RecordStore>, record: &FileRecord) {
-    if let Some(store) = store {
-        if let Err(e) = store.save(record) {
-            tracing::warn!(
-                "could not save the reconstruction record of {}: {e}",
-                record.file_hash
-            );
+/// A file's chunks as they go by, spooled to an unnamed temporary file (36 bytes a chunk),
+/// so that recording a reconstruction costs no memory however large the file.
+pub struct ChunkLog {
+    out: BufWriter<File>,
+    count: u64,
+}
+
+impl ChunkLog {
+    pub fn new() -> std::io::Result<Self> {
+        Ok(ChunkLog {
+            out: BufWriter::with_capacity(64 * 1024, tempfile::tempfile()?),
+            count: 0,
+        })
+    }
+
+    pub fn push(&mut self, hash: &MerkleHash, size: u32) -> std::io::Result<()> {
+        self.out.write_all(hash.as_bytes())?;
+        self.out.write_all(&size.to_le_bytes())?;
+        self.count += 1;
+        Ok(())
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+}
+
+impl RecordStore {
+    /// Saves the record of a file from its terms — (xorb, first chunk, chunk count) — and the
+    /// log of its chunks, streaming.
+    pub fn save_from_log(
+        &self,
+        file_hash: &MerkleHash,
+        sha256: Option<[u8; 32]>,
+        terms: &[(MerkleHash, u32, u32)],
+        log: ChunkLog,
+    ) -> Result<()> {
+        let fail =
+            |e: std::io::Error| ClientError::io("writing a reconstruction record", &self.dir, e);
+        let total: u64 = terms.iter().map(|t| u64::from(t.2)).sum();
+        if total != log.count {
+            return Err(ClientError::Aborted(format!(
+                "internal error: {} chunks logged for terms of {total} chunks",
+                log.count
+            )));
         }
+        let mut chunks = log.out.into_inner().map_err(|e| fail(e.into_error()))?;
+        chunks.seek(SeekFrom::Start(0)).map_err(fail)?;
+        let mut chunks = BufReader::with_capacity(64 * 1024, chunks);
+        std::fs::create_dir_all(&self.dir).map_err(fail)?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(&self.dir)
+            .map_err(fail)?;
+        let mut out = BufWriter::with_capacity(64 * 1024, tmp);
+        out.write_all(MAGIC).map_err(fail)?;
+        out.write_all(file_hash.as_bytes()).map_err(fail)?;
+        out.write_all(&[u8::from(sha256.is_some())]).map_err(fail)?;
+        out.write_all(&sha256.unwrap_or([0; 32])).map_err(fail)?;
+        out.write_all(&(terms.len() as u32).to_le_bytes())
+            .map_err(fail)?;
+        let mut chunk = [0u8; 36];
+        for (xorb, start, n) in terms {
+            out.write_all(xorb.as_bytes()).map_err(fail)?;
+            out.write_all(&start.to_le_bytes()).map_err(fail)?;
+            out.write_all(&n.to_le_bytes()).map_err(fail)?;
+            for _ in 0..*n {
+                chunks.read_exact(&mut chunk).map_err(fail)?;
+                out.write_all(&chunk).map_err(fail)?;
+            }
+        }
+        let tmp = out.into_inner().map_err(|e| fail(e.into_error()))?;
+        let path = self.dir.join(file_hash.to_hex());
+        tmp.persist(&path).map_err(|e| fail(e.error))?;
+        if let Some(sha) = &sha256 {
+            let by_sha = self.dir.join("by-sha256");
+            write_atomically(&by_sha, &sha256_hex(sha), file_hash.to_hex().as_bytes())?;
+        }
+        Ok(())
     }
 }
 
@@ -232,6 +304,33 @@ mod tests {
         assert_eq!(store.load(&record.file_hash), Some(record.clone()));
         assert_eq!(store.file_hash_for_sha256(&[7; 32]), Some(record.file_hash));
         assert_eq!(store.load(&chunk_hash(b"other")), None);
+    }
+
+    #[test]
+    fn records_stream_from_a_chunk_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RecordStore::new(dir.path());
+        let record = sample();
+        let mut log = ChunkLog::new().unwrap();
+        for t in &record.terms {
+            for (h, n) in &t.chunks {
+                log.push(h, *n).unwrap();
+            }
+        }
+        let terms: Vec<_> = record
+            .terms
+            .iter()
+            .map(|t| (t.xorb, t.start, t.chunks.len() as u32))
+            .collect();
+        store
+            .save_from_log(&record.file_hash, record.sha256, &terms, log)
+            .unwrap();
+        assert_eq!(store.load(&record.file_hash), Some(record.clone()));
+        assert_eq!(store.file_hash_for_sha256(&[7; 32]), Some(record.file_hash));
+        let short = ChunkLog::new().unwrap();
+        assert!(store
+            .save_from_log(&record.file_hash, None, &terms, short)
+            .is_err());
     }
 
     #[test]

@@ -27,7 +27,6 @@ use crate::xet::MerkleHash;
 /// A chunk ready to be written.
 #[derive(Debug)]
 pub struct DecodedChunk {
-    pub term: usize,
     pub hash: MerkleHash,
     pub data: Bytes,
 }
@@ -90,7 +89,7 @@ fn read_local(
     tx: &ChunkSender,
 ) -> Result<()> {
     let mut files: Vec<Option<std::fs::File>> = (0..ctx.sources.len()).map(|_| None).collect();
-    for (piece, chunks) in pieces {
+    for (_, chunks) in pieces {
         for c in chunks {
             let path = &ctx.sources[c.source];
             if files[c.source].is_none() {
@@ -114,7 +113,6 @@ fn read_local(
                 .fetch_add(data.len() as u64, Ordering::Relaxed);
             if tx
                 .blocking_send(Ok(DecodedChunk {
-                    term: piece.term,
                     hash,
                     data: Bytes::from(data),
                 }))
@@ -164,7 +162,6 @@ impl Emitter<'_> {
         self.piece_bytes += data.len() as u64;
         let hash = chunk_hash(&data);
         let chunk = DecodedChunk {
-            term: piece.term,
             hash,
             data: Bytes::from(data),
         };

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::client::error::{ClientError, Result};
 use crate::client::progress::ProgressFn;
-use crate::client::records::{save_quietly, FileRecord, RecordStore};
+use crate::client::records::RecordStore;
 use crate::client::CasClient;
 use crate::xet::hash::sha256_hex;
 use crate::xet::reconstruction::Reconstruction;
@@ -206,13 +206,7 @@ impl CasClient {
             limit,
             file_hash: whole,
             sha256: options.expected_sha256.is_some(),
-            record_terms: (whole && self.records.is_some()).then(|| {
-                recon
-                    .terms
-                    .iter()
-                    .map(|t| (t.hash, t.range.start))
-                    .collect()
-            }),
+            record: whole && self.records.is_some(),
             progress: options.progress.clone(),
             expected_len,
         };
@@ -238,7 +232,7 @@ impl CasClient {
             .and_then(|w| w);
         let result = produced
             .and(written)
-            .and_then(|w| self.finish_download(file_hash, output, options, w, expected_len));
+            .and_then(|w| self.finish_download(file_hash, recon, output, options, w, expected_len));
         let c = &ctx.counters;
         if let (Err(ClientError::Corrupt { .. }), Some(cache)) = (&result, &self.chunk_cache) {
             // Never keep bytes that were part of a failed verification.
@@ -262,6 +256,7 @@ impl CasClient {
     fn finish_download(
         &self,
         file_hash: &MerkleHash,
+        recon: &Reconstruction,
         output: &Path,
         options: &DownloadOptions,
         written: writer::Written,
@@ -298,13 +293,15 @@ impl CasClient {
             .temp
             .persist(output)
             .map_err(|e| ClientError::io("saving the output", output, e.error))?;
-        if let Some(terms) = written.record_terms {
-            let record = FileRecord {
-                file_hash: *file_hash,
-                sha256: written.sha256,
-                terms,
-            };
-            save_quietly(self.records.as_ref(), &record);
+        if let (Some(store), Some(log)) = (&self.records, written.record) {
+            let terms: Vec<_> = recon
+                .terms
+                .iter()
+                .map(|t| (t.hash, t.range.start, t.range.len()))
+                .collect();
+            if let Err(e) = store.save_from_log(file_hash, written.sha256, &terms, log) {
+                tracing::warn!("could not record how {file_hash} is stored: {e}");
+            }
         }
         Ok((written.bytes, written.file_hash.is_some(), written.sha256))
     }

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use crate::client::download::fetch::DecodedChunk;
 use crate::client::error::{ClientError, Result};
 use crate::client::progress::{ProgressFn, Throttled};
-use crate::client::records::RecordTerm;
+use crate::client::records::ChunkLog;
 use crate::xet::hash::file_hash_from_root;
 use crate::xet::merkle::MerkleBuilder;
 use crate::xet::MerkleHash;
@@ -28,8 +28,8 @@ pub struct WriterSetup {
     /// Compute the file hash (whole-file downloads).
     pub file_hash: bool,
     pub sha256: bool,
-    /// Keep each term's chunk list for a reconstruction record: (xorb, first chunk) per term.
-    pub record_terms: Option<Vec<(MerkleHash, u32)>>,
+    /// Log every chunk for a reconstruction record.
+    pub record: bool,
     pub progress: Option<ProgressFn>,
     pub expected_len: u64,
 }
@@ -40,7 +40,7 @@ pub struct Written {
     pub bytes: u64,
     pub file_hash: Option<MerkleHash>,
     pub sha256: Option<[u8; 32]>,
-    pub record_terms: Option<Vec<RecordTerm>>,
+    pub record: Option<ChunkLog>,
 }
 
 /// Creates the temporary file in the destination's directory (so the final rename is atomic).
@@ -71,28 +71,20 @@ pub fn run(setup: WriterSetup, mut rx: mpsc::Receiver<DecodedChunk>) -> Result<W
     let mut remaining = setup.limit.unwrap_or(u64::MAX);
     let mut written = 0u64;
     let mut progress = Throttled::new(setup.progress.clone(), setup.expected_len);
-    let mut record_terms: Option<Vec<RecordTerm>> = setup.record_terms.as_ref().map(|_| Vec::new());
-    let mut current_term = usize::MAX;
+    let mut record = if setup.record {
+        ChunkLog::new().ok()
+    } else {
+        None
+    };
 
     while let Some(chunk) = rx.blocking_recv() {
-        if let (Some(m), Some(terms)) = (merkle.as_mut(), record_terms.as_mut()) {
+        if let Some(m) = merkle.as_mut() {
             m.push(chunk.hash, chunk.data.len() as u64);
-            if chunk.term != current_term {
-                current_term = chunk.term;
-                let (xorb, start) = setup.record_terms.as_ref().expect("set")[chunk.term];
-                terms.push(RecordTerm {
-                    xorb,
-                    start,
-                    chunks: Vec::new(),
-                });
+        }
+        if let Some(log) = record.as_mut() {
+            if log.push(&chunk.hash, chunk.data.len() as u32).is_err() {
+                record = None; // only a cache: go on without it
             }
-            terms
-                .last_mut()
-                .expect("pushed")
-                .chunks
-                .push((chunk.hash, chunk.data.len() as u32));
-        } else if let Some(m) = merkle.as_mut() {
-            m.push(chunk.hash, chunk.data.len() as u64);
         }
         let mut data: &[u8] = &chunk.data;
         let dropped = skip.min(data.len() as u64);
@@ -124,6 +116,6 @@ pub fn run(setup: WriterSetup, mut rx: mpsc::Receiver<DecodedChunk>) -> Result<W
         bytes: written,
         file_hash,
         sha256: sha.map(|s| s.finalize().into()),
-        record_terms,
+        record,
     })
 }

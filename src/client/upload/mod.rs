@@ -20,7 +20,6 @@ use tokio::task::JoinSet;
 use crate::client::cas::CasApi;
 use crate::client::error::{ClientError, Result};
 use crate::client::progress::{ProgressFn, Throttled};
-use crate::client::records::{save_quietly, FileRecord, RecordTerm};
 use crate::client::shard_cache::{save_own_shard, ShardIndex};
 use crate::client::stats::{DedupStats, SessionStats};
 use crate::client::CasClient;
@@ -297,16 +296,23 @@ impl UploadSession {
                 }
             }
         }
-        for (upload, planned) in &self.planned {
-            save_quietly(
-                self.client.records.as_ref(),
-                &record_of(&planner, upload, planned),
-            );
+        let mut files = Vec::with_capacity(self.planned.len());
+        for (upload, planned) in self.planned {
+            if let (Some(store), Some(log)) = (&self.client.records, planned.chunks) {
+                let terms: Vec<_> = planned
+                    .terms
+                    .iter()
+                    .map(|t| (planner.resolve(t.xorb), t.start, t.end - t.start))
+                    .collect();
+                let saved =
+                    store.save_from_log(&upload.file_hash, Some(upload.sha256), &terms, log);
+                if let Err(e) = saved {
+                    tracing::warn!("could not record how {} is stored: {e}", upload.name);
+                }
+            }
+            files.push(upload);
         }
-        Ok(UploadSummary {
-            files: self.planned.into_iter().map(|(u, _)| u).collect(),
-            stats,
-        })
+        Ok(UploadSummary { files, stats })
     }
 }
 
@@ -390,26 +396,4 @@ fn build_shard(planner: &SessionPlanner, planned: &[(FileUpload, PlannedFile)]) 
             .push(XorbBlock::from_chunks(hash, chunks.iter().copied(), 0));
     }
     shard
-}
-
-fn record_of(planner: &SessionPlanner, upload: &FileUpload, plan: &PlannedFile) -> FileRecord {
-    let mut chunks = plan.chunks.iter();
-    let terms = plan
-        .terms
-        .iter()
-        .map(|t| RecordTerm {
-            xorb: planner.resolve(t.xorb),
-            start: t.start,
-            chunks: chunks
-                .by_ref()
-                .take((t.end - t.start) as usize)
-                .copied()
-                .collect(),
-        })
-        .collect();
-    FileRecord {
-        file_hash: upload.file_hash,
-        sha256: Some(upload.sha256),
-        terms,
-    }
 }

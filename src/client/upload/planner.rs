@@ -14,6 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::client::error::Result;
+use crate::client::records::ChunkLog;
 use crate::client::shard_cache::{CachedChunk, ShardIndex};
 use crate::client::stats::{DedupSource, DedupStats};
 use crate::client::upload::packer::{PackSink, PackerMsg, SourceRef};
@@ -28,9 +29,9 @@ pub const MIN_RUN_CHUNKS: usize = 8;
 pub const MIN_RUN_BYTES: u64 = 1024 * 1024;
 /// Within one file, global dedup queries are at least this many bytes apart.
 pub const MIN_QUERY_SPACING: u64 = 4 * 1024 * 1024;
-/// The session's chunk index stops growing here (about 64 GiB of new data, ~80 MiB of
-/// memory); later duplicates are still found through the xorbs' own runs and the server.
-const MAX_SESSION_INDEX: usize = 1 << 20;
+/// The session's chunk index stops growing here (about 16 GiB of new data, ~12 MiB of
+/// memory), to keep memory bounded; a chunk first seen later is packed again if repeated.
+const MAX_SESSION_INDEX: usize = 1 << 18;
 
 /// A xorb a term points into: one of this session's (hash known once it is closed) or an
 /// existing one.
@@ -51,12 +52,11 @@ pub struct PlannedTerm {
 }
 
 /// A file whose chunks have all been planned.
-#[derive(Debug, Clone)]
 pub struct PlannedFile {
     pub terms: Vec<PlannedTerm>,
     pub stats: DedupStats,
-    /// Every chunk's (hash, size), kept for the local reconstruction record.
-    pub chunks: Vec<(MerkleHash, u32)>,
+    /// Every chunk's (hash, size), for the local reconstruction record.
+    pub chunks: Option<ChunkLog>,
 }
 
 /// A xorb this session is building.
@@ -112,7 +112,7 @@ pub struct FilePlanner<'s> {
     offset: u64,
     last_query: Option<u64>,
     stats: DedupStats,
-    chunks: Vec<(MerkleHash, u32)>,
+    chunks: Option<ChunkLog>,
 }
 
 fn record_bound(len: usize) -> usize {
@@ -140,6 +140,10 @@ impl SessionPlanner {
     /// Plans a file; `source` is the file itself when it can be read again at upload time
     /// (new chunks stored raw are then sent from it instead of being staged).
     pub fn file(&mut self, source: Option<Arc<File>>) -> FilePlanner<'_> {
+        let chunks = self
+            .keep_chunk_lists
+            .then(ChunkLog::new)
+            .and_then(|r| r.ok());
         FilePlanner {
             source,
             at: 0,
@@ -151,7 +155,7 @@ impl SessionPlanner {
             offset: 0,
             last_query: None,
             stats: DedupStats::default(),
-            chunks: Vec::new(),
+            chunks,
         }
     }
 
@@ -224,8 +228,11 @@ impl FilePlanner<'_> {
         let len = chunk.data.len() as u64;
         self.stats.logical_bytes += len;
         self.stats.chunks += 1;
-        if self.session.keep_chunk_lists {
-            self.chunks.push((chunk.hash, len as u32));
+        if let Some(log) = self.chunks.as_mut() {
+            if let Err(e) = log.push(&chunk.hash, len as u32) {
+                tracing::warn!("not recording this file's chunks: {e}");
+                self.chunks = None;
+            }
         }
         let first = self.chunk_no == 0;
         self.chunk_no += 1;
