@@ -18,6 +18,10 @@ pub const DEFAULT_UPLOAD_CONCURRENCY: usize = 4;
 /// Xorb ranges fetched ahead of the writer. Each buffers at most 32 chunks (~2 MiB).
 pub const DEFAULT_DOWNLOAD_CONCURRENCY: usize = 8;
 
+/// Chunks of closed xorbs kept in memory before they are registered by an intermediate
+/// shard: ~16 GiB of new data, ~10 MiB of metadata.
+pub const DEFAULT_SHARD_FLUSH_CHUNKS: usize = 1 << 18;
+
 /// Everything a [`CasClient`] needs. Start from [`ClientConfig::new`] and set what differs.
 #[derive(Clone)]
 pub struct ClientConfig {
@@ -39,6 +43,9 @@ pub struct ClientConfig {
     pub staging_dir: Option<PathBuf>,
     /// Ask the server's global dedup for eligible chunks.
     pub global_dedup: bool,
+    /// Once closed xorbs hold this many chunks, they are registered with an intermediate
+    /// shard and their metadata leaves memory (default about 16 GiB of new data).
+    pub shard_flush_chunks: usize,
 }
 
 impl fmt::Debug for ClientConfig {
@@ -54,6 +61,7 @@ impl fmt::Debug for ClientConfig {
             .field("chunk_cache", &self.chunk_cache)
             .field("staging_dir", &self.staging_dir)
             .field("global_dedup", &self.global_dedup)
+            .field("shard_flush_chunks", &self.shard_flush_chunks)
             .finish()
     }
 }
@@ -78,6 +86,7 @@ impl ClientConfig {
             chunk_cache: None,
             staging_dir: None,
             global_dedup: true,
+            shard_flush_chunks: DEFAULT_SHARD_FLUSH_CHUNKS,
         }
     }
 

@@ -20,8 +20,9 @@ use crate::xet::hash::keyed_chunk_hash;
 use crate::xet::shard::{read_shard, ParsedShard, XorbBlock};
 use crate::xet::MerkleHash;
 
-/// Own shards beyond this total size are evicted, oldest first.
-pub const DEFAULT_MAX_OWN_SHARD_BYTES: u64 = 1024 * 1024 * 1024;
+/// Own shards beyond this total size are evicted, oldest first: about the last 50 GiB of
+/// uploads, indexed in ~20 MiB of memory. Older content is still found by global dedup.
+pub const DEFAULT_MAX_OWN_SHARD_BYTES: u64 = 64 * 1024 * 1024;
 
 /// A chunk found in a cached shard: the xorb holding it and its index there.
 #[derive(Debug, Clone)]

@@ -172,3 +172,29 @@ async fn the_chunk_cache_serves_a_repeated_download() {
     assert!(outcome.cache_bytes >= data.len() as u64);
     assert!(std::fs::read(env.path("two")).unwrap() == data);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intermediate_shards_register_xorbs_early_and_feed_the_shard_cache() {
+    let env = Env::new();
+    let data = random_bytes(70 << 20, 61);
+    let path = env.file("big", &data);
+    let mut config = env.config("meta");
+    config.shard_flush_chunks = 1; // a shard after every closed xorb
+    let client = git_xet::client::CasClient::new(config).unwrap();
+    let summary = upload(&client, &[&path]).await;
+    assert_eq!(summary.stats.xorbs_uploaded, 2);
+    // One shard with the first xorb only, then the final one with the file and the second.
+    assert_eq!(summary.stats.shards_uploaded, 2);
+    assert_eq!(files_under(&env.path("meta/shards")).len(), 2);
+    let received = env.xorb_bytes_received();
+    let again = upload(&client, &[&path]).await;
+    assert_eq!(again.stats.dedup.shard_cache_bytes, data.len() as u64);
+    assert_eq!(env.xorb_bytes_received(), received);
+    download(
+        &client,
+        &summary.files[0].file_hash,
+        &env.path("out"),
+        &data,
+    )
+    .await;
+}

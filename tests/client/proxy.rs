@@ -160,7 +160,9 @@ async fn serve(mut client: TcpStream, target: SocketAddr, fault: Option<Fault>) 
             let _ = cw.shutdown().await;
         }
         Some(Fault::Delay(ms)) => {
-            let Ok(upstream) = TcpStream::connect(target).await else { return };
+            let Ok(upstream) = TcpStream::connect(target).await else {
+                return;
+            };
             let (mut ur, mut uw) = upstream.into_split();
             let (mut cr, mut cw) = client.into_split();
             let up = tokio::spawn(async move {

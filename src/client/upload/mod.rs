@@ -8,19 +8,19 @@
 mod body;
 mod packer;
 mod planner;
+mod uploader;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, Semaphore};
-use tokio::task::JoinSet;
+use tokio::sync::mpsc;
 
 use crate::client::cas::CasApi;
 use crate::client::error::{ClientError, Result};
 use crate::client::progress::{ProgressFn, Throttled};
-use crate::client::shard_cache::{save_own_shard, ShardIndex};
+use crate::client::shard_cache::ShardIndex;
 use crate::client::stats::{DedupStats, SessionStats};
 use crate::client::CasClient;
 use crate::xet::hash::sha256_as_merkle;
@@ -29,9 +29,10 @@ use crate::xet::shard::{FileInfo, FileTerm, FooterOptions, Shard, XorbBlock};
 use crate::xet::MerkleHash;
 
 pub use packer::compress_parallel;
-use packer::{Packer, StagedXorb};
+use packer::Packer;
 use planner::{PlannedFile, SessionPlanner};
 pub use planner::{MIN_RUN_BYTES, MIN_RUN_CHUNKS};
+use uploader::ShardUpload;
 
 /// One file of a session, once chunked.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -59,70 +60,15 @@ pub struct UploadSummary {
     pub stats: SessionStats,
 }
 
-#[derive(Debug, Default)]
-struct XorbTotals {
-    bytes: u64,
-    uploaded: u64,
-    already_present: u64,
-}
-
 /// An upload in progress. Dropping it without `finish` abandons it: xorbs already sent stay
 /// on the server unreferenced, nothing is registered.
 pub struct UploadSession {
     api: CasApi,
     planner: Option<SessionPlanner>,
-    uploader: Option<tokio::task::JoinHandle<Result<XorbTotals>>>,
+    uploader: Option<tokio::task::JoinHandle<Result<uploader::Totals>>>,
     planned: Vec<(FileUpload, PlannedFile)>,
     metadata_dir: Option<PathBuf>,
     client: CasClient,
-}
-
-async fn upload_xorbs(
-    api: CasApi,
-    mut rx: mpsc::Receiver<StagedXorb>,
-    concurrency: usize,
-) -> Result<XorbTotals> {
-    let permits = Arc::new(Semaphore::new(concurrency));
-    let mut running: JoinSet<Result<(u64, bool)>> = JoinSet::new();
-    let mut totals = XorbTotals::default();
-    let record =
-        |totals: &mut XorbTotals,
-         done: std::result::Result<Result<(u64, bool)>, tokio::task::JoinError>| {
-            let (len, inserted) =
-                done.map_err(|e| ClientError::Aborted(format!("xorb upload task failed: {e}")))??;
-            totals.bytes += len;
-            totals.uploaded += 1;
-            totals.already_present += u64::from(!inserted);
-            Ok::<(), ClientError>(())
-        };
-    loop {
-        let permit = permits
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("semaphore never closed");
-        let Some(xorb) = rx.recv().await else { break };
-        let api = api.clone();
-        running.spawn(async move {
-            let len = xorb.body.len();
-            let body = || reqwest::Body::wrap_stream(xorb.body.stream());
-            let inserted = api.upload_xorb(&xorb.hash, len, body).await?;
-            tracing::debug!(
-                "uploaded xorb {} ({len} bytes, {} chunks)",
-                xorb.hash,
-                xorb.num_chunks
-            );
-            drop(permit);
-            Ok((len, inserted)) // any staging file is deleted as `xorb` drops
-        });
-        while let Some(done) = running.try_join_next() {
-            record(&mut totals, done)?;
-        }
-    }
-    while let Some(done) = running.join_next().await {
-        record(&mut totals, done)?;
-    }
-    Ok(totals)
 }
 
 impl CasClient {
@@ -144,16 +90,18 @@ impl CasClient {
             .unwrap_or_else(std::env::temp_dir);
         let (tx, rx) = mpsc::channel(1);
         let packer = Packer::start(staging, tx);
-        let uploader = tokio::spawn(upload_xorbs(
+        let uploader = tokio::spawn(uploader::run(
             self.api.clone(),
             rx,
             self.config.upload_concurrency,
+            metadata_dir.clone(),
         ));
         let planner = SessionPlanner::new(
             shards,
             Box::new(packer),
             self.config.global_dedup,
             metadata_dir.is_some(),
+            self.config.shard_flush_chunks,
         );
         Ok(UploadSession {
             api: self.api.clone(),
@@ -268,33 +216,31 @@ impl UploadSession {
             return Err(self.explain(e).await);
         }
         let uploader = self.uploader.take().expect("uploader runs until finish");
-        let totals = uploader
+        let mut totals = uploader
             .await
             .map_err(|e| ClientError::Aborted(format!("xorb uploads failed: {e}")))??;
 
         let shard = build_shard(&planner, &self.planned);
+        if !shard.files.is_empty() || !shard.xorbs.is_empty() {
+            let upload = ShardUpload {
+                upload: Bytes::from(shard.to_upload_bytes()),
+                stored: shard.to_stored_bytes(&FooterOptions::default()),
+            };
+            drop(shard);
+            uploader::upload_shard(&self.api, upload, self.metadata_dir.as_ref(), &mut totals)
+                .await?;
+        }
         let mut stats = SessionStats {
             files: self.planned.len() as u64,
-            xorb_bytes_sent: totals.bytes,
-            xorbs_uploaded: totals.uploaded,
-            xorbs_already_present: totals.already_present,
+            xorb_bytes_sent: totals.xorb_bytes,
+            xorbs_uploaded: totals.xorbs,
+            xorbs_already_present: totals.xorbs_already_present,
+            shards_uploaded: totals.shards,
+            shard_bytes_sent: totals.shard_bytes,
             ..Default::default()
         };
         for (upload, _) in &self.planned {
             stats.dedup.merge(&upload.stats);
-        }
-        if !shard.files.is_empty() || !shard.xorbs.is_empty() {
-            let bytes = Bytes::from(shard.to_upload_bytes());
-            stats.shard_bytes_sent = bytes.len() as u64;
-            self.api.upload_shard(bytes).await?;
-            stats.shards_uploaded = 1;
-            if let Some(dir) = &self.metadata_dir {
-                if let Err(e) =
-                    save_own_shard(dir, &shard.to_stored_bytes(&FooterOptions::default()))
-                {
-                    tracing::warn!("could not keep the shard in the local cache: {e}");
-                }
-            }
         }
         let mut files = Vec::with_capacity(self.planned.len());
         for (upload, planned) in self.planned {

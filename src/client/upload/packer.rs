@@ -17,6 +17,7 @@ use tempfile::TempPath;
 
 use crate::client::error::{ClientError, Result};
 use crate::client::upload::body::{BodyBuilder, XorbBody};
+use crate::client::upload::uploader::{ShardUpload, Upload};
 use crate::xet::compression::{bg4_recommended, CompressionScheme};
 use crate::xet::xorb::{ChunkHeader, CompressedChunk, XorbFooter, CHUNK_HEADER_LEN};
 use crate::xet::MerkleHash;
@@ -44,6 +45,8 @@ pub enum PackerMsg {
     },
     /// The open xorb is complete; the planner computed its hash.
     Close { hash: MerkleHash },
+    /// A shard of xorbs closed before it, to upload once they are stored.
+    Shard(ShardUpload),
 }
 
 /// A finished xorb, ready to upload.
@@ -248,7 +251,7 @@ pub fn compress_parallel(chunks: &[(MerkleHash, Bytes)]) -> Vec<PackedChunk> {
 fn run(
     dir: PathBuf,
     rx: mpsc::Receiver<PackerMsg>,
-    out: tokio::sync::mpsc::Sender<StagedXorb>,
+    out: tokio::sync::mpsc::Sender<Upload>,
 ) -> Result<()> {
     let mut batch: Vec<(MerkleHash, Bytes)> = Vec::new();
     let mut sources: Vec<Option<SourceRef>> = Vec::new();
@@ -285,7 +288,12 @@ fn run(
                 batch_bytes = 0;
                 let Some(xorb) = open.take() else { continue };
                 let staged = xorb.finish(&dir, hash)?;
-                if out.blocking_send(staged).is_err() {
+                if out.blocking_send(Upload::Xorb(staged)).is_err() {
+                    return Err(ClientError::Aborted("the xorb uploader stopped".into()));
+                }
+            }
+            PackerMsg::Shard(shard) => {
+                if out.blocking_send(Upload::Shard(shard)).is_err() {
                     return Err(ClientError::Aborted("the xorb uploader stopped".into()));
                 }
             }
@@ -296,7 +304,7 @@ fn run(
 
 impl Packer {
     /// Starts the packing thread; finished xorbs go to `out`.
-    pub fn start(staging_dir: PathBuf, out: tokio::sync::mpsc::Sender<StagedXorb>) -> Self {
+    pub fn start(staging_dir: PathBuf, out: tokio::sync::mpsc::Sender<Upload>) -> Self {
         let (tx, rx) = mpsc::sync_channel(QUEUE);
         let thread = thread::Builder::new()
             .name("xet-packer".into())
@@ -420,7 +428,9 @@ mod tests {
             .unwrap();
         packer.finish().unwrap();
         for hash in expected {
-            let staged = rx.try_recv().unwrap();
+            let Upload::Xorb(staged) = rx.try_recv().unwrap() else {
+                panic!("a xorb")
+            };
             assert_eq!(staged.hash, hash);
             let bytes = staged.body.to_vec().unwrap();
             assert_eq!(bytes.len() as u64, staged.body.len());

@@ -18,9 +18,11 @@ use crate::client::records::ChunkLog;
 use crate::client::shard_cache::{CachedChunk, ShardIndex};
 use crate::client::stats::{DedupSource, DedupStats};
 use crate::client::upload::packer::{PackSink, PackerMsg, SourceRef};
+use crate::client::upload::uploader::ShardUpload;
 use crate::xet::constants::{MAX_XORB_CHUNKS, MAX_XORB_SIZE};
 use crate::xet::hash::{is_global_dedup_eligible, xorb_hash, VerificationHasher};
 use crate::xet::pipeline::HashedChunk;
+use crate::xet::shard::{FooterOptions, Shard, XorbBlock};
 use crate::xet::xorb::{XorbFooter, CHUNK_HEADER_LEN};
 use crate::xet::MerkleHash;
 
@@ -66,6 +68,8 @@ struct Slot {
     /// Serialized size if no chunk compresses (an upper bound), footer included.
     bound: usize,
     hash: Option<MerkleHash>,
+    /// Registered by an intermediate shard; its chunk list was dropped.
+    flushed: bool,
 }
 
 /// Where a run of deduplicated chunks continues.
@@ -97,6 +101,10 @@ pub struct SessionPlanner {
     sink: Box<dyn PackSink>,
     pub global_dedup: bool,
     keep_chunk_lists: bool,
+    /// Closed xorbs not yet in a shard, and their chunk count.
+    unflushed: Vec<u32>,
+    unflushed_chunks: usize,
+    flush_chunks: usize,
 }
 
 /// Per-file planning state.
@@ -120,11 +128,14 @@ fn record_bound(len: usize) -> usize {
 }
 
 impl SessionPlanner {
+    /// `flush_chunks`: once closed xorbs hold this many chunks, they are registered with
+    /// an intermediate shard and their metadata leaves memory (bounding it for huge uploads).
     pub fn new(
         shards: ShardIndex,
         sink: Box<dyn PackSink>,
         global_dedup: bool,
         keep_chunk_lists: bool,
+        flush_chunks: usize,
     ) -> Self {
         SessionPlanner {
             slots: Vec::new(),
@@ -134,6 +145,9 @@ impl SessionPlanner {
             sink,
             global_dedup,
             keep_chunk_lists,
+            unflushed: Vec::new(),
+            unflushed_chunks: 0,
+            flush_chunks: flush_chunks.max(1),
         }
     }
 
@@ -170,6 +184,9 @@ impl SessionPlanner {
         });
         if !fits {
             self.close_open()?;
+            if self.unflushed_chunks >= self.flush_chunks {
+                self.flush_closed()?;
+            }
             self.slots.push(Slot::default());
             self.open = Some(self.slots.len() as u32 - 1);
         }
@@ -195,9 +212,36 @@ impl SessionPlanner {
             let slot = &mut self.slots[s as usize];
             let hash = xorb_hash(slot.chunks.iter().map(|&(h, n)| (h, u64::from(n))));
             slot.hash = Some(hash);
+            self.unflushed.push(s);
+            self.unflushed_chunks += slot.chunks.len();
             self.sink.send(PackerMsg::Close { hash })?;
         }
         Ok(())
+    }
+
+    /// Registers the closed xorbs with a shard of their own (sent after them) and forgets
+    /// their chunks: later duplicates of those chunks in this session are packed again.
+    fn flush_closed(&mut self) -> Result<()> {
+        let mut shard = Shard::new();
+        for s in std::mem::take(&mut self.unflushed) {
+            let slot = &mut self.slots[s as usize];
+            let hash = slot.hash.expect("closed slots have a hash");
+            let chunks = std::mem::take(&mut slot.chunks);
+            shard.xorbs.push(XorbBlock::from_chunks(hash, chunks, 0));
+            slot.flushed = true;
+        }
+        self.unflushed_chunks = 0;
+        let slots = &self.slots;
+        self.index.retain(|_, (s, _)| !slots[*s as usize].flushed);
+        self.index.shrink_to_fit();
+        tracing::debug!(
+            "registering {} xorbs with an intermediate shard",
+            shard.xorbs.len()
+        );
+        let upload = Bytes::from(shard.to_upload_bytes());
+        let stored = shard.to_stored_bytes(&FooterOptions::default());
+        self.sink
+            .send(PackerMsg::Shard(ShardUpload { upload, stored }))
     }
 
     /// The hash of a xorb reference (after [`SessionPlanner::close_open`]).
@@ -214,6 +258,7 @@ impl SessionPlanner {
     pub fn new_xorbs(&self) -> impl Iterator<Item = (MerkleHash, &[(MerkleHash, u32)])> {
         self.slots
             .iter()
+            .filter(|s| !s.flushed)
             .filter_map(|s| Some((s.hash?, s.chunks.as_slice())))
     }
 

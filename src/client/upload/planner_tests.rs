@@ -14,6 +14,7 @@ impl PackSink for Recorder {
         let text = match msg {
             PackerMsg::Chunk { data, .. } => format!("chunk {}", data[0]),
             PackerMsg::Close { .. } => "close".to_string(),
+            PackerMsg::Shard(s) => format!("shard {}", s.upload.len()),
         };
         self.0.lock().unwrap().push(text);
         Ok(())
@@ -54,7 +55,7 @@ fn plan(session: &mut SessionPlanner, input: &[HashedChunk]) -> PlannedFile {
 fn session_with(shards: ShardIndex) -> (SessionPlanner, Recorder) {
     let rec = Recorder::default();
     (
-        SessionPlanner::new(shards, Box::new(rec.clone()), false, true),
+        SessionPlanner::new(shards, Box::new(rec.clone()), false, true, usize::MAX),
         rec,
     )
 }
@@ -235,7 +236,8 @@ fn global_dedup_is_asked_for_the_first_chunk_and_its_answer_used() {
     });
 
     let rec = Recorder::default();
-    let mut session = SessionPlanner::new(ShardIndex::empty(), Box::new(rec), true, false);
+    let mut session =
+        SessionPlanner::new(ShardIndex::empty(), Box::new(rec), true, false, usize::MAX);
     let mut asked = Vec::new();
     let mut query = |h: &MerkleHash| {
         asked.push(*h);
@@ -259,6 +261,7 @@ fn a_failing_global_query_disables_global_dedup_but_not_the_upload() {
         Box::new(Recorder::default()),
         true,
         false,
+        usize::MAX,
     );
     let mut calls = 0;
     let mut query = |_: &MerkleHash| {
@@ -276,4 +279,32 @@ fn a_failing_global_query_disables_global_dedup_but_not_the_upload() {
     }
     assert_eq!(calls, 1);
     assert!(!session.global_dedup);
+}
+
+#[test]
+fn closed_xorbs_are_flushed_in_intermediate_shards() {
+    let rec = Recorder::default();
+    let mut session =
+        SessionPlanner::new(ShardIndex::empty(), Box::new(rec.clone()), false, false, 10);
+    // 128 KiB chunks: a xorb closes every 511 chunks; the flush follows the first close.
+    let input: Vec<HashedChunk> = (0..1100).map(|i| chunk(i, 128 * 1024)).collect();
+    let file = plan(&mut session, &input);
+    assert_eq!(spans(&file).len(), 3);
+    let log = rec.0.lock().unwrap().clone();
+    let kinds: Vec<&str> = log
+        .iter()
+        .map(|m| m.split(' ').next().unwrap())
+        .filter(|k| *k != "chunk")
+        .collect();
+    assert_eq!(kinds, ["close", "shard", "close", "shard"]);
+    // Flushed xorbs leave memory: only the open one remains for the final shard.
+    session.close_open().unwrap();
+    assert_eq!(session.new_xorbs().count(), 1);
+    // The terms still resolve to the flushed xorbs' hashes.
+    for t in &file.terms {
+        session.resolve(t.xorb);
+    }
+    // A repeat of flushed chunks is no longer found in the session: packed again.
+    let again = plan(&mut session, &input[..20]);
+    assert_eq!(again.stats.session_bytes, 0);
 }
