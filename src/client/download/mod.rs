@@ -65,10 +65,25 @@ pub struct DownloadOutcome {
     pub sha256: Option<[u8; 32]>,
 }
 
+/// Chunks of the local sources that this reconstruction uses (only those: the map stays
+/// the size of the download, not of the sources).
 fn build_local_map(
     store: Option<&RecordStore>,
     sources: &[LocalSource],
+    recon: &Reconstruction,
 ) -> (LocalMap, Vec<PathBuf>) {
+    let mut wanted: std::collections::HashMap<MerkleHash, Vec<(u32, u32)>> = Default::default();
+    for t in &recon.terms {
+        wanted
+            .entry(t.hash)
+            .or_default()
+            .push((t.range.start, t.range.end));
+    }
+    let is_wanted = |xorb: &MerkleHash, i: u32| {
+        wanted
+            .get(xorb)
+            .is_some_and(|ranges| ranges.iter().any(|&(s, e)| s <= i && i < e))
+    };
     let mut map = LocalMap::new();
     let mut paths = Vec::new();
     let Some(store) = store else {
@@ -93,14 +108,16 @@ fn build_local_map(
         let mut offset = 0u64;
         for term in &record.terms {
             for (k, &(hash, len)) in term.chunks.iter().enumerate() {
-                let chunk = LocalChunk {
-                    source: index,
-                    offset,
-                    len,
-                    hash,
-                };
-                map.entry((term.xorb, term.start + k as u32))
-                    .or_insert(chunk);
+                let i = term.start + k as u32;
+                if is_wanted(&term.xorb, i) {
+                    let chunk = LocalChunk {
+                        source: index,
+                        offset,
+                        len,
+                        hash,
+                    };
+                    map.entry((term.xorb, i)).or_insert(chunk);
+                }
                 offset += u64::from(len);
             }
         }
@@ -185,7 +202,7 @@ impl CasClient {
     ) -> Result<DownloadOutcome> {
         let whole = options.range.is_none();
         let (local, sources) = if reuse_local {
-            build_local_map(self.records.as_ref(), &options.sources)
+            build_local_map(self.records.as_ref(), &options.sources, recon)
         } else {
             (LocalMap::new(), Vec::new())
         };
