@@ -21,6 +21,8 @@ pub struct AppState {
     pub index: Arc<dyn Index>,
     pub keys: Keys,
     pub metrics: Metrics,
+    /// Reusable buffers for xorb bodies.
+    pub buffers: crate::server::body::BufferPool,
     /// Base URL of the bound listener on loopback, for the server's own helpers (hooks).
     pub internal_url: String,
 }

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::server::storage::{BoxFuture, ByteStream, ObjectKey, ObjectKind, ObjectStore};
 
-/// Read size of streamed ranges.
-const STREAM_BUFFER: usize = 256 * 1024;
+/// Read size of streamed ranges, and blocks queued ahead of the network.
+const STREAM_BLOCK: u64 = 2 * 1024 * 1024;
+const STREAM_QUEUE: usize = 2;
 
 #[derive(Debug, Clone)]
 pub struct FsStore {
@@ -112,12 +112,8 @@ impl ObjectStore for FsStore {
         let path = self.path(&key);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
-                let mut file = std::fs::File::open(&path)?;
-                check_range(&range, file.metadata()?.len())?;
-                file.seek(SeekFrom::Start(range.start))?;
-                let mut buf = vec![0u8; (range.end - range.start) as usize];
-                file.read_exact(&mut buf)?;
-                Ok(Bytes::from(buf))
+                let mut file = open_range(&path, &range)?;
+                read_block(&mut file, range.end - range.start)
             })
             .await
             .map_err(std::io::Error::other)?
@@ -131,14 +127,50 @@ impl ObjectStore for FsStore {
     ) -> BoxFuture<'_, std::io::Result<ByteStream>> {
         let path = self.path(&key);
         Box::pin(async move {
-            let mut file = tokio::fs::File::open(&path).await?;
-            check_range(&range, file.metadata().await?.len())?;
-            file.seek(SeekFrom::Start(range.start)).await?;
-            let reader = file.take(range.end - range.start);
-            let stream = tokio_util::io::ReaderStream::with_capacity(reader, STREAM_BUFFER);
-            Ok(stream.boxed())
+            let open = {
+                let range = range.clone();
+                tokio::task::spawn_blocking(move || open_range(&path, &range))
+            };
+            let mut file = open.await.map_err(std::io::Error::other)??;
+            // One blocking reader per stream, reading large blocks straight into the buffers
+            // that are sent (tokio::fs would copy each block once more).
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(STREAM_QUEUE);
+            tokio::task::spawn_blocking(move || {
+                let mut remaining = range.end - range.start;
+                while remaining > 0 {
+                    let n = remaining.min(STREAM_BLOCK);
+                    let block = read_block(&mut file, n);
+                    let failed = block.is_err();
+                    if tx.blocking_send(block).is_err() || failed {
+                        return;
+                    }
+                    remaining -= n;
+                }
+            });
+            Ok(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed())
         })
     }
+}
+
+/// Opens an object positioned at `range.start`, checking the range against its size.
+fn open_range(path: &Path, range: &Range<u64>) -> std::io::Result<std::fs::File> {
+    let mut file = std::fs::File::open(path)?;
+    check_range(range, file.metadata()?.len())?;
+    file.seek(SeekFrom::Start(range.start))?;
+    Ok(file)
+}
+
+/// Reads exactly `n` bytes into a new buffer (without zero-filling it first).
+fn read_block(file: &mut std::fs::File, n: u64) -> std::io::Result<Bytes> {
+    let mut buf = Vec::with_capacity(n as usize);
+    file.take(n).read_to_end(&mut buf)?;
+    if buf.len() as u64 != n {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "object is shorter than expected",
+        ));
+    }
+    Ok(Bytes::from(buf))
 }
 
 #[cfg(test)]
