@@ -172,6 +172,13 @@ async fn main() -> Result<(), Error> {
     let data = Arc::new(random_bytes(size, std::process::id() as u64 ^ 0x5eed));
     let xorbs = Arc::new(build_xorbs(&data));
     let (shard, file_hash) = shard_for(&data, &xorbs);
+    // Bodies shared with the requests without copying.
+    let bodies: Arc<Vec<bytes::Bytes>> = Arc::new(
+        xorbs
+            .iter()
+            .map(|x| bytes::Bytes::from(x.bytes.clone()))
+            .collect(),
+    );
     let xorb_bytes: u64 = xorbs.iter().map(|x| x.bytes.len() as u64).sum();
     eprintln!(
         "prepared {} MB in {} xorbs in {:.1}s",
@@ -191,9 +198,9 @@ async fn main() -> Result<(), Error> {
         .map(|i| {
             let (http, xorbs, url, token) =
                 (http.clone(), xorbs.clone(), url.clone(), token.clone());
+            let body = bodies[i].clone();
             async move {
                 let x = &xorbs[i];
-                let body = bytes::Bytes::copy_from_slice(&x.bytes);
                 let r = http
                     .post(format!("{url}/v1/xorbs/default/{}", x.hash))
                     .bearer_auth(&token)
