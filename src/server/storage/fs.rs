@@ -4,18 +4,19 @@
 //! directory fsynced, so an object is either absent or complete, even after a power loss.
 //! Leftovers in `tmp/` (a crash mid-write) are removed at startup.
 
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
 
+use crate::server::storage::mapped::map_range;
 use crate::server::storage::{BoxFuture, ByteStream, ObjectKey, ObjectKind, ObjectStore};
 
-/// Read size of streamed ranges, and blocks queued ahead of the network.
+/// Size of the blocks a streamed range is sent in.
 const STREAM_BLOCK: u64 = 2 * 1024 * 1024;
-const STREAM_QUEUE: usize = 2;
 
 #[derive(Debug, Clone)]
 pub struct FsStore {
@@ -112,8 +113,8 @@ impl ObjectStore for FsStore {
         let path = self.path(&key);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
-                let mut file = open_range(&path, &range)?;
-                read_block(&mut file, range.end - range.start)
+                let file = open_checked(&path, &range)?;
+                map_range(&file, range.start, (range.end - range.start) as usize)
             })
             .await
             .map_err(std::io::Error::other)?
@@ -129,48 +130,38 @@ impl ObjectStore for FsStore {
         Box::pin(async move {
             let open = {
                 let range = range.clone();
-                tokio::task::spawn_blocking(move || open_range(&path, &range))
+                tokio::task::spawn_blocking(move || open_checked(&path, &range))
             };
-            let mut file = open.await.map_err(std::io::Error::other)??;
-            // One blocking reader per stream, reading large blocks straight into the buffers
-            // that are sent (tokio::fs would copy each block once more).
-            let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(STREAM_QUEUE);
-            tokio::task::spawn_blocking(move || {
-                let mut remaining = range.end - range.start;
-                while remaining > 0 {
-                    let n = remaining.min(STREAM_BLOCK);
-                    let block = read_block(&mut file, n);
-                    let failed = block.is_err();
-                    if tx.blocking_send(block).is_err() || failed {
-                        return;
+            let file = Arc::new(open.await.map_err(std::io::Error::other)??);
+            // Blocks are mapped one at a time, as the network takes them: at most a couple
+            // of blocks per stream are resident, and no byte is copied on the way out.
+            let blocks = futures::stream::unfold(Some(range.start), move |next| {
+                let file = file.clone();
+                async move {
+                    let pos = next?;
+                    if pos >= range.end {
+                        return None;
                     }
-                    remaining -= n;
+                    let n = (range.end - pos).min(STREAM_BLOCK);
+                    let block =
+                        tokio::task::spawn_blocking(move || map_range(&file, pos, n as usize))
+                            .await
+                            .map_err(std::io::Error::other)
+                            .and_then(|b| b);
+                    let next = block.is_ok().then_some(pos + n);
+                    Some((block, next))
                 }
             });
-            Ok(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed())
+            Ok(blocks.boxed())
         })
     }
 }
 
-/// Opens an object positioned at `range.start`, checking the range against its size.
-fn open_range(path: &Path, range: &Range<u64>) -> std::io::Result<std::fs::File> {
-    let mut file = std::fs::File::open(path)?;
+/// Opens an object, checking `range` against its size.
+fn open_checked(path: &Path, range: &Range<u64>) -> std::io::Result<std::fs::File> {
+    let file = std::fs::File::open(path)?;
     check_range(range, file.metadata()?.len())?;
-    file.seek(SeekFrom::Start(range.start))?;
     Ok(file)
-}
-
-/// Reads exactly `n` bytes into a new buffer (without zero-filling it first).
-fn read_block(file: &mut std::fs::File, n: u64) -> std::io::Result<Bytes> {
-    let mut buf = Vec::with_capacity(n as usize);
-    file.take(n).read_to_end(&mut buf)?;
-    if buf.len() as u64 != n {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "object is shorter than expected",
-        ));
-    }
-    Ok(Bytes::from(buf))
 }
 
 #[cfg(test)]
