@@ -98,6 +98,7 @@ fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, Start
     let index = SqliteIndex::open(&config.index_path(), config.fsync)?;
     let metrics = Metrics::with_stats(index.stats()?);
     let internal_url = internal_url(bound);
+    let max_uploads = config.max_concurrent_uploads.max(1);
     Ok(AppState {
         config,
         store: Arc::new(store),
@@ -105,6 +106,7 @@ fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, Start
         keys,
         metrics,
         buffers: body::BufferPool::new(IDLE_XORB_BUFFERS),
+        upload_slots: tokio::sync::Semaphore::new(max_uploads),
         internal_url,
     })
 }

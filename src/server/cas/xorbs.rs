@@ -29,6 +29,8 @@ pub async fn upload(
         )));
     }
     let hash = parse_hash(&hash, "xorb hash")?;
+    // Each xorb body is held in memory: bound how many are, whatever the number of clients.
+    let _slot = state.upload_slot().await?;
     let buf = state.buffers.take();
     let bytes = read_into(buf, body, &headers, MAX_XORB_SIZE, "xorb").await?;
     let len = bytes.len() as u64;
