@@ -86,6 +86,9 @@ struct RunArgs {
     /// Largest git-lfs basic upload accepted, in bytes.
     #[arg(long)]
     max_object_size: Option<u64>,
+    /// Uploads held in memory at once (each up to one 64 MiB xorb); more wait their turn.
+    #[arg(long, default_value_t = 8)]
+    max_concurrent_uploads: usize,
     /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).
     #[arg(long)]
     no_fsync: bool,
@@ -143,6 +146,7 @@ fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(max) = args.max_object_size {
         config.max_object_size = max;
     }
+    config.max_concurrent_uploads = args.max_concurrent_uploads.max(1);
     config.fsync = !args.no_fsync;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

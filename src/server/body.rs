@@ -20,9 +20,64 @@ pub fn content_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
+/// Large request buffers (xorb bodies) kept for reuse: a fresh 64 MiB allocation is
+/// mmapped and page-faulted in for every request, which costs more than the copy into it.
+/// At most `max_idle` buffers are kept, so memory stays bounded by concurrency.
+pub struct BufferPool {
+    idle: std::sync::Mutex<Vec<Vec<u8>>>,
+    max_idle: usize,
+}
+
+/// Buffers smaller than this are not worth keeping.
+const POOLED_MIN_CAPACITY: usize = 1 << 20;
+
+impl BufferPool {
+    pub fn new(max_idle: usize) -> BufferPool {
+        BufferPool {
+            idle: std::sync::Mutex::new(Vec::new()),
+            max_idle,
+        }
+    }
+
+    pub fn take(&self) -> Vec<u8> {
+        self.idle
+            .lock()
+            .expect("buffer pool")
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// Returns a body's buffer once nothing else refers to it.
+    pub fn recycle(&self, bytes: Bytes) {
+        let Ok(unique) = bytes.try_into_mut() else {
+            return;
+        };
+        let mut buf: Vec<u8> = unique.into();
+        if buf.capacity() < POOLED_MIN_CAPACITY {
+            return;
+        }
+        buf.clear();
+        let mut idle = self.idle.lock().expect("buffer pool");
+        if idle.len() < self.max_idle {
+            idle.push(buf);
+        }
+    }
+}
+
 /// Reads a whole body into memory, refusing with 413 as soon as it is known to exceed
 /// `limit`: from `Content-Length` before reading anything, else while reading.
 pub async fn read_limited(
+    body: Body,
+    headers: &HeaderMap,
+    limit: usize,
+    what: &str,
+) -> ServerResult<Bytes> {
+    read_into(Vec::new(), body, headers, limit, what).await
+}
+
+/// [`read_limited`] into a given (e.g. pooled) buffer.
+pub async fn read_into(
+    mut buf: Vec<u8>,
     body: Body,
     headers: &HeaderMap,
     limit: usize,
@@ -35,7 +90,8 @@ pub async fn read_limited(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
-    let mut buf = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    buf.clear();
+    buf.reserve(declared.unwrap_or(0) as usize);
     let mut body = body;
     while let Some(frame) = body.frame().await {
         let frame =

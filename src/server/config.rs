@@ -27,6 +27,8 @@ pub struct ServerConfig {
     pub max_object_size: u64,
     /// Largest git push (request body of git-receive-pack) accepted.
     pub max_push_size: u64,
+    /// Requests holding a xorb in memory at once (xorb and shard uploads, basic conversions).
+    pub max_concurrent_uploads: usize,
     /// fsync objects and the index. Off only for throwaway servers (tests, benchmarks).
     pub fsync: bool,
     /// How long shutdown waits for in-flight requests.
@@ -47,6 +49,7 @@ impl ServerConfig {
             dedup_key_period: Duration::from_secs(6 * 3600),
             max_object_size: 1 << 40,
             max_push_size: 8 << 30,
+            max_concurrent_uploads: 8,
             fsync: true,
             shutdown_grace: Duration::from_secs(60),
         }

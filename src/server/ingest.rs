@@ -16,7 +16,7 @@ use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::XorbMeta;
 use crate::server::state::SharedState;
 use crate::xet::hash::{sha256_as_merkle, verification_hash};
-use crate::xet::pipeline::{chunk_and_hash, HashedChunk, PipelineError};
+use crate::xet::pipeline::{chunk_and_hash_file, HashedChunk, PipelineError};
 use crate::xet::shard::{FileInfo, FileTerm, Shard, XorbBlock};
 use crate::xet::xorb::{CompressedChunk, XorbBuilder, XorbFooter};
 use crate::xet::MerkleHash;
@@ -210,10 +210,11 @@ pub fn ingest_file(
         seen: HashMap::new(),
         deduplicated_bytes: 0,
     };
-    let summary = chunk_and_hash(file, false, |chunk| packer.push(chunk)).map_err(|e| match e {
-        PipelineError::Read(e) => ServerError::from(e),
-        PipelineError::Sink(e) => e,
-    })?;
+    let summary =
+        chunk_and_hash_file(&file, false, |chunk| packer.push(chunk)).map_err(|e| match e {
+            PipelineError::Read(e) => ServerError::from(e),
+            PipelineError::Sink(e) => e,
+        })?;
     packer.close_run(true)?;
     packer.flush_xorb()?;
 

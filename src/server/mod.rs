@@ -50,6 +50,9 @@ use crate::server::metrics::Metrics;
 use crate::server::state::AppState;
 use crate::server::storage::FsStore;
 
+/// Xorb-sized request buffers kept for reuse between requests.
+const IDLE_XORB_BUFFERS: usize = 4;
+
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -95,12 +98,15 @@ fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, Start
     let index = SqliteIndex::open(&config.index_path(), config.fsync)?;
     let metrics = Metrics::with_stats(index.stats()?);
     let internal_url = internal_url(bound);
+    let max_uploads = config.max_concurrent_uploads.max(1);
     Ok(AppState {
         config,
         store: Arc::new(store),
         index: Arc::new(index),
         keys,
         metrics,
+        buffers: body::BufferPool::new(IDLE_XORB_BUFFERS),
+        upload_slots: tokio::sync::Semaphore::new(max_uploads),
         internal_url,
     })
 }

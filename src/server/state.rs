@@ -21,6 +21,10 @@ pub struct AppState {
     pub index: Arc<dyn Index>,
     pub keys: Keys,
     pub metrics: Metrics,
+    /// Reusable buffers for xorb bodies.
+    pub buffers: crate::server::body::BufferPool,
+    /// Requests that hold a xorb-sized buffer at once (uploads, conversions); others wait.
+    pub upload_slots: tokio::sync::Semaphore,
     /// Base URL of the bound listener on loopback, for the server's own helpers (hooks).
     pub internal_url: String,
 }
@@ -59,6 +63,14 @@ impl AppState {
     /// Authorizes a CAS request: the token's repository is the one acted on.
     pub fn authorize_cas(&self, headers: &HeaderMap, need: Scope) -> ServerResult<Access> {
         auth::authorize(&self.keys, headers, None, need, false)
+    }
+
+    /// Waits for one of the upload slots that bound memory.
+    pub async fn upload_slot(&self) -> ServerResult<tokio::sync::SemaphorePermit<'_>> {
+        self.upload_slots
+            .acquire()
+            .await
+            .map_err(|_| ServerError::Unavailable("the server is shutting down".into()))
     }
 
     /// A token the server hands out (LFS actions, hooks).

@@ -184,3 +184,57 @@ fn fetch_urls_expire() {
     assert_eq!(status, 403);
     assert!(reason(&v).contains("expired"), "{v}");
 }
+
+#[test]
+fn health_and_unknown_routes() {
+    let server = TestServer::start();
+    let r = client()
+        .get(format!("{}/health", server.url))
+        .send()
+        .unwrap();
+    assert_eq!(
+        (r.status().as_u16(), r.text().unwrap().trim().to_string()),
+        (200, "ok".to_string())
+    );
+    assert_eq!(
+        client()
+            .get(format!("{}/nope", server.url))
+            .send()
+            .unwrap()
+            .status(),
+        404
+    );
+    assert_eq!(
+        client()
+            .get(format!(
+                "{}/v1/xorbs/default/{}",
+                server.url,
+                "0".repeat(64)
+            ))
+            .send()
+            .unwrap()
+            .status(),
+        405
+    );
+    let text = server.metrics();
+    assert!(
+        text.contains("git_xet_http_requests_total{route=\"health\",status=\"200\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE git_xet_stored_xorbs gauge"));
+}
+
+/// A correctly signed URL for a xorb the server does not have is a 404, not a 403.
+#[test]
+fn signed_url_for_a_missing_xorb_is_not_found() {
+    let server = TestServer::start();
+    let keys = git_xet::server::keys::Keys::load_or_create(&server.data).unwrap();
+    let xorb = git_xet::xet::MerkleHash::from_bytes([9; 32]);
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 60;
+    let url = git_xet::server::signing::fetch_url(&keys, &server.url, &xorb, expires);
+    assert_eq!(client().get(&url).send().unwrap().status(), 404);
+}

@@ -146,3 +146,26 @@ fn first_chunk_answer_describes_the_files_xorbs() {
         "every xorb of the file, so a re-upload can match it all"
     );
 }
+
+#[test]
+fn dedup_query_errors() {
+    let server = TestServer::start();
+    let cas = Cas::new(&server, "org/repo", "read");
+    let get = |path: &str| {
+        cas.http
+            .get(format!("{}{path}", server.url))
+            .bearer_auth(&cas.token)
+            .send()
+            .unwrap()
+            .status()
+    };
+    assert_eq!(get("/v1/chunks/default-merkledb/zzz"), 400);
+    assert_eq!(get(&format!("/v1/chunks/other/{}", "0".repeat(64))), 404);
+    assert_eq!(
+        get(&format!(
+            "/api/v1/chunks/default-merkledb/{}",
+            "0".repeat(64)
+        )),
+        404
+    );
+}

@@ -178,3 +178,27 @@ fn concurrent_overlapping_uploads_store_each_xorb_once() {
         assert_eq!(cas.download(&hash, None), data);
     }
 }
+
+#[test]
+fn uploads_beyond_the_memory_bound_wait_their_turn() {
+    let server = TestServer::start_with(&["--max-concurrent-uploads", "1"]);
+    let token = server.token("org/repo", "write");
+    let uploads: Vec<Upload> = (0..4)
+        .map(|i| Upload::random(600_000, 200 + i, 1000))
+        .collect();
+    std::thread::scope(|scope| {
+        for up in &uploads {
+            let cas = Cas {
+                base: server.url.clone(),
+                token: token.clone(),
+                http: client(),
+            };
+            scope.spawn(move || cas.upload(up));
+        }
+    });
+    assert_eq!(server.metric("git_xet_registered_files"), 4.0);
+    let cas = Cas::with_token(&server, &token);
+    for up in &uploads {
+        assert_eq!(cas.download(&up.file_hash, None), up.data);
+    }
+}

@@ -432,6 +432,37 @@ fn lfs_authentication_and_scopes() {
     );
     let (status, v) = batch(&server, "org/model", Some(&read), "delete", &[], &[]);
     assert_eq!(status, 400, "{v}");
+    let r = client()
+        .post(lfs_url(&server, "org/model", "objects/batch"))
+        .bearer_auth(&read)
+        .body(json!({"operation": "download", "objects": [], "hash_algo": "sha512"}).to_string())
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 409, "unsupported hash algorithm");
+    let r = client()
+        .post(lfs_url(&server, "org/model", "objects/batch"))
+        .bearer_auth(&read)
+        .body("{not json")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.headers()["content-type"], LFS);
+    // verify: unknown object, wrong size
+    let verify = |oid: &str, size: u64| {
+        client()
+            .post(lfs_url(&server, "org/model", "verify"))
+            .bearer_auth(&read)
+            .body(json!({"oid": oid, "size": size}).to_string())
+            .send()
+            .unwrap()
+            .status()
+    };
+    assert_eq!(verify(&oid, 1), 404);
+    let write = server.token("org/model", "write");
+    let data = random_bytes(1000, 57);
+    basic_upload(&server, "org/model", &write, &data);
+    assert_eq!(verify(&sha256_hex(&data), 999), 409);
+    assert_eq!(verify(&sha256_hex(&data), 1000), 200);
     // Locking is not offered: 501 makes git-lfs turn lock verification off quietly.
     let r = client()
         .post(lfs_url(&server, "org/model", "locks/verify"))
@@ -532,4 +563,43 @@ fn hook_check_lists_missing_objects() {
         400
     );
     assert_eq!(client().post(&url).body("").send().unwrap().status(), 401);
+}
+
+#[test]
+fn concurrent_basic_uploads_of_the_same_object_store_it_once() {
+    let server = TestServer::start();
+    let token = server.token("org/model", "write");
+    let data = std::sync::Arc::new(random_bytes(2_500_000, 58));
+    let oid = sha256_hex(&data);
+    let url = lfs_url(&server, "org/model", &format!("objects/{oid}"));
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let (data, url, token, barrier) =
+                (data.clone(), url.clone(), token.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                client()
+                    .put(&url)
+                    .bearer_auth(&token)
+                    .body(data.to_vec())
+                    .send()
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), 200);
+    }
+    assert_eq!(server.metric("git_xet_registered_files"), 1.0);
+    let xorbs = server.metric("git_xet_stored_xorbs");
+    assert_eq!(
+        server.metric("git_xet_xorbs_stored_total"),
+        xorbs,
+        "no xorb stored twice"
+    );
+    assert_eq!(count_files(&server.data.join("xorbs")) as f64, xorbs);
+    assert_eq!(basic_download(&server, "org/model", &token, &data), *data);
 }

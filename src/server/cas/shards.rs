@@ -22,6 +22,7 @@ pub async fn upload(
     body: Body,
 ) -> ServerResult<Json<serde_json::Value>> {
     let access = state.authorize_cas(&headers, Scope::Write)?;
+    let _slot = state.upload_slot().await?;
     let bytes = read_limited(body, &headers, MAX_SHARD_SIZE, "shard").await?;
     let index = state.index.clone();
     let repo = access.repo.clone();

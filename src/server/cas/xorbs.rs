@@ -6,7 +6,7 @@ use axum::http::HeaderMap;
 use axum::Json;
 
 use crate::server::auth::Scope;
-use crate::server::body::read_limited;
+use crate::server::body::read_into;
 use crate::server::cas::parse_hash;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::XorbMeta;
@@ -29,7 +29,10 @@ pub async fn upload(
         )));
     }
     let hash = parse_hash(&hash, "xorb hash")?;
-    let bytes = read_limited(body, &headers, MAX_XORB_SIZE, "xorb").await?;
+    // Each xorb body is held in memory: bound how many are, whatever the number of clients.
+    let _slot = state.upload_slot().await?;
+    let buf = state.buffers.take();
+    let bytes = read_into(buf, body, &headers, MAX_XORB_SIZE, "xorb").await?;
     let len = bytes.len() as u64;
     let checked = bytes.clone();
     let footer = blocking(move || Ok(validate_xorb(&checked)?)).await?;
@@ -45,9 +48,10 @@ pub async fn upload(
             footer,
             stored_len: len,
         },
-        bytes,
+        bytes.clone(),
     )
     .await?;
+    state.buffers.recycle(bytes);
     add(&state.metrics.xorb_bytes_received, len);
     Ok(Json(serde_json::json!({ "was_inserted": inserted })))
 }

@@ -145,6 +145,7 @@ pub async fn batch(
 
     let base = state.base_url(headers);
     let lfs = lfs_base(&base, repo);
+    let max_object_size = state.config.max_object_size;
     let (token, exp) = state.mint_token(repo, scope);
     let expires_in = state
         .config
@@ -196,6 +197,14 @@ pub async fn batch(
                     answer.error = error(
                         404,
                         format!("object {} is not stored in {repo}", answer.oid),
+                    );
+                }
+                (Known::Missing, true) if !xet && size as u64 > max_object_size => {
+                    answer.error = error(
+                        422,
+                        format!(
+                            "object is larger than this server accepts ({max_object_size} bytes)"
+                        ),
                     );
                 }
                 (Known::Missing, true) => {

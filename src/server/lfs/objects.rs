@@ -138,6 +138,8 @@ async fn register_upload(
     if already {
         return Ok(());
     }
+    // Conversion builds a whole xorb in memory: it takes an upload slot like a xorb upload.
+    let _slot = state.upload_slot().await?;
     let handle = tokio::runtime::Handle::current();
     let (st, owned_repo) = (state.clone(), repo.clone());
     let validated = blocking(move || {

@@ -4,18 +4,19 @@
 //! directory fsynced, so an object is either absent or complete, even after a power loss.
 //! Leftovers in `tmp/` (a crash mid-write) are removed at startup.
 
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
+use crate::server::storage::mapped::map_range;
 use crate::server::storage::{BoxFuture, ByteStream, ObjectKey, ObjectKind, ObjectStore};
 
-/// Read size of streamed ranges.
-const STREAM_BUFFER: usize = 256 * 1024;
+/// Size of the blocks a streamed range is sent in.
+const STREAM_BLOCK: u64 = 2 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct FsStore {
@@ -112,12 +113,8 @@ impl ObjectStore for FsStore {
         let path = self.path(&key);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
-                let mut file = std::fs::File::open(&path)?;
-                check_range(&range, file.metadata()?.len())?;
-                file.seek(SeekFrom::Start(range.start))?;
-                let mut buf = vec![0u8; (range.end - range.start) as usize];
-                file.read_exact(&mut buf)?;
-                Ok(Bytes::from(buf))
+                let file = open_checked(&path, &range)?;
+                map_range(&file, range.start, (range.end - range.start) as usize)
             })
             .await
             .map_err(std::io::Error::other)?
@@ -131,14 +128,40 @@ impl ObjectStore for FsStore {
     ) -> BoxFuture<'_, std::io::Result<ByteStream>> {
         let path = self.path(&key);
         Box::pin(async move {
-            let mut file = tokio::fs::File::open(&path).await?;
-            check_range(&range, file.metadata().await?.len())?;
-            file.seek(SeekFrom::Start(range.start)).await?;
-            let reader = file.take(range.end - range.start);
-            let stream = tokio_util::io::ReaderStream::with_capacity(reader, STREAM_BUFFER);
-            Ok(stream.boxed())
+            let open = {
+                let range = range.clone();
+                tokio::task::spawn_blocking(move || open_checked(&path, &range))
+            };
+            let file = Arc::new(open.await.map_err(std::io::Error::other)??);
+            // Blocks are mapped one at a time, as the network takes them: at most a couple
+            // of blocks per stream are resident, and no byte is copied on the way out.
+            let blocks = futures::stream::unfold(Some(range.start), move |next| {
+                let file = file.clone();
+                async move {
+                    let pos = next?;
+                    if pos >= range.end {
+                        return None;
+                    }
+                    let n = (range.end - pos).min(STREAM_BLOCK);
+                    let block =
+                        tokio::task::spawn_blocking(move || map_range(&file, pos, n as usize))
+                            .await
+                            .map_err(std::io::Error::other)
+                            .and_then(|b| b);
+                    let next = block.is_ok().then_some(pos + n);
+                    Some((block, next))
+                }
+            });
+            Ok(blocks.boxed())
         })
     }
+}
+
+/// Opens an object, checking `range` against its size.
+fn open_checked(path: &Path, range: &Range<u64>) -> std::io::Result<std::fs::File> {
+    let file = std::fs::File::open(path)?;
+    check_range(range, file.metadata()?.len())?;
+    Ok(file)
 }
 
 #[cfg(test)]

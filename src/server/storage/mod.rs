@@ -3,6 +3,7 @@
 //! handlers. Objects are immutable and content-addressed: a key names its bytes forever.
 
 mod fs;
+mod mapped;
 
 use std::future::Future;
 use std::ops::Range;
