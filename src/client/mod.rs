@@ -33,13 +33,17 @@
 //!   `.git/xet`; holds `shards/`, `dedup-shards/`, `files/`); chunk cache directory and size
 //!   ([`ClientConfig::with_user_caches`] picks the user cache directory); staging directory
 //!   for xorbs being uploaded; global dedup on/off.
-//! - **Upload** ([`UploadSession`]): `add_file` / `add_reader` stream a file (bounded
-//!   memory) through chunking, dedup (session -> shard cache -> global dedup, with
-//!   fragmentation prevention) and packing; new xorbs upload in parallel as they fill.
-//!   `finish` waits for them, uploads one shard (verification entries and sha256 for every
-//!   file), keeps it in the shard cache and returns [`UploadSummary`] (per file:
-//!   [`FileUpload`] = file hash, sha256, size, [`DedupStats`]; per session: [`SessionStats`]).
-//!   Never report an upload as done before `finish` returned Ok.
+//! - **Upload** ([`UploadSession`]): `add_file` / `add_reader` stream a file through
+//!   chunking, dedup (session -> shard cache -> global dedup, with fragmentation prevention)
+//!   and packing; new xorbs upload in parallel as they fill. `finish` waits for them,
+//!   uploads one shard (verification entries and sha256 for every file), keeps it in the
+//!   shard cache and returns [`UploadSummary`] (per file: [`FileUpload`] = file hash,
+//!   sha256, size, [`DedupStats`]; per session: [`SessionStats`]). Never report an upload
+//!   as done before `finish` returned Ok.
+//!   Memory is bounded whatever the size: chunks stored raw are sent from the source file
+//!   (which must not change until `finish`), compressed ones are staged in `staging_dir`;
+//!   every `shard_flush_chunks` chunks the closed xorbs are registered by an intermediate
+//!   shard and their metadata leaves memory; reconstruction records are spooled to disk.
 //! - **Download** ([`CasClient::download`]): whole file or `range` (inclusive end);
 //!   writes to a temporary file beside the output and renames it only after verification
 //!   (XET file hash for whole files, sha256 when `expected_sha256` is set); on failure nothing
