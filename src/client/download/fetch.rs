@@ -20,6 +20,7 @@ use crate::client::download::plan::{FetchUnit, LocalChunk, Piece, Segment};
 use crate::client::error::{ClientError, Result};
 use crate::client::http::describe_transport_error;
 use crate::client::retry::Verdict;
+use crate::xet::compression::CompressionScheme;
 use crate::xet::hash::chunk_hash;
 use crate::xet::xorb::{decode_chunk, ChunkHeader, CHUNK_HEADER_LEN};
 use crate::xet::MerkleHash;
@@ -142,10 +143,11 @@ impl Emitter<'_> {
     }
 
     /// Handles one record; returns Err on a broken stream or bad data.
+    /// `stored` may be taken (left empty) when the chunk is stored raw: no copy.
     async fn record(
         &mut self,
         header: ChunkHeader,
-        stored: &[u8],
+        stored: &mut Vec<u8>,
         tx: &ChunkSender,
     ) -> std::result::Result<(), ReadError> {
         let index = self.next;
@@ -156,9 +158,16 @@ impl Emitter<'_> {
         if index < piece.range.start || index < self.emitted_upto {
             return Ok(());
         }
-        let mut data = Vec::with_capacity(header.uncompressed_len as usize);
-        decode_chunk(&header, stored, &mut data)
-            .map_err(|e| ReadError::Corrupt(format!("chunk {index}: {e}")))?;
+        let raw = header.scheme == CompressionScheme::None
+            && stored.len() == header.uncompressed_len as usize;
+        let data = if raw {
+            std::mem::take(stored)
+        } else {
+            let mut data = Vec::with_capacity(header.uncompressed_len as usize);
+            decode_chunk(&header, stored, &mut data)
+                .map_err(|e| ReadError::Corrupt(format!("chunk {index}: {e}")))?;
+            data
+        };
         self.piece_bytes += data.len() as u64;
         let hash = chunk_hash(&data);
         let chunk = DecodedChunk {
@@ -218,7 +227,7 @@ async fn read_records<R: AsyncRead + Unpin>(
                 cache = None; // the cache is best effort
             }
         }
-        emitter.record(header, &stored, tx).await?;
+        emitter.record(header, &mut stored, tx).await?;
     }
     if !emitter.done() {
         return Err(ReadError::Corrupt(format!(

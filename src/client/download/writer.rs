@@ -64,7 +64,8 @@ pub fn create_temp(output: &Path) -> Result<NamedTempFile> {
 pub fn run(setup: WriterSetup, mut rx: mpsc::Receiver<DecodedChunk>) -> Result<Written> {
     let temp = create_temp(&setup.output)?;
     let path = temp.path().to_path_buf();
-    let mut out = BufWriter::with_capacity(1 << 20, temp);
+    // Small: chunks (larger than this) are written straight through, uncopied.
+    let mut out = BufWriter::with_capacity(16 * 1024, temp);
     let mut merkle = setup.file_hash.then(MerkleBuilder::new);
     let mut sha = setup.sha256.then(sha2::Sha256::new);
     let mut skip = setup.skip;
