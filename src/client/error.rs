@@ -41,16 +41,18 @@ pub enum ClientError {
     Corrupt { what: String, reason: String },
 
     /// A local file or cache could not be read or written.
-    #[error("{context} ({}): {source}", .path.display())]
+    // The cause is part of the message (and deliberately not `source()`, so that error
+    // chains do not print it twice).
+    #[error("{context} ({}): {cause}", .path.display())]
     Io {
         context: String,
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// A protocol-core structure was rejected.
-    #[error("{context}: {source}")]
-    Core { context: String, source: CoreError },
+    #[error("{context}: {cause}")]
+    Core { context: String, cause: CoreError },
 
     /// The caller asked for something impossible (bad range, bad configuration).
     #[error("{0}")]
@@ -78,14 +80,14 @@ impl ClientError {
         ClientError::Io {
             context: context.into(),
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 
     pub fn core(context: impl Into<String>, source: CoreError) -> Self {
         ClientError::Core {
             context: context.into(),
-            source,
+            cause: source,
         }
     }
 

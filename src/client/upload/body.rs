@@ -85,6 +85,11 @@ impl XorbBody {
         self.len
     }
 
+    /// Whether some bytes come from the source files (rather than memory or staging).
+    pub fn reads_files(&self) -> bool {
+        self.pieces.iter().any(|p| matches!(p, Piece::File { .. }))
+    }
+
     /// Reads pieces from `first` until about one block is gathered; returns the bytes and
     /// the next piece.
     fn read_block(&self, first: usize) -> io::Result<(Bytes, usize)> {

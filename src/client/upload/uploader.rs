@@ -94,7 +94,27 @@ pub async fn run(
                 running.spawn(async move {
                     let len = xorb.body.len();
                     let body = || reqwest::Body::wrap_stream(xorb.body.stream());
-                    let inserted = api.upload_xorb(&xorb.hash, len, body).await?;
+                    let inserted =
+                        api.upload_xorb(&xorb.hash, len, body)
+                            .await
+                            .map_err(|e| match e {
+                                // The bytes are re-read from the source files when sent.
+                                ClientError::Http {
+                                    what,
+                                    status: 400,
+                                    reason,
+                                } if xorb.body.reads_files() => {
+                                    let reason = format!(
+                                        "{reason} (did a file change while it was being uploaded?)"
+                                    );
+                                    ClientError::Http {
+                                        what,
+                                        status: 400,
+                                        reason,
+                                    }
+                                }
+                                other => other,
+                            })?;
                     tracing::debug!(
                         "uploaded xorb {} ({len} bytes, {} chunks)",
                         xorb.hash,
