@@ -236,3 +236,28 @@ async fn bad_tokens_fail_at_once_with_a_clear_reason() {
     assert_eq!(err.status(), Some(403), "{err}");
     assert_eq!(env.xorb_bytes_received(), 0.0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_changed_before_its_xorb_is_sent_fails_cleanly() {
+    let env = Env::new();
+    let client = env.client("meta");
+    let data = random_bytes(2 << 20, 95);
+    let path = env.file("f", &data);
+    let mut session = client.start_upload().await.unwrap();
+    let added = session.add_file(&path, None).await.unwrap();
+    // Raw chunks are read again from the file when the xorb is sent, at `finish` here.
+    let mut changed = data.clone();
+    changed[1 << 20] ^= 1;
+    std::fs::write(&path, &changed).unwrap();
+    let err = session.finish().await.unwrap_err();
+    assert_eq!(err.status(), Some(400), "{err}");
+    assert!(err.to_string().contains("did a file change"), "{err}");
+    // Nothing was registered, and the local caches learned nothing false.
+    let out = env.path("out");
+    let err = client
+        .download(&added.file_hash, &out, DownloadOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(404), "{err}");
+    assert!(files_under(&env.path("meta/shards")).is_empty());
+}
