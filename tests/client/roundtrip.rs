@@ -153,3 +153,29 @@ async fn an_unknown_file_fails_with_the_servers_reason_and_leaves_nothing() {
         .iter()
         .all(|p| !p.to_string_lossy().ends_with(".partial")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_that_are_not_files_upload_through_staging() {
+    let env = Env::new();
+    let client = env.client("meta");
+    let mut text = Vec::new();
+    while text.len() < 3 << 20 {
+        text.extend_from_slice(format!("{{\"row\": {}}}\n", text.len()).as_bytes());
+    }
+    let random = random_bytes(3 << 20, 17);
+    let mut session = client.start_upload().await.unwrap();
+    let a = session
+        .add_reader("text", std::io::Cursor::new(text.clone()), 0, None)
+        .await
+        .unwrap();
+    let b = session
+        .add_reader("random", std::io::Cursor::new(random.clone()), 0, None)
+        .await
+        .unwrap();
+    let summary = session.finish().await.unwrap();
+    assert_eq!(summary.files.len(), 2);
+    download(&client, &a.file_hash, &env.path("a"), &text).await;
+    download(&client, &b.file_hash, &env.path("b"), &random).await;
+    // Staging files are gone.
+    assert!(files_under(&env.path("meta/staging")).is_empty());
+}
