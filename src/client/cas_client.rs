@@ -10,6 +10,7 @@ use crate::client::error::{ClientError, Result};
 use crate::client::http::Http;
 use crate::client::records::RecordStore;
 use crate::client::retry::RetryPolicy;
+use crate::client::shard_cache::ShardIndex;
 use crate::client::token::{RefreshFn, Token, TokenSource};
 
 /// Xorbs uploaded at once. Each is streamed from a staging file, so this costs sockets, not
@@ -110,6 +111,9 @@ pub struct CasClient {
     pub(crate) config: ClientConfig,
     pub(crate) chunk_cache: Option<Arc<ChunkCache>>,
     pub(crate) records: Option<RecordStore>,
+    /// The shard cache's index, kept between sessions of this process (taken by a session,
+    /// given back by its `finish`).
+    pub(crate) shard_index: Arc<std::sync::Mutex<Option<ShardIndex>>>,
 }
 
 impl fmt::Debug for CasClient {
@@ -143,6 +147,7 @@ impl CasClient {
             config,
             chunk_cache,
             records,
+            shard_index: Default::default(),
         })
     }
 

@@ -171,6 +171,25 @@ impl ShardIndex {
         index
     }
 
+    /// Adds a shard file this client just saved, so that a later session of this process
+    /// finds it without reloading the whole cache.
+    pub fn add_own_shard_file(&mut self, path: &Path) {
+        match read_shard_file(path) {
+            Ok(parsed) => {
+                self.insert(path.to_path_buf(), &parsed, false);
+                for table in &mut self.tables {
+                    table.entries.sort_unstable();
+                }
+            }
+            Err(e) => tracing::warn!("not indexing a shard just saved: {e}"),
+        }
+    }
+
+    /// Drops the xorb descriptions loaded for hits (they are read again when needed).
+    pub fn unload(&mut self) {
+        self.loaded.clear();
+    }
+
     /// Number of chunks indexed.
     pub fn num_chunks(&self) -> usize {
         self.tables.iter().map(|t| t.entries.len()).sum()

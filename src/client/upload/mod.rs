@@ -76,12 +76,16 @@ impl CasClient {
     pub async fn start_upload(&self) -> Result<UploadSession> {
         let metadata_dir = self.config.metadata_dir.clone();
         let dir = metadata_dir.clone();
-        let shards = tokio::task::spawn_blocking(move || {
-            dir.as_deref()
-                .map_or_else(ShardIndex::empty, ShardIndex::load)
-        })
-        .await
-        .map_err(|e| ClientError::Aborted(format!("loading the shard cache failed: {e}")))?;
+        let cached = self.shard_index.lock().expect("shard index lock").take();
+        let shards = match cached {
+            Some(index) => index,
+            None => tokio::task::spawn_blocking(move || {
+                dir.as_deref()
+                    .map_or_else(ShardIndex::empty, ShardIndex::load)
+            })
+            .await
+            .map_err(|e| ClientError::Aborted(format!("loading the shard cache failed: {e}")))?,
+        };
         tracing::debug!("shard cache: {} chunks indexed", shards.num_chunks());
         let staging = self
             .config
@@ -211,7 +215,7 @@ impl UploadSession {
         })
         .await
         .map_err(|e| ClientError::Aborted(format!("packing failed: {e}")))?;
-        let (planner, flushed) = flushed;
+        let (mut planner, flushed) = flushed;
         if let Err(e) = flushed {
             return Err(self.explain(e).await);
         }
@@ -257,6 +261,22 @@ impl UploadSession {
                 }
             }
             files.push(upload);
+        }
+        if self.metadata_dir.is_some() {
+            // Hand the index (with this session's shards) to the next session.
+            let mut index = std::mem::take(&mut planner.shards);
+            let saved = std::mem::take(&mut totals.saved_shards);
+            let index = tokio::task::spawn_blocking(move || {
+                for path in &saved {
+                    index.add_own_shard_file(path);
+                }
+                index.unload();
+                index
+            })
+            .await;
+            if let Ok(index) = index {
+                *self.client.shard_index.lock().expect("shard index lock") = Some(index);
+            }
         }
         Ok(UploadSummary { files, stats })
     }

@@ -39,6 +39,8 @@ pub struct Totals {
     pub xorbs_already_present: u64,
     pub shards: u64,
     pub shard_bytes: u64,
+    /// Shards saved to the local shard cache.
+    pub saved_shards: Vec<PathBuf>,
 }
 
 type XorbResult = std::result::Result<Result<(u64, bool)>, tokio::task::JoinError>;
@@ -64,8 +66,9 @@ pub async fn upload_shard(
     totals.shards += 1;
     totals.shard_bytes += len;
     if let Some(dir) = metadata_dir {
-        if let Err(e) = save_own_shard(dir, &shard.stored) {
-            tracing::warn!("could not keep the shard in the local cache: {e}");
+        match save_own_shard(dir, &shard.stored) {
+            Ok(path) => totals.saved_shards.push(path),
+            Err(e) => tracing::warn!("could not keep the shard in the local cache: {e}"),
         }
     }
     Ok(())
