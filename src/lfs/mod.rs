@@ -16,5 +16,6 @@ mod error;
 pub mod pointer;
 pub mod progress;
 pub mod protocol;
+pub mod xet_backend;
 
 pub use error::LfsError;

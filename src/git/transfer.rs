@@ -1,0 +1,93 @@
+//! `git xet transfer`: the agent process git-lfs starts. Wires stdin/stdout to the protocol
+//! state machine and gives the XET backend what it needs from git: repository paths and
+//! credentials.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::git::credentials::{self, Credential};
+use crate::git::repo::Repo;
+use crate::lfs::agent::{self, Ending};
+use crate::lfs::progress::AnswerSink;
+use crate::lfs::protocol::InitRequest;
+use crate::lfs::xet_backend::{AgentEnv, AuthorizationFn, XetBackend};
+use crate::lfs::LfsError;
+
+/// Runs the agent on stdin/stdout until git-lfs sends `terminate`.
+pub fn run_stdio() -> anyhow::Result<ExitCode> {
+    let mut backend = XetBackend::new(Box::new(env_for_session));
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let sink = AnswerSink::new(std::io::stdout());
+    let (ending, stats) = agent::run(&mut backend, &mut input, &sink)?;
+    tracing::debug!(?stats, "session over");
+    Ok(match ending {
+        Ending::Terminated => ExitCode::SUCCESS,
+        Ending::InputClosed => ExitCode::FAILURE,
+    })
+}
+
+/// The repository the agent runs in, and how to authenticate to its LFS server.
+fn env_for_session(init: &InitRequest) -> Result<AgentEnv, LfsError> {
+    let repo = Repo::current().map_err(|e| LfsError::Transfer(e.to_string()))?;
+    Ok(agent_env(&repo, &init.remote))
+}
+
+/// The agent environment of `repo` talking to `remote` (a name or URL).
+pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
+    let remote_url = if remote.is_empty() {
+        None
+    } else {
+        repo.remote_url(remote).ok()
+    };
+    let git = repo.git().clone();
+    let authorization: AuthorizationFn = Arc::new(move |url: &str| {
+        if let Some(c) = remote_url.as_deref().and_then(|r| userinfo_for(r, url)) {
+            return Ok(c.basic_auth());
+        }
+        credentials::fill(&git, url)
+            .map(|c| c.basic_auth())
+            .map_err(|e| e.to_string())
+    });
+    AgentEnv {
+        lfs_tmp_dir: repo.lfs_tmp_dir(),
+        lfs_objects_dir: repo.lfs_objects_dir(),
+        shard_cache_dir: repo.shard_cache_dir(),
+        authorization,
+    }
+}
+
+/// Credentials written into the remote URL (`http://user:token@host/...`), which git-lfs
+/// uses for the same host; only when `url` is on that host.
+fn userinfo_for(remote_url: &str, url: &str) -> Option<Credential> {
+    let (scheme, rest) = remote_url.split_once("://")?;
+    let authority = rest.split('/').next()?;
+    let (userinfo, host) = authority.rsplit_once('@')?;
+    let (user, password) = userinfo.split_once(':')?;
+    let (url_scheme, url_rest) = url.split_once("://")?;
+    let url_host = url_rest.split('/').next()?;
+    let url_host = url_host
+        .rsplit_once('@')
+        .map(|(_, h)| h)
+        .unwrap_or(url_host);
+    (scheme == url_scheme && host == url_host).then(|| Credential {
+        username: user.to_string(),
+        password: password.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_url_credentials_apply_to_the_same_host_only() {
+        let c = userinfo_for(
+            "http://x:tok@127.0.0.1:9/org/r.git",
+            "http://127.0.0.1:9/org/r.git/info/lfs/t",
+        );
+        assert_eq!(c.unwrap().password, "tok");
+        assert!(userinfo_for("http://x:tok@127.0.0.1:9/r", "http://127.0.0.1:10/r").is_none());
+        assert!(userinfo_for("http://127.0.0.1:9/r", "http://127.0.0.1:9/r").is_none());
+    }
+}
