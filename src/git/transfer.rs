@@ -52,8 +52,9 @@ pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
     AgentEnv {
         lfs_tmp_dir: repo.lfs_tmp_dir(),
         lfs_objects_dir: repo.lfs_objects_dir(),
-        shard_cache_dir: repo.shard_cache_dir(),
+        xet_dir: repo.xet_dir(),
         authorization,
+        chunk_cache: true,
     }
 }
 

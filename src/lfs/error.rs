@@ -21,6 +21,9 @@ pub enum LfsError {
     /// A bug: the message asks the user to report it.
     #[error("{0}")]
     Internal(String),
+    /// The XET client engine failed; its message says what and why.
+    #[error(transparent)]
+    Client(#[from] crate::client::ClientError),
     /// Reading stdin or writing stdout failed: the connection to git-lfs is gone.
     #[error("i/o with git-lfs failed: {0}")]
     Io(#[from] std::io::Error),

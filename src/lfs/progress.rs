@@ -43,10 +43,15 @@ struct State {
     error: Option<std::io::Error>,
 }
 
-/// Progress of one object. `Sync`, so the client engine may report from any thread.
-/// Reports are monotonic, never exceed the object's size, and [`Progress::finish`] makes the
-/// last one equal the size, as the protocol requires.
+/// Progress of one object. Cheap to clone and `Sync`, so the client engine may report from
+/// any thread. Reports are monotonic, never exceed the object's size, and
+/// [`Progress::finish`] makes the last one equal the size, as the protocol requires.
+#[derive(Clone)]
 pub struct Progress {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     sink: AnswerSink,
     oid: String,
     size: u64,
@@ -56,26 +61,28 @@ pub struct Progress {
 impl Progress {
     pub fn new(sink: AnswerSink, oid: &str, size: u64) -> Progress {
         Progress {
-            sink,
-            oid: oid.to_string(),
-            size,
-            state: Mutex::new(State {
-                so_far: 0,
-                reported: 0,
-                last_report: None,
-                error: None,
+            inner: Arc::new(Inner {
+                sink,
+                oid: oid.to_string(),
+                size,
+                state: Mutex::new(State {
+                    so_far: 0,
+                    reported: 0,
+                    last_report: None,
+                    error: None,
+                }),
             }),
         }
     }
 
     pub fn size(&self) -> u64 {
-        self.size
+        self.inner.size
     }
 
     /// Records that `bytes_so_far` bytes are done (values below an earlier one are ignored).
     pub fn set(&self, bytes_so_far: u64) {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.so_far = st.so_far.max(bytes_so_far.min(self.size));
+        let mut st = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.so_far = st.so_far.max(bytes_so_far.min(self.inner.size));
         let due = st.last_report.is_none_or(|t| t.elapsed() >= MIN_INTERVAL);
         if due && st.so_far > st.reported {
             self.report(&mut st);
@@ -85,7 +92,7 @@ impl Progress {
     /// Records `delta` more bytes done.
     pub fn add(&self, delta: u64) {
         let so_far = {
-            let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let st = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
             st.so_far.saturating_add(delta)
         };
         self.set(so_far);
@@ -94,9 +101,9 @@ impl Progress {
     /// Sends the final report (`bytesSoFar` = size) unless it was sent already. Returns the
     /// first error writing to git-lfs, if any happened.
     pub fn finish(&self) -> std::io::Result<()> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.so_far = self.size;
-        if st.reported < self.size || st.last_report.is_none() {
+        let mut st = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.so_far = self.inner.size;
+        if st.reported < self.inner.size || st.last_report.is_none() {
             self.report(&mut st);
         }
         match st.error.take() {
@@ -107,9 +114,10 @@ impl Progress {
 
     fn report(&self, st: &mut State) {
         let since_last = st.so_far - st.reported;
-        if let Err(e) = self
-            .sink
-            .send(&Answer::progress(&self.oid, st.so_far, since_last))
+        if let Err(e) =
+            self.inner
+                .sink
+                .send(&Answer::progress(&self.inner.oid, st.so_far, since_last))
         {
             st.error.get_or_insert(e);
         }
