@@ -46,6 +46,9 @@ pub struct MigrateArgs {
     /// The remote whose LFS server receives the objects (default: the current branch's
     /// remote, else origin).
     remote: Option<String>,
+    /// Do not download every object back through XET afterwards.
+    #[arg(long)]
+    skip_verify: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -120,7 +123,11 @@ pub fn uninstall(args: InstallArgs) -> anyhow::Result<ExitCode> {
 
 pub fn migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     logging::init("info");
-    crate::git::migrate::run(args.remote.as_deref())?;
+    let opts = crate::git::migrate::Options {
+        remote: args.remote,
+        verify: !args.skip_verify,
+    };
+    crate::git::migrate::run(&opts)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -77,6 +77,19 @@ impl Git {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        let mut out = self.run_bytes(args, input)?;
+        if out.last() == Some(&b'\n') {
+            out.pop();
+        }
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// Runs git with optional stdin, returning stdout as bytes (e.g. `cat-file --batch`).
+    pub fn run_bytes<I, S>(&self, args: I, input: Option<&[u8]>) -> Result<Vec<u8>, GitError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let (mut cmd, shown) = self.command(args);
         cmd.stdin(if input.is_some() {
             Stdio::piped()
@@ -90,14 +103,24 @@ impl Git {
             program: "git".into(),
             source,
         })?;
-        if let Some(input) = input {
-            let mut stdin = child.stdin.take().expect("piped stdin");
-            // A child that exits early closes its stdin; its exit status tells the story.
-            let _ = stdin.write_all(input);
-        }
+        // Feed stdin from another thread: a child that writes while we write would otherwise
+        // fill both pipes and deadlock.
+        let writer = match (input, child.stdin.take()) {
+            (Some(input), Some(mut stdin)) => {
+                let input = input.to_vec();
+                Some(std::thread::spawn(move || {
+                    // A child that exits early closes its stdin; its exit status tells the story.
+                    let _ = stdin.write_all(&input);
+                }))
+            }
+            _ => None,
+        };
         let out = child
             .wait_with_output()
             .map_err(|e| GitError::io(format!("waiting for `{shown}`"), e))?;
+        if let Some(w) = writer {
+            let _ = w.join();
+        }
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
             let stderr = if stderr.is_empty() {
@@ -110,11 +133,7 @@ impl Git {
                 stderr,
             });
         }
-        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if text.ends_with('\n') {
-            text.pop();
-        }
-        Ok(text)
+        Ok(out.stdout)
     }
 
     /// Runs git and returns whether it succeeded, with stdout; for commands whose failure

@@ -63,6 +63,34 @@ pub fn fill(git: &Git, url: &str) -> Result<Credential, GitError> {
     Ok(Credential { username, password })
 }
 
+/// The `Authorization` header for `url`: credentials written into the remote URL
+/// (`http://user:token@host/...`, which git-lfs uses for that host), else git's credential
+/// helpers.
+pub fn authorization(git: &Git, remote_url: Option<&str>, url: &str) -> Result<String, GitError> {
+    if let Some(c) = remote_url.and_then(|r| userinfo_for(r, url)) {
+        return Ok(c.basic_auth());
+    }
+    fill(git, url).map(|c| c.basic_auth())
+}
+
+/// Credentials in `remote_url`'s authority, when `url` is on the same scheme and host.
+pub fn userinfo_for(remote_url: &str, url: &str) -> Option<Credential> {
+    let (scheme, rest) = remote_url.split_once("://")?;
+    let authority = rest.split('/').next()?;
+    let (userinfo, host) = authority.rsplit_once('@')?;
+    let (user, password) = userinfo.split_once(':')?;
+    let (url_scheme, url_rest) = url.split_once("://")?;
+    let url_host = url_rest.split('/').next()?;
+    let url_host = url_host
+        .rsplit_once('@')
+        .map(|(_, h)| h)
+        .unwrap_or(url_host);
+    (scheme == url_scheme && host == url_host).then(|| Credential {
+        username: user.to_string(),
+        password: password.to_string(),
+    })
+}
+
 /// `url` without `user:password@`, for messages.
 pub fn strip_userinfo(url: &str) -> String {
     match url.split_once("://") {
@@ -89,6 +117,17 @@ mod tests {
     fn userinfo_is_stripped_from_messages() {
         assert_eq!(strip_userinfo("http://u:secret@h:1/a/b"), "http://h:1/a/b");
         assert_eq!(strip_userinfo("http://h"), "http://h");
+    }
+
+    #[test]
+    fn remote_url_credentials_apply_to_the_same_host_only() {
+        let c = userinfo_for(
+            "http://x:tok@127.0.0.1:9/org/r.git",
+            "http://127.0.0.1:9/org/r.git/info/lfs/t",
+        );
+        assert_eq!(c.unwrap().password, "tok");
+        assert!(userinfo_for("http://x:tok@127.0.0.1:9/r", "http://127.0.0.1:10/r").is_none());
+        assert!(userinfo_for("http://127.0.0.1:9/r", "http://127.0.0.1:9/r").is_none());
     }
 
     #[test]

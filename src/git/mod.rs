@@ -17,6 +17,7 @@ pub mod config;
 pub mod credentials;
 mod error;
 pub mod install;
+pub mod lfs_objects;
 pub mod migrate;
 pub mod quickstart;
 pub mod repo;

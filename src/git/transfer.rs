@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::git::credentials::{self, Credential};
+use crate::git::credentials;
 use crate::git::repo::Repo;
 use crate::lfs::agent::{self, Ending};
 use crate::lfs::progress::AnswerSink;
@@ -42,12 +42,7 @@ pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
     };
     let git = repo.git().clone();
     let authorization: AuthorizationFn = Arc::new(move |url: &str| {
-        if let Some(c) = remote_url.as_deref().and_then(|r| userinfo_for(r, url)) {
-            return Ok(c.basic_auth());
-        }
-        credentials::fill(&git, url)
-            .map(|c| c.basic_auth())
-            .map_err(|e| e.to_string())
+        credentials::authorization(&git, remote_url.as_deref(), url).map_err(|e| e.to_string())
     });
     AgentEnv {
         lfs_tmp_dir: repo.lfs_tmp_dir(),
@@ -55,40 +50,5 @@ pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
         xet_dir: repo.xet_dir(),
         authorization,
         chunk_cache: true,
-    }
-}
-
-/// Credentials written into the remote URL (`http://user:token@host/...`), which git-lfs
-/// uses for the same host; only when `url` is on that host.
-fn userinfo_for(remote_url: &str, url: &str) -> Option<Credential> {
-    let (scheme, rest) = remote_url.split_once("://")?;
-    let authority = rest.split('/').next()?;
-    let (userinfo, host) = authority.rsplit_once('@')?;
-    let (user, password) = userinfo.split_once(':')?;
-    let (url_scheme, url_rest) = url.split_once("://")?;
-    let url_host = url_rest.split('/').next()?;
-    let url_host = url_host
-        .rsplit_once('@')
-        .map(|(_, h)| h)
-        .unwrap_or(url_host);
-    (scheme == url_scheme && host == url_host).then(|| Credential {
-        username: user.to_string(),
-        password: password.to_string(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn remote_url_credentials_apply_to_the_same_host_only() {
-        let c = userinfo_for(
-            "http://x:tok@127.0.0.1:9/org/r.git",
-            "http://127.0.0.1:9/org/r.git/info/lfs/t",
-        );
-        assert_eq!(c.unwrap().password, "tok");
-        assert!(userinfo_for("http://x:tok@127.0.0.1:9/r", "http://127.0.0.1:10/r").is_none());
-        assert!(userinfo_for("http://127.0.0.1:9/r", "http://127.0.0.1:9/r").is_none());
     }
 }

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::client::{
     CasClient, ClientConfig, ClientError, DownloadOptions, LocalSource, ProgressFn, RefreshFn,
-    Token,
+    SessionStats, Token,
 };
 use crate::lfs::action::{RefreshedToken, XetAction};
 use crate::lfs::agent::TransferBackend;
@@ -54,6 +54,7 @@ pub struct XetBackend {
     runtime: Option<tokio::runtime::Runtime>,
     /// One client per CAS URL for the session (connections and caches are reused).
     clients: HashMap<String, (CasClient, Arc<Tokens>)>,
+    last_upload: Option<SessionStats>,
 }
 
 /// The newest token the LFS server handed out, for the client's refresh callback.
@@ -130,6 +131,7 @@ impl XetBackend {
             env: None,
             runtime: None,
             clients: HashMap::new(),
+            last_upload: None,
         }
     }
 
@@ -143,6 +145,11 @@ impl XetBackend {
         self.runtime
             .as_ref()
             .ok_or_else(|| LfsError::Internal("transfer before a successful init".into()))
+    }
+
+    /// What the last successful upload sent (for `migrate`'s report).
+    pub fn last_upload_stats(&self) -> Option<&SessionStats> {
+        self.last_upload.as_ref()
     }
 
     /// The session's client for the action's CAS server, created on first use.
@@ -206,7 +213,8 @@ impl TransferBackend for XetBackend {
         let client = self.client_for(&action)?;
         let progress_fn = progress_callback(progress);
         let oid = req.oid;
-        self.runtime()?.block_on(async move {
+        self.last_upload = None;
+        let stats = self.runtime()?.block_on(async move {
             let mut session = client.start_upload().await?;
             let file = session.add_file(&path, Some(progress_fn)).await?;
             if file.sha256 != oid.0 || file.size != req.size {
@@ -219,8 +227,10 @@ impl TransferBackend for XetBackend {
             }
             let summary = session.finish().await?;
             tracing::info!(oid = %oid, "uploaded: {}", summary.stats);
-            Ok(())
-        })
+            Ok::<_, LfsError>(summary.stats)
+        })?;
+        self.last_upload = Some(stats);
+        Ok(())
     }
 
     fn download(
