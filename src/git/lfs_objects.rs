@@ -72,6 +72,48 @@ pub fn reachable_objects(repo: &Repo, revs: &[&str]) -> Result<Vec<LfsObject>, G
     Ok(found.into_values().collect())
 }
 
+/// The LFS files in the tree of `rev` (e.g. `HEAD`): every path whose blob is a pointer.
+pub fn tracked_files(repo: &Repo, rev: &str) -> Result<Vec<LfsObject>, GitError> {
+    let git = repo.git();
+    let Some(listing) = git.try_run(["ls-tree", "-r", "-z", "--long", "--full-tree", rev])? else {
+        return Ok(Vec::new());
+    };
+    let mut entries: Vec<(String, String)> = Vec::new();
+    let mut candidates = String::new();
+    for record in listing.split('\0').filter(|r| !r.is_empty()) {
+        let Some((meta, path)) = record.split_once('\t') else {
+            continue;
+        };
+        let fields: Vec<&str> = meta.split_whitespace().collect();
+        let [_, "blob", id, size] = fields.as_slice() else {
+            continue;
+        };
+        if size.parse::<usize>().is_ok_and(|s| s <= MAX_POINTER_SIZE) {
+            entries.push((id.to_string(), path.to_string()));
+            candidates.push_str(id);
+            candidates.push('\n');
+        }
+    }
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let contents = git.run_bytes(["cat-file", "--batch"], Some(candidates.as_bytes()))?;
+    let pointers: HashMap<&str, Pointer> = BatchReader::new(&contents)
+        .filter_map(|(id, blob)| Some((id, Pointer::detect(blob)?)))
+        .collect();
+    Ok(entries
+        .into_iter()
+        .filter_map(|(id, path)| {
+            let p = pointers.get(id.as_str())?;
+            Some(LfsObject {
+                oid: p.oid,
+                size: p.size,
+                path,
+            })
+        })
+        .collect())
+}
+
 /// Iterates `git cat-file --batch` output: `<id> <type> <size>\n<content>\n`.
 struct BatchReader<'a> {
     rest: &'a [u8],
