@@ -4,9 +4,17 @@
 
 mod support;
 
+#[path = "git/commands.rs"]
+mod commands;
 #[path = "git/env.rs"]
 mod env;
+#[path = "git/failures.rs"]
+mod failures;
 #[path = "git/install.rs"]
 mod install;
+#[path = "git/migrate.rs"]
+mod migrate;
 #[path = "git/transfer_protocol.rs"]
 mod transfer_protocol;
+#[path = "git/workflow.rs"]
+mod workflow;

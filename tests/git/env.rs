@@ -131,3 +131,92 @@ pub fn stderr(out: &Output) -> String {
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+impl GitEnv {
+    /// An environment with `git xet install --global` done (agent + git-lfs filters).
+    pub fn with_agent(extra: &[&str]) -> GitEnv {
+        let env = GitEnv::new();
+        let dir = env.dir("install");
+        let mut args = vec!["install", "--global"];
+        args.extend_from_slice(extra);
+        env.xet(&dir, &args);
+        env.git(&dir, &["config", "--global", "lfs.locksverify", "false"]);
+        env
+    }
+
+    /// An environment with plain git-lfs only (no agent).
+    pub fn plain_lfs() -> GitEnv {
+        let env = GitEnv::new();
+        let dir = env.dir("install");
+        env.git(&dir, &["lfs", "install", "--skip-repo"]);
+        env.git(&dir, &["config", "--global", "lfs.locksverify", "false"]);
+        env
+    }
+
+    /// A new repository tracking `*.bin` with git-lfs, with `origin` set to `remote`.
+    pub fn lfs_repo(&self, name: &str, remote: &str) -> PathBuf {
+        let dir = self.dir(name);
+        self.git(&dir, &["init", "-q"]);
+        self.git(&dir, &["lfs", "track", "*.bin"]);
+        self.git(&dir, &["remote", "add", "origin", remote]);
+        dir
+    }
+
+    /// Runs git with the agent logging to a file in this environment (for failure messages).
+    pub fn git_logged(&self, dir: &Path, args: &[&str]) -> Output {
+        self.command("git", dir)
+            .args(args)
+            .env("GIT_XET_LOG", self.root.path().join("agent.log"))
+            .env("GIT_XET_LOG_LEVEL", "debug")
+            .output()
+            .expect("run git")
+    }
+
+    pub fn agent_log(&self) -> String {
+        std::fs::read_to_string(self.root.path().join("agent.log")).unwrap_or_default()
+    }
+}
+
+/// `http://x:TOKEN@host/repo.git` for a repository on a test server.
+pub fn remote_url(server: &support::TestServer, repo: &str, scope: &str) -> String {
+    format!(
+        "http://x:{}@{}/{repo}.git",
+        server.token(repo, scope),
+        server.addr()
+    )
+}
+
+/// Asserts that two files have the same bytes (without printing megabytes on failure).
+pub fn assert_same_file(a: &Path, b: &Path) {
+    let (x, y) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    assert!(
+        x.len() == y.len() && x == y,
+        "{} ({} bytes) differs from {} ({} bytes)",
+        a.display(),
+        x.len(),
+        b.display(),
+        y.len()
+    );
+}
+
+pub fn assert_file_is(path: &Path, expected: &[u8]) {
+    let got = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    assert!(
+        got.len() == expected.len() && got == expected,
+        "{} has {} bytes, not the expected {}",
+        path.display(),
+        got.len(),
+        expected.len()
+    );
+}
+
+/// Output of a command that must have succeeded.
+pub fn ok(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    out
+}
