@@ -1,10 +1,157 @@
 //! `git xet server`: run the server, or manage its tokens.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::server::auth::{self, Scope};
+use crate::server::keys::Keys;
+use crate::server::repo_name::RepoName;
+use crate::server::ServerConfig;
 
 #[derive(clap::Args, Debug)]
-pub struct ServerArgs {}
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ServerArgs {
+    #[command(subcommand)]
+    command: Option<ServerCommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
 
-pub fn run(_args: ServerArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`git xet server` is not implemented yet")
+#[derive(clap::Subcommand, Debug)]
+enum ServerCommand {
+    /// Manage access tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum TokenCommand {
+    /// Print a new access token for one repository (no running server needed: the signing
+    /// secret lives in the data directory). Use it as a Bearer token or as the HTTP Basic
+    /// password (any user name) with git and git-lfs.
+    Create(TokenCreateArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct TokenCreateArgs {
+    /// Repository, `name` or `org/name`.
+    #[arg(long)]
+    repo: String,
+    /// `read` (clone, fetch, downloads) or `write` (also push and uploads).
+    #[arg(long, value_parser = ["read", "write"])]
+    scope: String,
+    /// Lifetime in seconds.
+    #[arg(long, default_value_t = 30 * 24 * 3600)]
+    ttl: u64,
+    /// The server's data directory.
+    #[arg(long, env = "GIT_XET_SERVER_DATA")]
+    data: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Address to listen on (loopback only by default).
+    #[arg(long, default_value = "127.0.0.1:8484")]
+    listen: SocketAddr,
+    /// Data directory: objects, index, repositories, secret [default: the per-user data
+    /// directory].
+    #[arg(long, env = "GIT_XET_SERVER_DATA")]
+    data: Option<PathBuf>,
+    /// Base URL clients reach the server at, e.g. `https://xet.example.com` [default: from
+    /// each request's Host header].
+    #[arg(long)]
+    public_url: Option<String>,
+    /// Once listening, write the base URL to this file (atomically).
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+    /// Allow reads (clone, fetch, LFS downloads) without a token.
+    #[arg(long)]
+    anonymous_read: bool,
+    /// Act as a plain git-lfs server: never offer the `xet` transfer.
+    #[arg(long)]
+    basic_only: bool,
+    /// Lifetime in seconds of the tokens handed out in LFS Batch API answers.
+    #[arg(long, default_value_t = 3600)]
+    token_ttl: u64,
+    /// Lifetime in seconds of signed xorb fetch URLs.
+    #[arg(long, default_value_t = 300)]
+    fetch_url_ttl: u64,
+    /// Rotation period in seconds of the global-dedup chunk key.
+    #[arg(long, default_value_t = 6 * 3600)]
+    dedup_key_period: u64,
+    /// Largest git-lfs basic upload accepted, in bytes.
+    #[arg(long)]
+    max_object_size: Option<u64>,
+    /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).
+    #[arg(long)]
+    no_fsync: bool,
+}
+
+fn default_data_dir() -> anyhow::Result<PathBuf> {
+    let dirs = directories::ProjectDirs::from("", "", "git-xet")
+        .context("cannot find a per-user data directory; pass --data DIR")?;
+    Ok(dirs.data_dir().join("server"))
+}
+
+fn data_dir(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match arg {
+        Some(dir) => Ok(dir),
+        None => default_data_dir(),
+    }
+}
+
+pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        Some(ServerCommand::Token(TokenCommand::Create(a))) => token_create(a),
+        None => serve(args.run),
+    }
+}
+
+fn token_create(args: TokenCreateArgs) -> anyhow::Result<ExitCode> {
+    let repo = RepoName::parse(&args.repo).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let scope = Scope::parse(&args.scope).context("scope must be read or write")?;
+    let data = data_dir(args.data)?;
+    std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
+    let keys = Keys::load_or_create(&data)
+        .with_context(|| format!("loading the server secret in {}", data.display()))?;
+    let (token, _exp) = auth::issue(&keys, &repo, scope, args.ttl);
+    println!("{token}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
+    crate::cli::logging::init("info");
+    let mut config = ServerConfig::new(args.listen, data_dir(args.data)?);
+    if let Some(url) = args.public_url {
+        let url = url.trim_end_matches('/').to_string();
+        anyhow::ensure!(
+            url.starts_with("http://") || url.starts_with("https://"),
+            "--public-url must start with http:// or https://"
+        );
+        config.public_url = Some(url);
+    }
+    config.ready_file = args.ready_file;
+    config.anonymous_read = args.anonymous_read;
+    config.basic_only = args.basic_only;
+    config.cas_token_ttl = Duration::from_secs(args.token_ttl.max(60));
+    config.fetch_url_ttl = Duration::from_secs(args.fetch_url_ttl.max(1));
+    config.dedup_key_period = Duration::from_secs(args.dedup_key_period.max(60));
+    if let Some(max) = args.max_object_size {
+        config.max_object_size = max;
+    }
+    config.fsync = !args.no_fsync;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("git-xet-server")
+        .build()
+        .context("starting the async runtime")?;
+    let result = runtime.block_on(crate::server::run(config));
+    // Blocking work still running (a large upload being registered) gets a moment to finish.
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    result?;
+    Ok(ExitCode::SUCCESS)
 }

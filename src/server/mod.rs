@@ -1,2 +1,182 @@
 //! `git xet server`: the CAS API, the git-lfs Batch API and git over smart HTTP, on storage
 //! and index backends behind small traits. Depends on the protocol core only.
+//!
+//! | module          | job                                                               |
+//! |-----------------|-------------------------------------------------------------------|
+//! | `config`        | settings                                                          |
+//! | `keys`, `auth`, `signing` | server secret, access tokens, signed fetch URLs         |
+//! | `storage`       | object store trait; local directory backend                       |
+//! | `index`         | index trait; SQLite backend                                       |
+//! | `shard_check`   | validating uploaded shards against stored xorbs                   |
+//! | `reconstruct`   | planning reconstructions for byte ranges                          |
+//! | `cas`           | CAS API handlers                                                  |
+//! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
+//! | `http`, `metrics` | router, request accounting, Prometheus text                     |
+
+pub mod auth;
+pub mod body;
+pub mod cas;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod index;
+pub mod keys;
+pub mod metrics;
+pub mod reconstruct;
+pub mod repo_name;
+pub mod repo_routes;
+pub mod shard_check;
+pub mod signing;
+pub mod state;
+pub mod storage;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use config::ServerConfig;
+
+use crate::server::index::{Index, SqliteIndex};
+use crate::server::keys::Keys;
+use crate::server::metrics::Metrics;
+use crate::server::state::AppState;
+use crate::server::storage::FsStore;
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Index(#[from] index::IndexError),
+}
+
+fn io_context(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
+    let context = context.into();
+    move |source| StartError::Io { context, source }
+}
+
+/// Removes what an interrupted write left in `tmp/`: none of it was ever visible.
+fn clean_tmp(tmp: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(tmp)?;
+    for entry in std::fs::read_dir(tmp)? {
+        let path = entry?.path();
+        let _ = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+    }
+    Ok(())
+}
+
+/// Opens the data directory and builds the shared state.
+fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, StartError> {
+    let data = &config.data_dir;
+    std::fs::create_dir_all(data).map_err(io_context(format!(
+        "creating data directory {}",
+        data.display()
+    )))?;
+    clean_tmp(&config.tmp_dir()).map_err(io_context("cleaning the temporary directory"))?;
+    let keys = Keys::load_or_create(data).map_err(io_context("loading the server secret"))?;
+    let store = FsStore::open(data, &config.tmp_dir(), config.fsync)
+        .map_err(io_context("opening object storage"))?;
+    let index = SqliteIndex::open(&config.index_path(), config.fsync)?;
+    let metrics = Metrics::with_stats(index.stats()?);
+    let internal_url = internal_url(bound);
+    Ok(AppState {
+        config,
+        store: Arc::new(store),
+        index: Arc::new(index),
+        keys,
+        metrics,
+        internal_url,
+    })
+}
+
+/// The loopback URL of the listener.
+fn internal_url(bound: SocketAddr) -> String {
+    let ip = match bound.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => std::net::IpAddr::from([127, 0, 0, 1]),
+        ip if ip.is_unspecified() => std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    format!("http://{}", SocketAddr::new(ip, bound.port()))
+}
+
+/// Writes `contents` to `path` atomically (temp file + rename).
+fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut tmp, contents.as_bytes())?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Runs the server until SIGINT or SIGTERM, then lets in-flight requests finish (up to the
+/// configured grace period).
+pub async fn run(config: ServerConfig) -> Result<(), StartError> {
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(io_context(format!("binding {}", config.listen)))?;
+    let bound = listener
+        .local_addr()
+        .map_err(io_context("reading the bound address"))?;
+    let ready_file = config.ready_file.clone();
+    let grace = config.shutdown_grace;
+    let state = Arc::new(tokio::task::block_in_place(|| open_state(config, bound))?);
+    let base = state
+        .config
+        .public_url
+        .clone()
+        .unwrap_or_else(|| state.internal_url.clone());
+    tracing::info!(url = %base, data = %state.config.data_dir.display(), "git xet server listening");
+    if let Some(path) = ready_file {
+        write_atomically(&path, &base)
+            .map_err(io_context(format!("writing ready file {}", path.display())))?;
+    }
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down: finishing in-flight requests");
+        let _ = stop_tx.send(true);
+    });
+    let mut graceful_rx = stop_rx.clone();
+    let serve = axum::serve(listener, http::router(state)).with_graceful_shutdown(async move {
+        let _ = graceful_rx.wait_for(|stop| *stop).await;
+    });
+    let mut deadline_rx = stop_rx;
+    let deadline = async move {
+        let _ = deadline_rx.wait_for(|stop| *stop).await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        result = serve => result.map_err(io_context("serving"))?,
+        _ = deadline => tracing::warn!("shutdown grace period over; exiting with requests in flight"),
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("cannot listen for SIGTERM: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,249 @@
+//! Access tokens and request authorization.
+//!
+//! A token is `xet1.<payload>.<mac>`: the payload is base64url JSON `{repo, scope, iat, exp,
+//! nonce}` and the MAC is keyed BLAKE3 over `xet1.<payload>` with a key derived from the
+//! server secret. Tokens are opaque to clients; they are accepted as `Authorization: Bearer`
+//! or as the password of HTTP Basic (any user name), which is how git and git-lfs send what
+//! a credential helper returns.
+
+use axum::http::HeaderMap;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine;
+
+use crate::server::error::ServerError;
+use crate::server::keys::Keys;
+use crate::server::repo_name::RepoName;
+
+const PREFIX: &str = "xet1.";
+/// Longest credential considered; anything longer is refused before decoding.
+const MAX_TOKEN_LEN: usize = 4096;
+
+/// What a token allows. `Write` includes `Read`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    Read,
+    Write,
+}
+
+impl Scope {
+    pub fn parse(s: &str) -> Option<Scope> {
+        match s {
+            "read" => Some(Scope::Read),
+            "write" => Some(Scope::Write),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Write => "write",
+        }
+    }
+}
+
+/// The signed contents of a token.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Claims {
+    pub repo: String,
+    pub scope: Scope,
+    pub iat: u64,
+    pub exp: u64,
+    pub nonce: String,
+}
+
+/// Seconds since the Unix epoch.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// A new token for `repo` with `scope`, valid for `ttl_secs`. Returns it and its expiry.
+pub fn issue(keys: &Keys, repo: &RepoName, scope: Scope, ttl_secs: u64) -> (String, u64) {
+    let iat = now_secs();
+    let exp = iat.saturating_add(ttl_secs);
+    let claims = Claims {
+        repo: repo.as_str().to_string(),
+        scope,
+        iat,
+        exp,
+        nonce: format!("{:016x}", rand::random::<u64>()),
+    };
+    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).expect("claims serialize"));
+    let signed = format!("{PREFIX}{payload}");
+    let mac = URL_SAFE_NO_PAD.encode(keys.token_mac(signed.as_bytes()).as_bytes());
+    (format!("{signed}.{mac}"), exp)
+}
+
+/// Checks a token's signature and expiry. Every failure is a 401.
+pub fn verify(keys: &Keys, token: &str, now: u64) -> Result<Claims, ServerError> {
+    let invalid = || ServerError::Unauthorized("invalid access token".into());
+    if token.len() > MAX_TOKEN_LEN {
+        return Err(invalid());
+    }
+    let (signed, mac) = token.rsplit_once('.').ok_or_else(invalid)?;
+    let payload = signed.strip_prefix(PREFIX).ok_or_else(invalid)?;
+    let mac: [u8; 32] = URL_SAFE_NO_PAD
+        .decode(mac)
+        .ok()
+        .and_then(|m| m.try_into().ok())
+        .ok_or_else(invalid)?;
+    // blake3::Hash compares in constant time.
+    if keys.token_mac(signed.as_bytes()) != blake3::Hash::from(mac) {
+        return Err(invalid());
+    }
+    let json = URL_SAFE_NO_PAD.decode(payload).map_err(|_| invalid())?;
+    let claims: Claims = serde_json::from_slice(&json).map_err(|_| invalid())?;
+    if claims.exp <= now {
+        return Err(ServerError::Unauthorized(
+            "access token expired; get a new one (git-lfs does this on its own, or run `git xet server token create`)".into(),
+        ));
+    }
+    Ok(claims)
+}
+
+/// The credential a request carries: a Bearer token, or the password of HTTP Basic.
+pub fn credential(headers: &HeaderMap) -> Option<String> {
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .trim();
+    let (kind, rest) = value.split_once(' ')?;
+    let rest = rest.trim();
+    if kind.eq_ignore_ascii_case("bearer") {
+        return Some(rest.to_string());
+    }
+    if kind.eq_ignore_ascii_case("basic") && rest.len() <= MAX_TOKEN_LEN * 2 {
+        let decoded = STANDARD.decode(rest).ok()?;
+        let text = String::from_utf8(decoded).ok()?;
+        let (_user, password) = text.split_once(':')?;
+        return Some(password.to_string());
+    }
+    None
+}
+
+/// Who is asking, once authorized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    pub repo: RepoName,
+    pub scope: Scope,
+    /// Allowed without a credential because of `--anonymous-read`.
+    pub anonymous: bool,
+}
+
+/// Authorizes a request for `need` on `repo` (or, for CAS routes, on the token's own
+/// repository when `repo` is `None`). 401 without a valid token, 403 for the wrong
+/// repository or too small a scope.
+pub fn authorize(
+    keys: &Keys,
+    headers: &HeaderMap,
+    repo: Option<&RepoName>,
+    need: Scope,
+    anonymous_read: bool,
+) -> Result<Access, ServerError> {
+    let Some(token) = credential(headers) else {
+        if let (Some(repo), Scope::Read, true) = (repo, need, anonymous_read) {
+            return Ok(Access {
+                repo: repo.clone(),
+                scope: Scope::Read,
+                anonymous: true,
+            });
+        }
+        return Err(ServerError::Unauthorized(
+            "authentication required: send a token from `git xet server token create` as a Bearer token or as the HTTP Basic password".into(),
+        ));
+    };
+    let claims = verify(keys, &token, now_secs())?;
+    let token_repo = RepoName::parse(&claims.repo)
+        .map_err(|_| ServerError::Unauthorized("invalid access token".into()))?;
+    if let Some(repo) = repo {
+        if &token_repo != repo {
+            return Err(ServerError::Forbidden(format!(
+                "this token is for repository {token_repo}, not {repo}"
+            )));
+        }
+    }
+    if claims.scope < need {
+        return Err(ServerError::Forbidden(format!(
+            "this token only allows {} access; {} access is needed",
+            claims.scope.as_str(),
+            need.as_str()
+        )));
+    }
+    Ok(Access {
+        repo: token_repo,
+        scope: claims.scope,
+        anonymous: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> Keys {
+        Keys::from_secret(&[7; 32])
+    }
+
+    fn repo(s: &str) -> RepoName {
+        RepoName::parse(s).unwrap()
+    }
+
+    #[test]
+    fn issued_tokens_verify_and_carry_claims() {
+        let (token, exp) = issue(&keys(), &repo("org/m"), Scope::Write, 60);
+        let claims = verify(&keys(), &token, now_secs()).unwrap();
+        assert_eq!(
+            (claims.repo.as_str(), claims.scope, claims.exp),
+            ("org/m", Scope::Write, exp)
+        );
+    }
+
+    #[test]
+    fn tampered_foreign_and_expired_tokens_are_refused() {
+        let (token, exp) = issue(&keys(), &repo("org/m"), Scope::Read, 60);
+        let other = Keys::from_secret(&[8; 32]);
+        assert!(matches!(
+            verify(&other, &token, now_secs()),
+            Err(ServerError::Unauthorized(_))
+        ));
+        let mut bytes = token.clone().into_bytes();
+        bytes[10] ^= 1;
+        let tampered = String::from_utf8(bytes).unwrap();
+        assert!(verify(&keys(), &tampered, now_secs()).is_err());
+        assert!(verify(&keys(), &token, exp).is_err(), "expired at exp");
+        assert!(verify(&keys(), "garbage", 0).is_err());
+    }
+
+    #[test]
+    fn scopes_and_repositories_are_enforced() {
+        let (token, _) = issue(&keys(), &repo("org/m"), Scope::Read, 60);
+        let mut headers = HeaderMap::new();
+        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+        assert!(authorize(&keys(), &headers, Some(&repo("org/m")), Scope::Read, false).is_ok());
+        let wrong_scope = authorize(&keys(), &headers, Some(&repo("org/m")), Scope::Write, false);
+        assert!(matches!(wrong_scope, Err(ServerError::Forbidden(_))));
+        let wrong_repo = authorize(&keys(), &headers, Some(&repo("org/x")), Scope::Read, false);
+        assert!(matches!(wrong_repo, Err(ServerError::Forbidden(_))));
+        let basic = STANDARD.encode(format!("anyone:{token}"));
+        headers.insert("authorization", format!("Basic {basic}").parse().unwrap());
+        assert!(authorize(&keys(), &headers, None, Scope::Read, false).is_ok());
+        let none = HeaderMap::new();
+        assert!(matches!(
+            authorize(&keys(), &none, None, Scope::Read, true),
+            Err(ServerError::Unauthorized(_))
+        ));
+        assert!(
+            authorize(&keys(), &none, Some(&repo("a")), Scope::Read, true)
+                .unwrap()
+                .anonymous
+        );
+        assert!(authorize(&keys(), &none, Some(&repo("a")), Scope::Write, true).is_err());
+    }
+}

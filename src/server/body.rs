@@ -1,0 +1,145 @@
+//! Request bodies with size limits, and HTTP `Range` headers.
+
+use std::ops::Range;
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+
+use crate::server::error::{ServerError, ServerResult};
+
+/// The declared `Content-Length`, if any and well formed.
+pub fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Reads a whole body into memory, refusing with 413 as soon as it is known to exceed
+/// `limit`: from `Content-Length` before reading anything, else while reading.
+pub async fn read_limited(
+    body: Body,
+    headers: &HeaderMap,
+    limit: usize,
+    what: &str,
+) -> ServerResult<Bytes> {
+    let too_large = || {
+        ServerError::PayloadTooLarge(format!("{what} is larger than the limit of {limit} bytes"))
+    };
+    let declared = content_length(headers);
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut buf = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    let mut body = body;
+    while let Some(frame) = body.frame().await {
+        let frame =
+            frame.map_err(|e| ServerError::bad_request(format!("reading the {what}: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > limit {
+                return Err(too_large());
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    if declared.is_some_and(|n| n != buf.len() as u64) {
+        return Err(ServerError::bad_request(format!(
+            "{what} ended after {} bytes, before its Content-Length",
+            buf.len()
+        )));
+    }
+    Ok(Bytes::from(buf))
+}
+
+/// Parses a single-range `Range: bytes=...` header against an object of `len` bytes, as a
+/// half-open range. `Ok(None)` when there is no header. 400 for a malformed header, 416 for
+/// a range that selects nothing.
+pub fn parse_range(headers: &HeaderMap, len: u64) -> ServerResult<Option<Range<u64>>> {
+    let Some(value) = headers.get(header::RANGE) else {
+        return Ok(None);
+    };
+    let bad = || {
+        ServerError::bad_request("malformed Range header (expected one range, `bytes=START-END`)")
+    };
+    let value = value.to_str().map_err(|_| bad())?.trim();
+    let spec = value.strip_prefix("bytes=").ok_or_else(bad)?.trim();
+    if spec.contains(',') {
+        return Err(ServerError::bad_request(
+            "multiple ranges are not supported",
+        ));
+    }
+    let (start, end) = spec.split_once('-').ok_or_else(bad)?;
+    let unsatisfiable = || ServerError::RangeNotSatisfiable {
+        message: format!("range {spec} is not satisfiable for {len} bytes"),
+        size: len,
+    };
+    let number = |s: &str| s.trim().parse::<u64>().map_err(|_| bad());
+    let range = if start.trim().is_empty() {
+        // bytes=-N: the last N bytes.
+        let n = number(end)?;
+        if n == 0 || len == 0 {
+            return Err(unsatisfiable());
+        }
+        len.saturating_sub(n)..len
+    } else {
+        let start = number(start)?;
+        let end = if end.trim().is_empty() {
+            u64::MAX
+        } else {
+            number(end)?
+        };
+        if end < start {
+            return Err(bad());
+        }
+        if start >= len {
+            return Err(unsatisfiable());
+        }
+        start..end.saturating_add(1).min(len)
+    };
+    Ok(Some(range))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(v: &str, len: u64) -> ServerResult<Option<Range<u64>>> {
+        let mut h = HeaderMap::new();
+        h.insert(header::RANGE, v.parse().unwrap());
+        parse_range(&h, len)
+    }
+
+    #[test]
+    fn ranges() {
+        assert_eq!(range("bytes=0-9", 100).unwrap(), Some(0..10));
+        assert_eq!(range("bytes=90-200", 100).unwrap(), Some(90..100));
+        assert_eq!(range("bytes=10-", 100).unwrap(), Some(10..100));
+        assert_eq!(range("bytes=-10", 100).unwrap(), Some(90..100));
+        assert!(matches!(
+            range("bytes=100-", 100),
+            Err(ServerError::RangeNotSatisfiable { .. })
+        ));
+        assert!(matches!(
+            range("bytes=0-0", 0),
+            Err(ServerError::RangeNotSatisfiable { .. })
+        ));
+        assert!(matches!(
+            range("bytes=5-1", 100),
+            Err(ServerError::BadRequest(_))
+        ));
+        assert!(matches!(
+            range("items=0-1", 100),
+            Err(ServerError::BadRequest(_))
+        ));
+        assert!(matches!(
+            range("bytes=0-1,3-4", 100),
+            Err(ServerError::BadRequest(_))
+        ));
+        assert!(parse_range(&HeaderMap::new(), 5).unwrap().is_none());
+    }
+}

@@ -1,0 +1,31 @@
+//! The CAS API (xet-protocol.md, "Recommended HTTP API"), mounted under both `/v1` and
+//! `/api/v1`: xorb and shard uploads, reconstructions, global dedup, and the signed xorb
+//! data route that reconstruction fetch URLs point to.
+
+mod dedup;
+mod reconstruction;
+mod shards;
+mod xorb_data;
+mod xorbs;
+
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::server::error::{ServerError, ServerResult};
+use crate::server::state::SharedState;
+use crate::xet::MerkleHash;
+
+pub fn router() -> Router<SharedState> {
+    Router::new()
+        .route("/xorbs/{namespace}/{hash}", post(xorbs::upload))
+        .route("/shards", post(shards::upload))
+        .route("/reconstructions/{file_hash}", get(reconstruction::get))
+        .route("/chunks/{namespace}/{hash}", get(dedup::query))
+        .route("/xorb-data/{hash}", get(xorb_data::get))
+}
+
+/// Parses a hash from a URL path, naming what it is in the error.
+pub(crate) fn parse_hash(s: &str, what: &str) -> ServerResult<MerkleHash> {
+    MerkleHash::from_hex(s)
+        .map_err(|e| ServerError::bad_request(format!("invalid {what} {s:?}: {e}")))
+}

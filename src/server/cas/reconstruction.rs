@@ -1,0 +1,58 @@
+//! `GET /v1/reconstructions/{file_hash}` with optional `Range`: the terms overlapping the
+//! range and signed, expiring fetch URLs for their xorb bytes.
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::Json;
+
+use crate::server::auth::{now_secs, Scope};
+use crate::server::body::parse_range;
+use crate::server::cas::parse_hash;
+use crate::server::error::{ServerError, ServerResult};
+use crate::server::reconstruct::{load_metas, plan, to_reconstruction};
+use crate::server::signing::fetch_url;
+use crate::server::state::{blocking, SharedState};
+use crate::xet::reconstruction::Reconstruction;
+
+pub async fn get(
+    State(state): State<SharedState>,
+    Path(file_hash): Path<String>,
+    headers: HeaderMap,
+) -> ServerResult<Json<Reconstruction>> {
+    let access = state.authorize_cas(&headers, Scope::Read)?;
+    let file_hash = parse_hash(&file_hash, "file hash")?;
+    let index = state.index.clone();
+    let repo = access.repo.clone();
+    let found = blocking(move || {
+        // Files are visible per repository; elsewhere they do not exist.
+        if !index.repo_has_file(&repo, &file_hash)? {
+            return Ok(None);
+        }
+        let Some(file) = index.file(&file_hash)? else {
+            return Ok(None);
+        };
+        let metas = load_metas(&*index, &file)?;
+        Ok(Some((file, metas)))
+    })
+    .await?;
+    let Some((file, metas)) = found else {
+        return Err(ServerError::not_found(format!(
+            "file {file_hash} is not in repository {}",
+            access.repo
+        )));
+    };
+    let range = match parse_range(&headers, file.size)? {
+        Some(r) => r,
+        None => 0..file.size,
+    };
+    let plan = if range.is_empty() {
+        Default::default()
+    } else {
+        plan(&file, &metas, range)?
+    };
+    let base = state.base_url(&headers);
+    let expires = now_secs() + state.config.fetch_url_ttl.as_secs();
+    Ok(Json(to_reconstruction(&plan, |xorb| {
+        fetch_url(&state.keys, &base, xorb, expires)
+    })))
+}

@@ -1,0 +1,66 @@
+//! Server settings, filled by the command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Base URL clients reach this server at (no trailing slash). Without it, URLs are
+    /// built from the request's `Host` header.
+    pub public_url: Option<String>,
+    /// Written with the base URL once the listener is bound.
+    pub ready_file: Option<PathBuf>,
+    /// Reads (clone, fetch, LFS download) need no credential.
+    pub anonymous_read: bool,
+    /// Never offer the `xet` transfer: a plain git-lfs server.
+    pub basic_only: bool,
+    /// Lifetime of the tokens the server hands out in LFS Batch API actions.
+    pub cas_token_ttl: Duration,
+    /// Lifetime of signed xorb fetch URLs.
+    pub fetch_url_ttl: Duration,
+    /// How often the global-dedup chunk key rotates.
+    pub dedup_key_period: Duration,
+    /// Largest git-lfs basic upload accepted.
+    pub max_object_size: u64,
+    /// Largest git push (request body of git-receive-pack) accepted.
+    pub max_push_size: u64,
+    /// fsync objects and the index. Off only for throwaway servers (tests, benchmarks).
+    pub fsync: bool,
+    /// How long shutdown waits for in-flight requests.
+    pub shutdown_grace: Duration,
+}
+
+impl ServerConfig {
+    pub fn new(listen: SocketAddr, data_dir: PathBuf) -> ServerConfig {
+        ServerConfig {
+            listen,
+            data_dir,
+            public_url: None,
+            ready_file: None,
+            anonymous_read: false,
+            basic_only: false,
+            cas_token_ttl: Duration::from_secs(3600),
+            fetch_url_ttl: Duration::from_secs(300),
+            dedup_key_period: Duration::from_secs(6 * 3600),
+            max_object_size: 1 << 40,
+            max_push_size: 8 << 30,
+            fsync: true,
+            shutdown_grace: Duration::from_secs(60),
+        }
+    }
+
+    pub fn repos_dir(&self) -> PathBuf {
+        self.data_dir.join("repos")
+    }
+
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.data_dir.join("tmp")
+    }
+
+    pub fn index_path(&self) -> PathBuf {
+        self.data_dir.join("index.sqlite")
+    }
+}

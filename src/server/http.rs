@@ -1,0 +1,98 @@
+//! The HTTP surface: routes, and the middleware that counts and logs every request.
+
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Method};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+use crate::server::state::SharedState;
+use crate::server::{cas, repo_routes};
+
+pub fn router(state: SharedState) -> Router {
+    Router::new()
+        .route("/health", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .nest("/v1", cas::router())
+        .nest("/api/v1", cas::router())
+        .fallback(repo_routes::dispatch)
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+async fn metrics(State(state): State<SharedState>) -> Response {
+    let mut response = state.metrics.render().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    response
+}
+
+/// Counts each request by route and status and logs it. Only the path is logged: query
+/// strings carry URL signatures and headers carry tokens.
+async fn observe(State(state): State<SharedState>, request: Request, next: Next) -> Response {
+    let route = route_label(request.method(), request.uri().path());
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status();
+    state.metrics.record_request(route, status.as_u16());
+    let ms = started.elapsed().as_millis() as u64;
+    if matches!(route, "health" | "metrics" | "xorb_data") && status.is_success() {
+        tracing::debug!(%method, %path, status = status.as_u16(), ms, "request");
+    } else {
+        tracing::info!(%method, %path, status = status.as_u16(), ms, "request");
+    }
+    response
+}
+
+/// A fixed label per route, so that metrics have bounded cardinality.
+pub fn route_label(method: &Method, path: &str) -> &'static str {
+    let cas = path.strip_prefix("/api").unwrap_or(path);
+    let prefixes: [(&str, &'static str); 5] = [
+        ("/v1/xorbs/", "xorb_upload"),
+        ("/v1/reconstructions/", "reconstruction"),
+        ("/v1/chunks/", "dedup_query"),
+        ("/v1/xorb-data/", "xorb_data"),
+        ("/v1/shards", "shard_upload"),
+    ];
+    if let Some((_, label)) = prefixes.iter().find(|(p, _)| cas.starts_with(p)) {
+        return label;
+    }
+    if path == "/health" {
+        return "health";
+    }
+    if path == "/metrics" {
+        return "metrics";
+    }
+    if let Some(i) = path.rfind("/info/lfs/") {
+        let rest = &path[i + "/info/lfs/".len()..];
+        return match rest {
+            "objects/batch" => "lfs_batch",
+            "verify" => "lfs_verify",
+            "xet-read-token" | "xet-write-token" => "lfs_xet_token",
+            r if r.starts_with("locks") => "lfs_locks",
+            r if r.starts_with("objects/") && method == Method::PUT => "lfs_upload",
+            r if r.starts_with("objects/") => "lfs_download",
+            _ => "other",
+        };
+    }
+    if path.ends_with("/info/refs") {
+        return "git_info_refs";
+    }
+    if path.ends_with("/git-upload-pack") {
+        return "git_upload_pack";
+    }
+    if path.ends_with("/git-receive-pack") {
+        return "git_receive_pack";
+    }
+    if path.ends_with("/info/xet/missing-objects") {
+        return "hook_check";
+    }
+    "other"
+}

@@ -1,0 +1,186 @@
+//! The index: which xorbs are stored and what is in them, which files are registered and
+//! how to rebuild them, which repository may see which file, and where chunks live.
+//!
+//! Behind a small synchronous trait (callers run it on blocking threads) so that a
+//! PostgreSQL backend can replace the embedded SQLite one without touching the handlers.
+//! Every `register_*` call is one transaction: after a crash it either happened or not.
+
+mod sqlite;
+
+use std::sync::Arc;
+
+pub use sqlite::SqliteIndex;
+
+use crate::server::repo_name::RepoName;
+use crate::xet::shard::FileTerm;
+use crate::xet::xorb::XorbFooter;
+use crate::xet::MerkleHash;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("index database: {0}")]
+    Database(#[from] rusqlite::Error),
+    #[error("index is inconsistent: {0}")]
+    Corrupt(String),
+}
+
+pub type IndexResult<T> = Result<T, IndexError>;
+
+impl From<IndexError> for crate::server::error::ServerError {
+    fn from(e: IndexError) -> Self {
+        crate::server::error::ServerError::Internal(e.to_string())
+    }
+}
+
+/// A stored xorb's layout: its footer (chunk hashes, record and uncompressed end offsets)
+/// and its serialized size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XorbMeta {
+    pub footer: XorbFooter,
+    pub stored_len: u64,
+}
+
+impl XorbMeta {
+    pub fn hash(&self) -> MerkleHash {
+        self.footer.hash
+    }
+
+    pub fn num_chunks(&self) -> usize {
+        self.footer.num_chunks()
+    }
+
+    /// Uncompressed size of chunk `i`.
+    pub fn chunk_len(&self, i: u32) -> u32 {
+        self.footer.unpacked_chunk_len(i as usize)
+    }
+
+    /// Chunk hashes and sizes of chunks `start..end`.
+    pub fn chunks(&self, start: u32, end: u32) -> impl Iterator<Item = (MerkleHash, u64)> + '_ {
+        (start..end).map(|i| {
+            (
+                self.footer.chunk_hashes[i as usize],
+                u64::from(self.chunk_len(i)),
+            )
+        })
+    }
+}
+
+/// A registered file: how to rebuild it, and its size and sha256 (conventional digest bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRecord {
+    pub file_hash: MerkleHash,
+    pub size: u64,
+    pub sha256: [u8; 32],
+    pub terms: Vec<FileTerm>,
+}
+
+/// Everything a validated shard registers, applied in one transaction.
+#[derive(Debug, Clone)]
+pub struct ShardRegistration {
+    /// Identifies the uploaded shard (a hash of its bytes).
+    pub shard_hash: MerkleHash,
+    pub shard_len: u64,
+    /// The repository whose token uploaded it: its files become visible there.
+    pub repo: RepoName,
+    pub files: Vec<FileRecord>,
+    /// (first chunk hash, file hash) of each non-empty file: global-dedup eligible chunks.
+    pub first_chunks: Vec<(MerkleHash, MerkleHash)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RegisterOutcome {
+    pub new_shard: bool,
+    pub new_files: u64,
+    pub new_repo_files: u64,
+}
+
+impl RegisterOutcome {
+    /// Whether the registration changed anything.
+    pub fn changed(&self) -> bool {
+        self.new_shard || self.new_files > 0 || self.new_repo_files > 0
+    }
+}
+
+/// Totals for the storage gauges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IndexStats {
+    pub xorbs: u64,
+    pub xorb_bytes: u64,
+    pub files: u64,
+}
+
+pub trait Index: Send + Sync + 'static {
+    /// Records a stored xorb and its chunks. Returns `false` when it was already known.
+    fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool>;
+
+    /// A stored xorb's layout.
+    fn xorb(&self, hash: &MerkleHash) -> IndexResult<Option<Arc<XorbMeta>>>;
+
+    /// Registers a shard's files and makes them visible in its repository.
+    fn register_shard(&self, registration: &ShardRegistration) -> IndexResult<RegisterOutcome>;
+
+    /// Makes an already registered file visible in a repository (an LFS upload of content
+    /// the server already holds). Returns `true` when it was not visible there before.
+    fn grant_file(&self, repo: &RepoName, file: &FileRecord) -> IndexResult<bool>;
+
+    fn file(&self, file_hash: &MerkleHash) -> IndexResult<Option<FileRecord>>;
+
+    /// A registered file with these contents, in any repository.
+    fn file_by_sha256(&self, sha256: &[u8; 32]) -> IndexResult<Option<FileRecord>>;
+
+    fn repo_has_file(&self, repo: &RepoName, file_hash: &MerkleHash) -> IndexResult<bool>;
+
+    /// The file with these contents visible in `repo`.
+    fn repo_file_by_sha256(
+        &self,
+        repo: &RepoName,
+        sha256: &[u8; 32],
+    ) -> IndexResult<Option<FileRecord>>;
+
+    /// A stored xorb holding this chunk, and its index there.
+    fn chunk_location(&self, chunk_hash: &MerkleHash) -> IndexResult<Option<(MerkleHash, u32)>>;
+
+    /// Registered files whose first chunk is this one (at most `limit`).
+    fn files_starting_with(
+        &self,
+        chunk_hash: &MerkleHash,
+        limit: usize,
+    ) -> IndexResult<Vec<MerkleHash>>;
+
+    fn stats(&self) -> IndexResult<IndexStats>;
+}
+
+/// Serialized terms: per term the xorb hash, then chunk start, chunk end and unpacked bytes
+/// as little-endian u32 (44 bytes).
+pub(crate) fn encode_terms(terms: &[FileTerm]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(terms.len() * 44);
+    for t in terms {
+        out.extend_from_slice(t.xorb_hash.as_bytes());
+        for v in [t.chunk_start, t.chunk_end, t.unpacked_bytes] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    out
+}
+
+pub(crate) fn decode_terms(bytes: &[u8]) -> IndexResult<Vec<FileTerm>> {
+    if bytes.len() % 44 != 0 {
+        return Err(IndexError::Corrupt(format!(
+            "terms blob of {} bytes",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(44)
+        .map(|t| {
+            let u = |i: usize| u32::from_le_bytes(t[i..i + 4].try_into().expect("4 bytes"));
+            FileTerm {
+                xorb_hash: MerkleHash::from_slice(&t[..32]).expect("32 bytes"),
+                cas_flags: 0,
+                chunk_start: u(32),
+                chunk_end: u(36),
+                unpacked_bytes: u(40),
+            }
+        })
+        .collect())
+}

@@ -1,0 +1,444 @@
+//! The embedded index: one SQLite database in WAL mode (`DATA/index.sqlite`).
+//!
+//! One writer connection (SQLite allows one writer at a time anyway) and a small pool of
+//! reader connections, which WAL lets run alongside the writer. Stored xorb layouts are
+//! cached in memory, bounded by their total chunk count.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::server::auth::now_secs;
+use crate::server::index::*;
+
+const SCHEMA_VERSION: i64 = 1;
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS xorbs (
+    id INTEGER PRIMARY KEY,
+    hash BLOB NOT NULL UNIQUE,
+    stored_len INTEGER NOT NULL,
+    unpacked_len INTEGER NOT NULL,
+    num_chunks INTEGER NOT NULL,
+    chunk_hashes BLOB NOT NULL,
+    chunk_ends BLOB NOT NULL,
+    unpacked_ends BLOB NOT NULL,
+    created_at INTEGER NOT NULL
+);
+-- Where each chunk is stored, keyed by the first 8 bytes of its hash; the full hash is
+-- checked against the xorb's layout on lookup. The first xorb to store a chunk wins.
+CREATE TABLE IF NOT EXISTS chunks (
+    key INTEGER PRIMARY KEY,
+    xorb_id INTEGER NOT NULL,
+    chunk_index INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS files (
+    hash BLOB PRIMARY KEY,
+    size INTEGER NOT NULL,
+    sha256 BLOB NOT NULL,
+    terms BLOB NOT NULL,
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS files_by_sha256 ON files (sha256);
+CREATE TABLE IF NOT EXISTS repo_files (
+    repo TEXT NOT NULL,
+    file_hash BLOB NOT NULL,
+    sha256 BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (repo, file_hash)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS repo_files_by_sha256 ON repo_files (repo, sha256);
+CREATE TABLE IF NOT EXISTS first_chunks (
+    chunk_hash BLOB NOT NULL,
+    file_hash BLOB NOT NULL,
+    PRIMARY KEY (chunk_hash, file_hash)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS shards (
+    hash BLOB PRIMARY KEY,
+    repo TEXT NOT NULL,
+    len INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+/// Total chunks of cached xorb layouts (about 40 bytes each).
+const META_CACHE_CHUNKS: usize = 1 << 20;
+const IDLE_READERS: usize = 8;
+
+/// A `files` row: hash, size, sha256, terms.
+type RawFile = (Vec<u8>, i64, Vec<u8>, Vec<u8>);
+
+pub struct SqliteIndex {
+    path: std::path::PathBuf,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+    cache: Mutex<MetaCache>,
+    fsync: bool,
+}
+
+#[derive(Default)]
+struct MetaCache {
+    map: HashMap<MerkleHash, Arc<XorbMeta>>,
+    chunks: usize,
+}
+
+impl MetaCache {
+    fn insert(&mut self, meta: Arc<XorbMeta>) {
+        if self.chunks + meta.num_chunks() > META_CACHE_CHUNKS {
+            self.map.clear();
+            self.chunks = 0;
+        }
+        self.chunks += meta.num_chunks();
+        self.map.insert(meta.hash(), meta);
+    }
+}
+
+fn open_connection(path: &Path, fsync: bool) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(30))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", if fsync { "FULL" } else { "NORMAL" })?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+fn blob(hash: &MerkleHash) -> &[u8] {
+    hash.as_bytes()
+}
+
+fn hash_from(bytes: Vec<u8>) -> IndexResult<MerkleHash> {
+    MerkleHash::from_slice(&bytes)
+        .ok_or_else(|| IndexError::Corrupt(format!("hash of {} bytes", bytes.len())))
+}
+
+fn u32s(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect()
+}
+
+fn u32_blob(values: &[u32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn chunk_key(hash: &MerkleHash) -> i64 {
+    hash.truncated() as i64
+}
+
+impl SqliteIndex {
+    pub fn open(path: &Path, fsync: bool) -> IndexResult<SqliteIndex> {
+        let writer = open_connection(path, fsync)?;
+        writer.execute_batch(SCHEMA)?;
+        let version: Option<i64> = writer
+            .query_row("SELECT version FROM schema_info", [], |r| r.get(0))
+            .optional()?;
+        match version {
+            None => {
+                writer.execute("INSERT INTO schema_info (version) VALUES (?1)", [SCHEMA_VERSION])?;
+            }
+            Some(SCHEMA_VERSION) => {}
+            Some(other) => {
+                return Err(IndexError::Corrupt(format!(
+                    "index schema version {other} is not supported (this server knows {SCHEMA_VERSION})"
+                )))
+            }
+        }
+        Ok(SqliteIndex {
+            path: path.to_path_buf(),
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+            cache: Mutex::new(MetaCache::default()),
+            fsync,
+        })
+    }
+
+    /// Runs `f` on a pooled reader connection.
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> IndexResult<T>) -> IndexResult<T> {
+        let pooled = self.readers.lock().expect("reader pool").pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => open_connection(&self.path, self.fsync)?,
+        };
+        let result = f(&conn);
+        let mut pool = self.readers.lock().expect("reader pool");
+        if pool.len() < IDLE_READERS {
+            pool.push(conn);
+        }
+        result
+    }
+
+    fn write<T>(&self, f: impl FnOnce(&rusqlite::Transaction) -> IndexResult<T>) -> IndexResult<T> {
+        let mut conn = self.writer.lock().expect("writer connection");
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    fn load_xorb(conn: &Connection, hash: &MerkleHash) -> IndexResult<Option<XorbMeta>> {
+        let row = conn
+            .query_row(
+                "SELECT stored_len, chunk_hashes, chunk_ends, unpacked_ends FROM xorbs WHERE hash = ?1",
+                [blob(hash)],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, Vec<u8>>(2)?, r.get::<_, Vec<u8>>(3)?)),
+            )
+            .optional()?;
+        let Some((stored_len, hashes, chunk_ends, unpacked_ends)) = row else {
+            return Ok(None);
+        };
+        let chunk_hashes: Vec<MerkleHash> = hashes
+            .chunks_exact(32)
+            .map(|h| MerkleHash::from_slice(h).expect("32 bytes"))
+            .collect();
+        let footer = XorbFooter {
+            hash: *hash,
+            chunk_hashes,
+            chunk_ends: u32s(&chunk_ends),
+            unpacked_ends: u32s(&unpacked_ends),
+        };
+        if footer.chunk_ends.len() != footer.num_chunks()
+            || footer.unpacked_ends.len() != footer.num_chunks()
+        {
+            return Err(IndexError::Corrupt(format!(
+                "xorb {hash} has inconsistent chunk tables"
+            )));
+        }
+        Ok(Some(XorbMeta {
+            footer,
+            stored_len: stored_len as u64,
+        }))
+    }
+
+    fn load_file(row: &rusqlite::Row) -> rusqlite::Result<RawFile> {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+    }
+
+    fn file_record(raw: RawFile) -> IndexResult<FileRecord> {
+        let (hash, size, sha256, terms) = raw;
+        Ok(FileRecord {
+            file_hash: hash_from(hash)?,
+            size: size as u64,
+            sha256: sha256
+                .as_slice()
+                .try_into()
+                .map_err(|_| IndexError::Corrupt("sha256 blob".into()))?,
+            terms: decode_terms(&terms)?,
+        })
+    }
+
+    fn insert_file(tx: &rusqlite::Transaction, file: &FileRecord, now: i64) -> IndexResult<bool> {
+        let n = tx.execute(
+            "INSERT OR IGNORE INTO files (hash, size, sha256, terms, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![blob(&file.file_hash), file.size as i64, &file.sha256[..], encode_terms(&file.terms), now],
+        )?;
+        Ok(n == 1)
+    }
+
+    fn insert_repo_file(
+        tx: &rusqlite::Transaction,
+        repo: &RepoName,
+        file: &FileRecord,
+        now: i64,
+    ) -> IndexResult<bool> {
+        let n = tx.execute(
+            "INSERT OR IGNORE INTO repo_files (repo, file_hash, sha256, created_at) VALUES (?1, ?2, ?3, ?4)",
+            params![repo.as_str(), blob(&file.file_hash), &file.sha256[..], now],
+        )?;
+        Ok(n == 1)
+    }
+}
+
+impl Index for SqliteIndex {
+    fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool> {
+        let f = &meta.footer;
+        let hashes: Vec<u8> = f.chunk_hashes.iter().flat_map(|h| *h.as_bytes()).collect();
+        let inserted = self.write(|tx| {
+            let n = tx.execute(
+                "INSERT OR IGNORE INTO xorbs (hash, stored_len, unpacked_len, num_chunks, chunk_hashes, chunk_ends, unpacked_ends, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    blob(&f.hash),
+                    meta.stored_len as i64,
+                    f.unpacked_len() as i64,
+                    f.num_chunks() as i64,
+                    hashes,
+                    u32_blob(&f.chunk_ends),
+                    u32_blob(&f.unpacked_ends),
+                    now_secs() as i64
+                ],
+            )?;
+            if n == 0 {
+                return Ok(false);
+            }
+            let id = tx.last_insert_rowid();
+            let mut stmt = tx.prepare_cached("INSERT OR IGNORE INTO chunks (key, xorb_id, chunk_index) VALUES (?1, ?2, ?3)")?;
+            for (i, h) in f.chunk_hashes.iter().enumerate() {
+                stmt.execute(params![chunk_key(h), id, i as i64])?;
+            }
+            Ok(true)
+        })?;
+        if inserted {
+            self.cache
+                .lock()
+                .expect("meta cache")
+                .insert(Arc::new(meta.clone()));
+        }
+        Ok(inserted)
+    }
+
+    fn xorb(&self, hash: &MerkleHash) -> IndexResult<Option<Arc<XorbMeta>>> {
+        if let Some(meta) = self.cache.lock().expect("meta cache").map.get(hash) {
+            return Ok(Some(meta.clone()));
+        }
+        let Some(meta) = self.read(|c| Self::load_xorb(c, hash))? else {
+            return Ok(None);
+        };
+        let meta = Arc::new(meta);
+        self.cache.lock().expect("meta cache").insert(meta.clone());
+        Ok(Some(meta))
+    }
+
+    fn register_shard(&self, reg: &ShardRegistration) -> IndexResult<RegisterOutcome> {
+        let now = now_secs() as i64;
+        self.write(|tx| {
+            let new_shard = tx.execute(
+                "INSERT OR IGNORE INTO shards (hash, repo, len, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![blob(&reg.shard_hash), reg.repo.as_str(), reg.shard_len as i64, now],
+            )? == 1;
+            let mut outcome = RegisterOutcome { new_shard, ..Default::default() };
+            for file in &reg.files {
+                if Self::insert_file(tx, file, now)? {
+                    outcome.new_files += 1;
+                }
+                if Self::insert_repo_file(tx, &reg.repo, file, now)? {
+                    outcome.new_repo_files += 1;
+                }
+            }
+            let mut stmt = tx.prepare_cached("INSERT OR IGNORE INTO first_chunks (chunk_hash, file_hash) VALUES (?1, ?2)")?;
+            for (chunk, file) in &reg.first_chunks {
+                stmt.execute(params![blob(chunk), blob(file)])?;
+            }
+            Ok(outcome)
+        })
+    }
+
+    fn grant_file(&self, repo: &RepoName, file: &FileRecord) -> IndexResult<bool> {
+        let now = now_secs() as i64;
+        self.write(|tx| Self::insert_repo_file(tx, repo, file, now))
+    }
+
+    fn file(&self, file_hash: &MerkleHash) -> IndexResult<Option<FileRecord>> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT hash, size, sha256, terms FROM files WHERE hash = ?1",
+                [blob(file_hash)],
+                Self::load_file,
+            )
+            .optional()?
+            .map(Self::file_record)
+            .transpose()
+        })
+    }
+
+    fn file_by_sha256(&self, sha256: &[u8; 32]) -> IndexResult<Option<FileRecord>> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT hash, size, sha256, terms FROM files WHERE sha256 = ?1 LIMIT 1",
+                [&sha256[..]],
+                Self::load_file,
+            )
+            .optional()?
+            .map(Self::file_record)
+            .transpose()
+        })
+    }
+
+    fn repo_has_file(&self, repo: &RepoName, file_hash: &MerkleHash) -> IndexResult<bool> {
+        self.read(|c| {
+            Ok(c.query_row(
+                "SELECT 1 FROM repo_files WHERE repo = ?1 AND file_hash = ?2",
+                params![repo.as_str(), blob(file_hash)],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+        })
+    }
+
+    fn repo_file_by_sha256(
+        &self,
+        repo: &RepoName,
+        sha256: &[u8; 32],
+    ) -> IndexResult<Option<FileRecord>> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT f.hash, f.size, f.sha256, f.terms FROM repo_files r JOIN files f ON f.hash = r.file_hash
+                 WHERE r.repo = ?1 AND r.sha256 = ?2 LIMIT 1",
+                params![repo.as_str(), &sha256[..]],
+                Self::load_file,
+            )
+            .optional()?
+            .map(Self::file_record)
+            .transpose()
+        })
+    }
+
+    fn chunk_location(&self, chunk_hash: &MerkleHash) -> IndexResult<Option<(MerkleHash, u32)>> {
+        let found = self.read(|c| {
+            Ok(c.prepare_cached(
+                "SELECT x.hash, c.chunk_index FROM chunks c JOIN xorbs x ON x.id = c.xorb_id WHERE c.key = ?1",
+            )?
+            .query_row([chunk_key(chunk_hash)], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?)))
+            .optional()?)
+        })?;
+        let Some((xorb, index)) = found else {
+            return Ok(None);
+        };
+        let xorb = hash_from(xorb)?;
+        // The key is only 8 bytes of the hash: confirm against the xorb's layout.
+        let Some(meta) = self.xorb(&xorb)? else {
+            return Ok(None);
+        };
+        let index = index as u32;
+        Ok(
+            (meta.footer.chunk_hashes.get(index as usize) == Some(chunk_hash))
+                .then_some((xorb, index)),
+        )
+    }
+
+    fn files_starting_with(
+        &self,
+        chunk_hash: &MerkleHash,
+        limit: usize,
+    ) -> IndexResult<Vec<MerkleHash>> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT file_hash FROM first_chunks WHERE chunk_hash = ?1 LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![blob(chunk_hash), limit as i64], |r| {
+                r.get::<_, Vec<u8>>(0)
+            })?;
+            rows.map(|r| hash_from(r?)).collect()
+        })
+    }
+
+    fn stats(&self) -> IndexResult<IndexStats> {
+        self.read(|c| {
+            let (xorbs, xorb_bytes): (i64, i64) = c.query_row(
+                "SELECT COUNT(*), COALESCE(SUM(stored_len), 0) FROM xorbs",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            let files: i64 = c.query_row("SELECT COUNT(*) FROM files", [], |r| r.get(0))?;
+            Ok(IndexStats {
+                xorbs: xorbs as u64,
+                xorb_bytes: xorb_bytes as u64,
+                files: files as u64,
+            })
+        })
+    }
+}

@@ -1,0 +1,77 @@
+//! What every handler shares: settings, storage, index, keys and counters.
+
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+
+use crate::server::auth::{self, Access, Scope};
+use crate::server::config::ServerConfig;
+use crate::server::error::{ServerError, ServerResult};
+use crate::server::index::Index;
+use crate::server::keys::Keys;
+use crate::server::metrics::Metrics;
+use crate::server::repo_name::RepoName;
+use crate::server::storage::ObjectStore;
+
+pub type SharedState = Arc<AppState>;
+
+pub struct AppState {
+    pub config: ServerConfig,
+    pub store: Arc<dyn ObjectStore>,
+    pub index: Arc<dyn Index>,
+    pub keys: Keys,
+    pub metrics: Metrics,
+    /// Base URL of the bound listener on loopback, for the server's own helpers (hooks).
+    pub internal_url: String,
+}
+
+impl AppState {
+    /// The base URL clients should use in URLs we hand out: `--public-url`, else the
+    /// request's `Host`, else the listener's address.
+    pub fn base_url(&self, headers: &HeaderMap) -> String {
+        if let Some(url) = &self.config.public_url {
+            return url.clone();
+        }
+        headers
+            .get(axum::http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+            .map(|h| format!("http://{h}"))
+            .unwrap_or_else(|| self.internal_url.clone())
+    }
+
+    /// Authorizes a request on a named repository.
+    pub fn authorize_repo(
+        &self,
+        headers: &HeaderMap,
+        repo: &RepoName,
+        need: Scope,
+    ) -> ServerResult<Access> {
+        auth::authorize(
+            &self.keys,
+            headers,
+            Some(repo),
+            need,
+            self.config.anonymous_read,
+        )
+    }
+
+    /// Authorizes a CAS request: the token's repository is the one acted on.
+    pub fn authorize_cas(&self, headers: &HeaderMap, need: Scope) -> ServerResult<Access> {
+        auth::authorize(&self.keys, headers, None, need, false)
+    }
+
+    /// A token the server hands out (LFS actions, hooks).
+    pub fn mint_token(&self, repo: &RepoName, scope: Scope) -> (String, u64) {
+        auth::issue(&self.keys, repo, scope, self.config.cas_token_ttl.as_secs())
+    }
+}
+
+/// Runs blocking work (hashing, SQLite, file I/O) off the async workers.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> ServerResult<T> + Send + 'static,
+) -> ServerResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(ServerError::from)?
+}

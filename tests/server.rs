@@ -1,0 +1,22 @@
+//! `git xet server` over real HTTP on loopback: the CAS API, the git-lfs Batch API and git
+//! smart HTTP, with real git and git-lfs where they take part.
+
+mod support;
+
+#[path = "server/common.rs"]
+mod common;
+
+#[path = "server/cas_xorbs.rs"]
+mod cas_xorbs;
+
+#[path = "server/cas_shards.rs"]
+mod cas_shards;
+
+#[path = "server/cas_reconstruction.rs"]
+mod cas_reconstruction;
+
+#[path = "server/dedup.rs"]
+mod dedup;
+
+#[path = "server/durability.rs"]
+mod durability;
