@@ -336,7 +336,7 @@ fn local_sources(client: &CasClient, objects_dir: &Path, wanted: &Oid) -> Vec<Lo
             }
         }
     }
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|entry| std::cmp::Reverse(entry.0));
     found
         .into_iter()
         .take(MAX_LOCAL_SOURCES)
