@@ -20,3 +20,12 @@ mod dedup;
 
 #[path = "server/durability.rs"]
 mod durability;
+
+#[path = "server/gitenv.rs"]
+mod gitenv;
+
+#[path = "server/lfs.rs"]
+mod lfs;
+
+#[path = "server/git.rs"]
+mod git;

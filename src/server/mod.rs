@@ -10,6 +10,10 @@
 //! | `shard_check`   | validating uploaded shards against stored xorbs                   |
 //! | `reconstruct`   | planning reconstructions for byte ranges                          |
 //! | `cas`           | CAS API handlers                                                  |
+//! | `lfs`           | git-lfs Batch API, basic transfers, verify, locks, token refresh  |
+//! | `ingest`        | converting basic uploads to xorbs + shard (server-side dedup)     |
+//! | `file_stream`   | streaming a reconstruction as plain bytes (basic downloads)       |
+//! | `git`           | git smart HTTP via `git http-backend`; hosted repos; hook check   |
 //! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
 //! | `http`, `metrics` | router, request accounting, Prometheus text                     |
 
@@ -18,9 +22,13 @@ pub mod body;
 pub mod cas;
 pub mod config;
 pub mod error;
+pub mod file_stream;
+pub mod git;
 pub mod http;
 pub mod index;
+pub mod ingest;
 pub mod keys;
+pub mod lfs;
 pub mod metrics;
 pub mod reconstruct;
 pub mod repo_name;

@@ -6,13 +6,31 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 
 use crate::server::error::ServerError;
+use crate::server::git::{self, GitRoute};
+use crate::server::lfs;
 use crate::server::state::SharedState;
 
-pub async fn dispatch(State(_state): State<SharedState>, request: Request) -> Response {
-    ServerError::not_found(format!(
-        "no route for {} {}",
-        request.method(),
-        request.uri().path()
-    ))
-    .into_response()
+const LFS_MARKER: &str = "/info/lfs/";
+const HOOK_CHECK: &str = "/info/xet/missing-objects";
+
+pub async fn dispatch(State(state): State<SharedState>, request: Request) -> Response {
+    let path = request.uri().path().to_string();
+    // The last marker: what follows it never contains another one.
+    if let Some(i) = path.rfind(LFS_MARKER) {
+        let repo = &path[1.min(i)..i];
+        let rest = &path[i + LFS_MARKER.len()..];
+        return lfs::handle(state, repo, rest, request).await;
+    }
+    if let Some((repo, route)) = GitRoute::split(&path) {
+        return git::handle(state, repo, route, request).await;
+    }
+    if let (Some(repo), &axum::http::Method::POST) =
+        (path.strip_suffix(HOOK_CHECK), request.method())
+    {
+        let (parts, body) = request.into_parts();
+        return git::missing_objects(state, repo, &parts.headers, body)
+            .await
+            .unwrap_or_else(IntoResponse::into_response);
+    }
+    ServerError::not_found(format!("no route for {} {}", request.method(), path)).into_response()
 }

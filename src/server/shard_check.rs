@@ -65,7 +65,18 @@ pub fn validate_upload(
     validate_shard(index, parsed.shard, repo, shard_hash, bytes.len() as u64)
 }
 
-/// Validates shard contents (also used for shards the server builds itself).
+/// Validates a shard the server built itself (from an LFS upload), like any other.
+pub fn validate_built(
+    index: &dyn Index,
+    shard: Shard,
+    repo: &RepoName,
+) -> ServerResult<ValidatedShard> {
+    let bytes = shard.to_upload_bytes();
+    let shard_hash = MerkleHash::from_bytes(*blake3::hash(&bytes).as_bytes());
+    validate_shard(index, shard, repo, shard_hash, bytes.len() as u64)
+}
+
+/// Validates shard contents.
 pub fn validate_shard(
     index: &dyn Index,
     shard: Shard,

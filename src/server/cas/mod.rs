@@ -8,6 +8,9 @@ mod shards;
 mod xorb_data;
 mod xorbs;
 
+pub(crate) use shards::register as register_shard;
+pub(crate) use xorbs::store_xorb;
+
 use axum::routing::{get, post};
 use axum::Router;
 

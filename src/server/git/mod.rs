@@ -1,0 +1,131 @@
+//! Git over smart HTTP for repositories hosted under the data directory, through
+//! `git http-backend`, and the object check the pre-receive hook calls.
+
+mod cgi;
+mod hook_check;
+mod repos;
+
+use axum::extract::Request;
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+
+pub use hook_check::missing_objects;
+pub use repos::PRE_RECEIVE_HOOK;
+
+use crate::server::auth::Scope;
+use crate::server::error::{ServerError, ServerResult};
+use crate::server::repo_name::RepoName;
+use crate::server::state::SharedState;
+
+/// Lifetime of the read token a push hands its pre-receive hook.
+const HOOK_TOKEN_TTL: u64 = 15 * 60;
+
+/// The smart HTTP routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitRoute {
+    InfoRefs,
+    UploadPack,
+    ReceivePack,
+}
+
+impl GitRoute {
+    /// Recognises a route from the end of a path; returns it and the repository part.
+    pub fn split(path: &str) -> Option<(&str, GitRoute)> {
+        [
+            ("/info/refs", GitRoute::InfoRefs),
+            ("/git-upload-pack", GitRoute::UploadPack),
+            ("/git-receive-pack", GitRoute::ReceivePack),
+        ]
+        .into_iter()
+        .find_map(|(suffix, route)| path.strip_suffix(suffix).map(|repo| (repo, route)))
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            GitRoute::InfoRefs => "info/refs",
+            GitRoute::UploadPack => "git-upload-pack",
+            GitRoute::ReceivePack => "git-receive-pack",
+        }
+    }
+}
+
+pub async fn handle(state: SharedState, repo: &str, route: GitRoute, request: Request) -> Response {
+    serve(state, repo, route, request)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn serve(
+    state: SharedState,
+    repo: &str,
+    route: GitRoute,
+    request: Request,
+) -> ServerResult<Response> {
+    let repo = RepoName::parse(repo.strip_prefix('/').unwrap_or(repo))?;
+    let query = request.uri().query().unwrap_or("").to_string();
+    let method = request.method().clone();
+    let push = match (route, &method) {
+        (GitRoute::InfoRefs, &Method::GET) => match service(&query) {
+            Some("git-upload-pack") => false,
+            Some("git-receive-pack") => true,
+            _ => {
+                return Err(ServerError::Forbidden(
+                    "only git's smart HTTP protocol is served".into(),
+                ))
+            }
+        },
+        (GitRoute::UploadPack, &Method::POST) => false,
+        (GitRoute::ReceivePack, &Method::POST) => true,
+        _ => {
+            return Err(ServerError::MethodNotAllowed(format!(
+                "{method} is not allowed here"
+            )))
+        }
+    };
+    let access = state.authorize_repo(
+        request.headers(),
+        &repo,
+        if push { Scope::Write } else { Scope::Read },
+    )?;
+    let root = state.config.repos_dir();
+    let dir = repo.bare_dir(&root);
+    if push {
+        repos::ensure_repo(&root, &repo).await?;
+        repos::install_hook(&dir).await?;
+    } else if !dir.exists() {
+        return Err(ServerError::not_found(format!(
+            "repository {repo} does not exist"
+        )));
+    }
+    let (hook_token, _) =
+        crate::server::auth::issue(&state.keys, &repo, Scope::Read, HOOK_TOKEN_TTL);
+    let (parts, body) = request.into_parts();
+    let cgi = cgi::CgiRequest {
+        project_root: &root,
+        path_info: format!("/{repo}.git/{}", route.suffix()),
+        method: method.to_string(),
+        query,
+        headers: parts.headers,
+        body,
+        max_body: state.config.max_push_size,
+        remote_user: (!access.anonymous).then(|| "git-xet".to_string()),
+        env: vec![
+            ("GIT_XET_SERVER_URL".into(), state.internal_url.clone()),
+            ("GIT_XET_REPO".into(), repo.to_string()),
+            ("GIT_XET_TOKEN".into(), hook_token),
+        ],
+        home: &state.config.data_dir,
+    };
+    let after = async move {
+        if route == GitRoute::ReceivePack {
+            repos::fix_head(&dir).await;
+        }
+    };
+    cgi::run(cgi, after).await
+}
+
+fn service(query: &str) -> Option<&str> {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("service="))
+}

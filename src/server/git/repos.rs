@@ -1,0 +1,119 @@
+//! Hosted bare repositories under `DATA/repos/<org>/<name>.git`: created on first push,
+//! with the pre-receive hook installed, and HEAD pointed at a branch that exists.
+
+use std::path::Path;
+
+use tokio::process::Command;
+
+use crate::server::error::{ServerError, ServerResult};
+use crate::server::repo_name::RepoName;
+
+/// The hook hosted repositories get (the same file admins of other git servers can use).
+pub const PRE_RECEIVE_HOOK: &str = include_str!("../../../hooks/pre-receive");
+
+async fn git(dir: &Path, args: &[&str]) -> ServerResult<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .await
+        .map_err(|e| ServerError::internal(format!("running git: {e}")))?;
+    if !out.status.success() {
+        return Err(ServerError::internal(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Creates the bare repository if it does not exist. Built under a temporary name and
+/// renamed into place, so concurrent first pushes and crashes never leave half a repo.
+pub async fn ensure_repo(root: &Path, repo: &RepoName) -> ServerResult<()> {
+    let dir = repo.bare_dir(root);
+    if dir.exists() {
+        return Ok(());
+    }
+    let parent = dir.parent().expect("repository has a parent directory");
+    tokio::fs::create_dir_all(parent).await?;
+    let tmp = parent.join(format!(".new-{:016x}", rand::random::<u64>()));
+    let result = async {
+        let tmp_str = tmp.to_string_lossy().to_string();
+        git(
+            parent,
+            &[
+                "init",
+                "--bare",
+                "--quiet",
+                "--initial-branch=main",
+                &tmp_str,
+            ],
+        )
+        .await?;
+        git(&tmp, &["config", "http.receivepack", "true"]).await?;
+        git(&tmp, &["config", "uploadpack.allowFilter", "true"]).await?;
+        install_hook(&tmp).await?;
+        match tokio::fs::rename(&tmp, &dir).await {
+            Ok(()) => Ok(()),
+            Err(_) if dir.exists() => Ok(()), // someone else created it first
+            Err(e) => Err(ServerError::from(e)),
+        }
+    }
+    .await;
+    if tmp.exists() {
+        let _ = tokio::fs::remove_dir_all(&tmp).await;
+    }
+    if result.is_ok() {
+        tracing::info!(%repo, "created repository");
+    }
+    result
+}
+
+/// Writes the pre-receive hook unless it is already current.
+pub async fn install_hook(repo_dir: &Path) -> ServerResult<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = repo_dir.join("hooks").join("pre-receive");
+    if tokio::fs::read_to_string(&path)
+        .await
+        .is_ok_and(|s| s == PRE_RECEIVE_HOOK)
+    {
+        return Ok(());
+    }
+    tokio::fs::create_dir_all(path.parent().expect("hooks dir")).await?;
+    let tmp = path.with_extension("tmp");
+    tokio::fs::write(&tmp, PRE_RECEIVE_HOOK).await?;
+    tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).await?;
+    tokio::fs::rename(&tmp, &path).await?;
+    Ok(())
+}
+
+/// Points HEAD at an existing branch when it names one that does not exist (a first push
+/// of `master` into a repository created with `main`), so clones check something out.
+pub async fn fix_head(repo_dir: &Path) {
+    let result = async {
+        let head = git(repo_dir, &["symbolic-ref", "HEAD"]).await?;
+        let branches = git(
+            repo_dir,
+            &["for-each-ref", "--format=%(refname)", "refs/heads/"],
+        )
+        .await?;
+        let branches: Vec<&str> = branches.lines().collect();
+        if branches.is_empty() || branches.contains(&head.as_str()) {
+            return Ok(());
+        }
+        let pick = ["refs/heads/main", "refs/heads/master"]
+            .into_iter()
+            .find(|b| branches.contains(b))
+            .unwrap_or(branches[0]);
+        git(repo_dir, &["symbolic-ref", "HEAD", pick])
+            .await
+            .map(|_| ())
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::warn!("updating HEAD of {}: {e}", repo_dir.display());
+    }
+}

@@ -1,0 +1,248 @@
+//! `POST <repo>/info/lfs/objects/batch`.
+//!
+//! Offers the `xet` transfer when the client lists it (and the server is not `--basic-only`),
+//! with the action shape of the deployed convention: `href` is a token-refresh URL and the
+//! headers carry the CAS URL, a CAS token and its expiry, a session id and, for downloads,
+//! the object's XET file hash. Otherwise `basic`, with this server's object URLs. Object
+//! existence is per repository.
+
+use std::collections::BTreeMap;
+
+use axum::body::Body;
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use crate::server::auth::Scope;
+use crate::server::body::read_limited;
+use crate::server::error::ServerError;
+use crate::server::lfs::{lfs_base, lfs_json, parse_oid, LfsResult};
+use crate::server::repo_name::RepoName;
+use crate::server::state::{blocking, SharedState};
+
+const MAX_BATCH_BODY: usize = 16 * 1024 * 1024;
+const MAX_OBJECTS: usize = 10_000;
+
+#[derive(serde::Deserialize)]
+struct BatchRequest {
+    operation: String,
+    #[serde(default)]
+    transfers: Vec<String>,
+    objects: Vec<ObjectSpec>,
+    #[serde(default)]
+    hash_algo: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct ObjectSpec {
+    oid: String,
+    size: i64,
+}
+
+#[derive(serde::Serialize)]
+struct BatchResponse {
+    transfer: &'static str,
+    objects: Vec<ObjectAnswer>,
+    hash_algo: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct ObjectAnswer {
+    oid: String,
+    size: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    authenticated: Option<bool>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    actions: BTreeMap<&'static str, Action>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ObjectError>,
+}
+
+#[derive(serde::Serialize, Clone)]
+struct Action {
+    href: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    header: BTreeMap<String, String>,
+    expires_in: u64,
+}
+
+#[derive(serde::Serialize)]
+struct ObjectError {
+    code: u16,
+    message: String,
+}
+
+/// What the index says about one requested object.
+enum Known {
+    Invalid(String),
+    Missing,
+    Present { size: u64, file_hash: String },
+}
+
+pub async fn batch(
+    state: &SharedState,
+    repo: &RepoName,
+    headers: &HeaderMap,
+    body: Body,
+) -> LfsResult<Response> {
+    let bytes = read_limited(body, headers, MAX_BATCH_BODY, "batch request").await?;
+    let request: BatchRequest = serde_json::from_slice(&bytes)
+        .map_err(|e| ServerError::bad_request(format!("malformed batch request: {e}")))?;
+    let upload = match request.operation.as_str() {
+        "upload" => true,
+        "download" => false,
+        other => {
+            return Err(ServerError::bad_request(format!("unknown operation {other:?}")).into())
+        }
+    };
+    let scope = if upload { Scope::Write } else { Scope::Read };
+    state.authorize_repo(headers, repo, scope)?;
+    if request.hash_algo.as_deref().is_some_and(|a| a != "sha256") {
+        return Err(
+            ServerError::Conflict("only the sha256 hash algorithm is supported".into()).into(),
+        );
+    }
+    if request.objects.len() > MAX_OBJECTS {
+        return Err(ServerError::PayloadTooLarge(format!(
+            "at most {MAX_OBJECTS} objects per batch"
+        ))
+        .into());
+    }
+    let xet = !state.config.basic_only && request.transfers.iter().any(|t| t == "xet");
+
+    let specs: Vec<(String, i64)> = request
+        .objects
+        .into_iter()
+        .map(|o| (o.oid, o.size))
+        .collect();
+    let index = state.index.clone();
+    let owned_repo = repo.clone();
+    let lookups: Vec<(String, i64)> = specs.clone();
+    let known = blocking(move || {
+        let mut out = Vec::with_capacity(lookups.len());
+        for (oid, size) in &lookups {
+            if *size < 0 {
+                out.push(Known::Invalid(format!("invalid size {size}")));
+                continue;
+            }
+            let sha256 = match parse_oid(oid) {
+                Ok(s) => s,
+                Err(e) => {
+                    out.push(Known::Invalid(e.to_string()));
+                    continue;
+                }
+            };
+            out.push(match index.repo_file_by_sha256(&owned_repo, &sha256)? {
+                Some(f) => Known::Present {
+                    size: f.size,
+                    file_hash: f.file_hash.to_hex(),
+                },
+                None => Known::Missing,
+            });
+        }
+        Ok(out)
+    })
+    .await?;
+
+    let base = state.base_url(headers);
+    let lfs = lfs_base(&base, repo);
+    let (token, exp) = state.mint_token(repo, scope);
+    let expires_in = state
+        .config
+        .cas_token_ttl
+        .as_secs()
+        .saturating_sub(60)
+        .max(30);
+    let session = format!(
+        "{:016x}{:016x}",
+        rand::random::<u64>(),
+        rand::random::<u64>()
+    );
+    let auth_header = BTreeMap::from([("Authorization".to_string(), format!("Bearer {token}"))]);
+    let xet_headers = BTreeMap::from([
+        ("X-Xet-Cas-Url".to_string(), base.clone()),
+        ("X-Xet-Access-Token".to_string(), token.clone()),
+        ("X-Xet-Token-Expiration".to_string(), exp.to_string()),
+        ("X-Xet-Session-Id".to_string(), session),
+    ]);
+    let token_href = format!("{lfs}/xet-{}-token", if upload { "write" } else { "read" });
+    let verify = Action {
+        href: format!("{lfs}/verify"),
+        header: auth_header.clone(),
+        expires_in,
+    };
+
+    let objects = specs
+        .into_iter()
+        .zip(known)
+        .map(|((oid, size), known)| {
+            let mut answer = ObjectAnswer {
+                oid,
+                size,
+                authenticated: None,
+                actions: BTreeMap::new(),
+                error: None,
+            };
+            let error = |code: u16, message: String| Some(ObjectError { code, message });
+            match (known, upload) {
+                (Known::Invalid(message), _) => answer.error = error(422, message),
+                (Known::Present { size: stored, .. }, _) if stored != size as u64 => {
+                    answer.error = error(
+                        422,
+                        format!("object is stored with {stored} bytes, not {size}"),
+                    );
+                }
+                (Known::Present { .. }, true) => {} // already there: nothing to upload
+                (Known::Missing, false) => {
+                    answer.error = error(
+                        404,
+                        format!("object {} is not stored in {repo}", answer.oid),
+                    );
+                }
+                (Known::Missing, true) => {
+                    answer.authenticated = Some(true);
+                    let action = if xet {
+                        Action {
+                            href: token_href.clone(),
+                            header: xet_headers.clone(),
+                            expires_in,
+                        }
+                    } else {
+                        Action {
+                            href: format!("{lfs}/objects/{}", answer.oid),
+                            header: auth_header.clone(),
+                            expires_in,
+                        }
+                    };
+                    answer.actions.insert("upload", action);
+                    answer.actions.insert("verify", verify.clone());
+                }
+                (Known::Present { file_hash, .. }, false) => {
+                    answer.authenticated = Some(true);
+                    let action = if xet {
+                        let mut header = xet_headers.clone();
+                        header.insert("X-Xet-Hash".to_string(), file_hash);
+                        Action {
+                            href: token_href.clone(),
+                            header,
+                            expires_in,
+                        }
+                    } else {
+                        Action {
+                            href: format!("{lfs}/objects/{}", answer.oid),
+                            header: auth_header.clone(),
+                            expires_in,
+                        }
+                    };
+                    answer.actions.insert("download", action);
+                }
+            }
+            answer
+        })
+        .collect();
+    let transfer = if xet { "xet" } else { "basic" };
+    Ok(lfs_json(&BatchResponse {
+        transfer,
+        objects,
+        hash_algo: "sha256",
+    }))
+}

@@ -1,0 +1,73 @@
+//! The small LFS routes: `verify`, locks, and the `xet` token refresh.
+
+use axum::body::Body;
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use crate::server::auth::Scope;
+use crate::server::body::read_limited;
+use crate::server::error::ServerError;
+use crate::server::lfs::{lfs_json, parse_oid, LfsResult};
+use crate::server::repo_name::RepoName;
+use crate::server::state::{blocking, SharedState};
+
+#[derive(serde::Deserialize)]
+struct VerifyRequest {
+    oid: String,
+    size: u64,
+}
+
+/// `POST verify`: 200 when the object is stored for this repository with that size.
+pub async fn verify(
+    state: &SharedState,
+    repo: &RepoName,
+    headers: &HeaderMap,
+    body: Body,
+) -> LfsResult<Response> {
+    state.authorize_repo(headers, repo, Scope::Read)?;
+    let bytes = read_limited(body, headers, 64 * 1024, "verify request").await?;
+    let request: VerifyRequest = serde_json::from_slice(&bytes)
+        .map_err(|e| ServerError::bad_request(format!("malformed verify request: {e}")))?;
+    let sha256 = parse_oid(&request.oid)?;
+    let index = state.index.clone();
+    let owned = repo.clone();
+    let found = blocking(move || Ok(index.repo_file_by_sha256(&owned, &sha256)?)).await?;
+    match found {
+        Some(file) if file.size == request.size => Ok(lfs_json(&serde_json::json!({}))),
+        Some(file) => Err(ServerError::Conflict(format!(
+            "object {} is stored with {} bytes, not {}",
+            request.oid, file.size, request.size
+        ))
+        .into()),
+        None => Err(ServerError::not_found(format!(
+            "object {} is not stored in {repo}",
+            request.oid
+        ))
+        .into()),
+    }
+}
+
+/// Every locks route (`locks`, `locks/verify`, ...): this server has no file locking and
+/// says so with 501, which git-lfs takes as "not implemented": it then quietly records
+/// `lfs.<url>.locksverify false` instead of printing a hint on every push.
+pub fn locks_unsupported() -> LfsResult<Response> {
+    Err(ServerError::NotImplemented("file locking is not supported by this server".into()).into())
+}
+
+/// `GET xet-read-token` / `xet-write-token`: a fresh CAS token for the `xet` transfer,
+/// `{"accessToken", "exp", "casUrl"}`, for the same credentials as the batch request.
+pub fn xet_token(
+    state: &SharedState,
+    repo: &RepoName,
+    headers: &HeaderMap,
+    write: bool,
+) -> LfsResult<Response> {
+    let scope = if write { Scope::Write } else { Scope::Read };
+    state.authorize_repo(headers, repo, scope)?;
+    let (token, exp) = state.mint_token(repo, scope);
+    Ok(lfs_json(&serde_json::json!({
+        "accessToken": token,
+        "exp": exp,
+        "casUrl": state.base_url(headers),
+    })))
+}

@@ -1,0 +1,107 @@
+//! The git-lfs server side: the Batch API (offering `xet`, else `basic`), `basic` object
+//! upload and download, `verify`, the locks routes git-lfs calls on push, and the token
+//! refresh route of the `xet` handshake. Mounted at `<repo>/info/lfs/`, git-lfs's default
+//! endpoint for a remote, so no client configuration is needed.
+
+mod batch;
+mod misc;
+mod objects;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, HeaderValue, Method};
+use axum::response::{IntoResponse, Response};
+
+use crate::server::error::ServerError;
+use crate::server::repo_name::RepoName;
+use crate::server::state::SharedState;
+
+pub const LFS_MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
+
+/// An error answered the way git-lfs expects (its media type, a `message` field).
+pub struct LfsError(pub ServerError);
+
+impl From<ServerError> for LfsError {
+    fn from(e: ServerError) -> Self {
+        LfsError(e)
+    }
+}
+
+impl From<crate::server::index::IndexError> for LfsError {
+    fn from(e: crate::server::index::IndexError) -> Self {
+        LfsError(e.into())
+    }
+}
+
+impl IntoResponse for LfsError {
+    fn into_response(self) -> Response {
+        self.0.into_response_as(LFS_MEDIA_TYPE)
+    }
+}
+
+pub type LfsResult<T> = Result<T, LfsError>;
+
+/// A JSON answer with git-lfs's media type.
+pub fn lfs_json(value: &impl serde::Serialize) -> Response {
+    let body = serde_json::to_vec(value).expect("serializable");
+    let mut response = Body::from(body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(LFS_MEDIA_TYPE),
+    );
+    response
+}
+
+/// Routes `rest` (the path after `/info/lfs/`) for repository `repo`.
+pub async fn handle(state: SharedState, repo: &str, rest: &str, request: Request) -> Response {
+    let result = route(state, repo, rest, request).await;
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn route(
+    state: SharedState,
+    repo: &str,
+    rest: &str,
+    request: Request,
+) -> LfsResult<Response> {
+    let repo = RepoName::parse(repo)?;
+    let method = request.method().clone();
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    match (method, rest) {
+        (Method::POST, "objects/batch") => batch::batch(&state, &repo, &headers, body).await,
+        (Method::POST, "verify") => misc::verify(&state, &repo, &headers, body).await,
+        (Method::GET, "xet-read-token") => misc::xet_token(&state, &repo, &headers, false),
+        (Method::GET, "xet-write-token") => misc::xet_token(&state, &repo, &headers, true),
+        (_, r) if r == "locks" || r.starts_with("locks/") => misc::locks_unsupported(),
+        (Method::PUT, r) if r.starts_with("objects/") => {
+            objects::upload(&state, &repo, &r["objects/".len()..], &headers, body).await
+        }
+        (Method::GET, r) if r.starts_with("objects/") => {
+            objects::download(&state, &repo, &r["objects/".len()..], &headers).await
+        }
+        (method, rest) => {
+            Err(ServerError::not_found(format!("no git-lfs route for {method} {rest}")).into())
+        }
+    }
+}
+
+/// Parses an LFS object id: a sha256 as 64 lowercase hex digits.
+pub fn parse_oid(oid: &str) -> Result<[u8; 32], ServerError> {
+    let valid = oid.len() == 64
+        && oid
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !valid {
+        return Err(ServerError::bad_request(format!(
+            "invalid object id {:?}: expected a sha256 of 64 lowercase hex digits",
+            oid.chars().take(80).collect::<String>()
+        )));
+    }
+    crate::xet::hash::parse_sha256_hex(oid).map_err(ServerError::from)
+}
+
+/// `{base}/{repo}.git/info/lfs`.
+pub fn lfs_base(base: &str, repo: &RepoName) -> String {
+    format!("{base}/{repo}.git/info/lfs")
+}

@@ -1,0 +1,535 @@
+//! The git-lfs Batch API and `basic` transfers over HTTP, as git-lfs speaks them.
+
+use std::io::{Read, Write};
+
+use reqwest::blocking::RequestBuilder;
+use serde_json::{json, Value};
+
+use crate::common::*;
+use crate::gitenv::count_files;
+use crate::support::{random_bytes, TestServer};
+
+const LFS: &str = "application/vnd.git-lfs+json";
+
+fn lfs_url(server: &TestServer, repo: &str, rest: &str) -> String {
+    format!("{}/{repo}.git/info/lfs/{rest}", server.url)
+}
+
+fn batch(
+    server: &TestServer,
+    repo: &str,
+    token: Option<&str>,
+    operation: &str,
+    transfers: &[&str],
+    objects: &[(&str, u64)],
+) -> (u16, Value) {
+    let objects: Vec<Value> = objects
+        .iter()
+        .map(|(oid, size)| json!({"oid": oid, "size": size}))
+        .collect();
+    let body = json!({"operation": operation, "transfers": transfers, "objects": objects, "hash_algo": "sha256"});
+    let mut req = client()
+        .post(lfs_url(server, repo, "objects/batch"))
+        .header("Accept", LFS)
+        .header("Content-Type", LFS)
+        .body(body.to_string());
+    if let Some(t) = token {
+        req = req.basic_auth("anyone", Some(t));
+    }
+    json(req.send().unwrap())
+}
+
+/// Applies an action's headers to a request.
+fn with_headers(mut req: RequestBuilder, action: &Value) -> RequestBuilder {
+    if let Some(h) = action["header"].as_object() {
+        for (k, v) in h {
+            req = req.header(k, v.as_str().unwrap());
+        }
+    }
+    req
+}
+
+/// Uploads `data` with the basic transfer as git-lfs would; returns the batch answer.
+fn basic_upload(server: &TestServer, repo: &str, token: &str, data: &[u8]) -> Value {
+    let oid = sha256_hex(data);
+    let (status, answer) = batch(
+        server,
+        repo,
+        Some(token),
+        "upload",
+        &["basic"],
+        &[(&oid, data.len() as u64)],
+    );
+    assert_eq!(status, 200, "{answer}");
+    let object = &answer["objects"][0];
+    if let Some(upload) = object["actions"].get("upload") {
+        let r = with_headers(client().put(upload["href"].as_str().unwrap()), upload)
+            .body(data.to_vec())
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().unwrap());
+        let verify = &object["actions"]["verify"];
+        let r = with_headers(client().post(verify["href"].as_str().unwrap()), verify)
+            .body(json!({"oid": oid, "size": data.len()}).to_string())
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 200, "verify");
+    }
+    answer
+}
+
+fn basic_download(server: &TestServer, repo: &str, token: &str, data: &[u8]) -> Vec<u8> {
+    let oid = sha256_hex(data);
+    let (status, answer) = batch(
+        server,
+        repo,
+        Some(token),
+        "download",
+        &["basic"],
+        &[(&oid, data.len() as u64)],
+    );
+    assert_eq!(status, 200);
+    let action = &answer["objects"][0]["actions"]["download"];
+    let r = with_headers(client().get(action["href"].as_str().unwrap()), action)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.bytes().unwrap().to_vec()
+}
+
+#[test]
+fn basic_upload_becomes_xet_content_and_downloads_bit_exact() {
+    let server = TestServer::start();
+    let token = server.token("org/model", "write");
+    let data = random_bytes(3_000_000, 50);
+    let answer = basic_upload(&server, "org/model", &token, &data);
+    assert_eq!(answer["transfer"], "basic");
+    assert_eq!(
+        server.metric("git_xet_lfs_basic_bytes_received_total"),
+        data.len() as f64
+    );
+    assert!(
+        server.metric("git_xet_stored_xorbs") >= 1.0,
+        "stored as xorbs"
+    );
+    assert_eq!(server.metric("git_xet_registered_files"), 1.0);
+    assert!(count_files(&server.data.join("xorbs")) >= 1);
+    assert_eq!(basic_download(&server, "org/model", &token, &data), data);
+    assert_eq!(
+        server.metric("git_xet_lfs_basic_bytes_served_total"),
+        data.len() as f64
+    );
+
+    // Ranges, as git-lfs uses to resume.
+    let oid = sha256_hex(&data);
+    let r = client()
+        .get(lfs_url(&server, "org/model", &format!("objects/{oid}")))
+        .bearer_auth(&token)
+        .header("Range", "bytes=1000000-")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 206);
+    assert_eq!(r.bytes().unwrap(), data[1_000_000..]);
+
+    // A second version with an insertion: the server deduplicates against the first.
+    let before = server.metric("git_xet_stored_xorb_bytes");
+    let mut v2 = data.clone();
+    v2.splice(1_500_000..1_500_000, random_bytes(1000, 51));
+    basic_upload(&server, "org/model", &token, &v2);
+    let added = server.metric("git_xet_stored_xorb_bytes") - before;
+    assert!(
+        added < 600_000.0,
+        "second version stored {added} new bytes of {}",
+        v2.len()
+    );
+    assert_eq!(basic_download(&server, "org/model", &token, &v2), v2);
+
+    // The converted file is real XET content: a CAS client reads it through the xet handshake.
+    let (_, answer) = batch(
+        &server,
+        "org/model",
+        Some(&token),
+        "download",
+        &["xet", "basic"],
+        &[(&sha256_hex(&v2), v2.len() as u64)],
+    );
+    let header = &answer["objects"][0]["actions"]["download"]["header"];
+    let cas = Cas::with_token(&server, header["X-Xet-Access-Token"].as_str().unwrap());
+    let file_hash = header["X-Xet-Hash"].as_str().unwrap().parse().unwrap();
+    assert_eq!(cas.download(&file_hash, None), v2);
+}
+
+#[test]
+fn xet_is_offered_with_the_handshake_headers() {
+    let server = TestServer::start();
+    let token = server.token("org/model", "write");
+    let up = Upload::random(500_000, 52, 1000);
+    let oid = sha256_hex(&up.data);
+    let size = up.data.len() as u64;
+
+    let (status, answer) = batch(
+        &server,
+        "org/model",
+        Some(&token),
+        "upload",
+        &["basic", "xet"],
+        &[(&oid, size)],
+    );
+    assert_eq!(status, 200);
+    assert_eq!(answer["transfer"], "xet");
+    let action = &answer["objects"][0]["actions"]["upload"];
+    let href = action["href"].as_str().unwrap();
+    assert_eq!(href, lfs_url(&server, "org/model", "xet-write-token"));
+    let h = &action["header"];
+    assert_eq!(h["X-Xet-Cas-Url"], server.url.as_str());
+    let exp: u64 = h["X-Xet-Token-Expiration"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(exp > now + 60);
+    assert!(!h["X-Xet-Session-Id"].as_str().unwrap().is_empty());
+    // The CAS token from the handshake uploads (xorbs, then shard with sha256 metadata).
+    let cas = Cas::with_token(&server, h["X-Xet-Access-Token"].as_str().unwrap());
+    cas.upload(&up);
+    // The refresh route answers for the same credentials.
+    let (status, refreshed) = json(
+        client()
+            .get(href)
+            .basic_auth("x", Some(&token))
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(refreshed["casUrl"], server.url.as_str());
+    assert!(refreshed["exp"].as_u64().unwrap() > now);
+    let refreshed_cas = Cas::with_token(&server, refreshed["accessToken"].as_str().unwrap());
+    // The verify action confirms the object is now in the repository.
+    let verify = &answer["objects"][0]["actions"]["verify"];
+    let r = with_headers(client().post(verify["href"].as_str().unwrap()), verify)
+        .body(json!({"oid": oid, "size": size}).to_string())
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    let (_, answer) = batch(
+        &server,
+        "org/model",
+        Some(&token),
+        "download",
+        &["xet"],
+        &[(&oid, size)],
+    );
+    assert_eq!(answer["transfer"], "xet");
+    let action = &answer["objects"][0]["actions"]["download"];
+    assert_eq!(
+        action["href"],
+        lfs_url(&server, "org/model", "xet-read-token")
+    );
+    assert_eq!(
+        action["header"]["X-Xet-Hash"],
+        up.file_hash.to_hex().as_str()
+    );
+    assert_eq!(refreshed_cas.download(&up.file_hash, None), up.data);
+    // Nothing to upload once present.
+    let (_, answer) = batch(
+        &server,
+        "org/model",
+        Some(&token),
+        "upload",
+        &["xet"],
+        &[(&oid, size)],
+    );
+    assert!(answer["objects"][0].get("actions").is_none(), "{answer}");
+
+    // A read token refreshes read tokens only.
+    let read = server.token("org/model", "read");
+    assert_eq!(
+        client()
+            .get(href)
+            .bearer_auth(&read)
+            .send()
+            .unwrap()
+            .status(),
+        403
+    );
+    // --basic-only never offers xet.
+    let plain = TestServer::start_with(&["--basic-only"]);
+    let t = plain.token("org/model", "write");
+    let (_, answer) = batch(
+        &plain,
+        "org/model",
+        Some(&t),
+        "upload",
+        &["xet", "basic"],
+        &[(&oid, size)],
+    );
+    assert_eq!(answer["transfer"], "basic");
+    assert!(answer["objects"][0]["actions"]["upload"]["href"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!("/objects/{oid}")));
+}
+
+#[test]
+fn objects_exist_per_repository() {
+    let server = TestServer::start();
+    let a = server.token("org/a", "write");
+    let b = server.token("org/b", "write");
+    let data = random_bytes(400_000, 53);
+    let oid = sha256_hex(&data);
+    basic_upload(&server, "org/a", &a, &data);
+    let (_, answer) = batch(
+        &server,
+        "org/b",
+        Some(&b),
+        "download",
+        &["basic"],
+        &[(&oid, data.len() as u64)],
+    );
+    assert_eq!(answer["objects"][0]["error"]["code"], 404, "{answer}");
+    let r = client()
+        .get(lfs_url(&server, "org/b", &format!("objects/{oid}")))
+        .bearer_auth(&b)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let xorbs = server.metric("git_xet_stored_xorbs");
+    // Uploading the same bytes to b proves possession: visible there, nothing stored twice.
+    basic_upload(&server, "org/b", &b, &data);
+    assert_eq!(server.metric("git_xet_stored_xorbs"), xorbs);
+    assert_eq!(basic_download(&server, "org/b", &b, &data), data);
+    // Unknown and malformed objects are per-object errors.
+    let (status, answer) = batch(
+        &server,
+        "org/a",
+        Some(&a),
+        "download",
+        &["basic"],
+        &[(&"0".repeat(64), 5), ("xyz", 1)],
+    );
+    assert_eq!(status, 200);
+    assert_eq!(answer["objects"][0]["error"]["code"], 404);
+    assert_eq!(answer["objects"][1]["error"]["code"], 422);
+}
+
+#[test]
+fn bad_uploads_register_nothing() {
+    let server = TestServer::start_with(&["--max-object-size", "1000000"]);
+    let token = server.token("org/model", "write");
+    let data = random_bytes(200_000, 54);
+    let oid = sha256_hex(&data);
+    let url = lfs_url(&server, "org/model", &format!("objects/{oid}"));
+    let mut wrong = data.clone();
+    wrong[7] ^= 1;
+    let (status, v) = json(
+        client()
+            .put(&url)
+            .bearer_auth(&token)
+            .body(wrong)
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 400);
+    assert!(reason(&v).contains("sha256 mismatch"), "{v}");
+    let big = random_bytes(1_000_001, 55);
+    let big_url = lfs_url(
+        &server,
+        "org/model",
+        &format!("objects/{}", sha256_hex(&big)),
+    );
+    assert_eq!(
+        client()
+            .put(&big_url)
+            .bearer_auth(&token)
+            .body(big)
+            .send()
+            .unwrap()
+            .status(),
+        413
+    );
+    // Truncated: the connection drops before Content-Length bytes arrived.
+    let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
+    write!(
+        stream,
+        "PUT /org/model.git/info/lfs/objects/{oid} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n",
+        server.addr(),
+        data.len()
+    )
+    .unwrap();
+    stream.write_all(&data[..100_000]).unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(server.metric("git_xet_registered_files"), 0.0);
+    assert_eq!(server.metric("git_xet_stored_xorbs"), 0.0);
+    assert_eq!(server.metric("git_xet_lfs_basic_bytes_received_total"), 0.0);
+    assert_eq!(
+        count_files(&server.data.join("tmp")),
+        0,
+        "temporary files removed"
+    );
+    let (_, answer) = batch(
+        &server,
+        "org/model",
+        Some(&token),
+        "download",
+        &["basic"],
+        &[(&oid, data.len() as u64)],
+    );
+    assert_eq!(answer["objects"][0]["error"]["code"], 404);
+}
+
+#[test]
+fn lfs_authentication_and_scopes() {
+    let server = TestServer::start();
+    let oid = "a".repeat(64);
+    let r = client()
+        .post(lfs_url(&server, "org/model", "objects/batch"))
+        .body(json!({"operation": "download", "objects": []}).to_string())
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(r.headers()["lfs-authenticate"], "Basic realm=\"git-xet\"");
+    let read = server.token("org/model", "read");
+    let (status, _) = batch(
+        &server,
+        "org/model",
+        Some(&read),
+        "upload",
+        &["basic"],
+        &[(&oid, 1)],
+    );
+    assert_eq!(status, 403, "read token cannot upload");
+    let (status, _) = batch(
+        &server,
+        "org/model",
+        Some(&read),
+        "download",
+        &["basic"],
+        &[(&oid, 1)],
+    );
+    assert_eq!(status, 200, "read token downloads");
+    let other = server.token("org/other", "write");
+    let (status, v) = batch(
+        &server,
+        "org/model",
+        Some(&other),
+        "download",
+        &["basic"],
+        &[(&oid, 1)],
+    );
+    assert_eq!(status, 403, "token for another repository: {v}");
+    let expired = server.token_with_ttl("org/model", "write", Some(0));
+    assert_eq!(
+        batch(&server, "org/model", Some(&expired), "download", &[], &[]).0,
+        401
+    );
+    let (status, v) = batch(&server, "org/model", Some(&read), "delete", &[], &[]);
+    assert_eq!(status, 400, "{v}");
+    // Locking is not offered: 501 makes git-lfs turn lock verification off quietly.
+    let r = client()
+        .post(lfs_url(&server, "org/model", "locks/verify"))
+        .body("{}")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 501);
+
+    let anonymous = TestServer::start_with(&["--anonymous-read"]);
+    let (status, _) = batch(
+        &anonymous,
+        "org/model",
+        None,
+        "download",
+        &["basic"],
+        &[(&oid, 1)],
+    );
+    assert_eq!(status, 200, "anonymous read");
+    let (status, _) = batch(
+        &anonymous,
+        "org/model",
+        None,
+        "upload",
+        &["basic"],
+        &[(&oid, 1)],
+    );
+    assert_eq!(status, 401, "anonymous write");
+}
+
+#[test]
+fn hostile_repository_paths_are_refused() {
+    let server = TestServer::start();
+    let token = server.token("org/model", "write");
+    let paths = [
+        "/../outside.git/info/lfs/objects/batch",
+        "/org/../../outside.git/info/refs?service=git-receive-pack",
+        "/%2e%2e/outside.git/info/refs?service=git-receive-pack",
+        "/.hidden.git/info/refs?service=git-receive-pack",
+        "/a/b/c.git/info/refs?service=git-receive-pack",
+        "/org/-rf.git/info/refs?service=git-receive-pack",
+        "//abs.git/info/refs?service=git-receive-pack",
+    ];
+    for path in paths {
+        let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
+        let method = if path.contains("batch") {
+            "POST"
+        } else {
+            "GET"
+        };
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        assert!(
+            response.starts_with("HTTP/1.1 400"),
+            "{path}: {}",
+            response.lines().next().unwrap_or("")
+        );
+    }
+    let parent = server.data.parent().unwrap();
+    assert!(!parent.join("outside.git").exists());
+    assert_eq!(
+        count_files(&server.data.join("repos")),
+        0,
+        "no repository created"
+    );
+}
+
+#[test]
+fn hook_check_lists_missing_objects() {
+    let server = TestServer::start();
+    let token = server.token("org/model", "write");
+    let data = random_bytes(100_000, 56);
+    basic_upload(&server, "org/model", &token, &data);
+    let present = sha256_hex(&data);
+    let absent = "b".repeat(64);
+    let body = format!("{present} {}\n{absent} 42\n{present} 5\n", data.len());
+    let url = format!("{}/org/model.git/info/xet/missing-objects", server.url);
+    let r = client()
+        .post(&url)
+        .bearer_auth(&token)
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().unwrap(), format!("{absent} 42\n{present} 5\n"));
+    assert_eq!(
+        client()
+            .post(&url)
+            .bearer_auth(&token)
+            .body("nonsense 1\n")
+            .send()
+            .unwrap()
+            .status(),
+        400
+    );
+    assert_eq!(client().post(&url).body("").send().unwrap().status(), 401);
+}
