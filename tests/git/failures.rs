@@ -35,6 +35,7 @@ fn a_push_interrupted_by_the_server_dying_fails_clearly_and_a_re_push_works() {
     let out = push.wait_with_output().unwrap();
     assert!(!out.status.success(), "the push must fail");
     let err = stderr(&out);
+    eprintln!("push against a dying server said:\n{err}");
     assert!(
         err.contains("127.0.0.1") || err.contains("connect") || err.contains("error"),
         "no clear message:\n{err}"
@@ -70,6 +71,7 @@ fn a_wrong_token_gives_a_clear_authentication_error() {
     env.git(&a, &["remote", "set-url", "origin", &bad]);
     let out = env.git_output(&a, &["push", "origin", "main"]);
     assert!(!out.status.success());
+    eprintln!("push with a wrong token said:\n{}", stderr(&out));
     let err = stderr(&out).to_lowercase();
     assert!(
         err.contains("401") || err.contains("auth") || err.contains("credentials"),
@@ -137,6 +139,7 @@ fn corrupt_data_on_the_server_never_reaches_the_working_tree() {
     let b = fresh.dir("b");
     let out = fresh.git_output(&fresh.dir("."), &["clone", &remote, b.to_str().unwrap()]);
     let err = stderr(&out);
+    eprintln!("clone of corrupt data said:\n{err}");
     assert!(
         !out.status.success() || err.contains("error"),
         "git-lfs must report the failure:\n{err}"
@@ -174,6 +177,7 @@ fn the_pre_receive_hook_rejects_pointers_to_objects_the_server_lacks() {
     let out = env.git_output(&a, &["push", "--no-verify", "origin", "main"]);
     assert!(!out.status.success(), "the hook must reject the push");
     let err = stderr(&out);
+    eprintln!("push of a pointer to a missing object said:\n{err}");
     let missing_oid = oid
         .lines()
         .find(|l| l.contains("missing.bin"))
