@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::env::GitEnv;
+use crate::support::{random_bytes, TestServer};
 
 const OID: &str = "22ab5f63670800cc7be06dbed816012b0dc411e774754c7579467d2536a9cf3e";
 
@@ -142,4 +143,102 @@ fn closing_stdin_without_terminate_exits_non_zero_without_hanging() {
     let (status, stderr) = agent.finish();
     assert!(!status.success());
     assert!(stderr.contains("without `terminate`"), "{stderr}");
+}
+
+#[test]
+fn an_expiring_token_is_refreshed_through_href_with_git_credentials() {
+    let server = TestServer::start();
+    let token = server.token("org/refresh", "write");
+    let env = GitEnv::new();
+    // The credentials come from a helper, not the URL: the agent must ask git for them.
+    let helper = format!("!f() {{ echo username=x; echo password={token}; }}; f");
+    env.git(
+        &env.dir("."),
+        &["config", "--global", "credential.helper", &helper],
+    );
+    let repo = env.init_repo("repo");
+    env.git(
+        &repo,
+        &[
+            "remote",
+            "add",
+            "origin",
+            &format!("http://{}/org/refresh.git", server.addr()),
+        ],
+    );
+    let data = random_bytes(3 << 20, 71);
+    let file = repo.join("f.bin");
+    std::fs::write(&file, &data).unwrap();
+    let oid = {
+        use sha2::Digest;
+        let d = sha2::Sha256::digest(&data);
+        d.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    // A token that is useless and about to expire: only a refresh through `href` can work.
+    let soon = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 5;
+    let action = |op: &str, extra: &str| {
+        format!(
+            r#"{{"href":"{}/org/refresh.git/info/lfs/xet-{op}-token","header":{{"X-Xet-Cas-Url":"{}","X-Xet-Access-Token":"stale","X-Xet-Token-Expiration":"{soon}"{extra}}}}}"#,
+            server.url, server.url
+        )
+    };
+    let mut agent = Agent::start(&env, &repo);
+    assert_eq!(agent.exchange(&init("upload")), serde_json::json!({}));
+    agent.send(&format!(
+        r#"{{"event":"upload","oid":"{oid}","size":{},"path":"{}","action":{}}}"#,
+        data.len(),
+        file.display(),
+        action("write", "")
+    ));
+    let done = loop {
+        let a = agent.answer();
+        if a["event"] == "complete" {
+            break a;
+        }
+    };
+    assert!(done.get("error").is_none(), "{done}");
+    agent.send(r#"{"event":"terminate"}"#);
+    assert!(agent.finish().0.success());
+
+    let hash = env.xet(&repo, &["hash", "f.bin"]);
+    let hash = hash.split_whitespace().next().unwrap();
+    let mut agent = Agent::start(&env, &repo);
+    assert_eq!(agent.exchange(&init("download")), serde_json::json!({}));
+    agent.send(&format!(
+        r#"{{"event":"download","oid":"{oid}","size":{},"action":{}}}"#,
+        data.len(),
+        action("read", &format!(r#","X-Xet-Hash":"{hash}""#))
+    ));
+    let done = loop {
+        let a = agent.answer();
+        if a["event"] == "complete" {
+            break a;
+        }
+    };
+    let path = done["path"].as_str().unwrap_or_else(|| panic!("{done}"));
+    assert!(
+        path.starts_with(repo.join(".git/lfs/tmp").to_str().unwrap()),
+        "{path}"
+    );
+    assert_eq!(std::fs::read(path).unwrap(), data);
+    agent.send(r#"{"event":"terminate"}"#);
+    let (status, log) = agent.finish();
+    assert!(status.success());
+    assert!(!log.contains(&token), "tokens are never logged");
+    let refreshes: f64 = server
+        .metrics()
+        .lines()
+        .filter(|l| {
+            l.starts_with("git_xet_http_requests_total{route=\"lfs_xet_token\",status=\"200\"}")
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    assert!(
+        refreshes >= 2.0,
+        "one refresh per session expected, saw {refreshes}"
+    );
 }
