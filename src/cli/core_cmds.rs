@@ -10,7 +10,9 @@ use anyhow::{bail, Context};
 
 use crate::xet::constants::MAX_XORB_SIZE;
 use crate::xet::hash::sha256_hex;
-use crate::xet::pipeline::{chunk_and_hash, hash_stream, PipelineError};
+use crate::xet::pipeline::{
+    chunk_and_hash, chunk_and_hash_file, HashedChunk, PipelineError, StreamSummary,
+};
 use crate::xet::shard::parse_shard;
 use crate::xet::xorb::{extract_chunks, inspect_xorb, CompressedChunk, XorbBuilder, XorbFooter};
 
@@ -67,30 +69,55 @@ pub enum ShardCommand {
     },
 }
 
-/// Opens a file for reading, or stdin for `-`.
-fn open_input(path: &Path) -> anyhow::Result<Box<dyn Read + Send>> {
+/// An input: a file, or stdin for `-`.
+enum Input {
+    File(File),
+    Stdin,
+}
+
+fn open_input(path: &Path) -> anyhow::Result<Input> {
     if path.as_os_str() == "-" {
-        Ok(Box::new(io::stdin()))
-    } else {
-        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
-            bail!("{} is a directory", path.display());
+        return Ok(Input::Stdin);
+    }
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+        bail!("{} is a directory", path.display());
+    }
+    Ok(Input::File(file))
+}
+
+impl Input {
+    /// Chunks and hashes the whole input, handing each chunk to `sink`.
+    fn chunk<E>(
+        self,
+        want_sha256: bool,
+        sink: impl FnMut(HashedChunk) -> Result<(), E>,
+    ) -> Result<StreamSummary, PipelineError<E>> {
+        match self {
+            Input::File(file) => chunk_and_hash_file(&file, want_sha256, sink),
+            Input::Stdin => chunk_and_hash(io::stdin(), want_sha256, sink),
         }
-        Ok(Box::new(file))
     }
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file next to it, then a rename.
 fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     // 0666 before the umask, like any file the user creates (tempfile defaults to 0600).
     let mut tmp = tempfile::Builder::new()
         .prefix(".git-xet-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666 & !current_umask()))
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(
+            0o666 & !current_umask(),
+        ))
         .tempfile_in(dir)
         .with_context(|| format!("cannot create a file in {}", dir.display()))?;
-    tmp.write_all(bytes).with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path).with_context(|| format!("cannot write {}", path.display()))?;
+    tmp.write_all(bytes)
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
 
@@ -107,10 +134,15 @@ fn read_limited(path: &Path, limit: u64, what: &str) -> anyhow::Result<Vec<u8>> 
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let len = file.metadata()?.len();
     if len > limit {
-        bail!("{} is {len} bytes, larger than any valid {what} ({limit} bytes)", path.display());
+        bail!(
+            "{} is {len} bytes, larger than any valid {what} ({limit} bytes)",
+            path.display()
+        );
     }
     let mut bytes = Vec::with_capacity(len as usize);
-    file.take(limit).read_to_end(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
+    file.take(limit)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {}", path.display()))?;
     Ok(bytes)
 }
 
@@ -118,10 +150,12 @@ pub fn chunk(args: ChunkArgs) -> anyhow::Result<ExitCode> {
     let path = args.file.unwrap_or_else(|| PathBuf::from("-"));
     let input = open_input(&path)?;
     let mut out = BufWriter::new(io::stdout().lock());
-    let result = chunk_and_hash(input, false, |c| writeln!(out, "{} {}", c.hash, c.data.len()));
+    let result = input.chunk(false, |c| writeln!(out, "{} {}", c.hash, c.data.len()));
     match result {
         Ok(_) => {}
-        Err(PipelineError::Read(e)) => return Err(e).context(format!("reading {}", path.display())),
+        Err(PipelineError::Read(e)) => {
+            return Err(e).context(format!("reading {}", path.display()))
+        }
         Err(PipelineError::Sink(e)) => return Err(e.into()),
     }
     out.flush()?;
@@ -132,10 +166,21 @@ pub fn hash(args: HashArgs) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::new(io::stdout().lock());
     for path in &args.files {
         let input = open_input(path)?;
-        let summary =
-            hash_stream(input, args.sha256).with_context(|| format!("reading {}", path.display()))?;
+        let summary = match input.chunk(args.sha256, |_| Ok::<(), std::convert::Infallible>(())) {
+            Ok(s) => s,
+            Err(PipelineError::Read(e)) => {
+                return Err(e).context(format!("reading {}", path.display()))
+            }
+            Err(PipelineError::Sink(never)) => match never {},
+        };
         match summary.sha256 {
-            Some(sha) => writeln!(out, "{}  {}  {}", summary.file_hash, path.display(), sha256_hex(&sha))?,
+            Some(sha) => writeln!(
+                out,
+                "{}  {}  {}",
+                summary.file_hash,
+                path.display(),
+                sha256_hex(&sha)
+            )?,
             None => writeln!(out, "{}  {}", summary.file_hash, path.display())?,
         }
     }
@@ -147,7 +192,11 @@ pub fn xorb(cmd: XorbCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         XorbCommand::Pack { files, output } => xorb_pack(&files, &output),
         XorbCommand::Inspect { xorb, json } => xorb_inspect(&xorb, json),
-        XorbCommand::Extract { xorb, chunks, output } => xorb_extract(&xorb, chunks.as_deref(), &output),
+        XorbCommand::Extract {
+            xorb,
+            chunks,
+            output,
+        } => xorb_extract(&xorb, chunks.as_deref(), &output),
     }
 }
 
@@ -155,12 +204,19 @@ fn xorb_pack(files: &[PathBuf], output: &Path) -> anyhow::Result<ExitCode> {
     let mut builder = XorbBuilder::new();
     for path in files {
         let input = open_input(path)?;
-        let result = chunk_and_hash(input, false, |c| builder.push(&CompressedChunk::new(c.hash, &c.data)));
+        let result = input.chunk(false, |c| {
+            builder.push(&CompressedChunk::new(c.hash, &c.data))
+        });
         match result {
             Ok(_) => {}
-            Err(PipelineError::Read(e)) => return Err(e).context(format!("reading {}", path.display())),
+            Err(PipelineError::Read(e)) => {
+                return Err(e).context(format!("reading {}", path.display()))
+            }
             Err(PipelineError::Sink(e)) => {
-                bail!("the files do not fit in one xorb while packing {}: {e}", path.display())
+                bail!(
+                    "the files do not fit in one xorb while packing {}: {e}",
+                    path.display()
+                )
             }
         }
     }
@@ -175,27 +231,53 @@ fn xorb_pack(files: &[PathBuf], output: &Path) -> anyhow::Result<ExitCode> {
 
 fn xorb_inspect(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let bytes = read_limited(path, MAX_XORB_SIZE as u64, "xorb")?;
-    let report = inspect_xorb(&bytes).with_context(|| format!("{} is not a valid xorb", path.display()))?;
+    let report =
+        inspect_xorb(&bytes).with_context(|| format!("{} is not a valid xorb", path.display()))?;
     let mut out = BufWriter::new(io::stdout().lock());
     if json {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        let counts: Vec<String> = report.compression_counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        let counts: Vec<String> = report
+            .compression_counts
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect();
         writeln!(out, "xorb:          {}", report.hash)?;
         if report.hash_verified {
             writeln!(out, "hash:          verified (matches the chunk hashes)")?;
         } else {
-            writeln!(out, "hash:          MISMATCH: the chunk hashes give {}", report.computed_hash)?;
+            writeln!(
+                out,
+                "hash:          MISMATCH: the chunk hashes give {}",
+                report.computed_hash
+            )?;
         }
-        writeln!(out, "chunks:        {} ({})", report.num_chunks, counts.join(", "))?;
+        writeln!(
+            out,
+            "chunks:        {} ({})",
+            report.num_chunks,
+            counts.join(", ")
+        )?;
         writeln!(
             out,
             "chunk data:    {}",
-            if report.chunks_verified { "verified (every chunk decodes to its hash)" } else { "DAMAGED" }
+            if report.chunks_verified {
+                "verified (every chunk decodes to its hash)"
+            } else {
+                "DAMAGED"
+            }
         )?;
-        writeln!(out, "size:          {} bytes, {} uncompressed", report.serialized_size, report.uncompressed_size)?;
-        writeln!(out, "{:>5}  {:<64}  {:>9}  {:>7}  {:>7}  {:<8}  ok", "index", "chunk hash", "offset", "stored", "size", "scheme")?;
+        writeln!(
+            out,
+            "size:          {} bytes, {} uncompressed",
+            report.serialized_size, report.uncompressed_size
+        )?;
+        writeln!(
+            out,
+            "{:>5}  {:<64}  {:>9}  {:>7}  {:>7}  {:<8}  ok",
+            "index", "chunk hash", "offset", "stored", "size", "scheme"
+        )?;
         for c in &report.chunks {
             writeln!(
                 out,
@@ -227,7 +309,9 @@ fn parse_chunk_range(spec: Option<&str>, n: usize) -> anyhow::Result<(usize, usi
         if s.is_empty() {
             Ok(default)
         } else {
-            s.trim().parse().with_context(|| format!("{s:?} in chunk range {spec:?} is not a number"))
+            s.trim()
+                .parse()
+                .with_context(|| format!("{s:?} in chunk range {spec:?} is not a number"))
         }
     };
     let (start, end) = (parse(a, 0)?, parse(b, n)?);
@@ -239,7 +323,8 @@ fn parse_chunk_range(spec: Option<&str>, n: usize) -> anyhow::Result<(usize, usi
 
 fn xorb_extract(path: &Path, chunks: Option<&str>, output: &Path) -> anyhow::Result<ExitCode> {
     let bytes = read_limited(path, MAX_XORB_SIZE as u64, "xorb")?;
-    let footer = XorbFooter::parse(&bytes).with_context(|| format!("{} is not a valid xorb", path.display()))?;
+    let footer = XorbFooter::parse(&bytes)
+        .with_context(|| format!("{} is not a valid xorb", path.display()))?;
     let (start, end) = parse_chunk_range(chunks, footer.num_chunks())?;
     let data = extract_chunks(&bytes, &footer, start, end)
         .with_context(|| format!("extracting chunks {start}..{end} of {}", path.display()))?;
@@ -250,7 +335,8 @@ fn xorb_extract(path: &Path, chunks: Option<&str>, output: &Path) -> anyhow::Res
 pub fn shard(cmd: ShardCommand) -> anyhow::Result<ExitCode> {
     let ShardCommand::Inspect { shard: path, json } = cmd;
     let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let parsed = parse_shard(&bytes).with_context(|| format!("{} is not a valid shard", path.display()))?;
+    let parsed =
+        parse_shard(&bytes).with_context(|| format!("{} is not a valid shard", path.display()))?;
     let problems = parsed.lookup_problems();
     let mut out = BufWriter::new(io::stdout().lock());
     if json {
@@ -274,16 +360,40 @@ pub fn shard(cmd: ShardCommand) -> anyhow::Result<ExitCode> {
         writeln!(out)?;
     } else {
         let s = &parsed.shard;
-        writeln!(out, "shard:       {} ({} bytes, application {:?})", path.display(), bytes.len(), parsed.application_id)?;
-        writeln!(out, "form:        {}", if parsed.footer.is_some() { "stored (with footer)" } else { "upload (no footer)" })?;
+        writeln!(
+            out,
+            "shard:       {} ({} bytes, application {:?})",
+            path.display(),
+            bytes.len(),
+            parsed.application_id
+        )?;
+        writeln!(
+            out,
+            "form:        {}",
+            if parsed.footer.is_some() {
+                "stored (with footer)"
+            } else {
+                "upload (no footer)"
+            }
+        )?;
         writeln!(out, "files:       {}", s.files.len())?;
         for f in &s.files {
-            writeln!(out, "  file {}  {} bytes, {} terms", f.file_hash, f.size(), f.terms.len())?;
+            writeln!(
+                out,
+                "  file {}  {} bytes, {} terms",
+                f.file_hash,
+                f.size(),
+                f.terms.len()
+            )?;
             if let Some(sha) = &f.sha256 {
                 writeln!(out, "    sha256 {sha}")?;
             }
             for (i, t) in f.terms.iter().enumerate() {
-                let v = f.verification.as_ref().map(|v| v[i].to_string()).unwrap_or_else(|| "-".into());
+                let v = f
+                    .verification
+                    .as_ref()
+                    .map(|v| v[i].to_string())
+                    .unwrap_or_else(|| "-".into());
                 writeln!(
                     out,
                     "    term {i}: xorb {} chunks {}..{} ({} bytes) verification {v}",
@@ -312,7 +422,11 @@ pub fn shard(cmd: ShardCommand) -> anyhow::Result<ExitCode> {
         }
         if let Some(f) = &parsed.footer {
             writeln!(out, "footer:")?;
-            writeln!(out, "  version {}, file info at {}, CAS info at {}", f.version, f.file_info_offset, f.cas_info_offset)?;
+            writeln!(
+                out,
+                "  version {}, file info at {}, CAS info at {}",
+                f.version, f.file_info_offset, f.cas_info_offset
+            )?;
             writeln!(
                 out,
                 "  lookups: {} files at {}, {} xorbs at {}, {} chunks at {}",
@@ -324,7 +438,11 @@ pub fn shard(cmd: ShardCommand) -> anyhow::Result<ExitCode> {
                 f.chunk_lookup_offset
             )?;
             writeln!(out, "  chunk hash key {}", f.chunk_hash_key)?;
-            writeln!(out, "  created {} expires {}", f.creation_timestamp, f.key_expiry)?;
+            writeln!(
+                out,
+                "  created {} expires {}",
+                f.creation_timestamp, f.key_expiry
+            )?;
             writeln!(
                 out,
                 "  bytes: {} materialized, {} stored, {} on disk; footer at {}",
@@ -342,7 +460,11 @@ pub fn shard(cmd: ShardCommand) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     if !problems.is_empty() {
-        bail!("{}: lookup tables are inconsistent ({} problems)", path.display(), problems.len());
+        bail!(
+            "{}: lookup tables are inconsistent ({} problems)",
+            path.display(),
+            problems.len()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

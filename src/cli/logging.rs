@@ -15,12 +15,23 @@ pub fn init(default_level: &str) {
         .or_else(|| git_trace_enabled().then(|| "debug".to_string()))
         .unwrap_or_else(|| default_level.to_string());
     let filter = EnvFilter::try_new(&level).unwrap_or_else(|_| EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
     let file = std::env::var_os("GIT_XET_LOG")
         .filter(|s| !s.is_empty())
-        .and_then(|path| std::fs::OpenOptions::new().create(true).append(true).open(path).ok());
+        .and_then(|path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .ok()
+        });
     let _ = match file {
-        Some(file) => builder.with_ansi(false).with_writer(Mutex::new(file)).try_init(),
+        Some(file) => builder
+            .with_ansi(false)
+            .with_writer(Mutex::new(file))
+            .try_init(),
         None => builder.with_writer(std::io::stderr).try_init(),
     };
 }

@@ -87,29 +87,44 @@ impl Chunker {
 }
 
 /// Rolls the hash over `window` and returns the length up to and including the first byte
-/// after which `h & MASK == 0`. The loop is the hot path of chunking: `(h << 1) + t` compiles
-/// to one `lea`, the table loads are independent of `h`, and the mask test is a predictable
-/// branch, so it runs at about one cycle per byte.
+/// after which `h & MASK == 0`.
+///
+/// This loop is the hot path of chunking. Written naively, each byte costs two dependent
+/// additions (`h + h`, then `+ TABLE[b]`), which caps it near 1.3 GB/s at 2.6 GHz. Taking
+/// four bytes at a time, `h4 = 16h + (8·t1 + 4·t2 + 2·t3 + t4)`: the bracket does not depend
+/// on `h`, so the loop-carried chain is a shift and an add per four bytes, and the
+/// intermediate hashes, needed only for their boundary tests, are computed off that chain.
 #[inline(always)]
 fn scan_for_boundary(h: &mut u64, window: &[u8]) -> Option<usize> {
     let mut state = *h;
-    let mut blocks = window.chunks_exact(8);
+    let mut quads = window.chunks_exact(4);
     let mut offset = 0;
-    for block in &mut blocks {
-        for (j, &b) in block.iter().enumerate() {
-            state = (state << 1).wrapping_add(GEAR_TABLE[b as usize]);
-            if state & CHUNK_MASK == 0 {
-                *h = state;
-                return Some(offset + j + 1);
+    for quad in &mut quads {
+        let t1 = GEAR_TABLE[quad[0] as usize];
+        let t2 = GEAR_TABLE[quad[1] as usize];
+        let t3 = GEAR_TABLE[quad[2] as usize];
+        let t4 = GEAR_TABLE[quad[3] as usize];
+        let u2 = (t1 << 1).wrapping_add(t2);
+        let u3 = (u2 << 1).wrapping_add(t3);
+        let u4 = (u3 << 1).wrapping_add(t4);
+        let h1 = (state << 1).wrapping_add(t1);
+        let h2 = (state << 2).wrapping_add(u2);
+        let h3 = (state << 3).wrapping_add(u3);
+        let h4 = (state << 4).wrapping_add(u4);
+        for (k, hk) in [h1, h2, h3, h4].into_iter().enumerate() {
+            if hk & CHUNK_MASK == 0 {
+                *h = hk;
+                return Some(offset + k + 1);
             }
         }
-        offset += 8;
+        state = h4;
+        offset += 4;
     }
-    for (j, &b) in blocks.remainder().iter().enumerate() {
+    for (k, &b) in quads.remainder().iter().enumerate() {
         state = (state << 1).wrapping_add(GEAR_TABLE[b as usize]);
         if state & CHUNK_MASK == 0 {
             *h = state;
-            return Some(offset + j + 1);
+            return Some(offset + k + 1);
         }
     }
     *h = state;
@@ -130,7 +145,11 @@ pub struct ChunkRanges<'a> {
 
 impl<'a> ChunkRanges<'a> {
     pub fn new(data: &'a [u8]) -> Self {
-        ChunkRanges { data, start: 0, chunker: Chunker::new() }
+        ChunkRanges {
+            data,
+            start: 0,
+            chunker: Chunker::new(),
+        }
     }
 }
 

@@ -138,7 +138,9 @@ fn group_len(n: usize, lane: usize) -> usize {
 
 fn lz4_frame(data: &[u8]) -> Vec<u8> {
     let mut encoder = lz4_flex::frame::FrameEncoder::new(Vec::with_capacity(data.len() / 2 + 64));
-    encoder.write_all(data).expect("writing to a Vec cannot fail");
+    encoder
+        .write_all(data)
+        .expect("writing to a Vec cannot fail");
     encoder.finish().expect("writing to a Vec cannot fail")
 }
 
@@ -207,9 +209,7 @@ fn lz4_decode_bounded(stored: &[u8], expected: usize, out: &mut Vec<u8>) -> Resu
     let read = decoder
         .take(expected as u64 + 1)
         .read_to_end(out)
-        .map_err(|e| {
-            CoreError::Compression(format!("LZ4 frame does not decode: {e}"))
-        });
+        .map_err(|e| CoreError::Compression(format!("LZ4 frame does not decode: {e}")));
     let produced = out.len() - start;
     match read {
         Err(e) => {
@@ -220,7 +220,11 @@ fn lz4_decode_bounded(stored: &[u8], expected: usize, out: &mut Vec<u8>) -> Resu
             out.truncate(start);
             Err(CoreError::Compression(format!(
                 "LZ4 frame decodes to {}{} bytes but the header declares {expected}",
-                if produced > expected { "more than " } else { "" },
+                if produced > expected {
+                    "more than "
+                } else {
+                    ""
+                },
                 produced.min(expected + 1) - usize::from(produced > expected),
             )))
         }

@@ -8,9 +8,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::xet::constants::{
-    DATA_KEY, GLOBAL_DEDUP_MODULUS, VERIFICATION_KEY, ZERO_KEY,
-};
+use crate::xet::constants::{DATA_KEY, GLOBAL_DEDUP_MODULUS, VERIFICATION_KEY, ZERO_KEY};
 use crate::xet::error::CoreError;
 use crate::xet::merkle::MerkleBuilder;
 

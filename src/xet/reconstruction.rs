@@ -82,7 +82,10 @@ pub struct Reconstruction {
 impl Reconstruction {
     /// Total uncompressed bytes of all terms (before skipping `offset_into_first_range`).
     pub fn terms_len(&self) -> u64 {
-        self.terms.iter().map(|t| u64::from(t.unpacked_length)).sum()
+        self.terms
+            .iter()
+            .map(|t| u64::from(t.unpacked_length))
+            .sum()
     }
 
     /// The fetch entry that covers a term, if any.

@@ -5,11 +5,14 @@ use std::path::PathBuf;
 use git_xet::xet::xorb::{extract_chunks, XorbFooter};
 
 pub const SAMPLE_XORB: &str = "417dce6249b8615d390c2334acce1b75f5e9f9e508426ce81de5fd8219148627";
-pub const SAMPLE_FILE_HASH: &str = "9e1f0735c1b003d6ff10b2d1c02dd4f907481a4b566a352db0623af5ba1f03e4";
+pub const SAMPLE_FILE_HASH: &str =
+    "9e1f0735c1b003d6ff10b2d1c02dd4f907481a4b566a352db0623af5ba1f03e4";
 pub const SAMPLE_SHA256: &str = "5f1340076bc8805ab1ede29d084dee3bcb78052017e79a619835d8e7e8ad9b21";
 
 pub fn vector_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/vectors").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/vectors")
+        .join(name)
 }
 
 pub fn read_vector(name: &str) -> Vec<u8> {

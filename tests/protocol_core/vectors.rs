@@ -6,7 +6,9 @@ use git_xet::xet::hash::{
     xorb_hash, MerkleHash,
 };
 use git_xet::xet::merkle::internal_node_hash;
-use git_xet::xet::shard::{parse_shard, FileInfo, FileTerm, FooterOptions, Shard, ShardFile, XorbBlock};
+use git_xet::xet::shard::{
+    parse_shard, FileInfo, FileTerm, FooterOptions, Shard, ShardFile, XorbBlock,
+};
 use git_xet::xet::xorb::{validate_xorb, XorbBuilder, XorbFooter};
 use sha2::Digest;
 
@@ -17,15 +19,23 @@ fn h(s: &str) -> MerkleHash {
 }
 
 fn raw(hex: &str) -> MerkleHash {
-    let bytes: Vec<u8> = (0..32).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
+    let bytes: Vec<u8> = (0..32)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
     MerkleHash::from_slice(&bytes).unwrap()
 }
 
 #[test]
 fn chunk_hash_of_hello_world() {
     let hash = chunk_hash(b"Hello World!");
-    assert_eq!(hash.to_raw_hex(), "a29cfb08e608d4d8726dd8659a90b9134b3240d5d8e42d5fcb28e2a6e763a3e8");
-    assert_eq!(hash.to_hex(), "d8d408e608fb9ca213b9909a65d86d725f2de4d8d540324be8a363e7a6e228cb");
+    assert_eq!(
+        hash.to_raw_hex(),
+        "a29cfb08e608d4d8726dd8659a90b9134b3240d5d8e42d5fcb28e2a6e763a3e8"
+    );
+    assert_eq!(
+        hash.to_hex(),
+        "d8d408e608fb9ca213b9909a65d86d725f2de4d8d540324be8a363e7a6e228cb"
+    );
 }
 
 #[test]
@@ -53,18 +63,30 @@ fn hash_string_rejects_malformed() {
         &good.replace('f', "g"),
         "é6050403020100f0e0d0c0b0a090817161514131211101f1e1d1c1b1a19181",
     ] {
-        assert!(MerkleHash::from_hex(bad).is_err(), "{bad:?} should be rejected");
+        assert!(
+            MerkleHash::from_hex(bad).is_err(),
+            "{bad:?} should be rejected"
+        );
     }
 }
 
 #[test]
 fn internal_node_hash_vector() {
     let children = [
-        (h("c28f58387a60d4aa200c311cda7c7f77f686614864f5869eadebf765d0a14a69"), 100),
-        (h("6e4e3263e073ce2c0e78cc770c361e2778db3b054b98ab65e277fc084fa70f22"), 200),
+        (
+            h("c28f58387a60d4aa200c311cda7c7f77f686614864f5869eadebf765d0a14a69"),
+            100,
+        ),
+        (
+            h("6e4e3263e073ce2c0e78cc770c361e2778db3b054b98ab65e277fc084fa70f22"),
+            200,
+        ),
     ];
     let (node, size) = internal_node_hash(&children);
-    assert_eq!(node.to_hex(), "be64c7003ccd3cf4357364750e04c9592b3c36705dee76a71590c011766b6c14");
+    assert_eq!(
+        node.to_hex(),
+        "be64c7003ccd3cf4357364750e04c9592b3c36705dee76a71590c011766b6c14"
+    );
     assert_eq!(size, 300);
     // Two leaves merge into one node, so that is also their Merkle root.
     assert_eq!(xorb_hash(children), node);
@@ -77,7 +99,10 @@ fn verification_range_hash_vector() {
         raw("2cce73e063324e6e271e360c77cc780e65ab984b053bdb78220fa74f08fc77e2"),
     ];
     // The vector's raw bytes are the same hashes as the internal node vector's strings.
-    assert_eq!(hashes[0].to_hex(), "c28f58387a60d4aa200c311cda7c7f77f686614864f5869eadebf765d0a14a69");
+    assert_eq!(
+        hashes[0].to_hex(),
+        "c28f58387a60d4aa200c311cda7c7f77f686614864f5869eadebf765d0a14a69"
+    );
     assert_eq!(
         verification_hash(&hashes).to_hex(),
         "eb06a8ad81d588ac05d1d9a079232d9c1e7d0b07232fa58091caa7bf333a2768"
@@ -100,7 +125,10 @@ fn keyed_chunk_hash_is_blake3_keyed_over_raw_hash() {
     let key = chunk_hash(b"key");
     let chunk = chunk_hash(b"Hello World!");
     let expected = blake3::keyed_hash(key.as_bytes(), chunk.as_bytes());
-    assert_eq!(keyed_chunk_hash(&key, &chunk).as_bytes(), expected.as_bytes());
+    assert_eq!(
+        keyed_chunk_hash(&key, &chunk).as_bytes(),
+        expected.as_bytes()
+    );
     assert_ne!(keyed_chunk_hash(&key, &chunk), chunk);
 }
 
@@ -109,7 +137,10 @@ fn sha256_is_stored_with_words_reversed() {
     let digest: [u8; 32] = std::array::from_fn(|i| i as u8);
     let stored = sha256_as_merkle(&digest);
     // Displayed in the XET string form, the stored value reads as the usual hex digest.
-    assert_eq!(stored.to_hex(), "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
+    assert_eq!(
+        stored.to_hex(),
+        "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+    );
     assert_eq!(merkle_as_sha256(&stored), digest);
 }
 
@@ -164,7 +195,10 @@ fn reference_xorb_parses_validates_and_rebuilds_byte_identical() {
         let theirs = &reference[footer.chunk_record_range(i)];
         let mine = &ours.bytes[ours.footer.chunk_record_range(i)];
         if theirs != mine {
-            assert_ne!(theirs[4], mine[4], "chunk {i}: same scheme must give the same bytes");
+            assert_ne!(
+                theirs[4], mine[4],
+                "chunk {i}: same scheme must give the same bytes"
+            );
             differing.push(i);
         }
     }
@@ -194,7 +228,13 @@ fn sample_shard_contents() -> (Shard, XorbFooter) {
         (0..footer.num_chunks()).map(|i| (footer.chunk_hashes[i], footer.unpacked_chunk_len(i))),
         0, // as the deployed client writes it
     );
-    (Shard { files: vec![file], xorbs: vec![xorb] }, footer)
+    (
+        Shard {
+            files: vec![file],
+            xorbs: vec![xorb],
+        },
+        footer,
+    )
 }
 
 #[test]
@@ -202,12 +242,19 @@ fn reference_shard_is_reproduced_byte_identical() {
     let reference = read_vector("sample.shard");
     let (shard, _) = sample_shard_contents();
     let ours = shard.to_stored_bytes(&FooterOptions::default());
-    assert!(ours == reference, "our stored shard differs from the reference shard");
+    assert!(
+        ours == reference,
+        "our stored shard differs from the reference shard"
+    );
 
     let parsed = parse_shard(&reference).unwrap();
     assert_eq!(parsed.shard, shard);
     assert_eq!(parsed.application_id, "HFRepoMetaData");
-    assert!(parsed.lookup_problems().is_empty(), "{:?}", parsed.lookup_problems());
+    assert!(
+        parsed.lookup_problems().is_empty(),
+        "{:?}",
+        parsed.lookup_problems()
+    );
     let footer = parsed.footer.unwrap();
     assert_eq!(footer.materialized_bytes, 3 << 20);
     assert_eq!(footer.key_expiry, u64::MAX);
@@ -217,17 +264,29 @@ fn reference_shard_is_reproduced_byte_identical() {
 fn reference_shard_lookups_through_footer() {
     let (shard, xfooter) = sample_shard_contents();
     let mut file = ShardFile::open(std::io::Cursor::new(read_vector("sample.shard"))).unwrap();
-    assert_eq!(file.file(&h(SAMPLE_FILE_HASH)).unwrap().as_ref(), Some(&shard.files[0]));
+    assert_eq!(
+        file.file(&h(SAMPLE_FILE_HASH)).unwrap().as_ref(),
+        Some(&shard.files[0])
+    );
     assert_eq!(file.file(&chunk_hash(b"nope")).unwrap(), None);
-    assert_eq!(file.xorb(&h(SAMPLE_XORB)).unwrap().as_ref(), Some(&shard.xorbs[0]));
+    assert_eq!(
+        file.xorb(&h(SAMPLE_XORB)).unwrap().as_ref(),
+        Some(&shard.xorbs[0])
+    );
     for (i, ch) in xfooter.chunk_hashes.iter().enumerate() {
         assert_eq!(file.chunk(ch).unwrap(), vec![(h(SAMPLE_XORB), i as u32)]);
     }
     // A run of 5 chunks starting at chunk 10 dedups to exactly that term.
-    let (n, term) = file.dedup_query(&xfooter.chunk_hashes[10..15]).unwrap().unwrap();
+    let (n, term) = file
+        .dedup_query(&xfooter.chunk_hashes[10..15])
+        .unwrap()
+        .unwrap();
     assert_eq!(n, 5);
     assert_eq!((term.chunk_start, term.chunk_end), (10, 15));
-    assert_eq!(u64::from(term.unpacked_bytes), xfooter.unpacked_range_len(10, 15));
+    assert_eq!(
+        u64::from(term.unpacked_bytes),
+        xfooter.unpacked_range_len(10, 15)
+    );
 }
 
 #[test]
@@ -269,13 +328,13 @@ fn deployed_chunker_reference_boundaries() {
 #[test]
 fn minimum_size_boundary_patterns() {
     let pattern: [u8; 128] = [
-        154, 52, 42, 34, 159, 75, 126, 224, 70, 236, 12, 196, 79, 236, 178, 124, 127, 50, 99, 178, 44,
-        176, 174, 126, 250, 235, 205, 174, 252, 122, 35, 10, 20, 101, 214, 69, 193, 8, 115, 105, 158,
-        228, 120, 111, 136, 162, 198, 251, 211, 183, 253, 252, 164, 147, 63, 16, 186, 162, 117, 23,
-        170, 36, 205, 187, 174, 76, 210, 174, 211, 175, 12, 173, 145, 59, 2, 70, 222, 181, 159, 227,
-        182, 156, 189, 51, 226, 106, 24, 50, 183, 157, 140, 10, 8, 23, 212, 70, 10, 234, 23, 33, 219,
-        254, 39, 236, 70, 49, 191, 116, 9, 115, 15, 101, 26, 159, 165, 220, 15, 170, 56, 125, 92, 163,
-        94, 235, 38, 40, 49, 81,
+        154, 52, 42, 34, 159, 75, 126, 224, 70, 236, 12, 196, 79, 236, 178, 124, 127, 50, 99, 178,
+        44, 176, 174, 126, 250, 235, 205, 174, 252, 122, 35, 10, 20, 101, 214, 69, 193, 8, 115,
+        105, 158, 228, 120, 111, 136, 162, 198, 251, 211, 183, 253, 252, 164, 147, 63, 16, 186,
+        162, 117, 23, 170, 36, 205, 187, 174, 76, 210, 174, 211, 175, 12, 173, 145, 59, 2, 70, 222,
+        181, 159, 227, 182, 156, 189, 51, 226, 106, 24, 50, 183, 157, 140, 10, 8, 23, 212, 70, 10,
+        234, 23, 33, 219, 254, 39, 236, 70, 49, 191, 116, 9, 115, 15, 101, 26, 159, 165, 220, 15,
+        170, 56, 125, 92, 163, 94, 235, 38, 40, 49, 81,
     ];
     let make = |padding: usize| {
         let mut d = pattern.to_vec();
@@ -287,19 +346,55 @@ fn minimum_size_boundary_patterns() {
         d
     };
     let cases: [(usize, u8, [usize; 8]); 8] = [
-        (0, 236, [8256, 16448, 24640, 32832, 41024, 49216, 57408, 65536]),
-        (1, 50, [8320, 16576, 24832, 33088, 41344, 49600, 57856, 65536]),
-        (12, 252, [8324, 16584, 24844, 33104, 41364, 49624, 57884, 65536]),
-        (17, 10, [8329, 16594, 24859, 33124, 41389, 49654, 57919, 65536]),
-        (24, 124, [8272, 16480, 24688, 32896, 41104, 49312, 57520, 65536]),
-        (29, 163, [8228, 16549, 24870, 33191, 41512, 49833, 58154, 65536]),
-        (45, 105, [8195, 16499, 24803, 33107, 41411, 49715, 58019, 65536]),
-        (126, 0, [8192, 16574, 24956, 33338, 41720, 50102, 58484, 65536]),
+        (
+            0,
+            236,
+            [8256, 16448, 24640, 32832, 41024, 49216, 57408, 65536],
+        ),
+        (
+            1,
+            50,
+            [8320, 16576, 24832, 33088, 41344, 49600, 57856, 65536],
+        ),
+        (
+            12,
+            252,
+            [8324, 16584, 24844, 33104, 41364, 49624, 57884, 65536],
+        ),
+        (
+            17,
+            10,
+            [8329, 16594, 24859, 33124, 41389, 49654, 57919, 65536],
+        ),
+        (
+            24,
+            124,
+            [8272, 16480, 24688, 32896, 41104, 49312, 57520, 65536],
+        ),
+        (
+            29,
+            163,
+            [8228, 16549, 24870, 33191, 41512, 49833, 58154, 65536],
+        ),
+        (
+            45,
+            105,
+            [8195, 16499, 24803, 33107, 41411, 49715, 58019, 65536],
+        ),
+        (
+            126,
+            0,
+            [8192, 16574, 24956, 33338, 41720, 50102, 58484, 65536],
+        ),
     ];
     for (padding, sample, expected) in cases {
         let data = make(padding);
         assert_eq!(data[11111], sample, "test data for padding {padding}");
-        assert_eq!(boundaries(&chunk_lengths(&data)), expected, "padding {padding}");
+        assert_eq!(
+            boundaries(&chunk_lengths(&data)),
+            expected,
+            "padding {padding}"
+        );
     }
 }
 

@@ -248,43 +248,28 @@ async fn fetch_unit(
     };
 
     if let Some(cache) = &ctx.cache {
-        let span = crate::xet::reconstruction::ChunkRange::new(
-            pieces[0].range.start,
-            pieces[pieces.len() - 1].range.end,
-        );
+        let last = pieces[pieces.len() - 1].range.end;
+        let span = crate::xet::reconstruction::ChunkRange::new(pieces[0].range.start, last);
         if let Some(hit) = cache.get(&unit.xorb, span) {
-            match tokio::fs::File::open(&hit.path).await {
-                Ok(file) => {
-                    let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
-                    let mut reader = tokio::io::BufReader::with_capacity(256 * 1024, file);
-                    emitter.next = hit.range.start;
-                    ctx.counters
-                        .cache_paths
-                        .lock()
-                        .expect("cache paths lock")
-                        .push(hit.path.clone());
-                    match read_records(
-                        &mut reader,
-                        len,
-                        &mut emitter,
-                        None,
-                        tx,
-                        &ctx.counters.cache_bytes,
-                    )
-                    .await
-                    {
-                        Ok(()) => return Ok(()),
-                        Err(ReadError::Closed) => return Ok(()),
-                        Err(ReadError::Io(e) | ReadError::Corrupt(e)) => {
-                            tracing::warn!(
-                                "damaged chunk cache entry {}: {e}; fetching instead",
-                                hit.path.display()
-                            );
-                            cache.remove(&hit.path);
-                        }
+            // A missing file means another process evicted the entry meanwhile: a miss.
+            if let Ok(file) = tokio::fs::File::open(&hit.path).await {
+                let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
+                let mut reader = tokio::io::BufReader::with_capacity(256 * 1024, file);
+                emitter.next = hit.range.start;
+                let paths = &ctx.counters.cache_paths;
+                paths
+                    .lock()
+                    .expect("cache paths lock")
+                    .push(hit.path.clone());
+                let counter = &ctx.counters.cache_bytes;
+                match read_records(&mut reader, len, &mut emitter, None, tx, counter).await {
+                    Ok(()) | Err(ReadError::Closed) => return Ok(()),
+                    Err(ReadError::Io(e) | ReadError::Corrupt(e)) => {
+                        let path = hit.path.display();
+                        tracing::warn!("damaged chunk cache entry {path}: {e}; fetching instead");
+                        cache.remove(&hit.path);
                     }
                 }
-                Err(_) => {} // evicted meanwhile
             }
         }
     }

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use tempfile::{NamedTempFile, TempPath};
 
 use crate::client::error::{ClientError, Result};
+use crate::xet::compression::{bg4_recommended, CompressionScheme};
 use crate::xet::xorb::{ChunkHeader, CompressedChunk, XorbFooter};
 use crate::xet::MerkleHash;
 
@@ -110,16 +111,38 @@ impl XorbFile {
     }
 }
 
+/// Bytes sampled to decide whether a chunk is worth compressing.
+const PROBE_LEN: usize = 4096;
+
+/// Compresses one chunk. The spec lets a client choose any scheme; ours is the deployed
+/// client's rule, except that a chunk whose first 4 KiB neither LZ4 nor byte grouping would
+/// shrink is stored as is without trying the whole chunk. Random or already compressed data
+/// then costs a 4 KiB probe instead of a full LZ4 pass (most of the upload CPU otherwise).
+/// The xorb hash depends only on the chunks, never on how they are stored.
+pub fn compress_chunk(hash: MerkleHash, data: &[u8]) -> CompressedChunk {
+    if data.len() > 2 * PROBE_LEN {
+        let sample = &data[..PROBE_LEN];
+        let incompressible = !bg4_recommended(sample)
+            && lz4_flex::block::compress(sample).len() * 100 >= sample.len() * 97;
+        if incompressible {
+            return CompressedChunk {
+                hash,
+                uncompressed_len: data.len() as u32,
+                scheme: CompressionScheme::None,
+                stored: data.to_vec(),
+            };
+        }
+    }
+    CompressedChunk::new(hash, data)
+}
+
 /// Compresses chunks on all cores, keeping their order.
 pub fn compress_parallel(chunks: &[(MerkleHash, Bytes)]) -> Vec<CompressedChunk> {
     let workers = thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(1, 8);
     if chunks.len() < 2 || workers == 1 {
-        return chunks
-            .iter()
-            .map(|(h, d)| CompressedChunk::new(*h, d))
-            .collect();
+        return chunks.iter().map(|(h, d)| compress_chunk(*h, d)).collect();
     }
     let per = chunks.len().div_ceil(workers);
     thread::scope(|scope| {
@@ -128,7 +151,7 @@ pub fn compress_parallel(chunks: &[(MerkleHash, Bytes)]) -> Vec<CompressedChunk>
             .map(|part| {
                 scope.spawn(move || {
                     part.iter()
-                        .map(|(h, d)| CompressedChunk::new(*h, d))
+                        .map(|(h, d)| compress_chunk(*h, d))
                         .collect::<Vec<_>>()
                 })
             })
@@ -286,6 +309,44 @@ mod tests {
             assert_eq!(staged.num_chunks, 50);
         }
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn incompressible_chunks_are_stored_raw_and_others_compressed_as_deployed() {
+        let random = crate::xet::compression::bg4_split(
+            &(0..60_000u32)
+                .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+                .collect::<Vec<_>>(),
+        );
+        let mut state = 7u64;
+        let noise: Vec<u8> = (0..60_000)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 56) as u8
+            })
+            .collect();
+        let c = compress_chunk(chunk_hash(&noise), &noise);
+        assert_eq!(c.scheme, CompressionScheme::None);
+        assert_eq!(c.stored, noise);
+        let text = b"all work and no play makes jack a dull boy ".repeat(1500);
+        assert_eq!(
+            compress_chunk(chunk_hash(&text), &text),
+            CompressedChunk::from_data(&text)
+        );
+        assert_eq!(
+            compress_chunk(chunk_hash(&random), &random),
+            CompressedChunk::from_data(&random)
+        );
+        // Compressible after a random start: stored raw, still a valid choice.
+        let mut mixed = noise[..5000].to_vec();
+        mixed.extend_from_slice(&text[..50_000]);
+        let c = compress_chunk(chunk_hash(&mixed), &mixed);
+        let mut back = Vec::new();
+        crate::xet::compression::decompress_into(c.scheme, &c.stored, mixed.len(), &mut back)
+            .unwrap();
+        assert_eq!(back, mixed);
     }
 
     #[test]

@@ -39,7 +39,10 @@ pub fn parse_shard(bytes: &[u8]) -> Result<ParsedShard> {
 
 /// Reads one shard from a stream, front to back, and checks that the stream ends with it.
 pub fn read_shard<R: Read>(reader: &mut R) -> Result<ParsedShard> {
-    let mut r = Records { inner: reader, pos: 0 };
+    let mut r = Records {
+        inner: reader,
+        pos: 0,
+    };
     let (application_id, footer_size) = r.header()?;
     let mut shard = Shard::new();
     while let Some(file) = r.file_block()? {
@@ -60,7 +63,12 @@ pub fn read_shard<R: Read>(reader: &mut R) -> Result<ParsedShard> {
         (Some(footer), Some(lookups))
     };
     r.expect_end()?;
-    Ok(ParsedShard { shard, application_id, footer, lookups })
+    Ok(ParsedShard {
+        shard,
+        application_id,
+        footer,
+        lookups,
+    })
 }
 
 /// A stream of 48-byte records with its position, for error messages.
@@ -78,7 +86,10 @@ impl<R: Read> Records<'_, R> {
         let mut buf = [0u8; N];
         self.inner.read_exact(&mut buf).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                shard_err(format!("truncated: {what} at offset {} is incomplete", self.pos))
+                shard_err(format!(
+                    "truncated: {what} at offset {} is incomplete",
+                    self.pos
+                ))
             } else {
                 shard_err(format!("reading {what} at offset {}: {e}", self.pos))
             }
@@ -90,7 +101,9 @@ impl<R: Read> Records<'_, R> {
     fn header(&mut self) -> Result<(String, u64)> {
         let h: [u8; SHARD_HEADER_LEN] = self.read("header")?;
         if h[14..32] != SHARD_HEADER_TAG[14..32] {
-            return Err(shard_err("not a shard: the magic tag does not match".into()));
+            return Err(shard_err(
+                "not a shard: the magic tag does not match".into(),
+            ));
         }
         let version = u64::from_le_bytes(h[32..40].try_into().expect("8 bytes"));
         if version != SHARD_HEADER_VERSION {
@@ -157,7 +170,13 @@ impl<R: Read> Records<'_, R> {
                     "file {file_hash} declares {n} terms but the section ends after {i}"
                 )));
             }
-            terms.push(FileTerm { xorb_hash, cas_flags, unpacked_bytes, chunk_start, chunk_end });
+            terms.push(FileTerm {
+                xorb_hash,
+                cas_flags,
+                unpacked_bytes,
+                chunk_start,
+                chunk_end,
+            });
         }
         let verification = if flags & FILE_FLAG_WITH_VERIFICATION != 0 {
             let mut hashes = Vec::new();
@@ -173,7 +192,12 @@ impl<R: Read> Records<'_, R> {
         } else {
             None
         };
-        Ok(Some(FileInfo { file_hash, terms, verification, sha256 }))
+        Ok(Some(FileInfo {
+            file_hash,
+            terms,
+            verification,
+            sha256,
+        }))
     }
 
     /// Reads a CAS block, or `None` at the section's bookend.
@@ -182,13 +206,17 @@ impl<R: Read> Records<'_, R> {
         let (xorb_hash, [cas_flags, n, num_bytes_in_xorb, num_bytes_on_disk]) =
             self.record("xorb header")?;
         if xorb_hash == MerkleHash::BOOKEND {
-            self.check_bookend([cas_flags, n, num_bytes_in_xorb, num_bytes_on_disk], "CAS section")?;
+            self.check_bookend(
+                [cas_flags, n, num_bytes_in_xorb, num_bytes_on_disk],
+                "CAS section",
+            )?;
             return Ok(None);
         }
         let mut chunks = Vec::new();
         let mut expected_start = 0u64;
         for i in 0..n {
-            let (chunk_hash, [byte_range_start, unpacked_bytes, flags, _]) = self.record("xorb chunk")?;
+            let (chunk_hash, [byte_range_start, unpacked_bytes, flags, _]) =
+                self.record("xorb chunk")?;
             if chunk_hash == MerkleHash::BOOKEND {
                 return Err(shard_err(format!(
                     "xorb {xorb_hash} at offset {at} declares {n} chunks but the section ends after {i}"
@@ -200,14 +228,25 @@ impl<R: Read> Records<'_, R> {
                 )));
             }
             expected_start += u64::from(unpacked_bytes);
-            chunks.push(XorbChunk { chunk_hash, byte_range_start, unpacked_bytes, flags });
+            chunks.push(XorbChunk {
+                chunk_hash,
+                byte_range_start,
+                unpacked_bytes,
+                flags,
+            });
         }
         if expected_start != u64::from(num_bytes_in_xorb) {
             return Err(shard_err(format!(
                 "xorb {xorb_hash}: chunks total {expected_start} bytes but the header says {num_bytes_in_xorb}"
             )));
         }
-        Ok(Some(XorbBlock { xorb_hash, cas_flags, num_bytes_in_xorb, num_bytes_on_disk, chunks }))
+        Ok(Some(XorbBlock {
+            xorb_hash,
+            cas_flags,
+            num_bytes_in_xorb,
+            num_bytes_on_disk,
+            chunks,
+        }))
     }
 
     fn lookups(&mut self, shard: &Shard) -> Result<ShardLookups> {
@@ -239,7 +278,10 @@ impl<R: Read> Records<'_, R> {
         let mut probe = [0u8; 1];
         match self.inner.read(&mut probe) {
             Ok(0) => Ok(()),
-            Ok(_) => Err(shard_err(format!("unexpected bytes after the shard's end at offset {}", self.pos))),
+            Ok(_) => Err(shard_err(format!(
+                "unexpected bytes after the shard's end at offset {}",
+                self.pos
+            ))),
             Err(e) => Err(shard_err(format!("reading past offset {}: {e}", self.pos))),
         }
     }
@@ -291,19 +333,41 @@ fn check_footer(
     let file_lookup_end = f.file_lookup_offset + 12 * f.file_lookup_num_entries;
     let cas_lookup_end = f.cas_lookup_offset + 12 * f.cas_lookup_num_entries;
     let expected = [
-        ("file info offset", f.file_info_offset, SHARD_HEADER_LEN as u64),
+        (
+            "file info offset",
+            f.file_info_offset,
+            SHARD_HEADER_LEN as u64,
+        ),
         ("CAS info offset", f.cas_info_offset, files_end),
         ("file lookup offset", f.file_lookup_offset, xorbs_end),
-        ("file lookup entries", f.file_lookup_num_entries, lookups.files.len() as u64),
+        (
+            "file lookup entries",
+            f.file_lookup_num_entries,
+            lookups.files.len() as u64,
+        ),
         ("CAS lookup offset", f.cas_lookup_offset, file_lookup_end),
-        ("CAS lookup entries", f.cas_lookup_num_entries, lookups.xorbs.len() as u64),
+        (
+            "CAS lookup entries",
+            f.cas_lookup_num_entries,
+            lookups.xorbs.len() as u64,
+        ),
         ("chunk lookup offset", f.chunk_lookup_offset, cas_lookup_end),
-        ("chunk lookup entries", f.chunk_lookup_num_entries, lookups.chunks.len() as u64),
-        ("footer offset", f.footer_offset, end - SHARD_FOOTER_LEN as u64),
+        (
+            "chunk lookup entries",
+            f.chunk_lookup_num_entries,
+            lookups.chunks.len() as u64,
+        ),
+        (
+            "footer offset",
+            f.footer_offset,
+            end - SHARD_FOOTER_LEN as u64,
+        ),
     ];
     for (what, got, want) in expected {
         if got != want {
-            return Err(shard_err(format!("footer {what} is {got}, the shard's layout says {want}")));
+            return Err(shard_err(format!(
+                "footer {what} is {got}, the shard's layout says {want}"
+            )));
         }
     }
     Ok(())
@@ -313,7 +377,9 @@ impl ParsedShard {
     /// Problems with the lookup tables: order, counts, and whether each entry points at a
     /// record with the hash it claims. Empty when consistent (or when there are none).
     pub fn lookup_problems(&self) -> Vec<String> {
-        let Some(lookups) = &self.lookups else { return Vec::new() };
+        let Some(lookups) = &self.lookups else {
+            return Vec::new();
+        };
         let mut problems = Vec::new();
         let mut file_at = std::collections::HashMap::new();
         let mut index = 0u32;
@@ -339,13 +405,17 @@ impl ParsedShard {
         for (k, (key, idx)) in lookups.files.iter().enumerate() {
             match file_at.get(idx) {
                 Some(h) if h.truncated() == *key => {}
-                _ => problems.push(format!("file lookup entry {k} ({key:#018x} -> {idx}) points at no matching file")),
+                _ => problems.push(format!(
+                    "file lookup entry {k} ({key:#018x} -> {idx}) points at no matching file"
+                )),
             }
         }
         for (k, (key, idx)) in lookups.xorbs.iter().enumerate() {
             match xorb_at.get(idx) {
                 Some(x) if x.xorb_hash.truncated() == *key => {}
-                _ => problems.push(format!("CAS lookup entry {k} ({key:#018x} -> {idx}) points at no matching xorb")),
+                _ => problems.push(format!(
+                    "CAS lookup entry {k} ({key:#018x} -> {idx}) points at no matching xorb"
+                )),
             }
         }
         for (k, (key, idx, chunk)) in lookups.chunks.iter().enumerate() {
@@ -367,7 +437,8 @@ impl ParsedShard {
         if xorbs.len() != self.shard.xorbs.len() {
             problems.push("CAS lookup table does not cover every xorb exactly once".into());
         }
-        let chunks: std::collections::HashSet<(u32, u32)> = lookups.chunks.iter().map(|e| (e.1, e.2)).collect();
+        let chunks: std::collections::HashSet<(u32, u32)> =
+            lookups.chunks.iter().map(|e| (e.1, e.2)).collect();
         let total: usize = self.shard.xorbs.iter().map(|x| x.chunks.len()).sum();
         if chunks.len() != total {
             problems.push("chunk lookup table does not cover every chunk exactly once".into());

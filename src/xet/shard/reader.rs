@@ -22,14 +22,20 @@ fn err(msg: String) -> CoreError {
 impl<R: Read + Seek> ShardFile<R> {
     /// Reads and checks the header and footer; the sections are read on demand.
     pub fn open(mut reader: R) -> Result<Self> {
-        let len = reader.seek(SeekFrom::End(0)).map_err(|e| err(format!("seek: {e}")))?;
+        let len = reader
+            .seek(SeekFrom::End(0))
+            .map_err(|e| err(format!("seek: {e}")))?;
         let min = (SHARD_HEADER_LEN + 2 * SHARD_RECORD_LEN + SHARD_FOOTER_LEN) as u64;
         if len < min {
             return Err(err(format!("{len} bytes is too short for a stored shard")));
         }
-        reader.seek(SeekFrom::Start(0)).map_err(|e| err(format!("seek: {e}")))?;
+        reader
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| err(format!("seek: {e}")))?;
         let mut header = [0u8; SHARD_HEADER_LEN];
-        reader.read_exact(&mut header).map_err(|e| err(format!("reading header: {e}")))?;
+        reader
+            .read_exact(&mut header)
+            .map_err(|e| err(format!("reading header: {e}")))?;
         if header[14..32] != SHARD_HEADER_TAG[14..32] {
             return Err(err("not a shard: the magic tag does not match".into()));
         }
@@ -39,25 +45,40 @@ impl<R: Read + Seek> ShardFile<R> {
             return Err(err(format!("unsupported shard header version {version}")));
         }
         if footer_size != SHARD_FOOTER_LEN as u64 {
-            return Err(err("shard has no footer; only stored shards support lookups".into()));
+            return Err(err(
+                "shard has no footer; only stored shards support lookups".into(),
+            ));
         }
         reader
             .seek(SeekFrom::Start(len - SHARD_FOOTER_LEN as u64))
             .map_err(|e| err(format!("seek: {e}")))?;
         let mut raw = [0u8; SHARD_FOOTER_LEN];
-        reader.read_exact(&mut raw).map_err(|e| err(format!("reading footer: {e}")))?;
+        reader
+            .read_exact(&mut raw)
+            .map_err(|e| err(format!("reading footer: {e}")))?;
         let footer = decode_footer(&raw);
         let f = &footer;
         let in_order = f.version == SHARD_FOOTER_VERSION
             && f.file_info_offset == SHARD_HEADER_LEN as u64
             && f.file_info_offset < f.cas_info_offset
             && f.cas_info_offset < f.file_lookup_offset
-            && f.file_lookup_num_entries.checked_mul(12).map(|n| f.file_lookup_offset + n) == Some(f.cas_lookup_offset)
-            && f.cas_lookup_num_entries.checked_mul(12).map(|n| f.cas_lookup_offset + n) == Some(f.chunk_lookup_offset)
-            && f.chunk_lookup_num_entries.checked_mul(16).map(|n| f.chunk_lookup_offset + n) == Some(f.footer_offset)
+            && f.file_lookup_num_entries
+                .checked_mul(12)
+                .map(|n| f.file_lookup_offset + n)
+                == Some(f.cas_lookup_offset)
+            && f.cas_lookup_num_entries
+                .checked_mul(12)
+                .map(|n| f.cas_lookup_offset + n)
+                == Some(f.chunk_lookup_offset)
+            && f.chunk_lookup_num_entries
+                .checked_mul(16)
+                .map(|n| f.chunk_lookup_offset + n)
+                == Some(f.footer_offset)
             && f.footer_offset == len - SHARD_FOOTER_LEN as u64;
         if !in_order {
-            return Err(err("shard footer offsets are inconsistent with the file".into()));
+            return Err(err(
+                "shard footer offsets are inconsistent with the file".into()
+            ));
         }
         Ok(ShardFile { reader, footer })
     }
@@ -73,14 +94,18 @@ impl<R: Read + Seek> ShardFile<R> {
     }
 
     fn seek(&mut self, pos: u64) -> Result<()> {
-        self.reader.seek(SeekFrom::Start(pos)).map_err(|e| err(format!("seek: {e}")))?;
+        self.reader
+            .seek(SeekFrom::Start(pos))
+            .map_err(|e| err(format!("seek: {e}")))?;
         Ok(())
     }
 
     fn read_array<const N: usize>(&mut self, pos: u64) -> Result<[u8; N]> {
         self.seek(pos)?;
         let mut buf = [0u8; N];
-        self.reader.read_exact(&mut buf).map_err(|e| err(format!("read at {pos}: {e}")))?;
+        self.reader
+            .read_exact(&mut buf)
+            .map_err(|e| err(format!("read at {pos}: {e}")))?;
         Ok(buf)
     }
 
@@ -113,10 +138,18 @@ impl<R: Read + Seek> ShardFile<R> {
     /// The file with this hash, if the shard has it.
     pub fn file(&mut self, file_hash: &MerkleHash) -> Result<Option<FileInfo>> {
         let f = self.footer.clone();
-        for i in self.search(f.file_lookup_offset, f.file_lookup_num_entries, 12, file_hash.truncated())? {
+        for i in self.search(
+            f.file_lookup_offset,
+            f.file_lookup_num_entries,
+            12,
+            file_hash.truncated(),
+        )? {
             let record = self.entry_u32(f.file_lookup_offset + i * 12 + 8)?;
             self.seek(f.file_info_offset + SHARD_RECORD_LEN as u64 * u64::from(record))?;
-            let mut records = Records { inner: &mut self.reader, pos: 0 };
+            let mut records = Records {
+                inner: &mut self.reader,
+                pos: 0,
+            };
             if let Some(file) = records.file_block()? {
                 if file.file_hash == *file_hash {
                     return Ok(Some(file));
@@ -129,7 +162,12 @@ impl<R: Read + Seek> ShardFile<R> {
     /// The xorb with this hash, if the shard describes it.
     pub fn xorb(&mut self, xorb_hash: &MerkleHash) -> Result<Option<XorbBlock>> {
         let f = self.footer.clone();
-        for i in self.search(f.cas_lookup_offset, f.cas_lookup_num_entries, 12, xorb_hash.truncated())? {
+        for i in self.search(
+            f.cas_lookup_offset,
+            f.cas_lookup_num_entries,
+            12,
+            xorb_hash.truncated(),
+        )? {
             let record = self.entry_u32(f.cas_lookup_offset + i * 12 + 8)?;
             if let Some(block) = self.xorb_at(record)? {
                 if block.xorb_hash == *xorb_hash {
@@ -144,7 +182,11 @@ impl<R: Read + Seek> ShardFile<R> {
         let f = &self.footer;
         let pos = f.cas_info_offset + SHARD_RECORD_LEN as u64 * u64::from(record);
         self.seek(pos)?;
-        Records { inner: &mut self.reader, pos }.xorb_block()
+        Records {
+            inner: &mut self.reader,
+            pos,
+        }
+        .xorb_block()
     }
 
     /// Where a chunk is stored: (xorb hash, chunk index) for every xorb holding it. The hash
@@ -153,11 +195,20 @@ impl<R: Read + Seek> ShardFile<R> {
         let stored = self.stored_chunk_hash(chunk_hash);
         let f = self.footer.clone();
         let mut found = Vec::new();
-        for i in self.search(f.chunk_lookup_offset, f.chunk_lookup_num_entries, 16, stored.truncated())? {
+        for i in self.search(
+            f.chunk_lookup_offset,
+            f.chunk_lookup_num_entries,
+            16,
+            stored.truncated(),
+        )? {
             let record = self.entry_u32(f.chunk_lookup_offset + i * 16 + 8)?;
             let index = self.entry_u32(f.chunk_lookup_offset + i * 16 + 12)?;
             if let Some(block) = self.xorb_at(record)? {
-                if block.chunks.get(index as usize).is_some_and(|c| c.chunk_hash == stored) {
+                if block
+                    .chunks
+                    .get(index as usize)
+                    .is_some_and(|c| c.chunk_hash == stored)
+                {
                     found.push((block.xorb_hash, index));
                 }
             }
@@ -176,11 +227,18 @@ impl<R: Read + Seek> ShardFile<R> {
 
     /// Longest run of `chunk_hashes` (from the first) stored consecutively in one xorb, as a
     /// term: the number of chunks matched and the term that references them.
-    pub fn dedup_query(&mut self, chunk_hashes: &[MerkleHash]) -> Result<Option<(usize, FileTerm)>> {
-        let Some(first) = chunk_hashes.first() else { return Ok(None) };
+    pub fn dedup_query(
+        &mut self,
+        chunk_hashes: &[MerkleHash],
+    ) -> Result<Option<(usize, FileTerm)>> {
+        let Some(first) = chunk_hashes.first() else {
+            return Ok(None);
+        };
         let mut best: Option<(usize, FileTerm)> = None;
         for (xorb_hash, start) in self.chunk(first)? {
-            let Some(block) = self.xorb(&xorb_hash)? else { continue };
+            let Some(block) = self.xorb(&xorb_hash)? else {
+                continue;
+            };
             let mut matched = 0usize;
             let mut bytes = 0u32;
             for (k, query) in chunk_hashes.iter().enumerate() {

@@ -95,12 +95,23 @@ impl XorbBlock {
         let chunks: Vec<XorbChunk> = chunks
             .into_iter()
             .map(|(chunk_hash, size)| {
-                let c = XorbChunk { chunk_hash, byte_range_start: offset, unpacked_bytes: size, flags: 0 };
+                let c = XorbChunk {
+                    chunk_hash,
+                    byte_range_start: offset,
+                    unpacked_bytes: size,
+                    flags: 0,
+                };
                 offset += size;
                 c
             })
             .collect();
-        XorbBlock { xorb_hash, cas_flags: 0, num_bytes_in_xorb: offset, num_bytes_on_disk, chunks }
+        XorbBlock {
+            xorb_hash,
+            cas_flags: 0,
+            num_bytes_in_xorb: offset,
+            num_bytes_on_disk,
+            chunks,
+        }
     }
 
     pub fn num_records(&self) -> usize {
@@ -156,10 +167,16 @@ impl Shard {
 
     /// Sum of xorbs' uncompressed sizes.
     pub fn stored_bytes(&self) -> u64 {
-        self.xorbs.iter().map(|x| u64::from(x.num_bytes_in_xorb)).sum()
+        self.xorbs
+            .iter()
+            .map(|x| u64::from(x.num_bytes_in_xorb))
+            .sum()
     }
 
     pub fn stored_bytes_on_disk(&self) -> u64 {
-        self.xorbs.iter().map(|x| u64::from(x.num_bytes_on_disk)).sum()
+        self.xorbs
+            .iter()
+            .map(|x| u64::from(x.num_bytes_on_disk))
+            .sum()
     }
 }

@@ -15,7 +15,11 @@ pub struct FooterOptions {
 
 impl Default for FooterOptions {
     fn default() -> Self {
-        FooterOptions { chunk_hash_key: MerkleHash::ZERO, creation_timestamp: 0, key_expiry: u64::MAX }
+        FooterOptions {
+            chunk_hash_key: MerkleHash::ZERO,
+            creation_timestamp: 0,
+            key_expiry: u64::MAX,
+        }
     }
 }
 
@@ -123,9 +127,17 @@ fn write_files(out: &mut Vec<u8>, files: &[&FileInfo]) -> Vec<(u64, u32)> {
     let mut index = 0u32;
     for file in files {
         lookup.push((file.file_hash.truncated(), index));
-        put_record(out, &file.file_hash, [file.flags(), file.terms.len() as u32, 0, 0]);
+        put_record(
+            out,
+            &file.file_hash,
+            [file.flags(), file.terms.len() as u32, 0, 0],
+        );
         for t in &file.terms {
-            put_record(out, &t.xorb_hash, [t.cas_flags, t.unpacked_bytes, t.chunk_start, t.chunk_end]);
+            put_record(
+                out,
+                &t.xorb_hash,
+                [t.cas_flags, t.unpacked_bytes, t.chunk_start, t.chunk_end],
+            );
         }
         if let Some(verification) = &file.verification {
             for hash in verification {
@@ -154,10 +166,19 @@ fn write_xorbs(out: &mut Vec<u8>, xorbs: &[&XorbBlock]) -> (CasLookup, ChunkLook
         put_record(
             out,
             &xorb.xorb_hash,
-            [xorb.cas_flags, xorb.chunks.len() as u32, xorb.num_bytes_in_xorb, xorb.num_bytes_on_disk],
+            [
+                xorb.cas_flags,
+                xorb.chunks.len() as u32,
+                xorb.num_bytes_in_xorb,
+                xorb.num_bytes_on_disk,
+            ],
         );
         for (i, c) in xorb.chunks.iter().enumerate() {
-            put_record(out, &c.chunk_hash, [c.byte_range_start, c.unpacked_bytes, c.flags, 0]);
+            put_record(
+                out,
+                &c.chunk_hash,
+                [c.byte_range_start, c.unpacked_bytes, c.flags, 0],
+            );
             chunk_lookup.push((c.chunk_hash.truncated(), index, i as u32));
         }
         index += xorb.num_records() as u32;

@@ -25,7 +25,12 @@ impl CompressedChunk {
             "chunks are 1..=128 KiB"
         );
         let (scheme, stored) = compress(data);
-        CompressedChunk { hash, uncompressed_len: data.len() as u32, scheme, stored }
+        CompressedChunk {
+            hash,
+            uncompressed_len: data.len() as u32,
+            scheme,
+            stored,
+        }
     }
 
     /// Hashes and compresses `data`.
@@ -107,7 +112,11 @@ impl XorbBuilder {
                 MAX_XORB_SIZE
             )));
         }
-        let header = ChunkHeader::new(chunk.scheme, chunk.stored.len(), chunk.uncompressed_len as usize);
+        let header = ChunkHeader::new(
+            chunk.scheme,
+            chunk.stored.len(),
+            chunk.uncompressed_len as usize,
+        );
         self.data.extend_from_slice(&header.to_bytes());
         self.data.extend_from_slice(&chunk.stored);
         self.footer.chunk_hashes.push(chunk.hash);
@@ -126,10 +135,17 @@ impl XorbBuilder {
 
     /// Computes the xorb hash and writes the footer.
     pub fn finish(self) -> SerializedXorb {
-        let XorbBuilder { mut data, mut footer } = self;
+        let XorbBuilder {
+            mut data,
+            mut footer,
+        } = self;
         footer.hash = footer.computed_hash();
         data.reserve_exact(XorbFooter::encoded_len(footer.num_chunks()) + 4);
         footer.write_to(&mut data);
-        SerializedXorb { hash: footer.hash, bytes: data, footer }
+        SerializedXorb {
+            hash: footer.hash,
+            bytes: data,
+            footer,
+        }
     }
 }

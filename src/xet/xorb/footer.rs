@@ -50,13 +50,21 @@ impl XorbFooter {
 
     /// Byte range of chunk `i`'s record in the serialized xorb.
     pub fn chunk_record_range(&self, i: usize) -> std::ops::Range<usize> {
-        let start = if i == 0 { 0 } else { self.chunk_ends[i - 1] as usize };
+        let start = if i == 0 {
+            0
+        } else {
+            self.chunk_ends[i - 1] as usize
+        };
         start..self.chunk_ends[i] as usize
     }
 
     /// Byte range of the records of chunks `start..end` (end exclusive).
     pub fn records_range(&self, start: usize, end: usize) -> std::ops::Range<usize> {
-        let from = if start == 0 { 0 } else { self.chunk_ends[start - 1] as usize };
+        let from = if start == 0 {
+            0
+        } else {
+            self.chunk_ends[start - 1] as usize
+        };
         from..self.chunk_ends[end - 1] as usize
     }
 
@@ -67,7 +75,11 @@ impl XorbFooter {
 
     /// Uncompressed size of chunks `start..end`.
     pub fn unpacked_range_len(&self, start: usize, end: usize) -> u64 {
-        let from = if start == 0 { 0 } else { self.unpacked_ends[start - 1] };
+        let from = if start == 0 {
+            0
+        } else {
+            self.unpacked_ends[start - 1]
+        };
         u64::from(self.unpacked_ends[end - 1] - from)
     }
 
@@ -134,7 +146,9 @@ impl XorbFooter {
         let err = |msg: String| CoreError::Xorb(msg);
         let total = xorb.len();
         let Some(trailer) = xorb.last_chunk::<4>() else {
-            return Err(err(format!("{total} bytes is too short to hold a footer length")));
+            return Err(err(format!(
+                "{total} bytes is too short to hold a footer length"
+            )));
         };
         let info_len = u32::from_le_bytes(*trailer) as usize;
         if info_len < FIXED_LEN || info_len > total - 4 {
@@ -144,7 +158,10 @@ impl XorbFooter {
         }
         let data_len = total - 4 - info_len;
         let footer = &xorb[data_len..total - 4];
-        let mut r = Reader { bytes: footer, pos: 0 };
+        let mut r = Reader {
+            bytes: footer,
+            pos: 0,
+        };
 
         r.ident(IDENT, "footer")?;
         r.version(VERSION, "footer")?;
@@ -156,7 +173,9 @@ impl XorbFooter {
             return Err(err("xorb has no chunks".into()));
         }
         if n > MAX_XORB_CHUNKS {
-            return Err(err(format!("{n} chunks exceeds the limit of {MAX_XORB_CHUNKS}")));
+            return Err(err(format!(
+                "{n} chunks exceeds the limit of {MAX_XORB_CHUNKS}"
+            )));
         }
         if Self::encoded_len(n) != info_len {
             return Err(err(format!(
@@ -179,7 +198,9 @@ impl XorbFooter {
         let hashes_from_end = r.u32() as usize;
         let boundaries_from_end = r.u32() as usize;
         if n_trailer != n {
-            return Err(err(format!("footer trailer has {n_trailer} chunks, hash section {n}")));
+            return Err(err(format!(
+                "footer trailer has {n_trailer} chunks, hash section {n}"
+            )));
         }
         if hashes_from_end != info_len - 40 {
             return Err(err(format!(
@@ -197,7 +218,9 @@ impl XorbFooter {
         let mut prev = 0u32;
         for (i, &end) in chunk_ends.iter().enumerate() {
             let min_span = (CHUNK_HEADER_LEN + 1) as u32;
-            if end < prev.saturating_add(min_span) || end - prev > (CHUNK_HEADER_LEN + MAX_CHUNK_SIZE) as u32 {
+            if end < prev.saturating_add(min_span)
+                || end - prev > (CHUNK_HEADER_LEN + MAX_CHUNK_SIZE) as u32
+            {
                 return Err(err(format!(
                     "chunk {i} boundary {end} after {prev} is not a valid record size"
                 )));
@@ -219,7 +242,12 @@ impl XorbFooter {
             prev = end;
         }
 
-        Ok(XorbFooter { hash, chunk_hashes, chunk_ends, unpacked_ends })
+        Ok(XorbFooter {
+            hash,
+            chunk_hashes,
+            chunk_ends,
+            unpacked_ends,
+        })
     }
 }
 
@@ -231,7 +259,9 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take<const N: usize>(&mut self) -> [u8; N] {
-        let out = self.bytes[self.pos..self.pos + N].try_into().expect("length checked");
+        let out = self.bytes[self.pos..self.pos + N]
+            .try_into()
+            .expect("length checked");
         self.pos += N;
         out
     }
@@ -259,7 +289,9 @@ impl Reader<'_> {
     fn version(&mut self, expected: u8, what: &str) -> Result<()> {
         let [got] = self.take();
         if got != expected {
-            return Err(CoreError::Xorb(format!("unknown {what} version {got} (expected {expected})")));
+            return Err(CoreError::Xorb(format!(
+                "unknown {what} version {got} (expected {expected})"
+            )));
         }
         Ok(())
     }

@@ -30,14 +30,25 @@ impl ChunkHeader {
     pub fn to_bytes(&self) -> [u8; CHUNK_HEADER_LEN] {
         let c = self.compressed_len.to_le_bytes();
         let u = self.uncompressed_len.to_le_bytes();
-        [self.version, c[0], c[1], c[2], self.scheme as u8, u[0], u[1], u[2]]
+        [
+            self.version,
+            c[0],
+            c[1],
+            c[2],
+            self.scheme as u8,
+            u[0],
+            u[1],
+            u[2],
+        ]
     }
 
     /// Parses and validates a header; `remaining` is how many bytes follow it.
     pub fn parse(bytes: &[u8; CHUNK_HEADER_LEN], remaining: usize) -> Result<Self> {
         let version = bytes[0];
         if version != CHUNK_HEADER_VERSION {
-            return Err(CoreError::Xorb(format!("unknown chunk header version {version}")));
+            return Err(CoreError::Xorb(format!(
+                "unknown chunk header version {version}"
+            )));
         }
         let compressed_len = u32::from_le_bytes([bytes[1], bytes[2], bytes[3], 0]);
         let uncompressed_len = u32::from_le_bytes([bytes[5], bytes[6], bytes[7], 0]);
@@ -58,7 +69,12 @@ impl ChunkHeader {
                 "chunk declares {compressed_len} stored bytes but only {remaining} remain"
             )));
         }
-        Ok(ChunkHeader { version, compressed_len, scheme, uncompressed_len })
+        Ok(ChunkHeader {
+            version,
+            compressed_len,
+            scheme,
+            uncompressed_len,
+        })
     }
 }
 
@@ -100,7 +116,11 @@ pub struct ChunkRecords<'a> {
 
 impl<'a> ChunkRecords<'a> {
     pub fn new(bytes: &'a [u8]) -> Self {
-        ChunkRecords { bytes, offset: 0, failed: false }
+        ChunkRecords {
+            bytes,
+            offset: 0,
+            failed: false,
+        }
     }
 
     /// Offset of the next record within the buffer.
@@ -129,7 +149,10 @@ impl<'a> Iterator for ChunkRecords<'a> {
             Ok(h) => h,
             Err(CoreError::Xorb(e)) => {
                 self.failed = true;
-                return Some(Err(CoreError::Xorb(format!("chunk at offset {}: {e}", self.offset))));
+                return Some(Err(CoreError::Xorb(format!(
+                    "chunk at offset {}: {e}",
+                    self.offset
+                ))));
             }
             Err(e) => {
                 self.failed = true;
@@ -137,7 +160,10 @@ impl<'a> Iterator for ChunkRecords<'a> {
             }
         };
         let end = CHUNK_HEADER_LEN + header.compressed_len as usize;
-        let record = ChunkRecord { header, stored: &rest[CHUNK_HEADER_LEN..end] };
+        let record = ChunkRecord {
+            header,
+            stored: &rest[CHUNK_HEADER_LEN..end],
+        };
         self.offset += end;
         Some(Ok(record))
     }

@@ -48,7 +48,12 @@ pub fn validate_xorb(xorb: &[u8]) -> Result<XorbFooter> {
 
 /// Decompressed bytes of chunks `start..end` (end exclusive), decoding only those chunks:
 /// the footer's boundary offsets locate them directly.
-pub fn extract_chunks(xorb: &[u8], footer: &XorbFooter, start: usize, end: usize) -> Result<Vec<u8>> {
+pub fn extract_chunks(
+    xorb: &[u8],
+    footer: &XorbFooter,
+    start: usize,
+    end: usize,
+) -> Result<Vec<u8>> {
     if start >= end || end > footer.num_chunks() {
         return Err(CoreError::Xorb(format!(
             "chunk range {start}..{end} is not within 0..{}",
@@ -61,9 +66,13 @@ pub fn extract_chunks(xorb: &[u8], footer: &XorbFooter, start: usize, end: usize
         let i = start + k;
         let record = record.map_err(|e| CoreError::Xorb(format!("chunk {i}: {e}")))?;
         if record.header.uncompressed_len != footer.unpacked_chunk_len(i) {
-            return Err(CoreError::Xorb(format!("chunk {i} size disagrees with the footer")));
+            return Err(CoreError::Xorb(format!(
+                "chunk {i} size disagrees with the footer"
+            )));
         }
-        record.decode_into(&mut out).map_err(|e| CoreError::Xorb(format!("chunk {i}: {e}")))?;
+        record
+            .decode_into(&mut out)
+            .map_err(|e| CoreError::Xorb(format!("chunk {i}: {e}")))?;
     }
     Ok(out)
 }
@@ -114,7 +123,11 @@ pub fn inspect_xorb(xorb: &[u8]) -> Result<XorbReport> {
                     && record.header.uncompressed_len == footer.unpacked_chunk_len(i)
                     && record.decode_into(&mut scratch).is_ok()
                     && chunk_hash(&scratch) == footer.chunk_hashes[i];
-                (record.header.compressed_len, record.header.scheme.name().to_string(), ok)
+                (
+                    record.header.compressed_len,
+                    record.header.scheme.name().to_string(),
+                    ok,
+                )
             }
             _ => (0, "invalid".to_string(), false),
         };
