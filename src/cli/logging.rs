@@ -32,7 +32,14 @@ pub fn init(default_level: &str) {
             .with_ansi(false)
             .with_writer(Mutex::new(file))
             .try_init(),
-        None => builder.with_writer(std::io::stderr).try_init(),
+        None => {
+            // Colour only for a person at a terminal, never in pipes or git's trace output.
+            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            builder
+                .with_ansi(ansi)
+                .with_writer(std::io::stderr)
+                .try_init()
+        }
     };
 }
 

@@ -81,7 +81,8 @@ impl Read for Dribble<'_> {
     }
 }
 
-/// The specification's Merkle algorithm, transcribed literally.
+/// The specification's Merkle algorithm, transcribed literally (hence the index loop).
+#[allow(clippy::needless_range_loop)]
 fn spec_merkle_root(entries: &[(MerkleHash, u64)]) -> MerkleHash {
     fn next_merge_cut(h: &[(MerkleHash, u64)]) -> usize {
         let n = h.len();

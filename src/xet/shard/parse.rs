@@ -330,8 +330,14 @@ fn check_footer(
             f.version
         )));
     }
-    let file_lookup_end = f.file_lookup_offset + 12 * f.file_lookup_num_entries;
-    let cas_lookup_end = f.cas_lookup_offset + 12 * f.cas_lookup_num_entries;
+    // Untrusted values: an overflowing end can never match the layout, so it maps to MAX.
+    let table_end = |offset: u64, n: u64, width: u64| {
+        n.checked_mul(width)
+            .and_then(|len| offset.checked_add(len))
+            .unwrap_or(u64::MAX)
+    };
+    let file_lookup_end = table_end(f.file_lookup_offset, f.file_lookup_num_entries, 12);
+    let cas_lookup_end = table_end(f.cas_lookup_offset, f.cas_lookup_num_entries, 12);
     let expected = [
         (
             "file info offset",

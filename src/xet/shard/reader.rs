@@ -64,15 +64,15 @@ impl<R: Read + Seek> ShardFile<R> {
             && f.cas_info_offset < f.file_lookup_offset
             && f.file_lookup_num_entries
                 .checked_mul(12)
-                .map(|n| f.file_lookup_offset + n)
+                .and_then(|n| f.file_lookup_offset.checked_add(n))
                 == Some(f.cas_lookup_offset)
             && f.cas_lookup_num_entries
                 .checked_mul(12)
-                .map(|n| f.cas_lookup_offset + n)
+                .and_then(|n| f.cas_lookup_offset.checked_add(n))
                 == Some(f.chunk_lookup_offset)
             && f.chunk_lookup_num_entries
                 .checked_mul(16)
-                .map(|n| f.chunk_lookup_offset + n)
+                .and_then(|n| f.chunk_lookup_offset.checked_add(n))
                 == Some(f.footer_offset)
             && f.footer_offset == len - SHARD_FOOTER_LEN as u64;
         if !in_order {

@@ -46,10 +46,10 @@ impl Shard {
     /// Files and xorbs in the order they are written: sorted by hash, one per hash.
     fn ordered(&self) -> (Vec<&FileInfo>, Vec<&XorbBlock>) {
         let mut files: Vec<&FileInfo> = self.files.iter().collect();
-        files.sort_by(|a, b| a.file_hash.cmp(&b.file_hash));
+        files.sort_by_key(|f| f.file_hash);
         files.dedup_by(|a, b| a.file_hash == b.file_hash);
         let mut xorbs: Vec<&XorbBlock> = self.xorbs.iter().collect();
-        xorbs.sort_by(|a, b| a.xorb_hash.cmp(&b.xorb_hash));
+        xorbs.sort_by_key(|x| x.xorb_hash);
         xorbs.dedup_by(|a, b| a.xorb_hash == b.xorb_hash);
         (files, xorbs)
     }
