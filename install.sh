@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# Builds git-xet in release mode and installs the binary so that `git xet` works.
+# Installs git-xet on this machine and shows it working.
 #
-#   ./install.sh [--prefix DIR]
+#   ./install.sh [--prefix DIR] [--no-quickstart]
 #
-# DIR defaults to ~/.cargo/bin when that is on PATH, else ~/.local/bin.
+# 1. installs git-lfs if it is missing (apt-get, dnf or brew, when available);
+# 2. builds git-xet in release mode and installs the binary into DIR (default:
+#    ~/.cargo/bin when that is on PATH, else ~/.local/bin);
+# 3. runs `git xet install --global` (registers the transfer agent with git-lfs);
+# 4. runs `git xet quickstart` (a local server, a push, a clone, ~1 minute).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 prefix=""
+quickstart=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) prefix="$2"; shift 2 ;;
     --prefix=*) prefix="${1#--prefix=}"; shift ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    --no-quickstart) quickstart=0; shift ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -23,17 +29,51 @@ if [ -z "$prefix" ]; then
   esac
 fi
 
-if ! command -v cargo >/dev/null 2>&1; then
-  echo "install.sh: cargo is required (https://rustup.rs)" >&2
-  exit 1
-fi
+say() { echo "==> $*"; }
+die() { echo "install.sh: $*" >&2; exit 1; }
 
-echo "==> building git-xet (release)"
+command -v git >/dev/null 2>&1 || die "git is required: install it with your package manager first"
+command -v cargo >/dev/null 2>&1 || die "cargo is required (https://rustup.rs)"
+
+# Runs a command as root: directly when we are root, else through sudo when present.
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+  else return 1
+  fi
+}
+
+if ! git lfs version >/dev/null 2>&1; then
+  say "installing git-lfs"
+  if command -v apt-get >/dev/null 2>&1; then
+    as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git-lfs >/dev/null \
+      || die "apt-get could not install git-lfs; install it by hand (https://git-lfs.com) and re-run"
+  elif command -v dnf >/dev/null 2>&1; then
+    as_root dnf install -y -q git-lfs || die "dnf could not install git-lfs; install it by hand (https://git-lfs.com) and re-run"
+  elif command -v brew >/dev/null 2>&1; then
+    brew install git-lfs || die "brew could not install git-lfs; install it by hand (https://git-lfs.com) and re-run"
+  else
+    die "git-lfs is missing and no apt-get, dnf or brew was found: install git-lfs (https://git-lfs.com) and re-run"
+  fi
+  git lfs version >/dev/null 2>&1 || die "git-lfs was installed but \`git lfs\` still does not run"
+fi
+say "$(git lfs version)"
+
+say "building git-xet (release)"
 cargo build --release --locked
 mkdir -p "$prefix"
 install -m 0755 target/release/git-xet "$prefix/git-xet"
-echo "==> installed $prefix/git-xet"
+say "installed $prefix/git-xet"
 case ":$PATH:" in
   *":$prefix:"*) ;;
   *) echo "note: $prefix is not on PATH; add it so that 'git xet' finds git-xet" >&2 ;;
 esac
+
+say "registering the transfer agent (git xet install --global)"
+"$prefix/git-xet" install --global
+
+if [ "$quickstart" = 1 ]; then
+  say "trying it out (git xet quickstart)"
+  "$prefix/git-xet" quickstart
+fi
+say "done: git push / pull / clone of LFS files now go through XET wherever the server offers it"

@@ -1,2 +1,27 @@
 //! git integration: repository discovery, git config (install/uninstall), credentials,
 //! migration of LFS repositories, status, and server-side hooks.
+//!
+//! Everything goes through the `git` command line, which is the authority on config
+//! scopes, includes, credential helpers and repository layout.
+//!
+//! | module          | job                                                           |
+//! |-----------------|---------------------------------------------------------------|
+//! | [`command`]     | running `git` / `git lfs` as child processes                 |
+//! | [`config`]      | `git config` at an explicit scope                             |
+//! | [`repo`]        | repository discovery; LFS and XET paths; remotes and endpoints |
+//! | [`credentials`] | `git credential fill`                                         |
+//! | [`install`]     | registering the transfer agent, and taking it back            |
+
+pub mod command;
+pub mod config;
+pub mod credentials;
+mod error;
+pub mod install;
+pub mod lfs_objects;
+pub mod migrate;
+pub mod quickstart;
+pub mod repo;
+pub mod status;
+pub mod transfer;
+
+pub use error::GitError;

@@ -1,2 +1,23 @@
 //! git-lfs integration: the custom transfer protocol (line-delimited JSON on stdin/stdout)
 //! and LFS pointer files. Drives the client layer.
+//!
+//! | module       | job                                                                  |
+//! |--------------|----------------------------------------------------------------------|
+//! | [`protocol`] | message types, strict parsing of requests, serialization of answers |
+//! | [`agent`]    | the state machine: `init` -> `upload`/`download`* -> `terminate`     |
+//! | [`progress`] | `progress` events, monotonic, ending at the object's size           |
+//! | [`action`]   | the `xet` batch action: CAS URL, token, expiry, session, file hash   |
+//! | [`batch`]    | a git-lfs Batch API client (for migrate and status)                 |
+//! | [`pointer`]  | pointer files: strict parsing and canonical writing                  |
+//! | [`xet_backend`] | the transfer backend that moves objects through the XET client    |
+
+pub mod action;
+pub mod agent;
+pub mod batch;
+mod error;
+pub mod pointer;
+pub mod progress;
+pub mod protocol;
+pub mod xet_backend;
+
+pub use error::LfsError;

@@ -53,9 +53,15 @@ impl TestServer {
     /// Starts (or restarts) the process. With `listen`, binds that address (to keep the URL
     /// across a restart); otherwise an ephemeral port.
     fn spawn(&mut self, listen: Option<&str>) {
-        let ready = self.data.with_extension(format!("ready-{}", std::process::id()));
+        let ready = self
+            .data
+            .with_extension(format!("ready-{}", std::process::id()));
         let _ = std::fs::remove_file(&ready);
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log file");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
         let child = git_xet()
             .arg("server")
             .args(["--listen", listen.unwrap_or("127.0.0.1:0")])
@@ -80,9 +86,16 @@ impl TestServer {
                 }
             }
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("server exited with {status} before becoming ready; log:\n{}", self.log_text());
+                panic!(
+                    "server exited with {status} before becoming ready; log:\n{}",
+                    self.log_text()
+                );
             }
-            assert!(Instant::now() < deadline, "server not ready after 30s; log:\n{}", self.log_text());
+            assert!(
+                Instant::now() < deadline,
+                "server not ready after 30s; log:\n{}",
+                self.log_text()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -94,7 +107,10 @@ impl TestServer {
 
     /// Host and port, e.g. `127.0.0.1:43817`.
     pub fn addr(&self) -> String {
-        self.url.trim_start_matches("http://").trim_end_matches('/').to_string()
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string()
     }
 
     /// Creates a token with `git xet server token create`.
@@ -104,13 +120,19 @@ impl TestServer {
 
     pub fn token_with_ttl(&self, repo: &str, scope: &str, ttl_secs: Option<u64>) -> String {
         let mut cmd = git_xet();
-        cmd.args(["server", "token", "create", "--repo", repo, "--scope", scope, "--data"])
-            .arg(&self.data);
+        cmd.args([
+            "server", "token", "create", "--repo", repo, "--scope", scope, "--data",
+        ])
+        .arg(&self.data);
         if let Some(ttl) = ttl_secs {
             cmd.args(["--ttl", &ttl.to_string()]);
         }
         let out = cmd.output().expect("run token create");
-        assert!(out.status.success(), "token create failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "token create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
@@ -149,7 +171,9 @@ impl TestServer {
     }
 
     pub fn is_running(&mut self) -> bool {
-        self.child.as_mut().is_some_and(|c| c.try_wait().unwrap().is_none())
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
     }
 
     /// The Prometheus text from `GET /metrics`.
@@ -176,7 +200,9 @@ pub fn parse_metric(text: &str, name: &str) -> f64 {
         .filter_map(|l| {
             let (key, value) = l.rsplit_once(' ')?;
             let metric = key.split('{').next()?;
-            (metric == name).then(|| value.parse::<f64>().ok()).flatten()
+            (metric == name)
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
         })
         .sum()
 }
@@ -185,15 +211,25 @@ pub fn parse_metric(text: &str, name: &str) -> f64 {
 pub fn http_get(url: &str) -> String {
     use std::io::{Read, Write};
     let rest = url.strip_prefix("http://").expect("http url");
-    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, "/".into()));
     let mut stream = std::net::TcpStream::connect(host).expect("connect");
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut response = Vec::new();
     stream.read_to_end(&mut response).unwrap();
     let text = String::from_utf8_lossy(&response).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     assert!(head.starts_with("HTTP/1.1 200"), "GET {url}: {head}");
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_string()

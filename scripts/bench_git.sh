@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Benchmark: `git push` / `git clone` / `git pull` of a repository with one large file and
+# a second version of it with a small edit, through the XET agent versus plain git-lfs
+# `basic`, against the same `git xet server` on loopback.
+#
+#   scripts/bench_git.sh [SIZE_MIB] [EDIT_KIB]      (defaults: 1024 MiB, 1024 KiB)
+#
+# Prints wall time, bytes on the wire (from the server's metrics: xorb bytes received and
+# served for xet, basic PUT/GET bytes for basic) and peak RSS of each git command's process
+# tree (GNU time). Uses the release build (built if missing) and a temporary directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+size_mib="${1:-1024}"
+edit_kib="${2:-1024}"
+bin="${GIT_XET_BIN:-$PWD/target/release/git-xet}"
+if [ -z "${GIT_XET_BIN:-}" ]; then
+  cargo build --release --locked -q
+fi
+command -v git-lfs >/dev/null || { echo "bench_git.sh: git-lfs is required" >&2; exit 1; }
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/bench-git.XXXXXX")"
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+"$bin" server --listen 127.0.0.1:0 --data "$tmp/data" --ready-file "$tmp/ready" 2>"$tmp/server.log" &
+server_pid=$!
+for _ in $(seq 300); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
+[ -s "$tmp/ready" ] || { echo "server did not start:"; cat "$tmp/server.log"; exit 1; }
+url="$(cat "$tmp/ready")"
+addr="${url#http://}"
+
+metric() { # sum of a metric's samples
+  curl -s "$url/metrics" | awk -v m="$1" '$1 !~ /^#/ { split($1, k, "{"); if (k[1] == m) s += $2 } END { printf "%.0f", s }'
+}
+
+# An isolated git environment per client kind: own HOME (so no shared chunk cache) and config.
+make_env() { # make_env NAME MODE
+  local home="$tmp/$1-home"
+  mkdir -p "$home"
+  cat > "$home/.gitconfig" <<EOF
+[user]
+	name = bench
+	email = bench@localhost
+[init]
+	defaultBranch = main
+[lfs]
+	locksverify = false
+[advice]
+	detachedHead = false
+EOF
+  HOME="$home" GIT_CONFIG_GLOBAL="$home/.gitconfig" git lfs install --skip-repo >/dev/null
+  if [ "$2" = xet ]; then
+    HOME="$home" GIT_CONFIG_GLOBAL="$home/.gitconfig" "$bin" install --global >/dev/null
+  fi
+}
+
+# run_in NAME DIR CMD...: runs a command in a client environment, timing it.
+# Sets $secs and $rss_mib.
+run_in() {
+  local name="$1" dir="$2"; shift 2
+  local home="$tmp/$name-home" start end
+  start=$(date +%s.%N)
+  (cd "$dir" && HOME="$home" GIT_CONFIG_GLOBAL="$home/.gitconfig" GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 \
+    /usr/bin/time -f "%M" -o "$tmp/rss" "$@" >"$tmp/out" 2>&1) || { cat "$tmp/out"; exit 1; }
+  end=$(date +%s.%N)
+  secs=$(echo "$end - $start" | bc)
+  rss_mib=$(( $(tail -1 "$tmp/rss") / 1024 ))
+}
+
+wire() { # bytes on the wire for a mode and direction
+  case "$1-$2" in
+    xet-up) metric git_xet_xorb_bytes_received_total ;;
+    xet-down) metric git_xet_xorb_bytes_served_total ;;
+    basic-up) metric git_xet_lfs_basic_bytes_received_total ;;
+    basic-down) metric git_xet_lfs_basic_bytes_served_total ;;
+  esac
+}
+
+gen() { # gen SEED MIB > file
+  head -c "$(( $2 * 1048576 ))" /dev/zero | openssl enc -aes-128-ctr -nosalt -iv 0 \
+    -K "$(printf '%02x%030d' "$1" 0)" 2>/dev/null
+}
+
+declare -A results
+bench_mode() { # bench_mode MODE SEED
+  local mode="$1" seed="$2"
+  make_env "$mode-a" "$mode"
+  make_env "$mode-b" "$mode"
+  local token repo_url a b before
+  token=$("$bin" server token create --repo "bench/$mode" --scope write --data "$tmp/data")
+  repo_url="http://x:$token@$addr/bench/$mode.git"
+  a="$tmp/$mode-a/repo"; b="$tmp/$mode-b/repo"
+  mkdir -p "$a" "$tmp/$mode-b"
+  run_in "$mode-a" "$a" git init -q
+  run_in "$mode-a" "$a" git lfs track '*.bin'
+  run_in "$mode-a" "$a" git remote add origin "$repo_url"
+  gen "$seed" "$size_mib" > "$a/model.bin"
+  run_in "$mode-a" "$a" git add .gitattributes model.bin
+  run_in "$mode-a" "$a" git commit -qm v1
+
+  before=$(wire "$mode" up); run_in "$mode-a" "$a" git push -q origin main
+  results[$mode,push1]="$secs $(( $(wire "$mode" up) - before )) $rss_mib"
+  before=$(wire "$mode" down); run_in "$mode-b" "$tmp/$mode-b" git clone -q "$repo_url" repo
+  results[$mode,clone1]="$secs $(( $(wire "$mode" down) - before )) $rss_mib"
+  cmp -s "$a/model.bin" "$b/model.bin" || { echo "$mode: clone of v1 differs" >&2; exit 1; }
+
+  # v2: EDIT_KIB of new bytes written over the middle of the file.
+  gen $((seed + 100)) 1 | head -c "$(( edit_kib * 1024 ))" | \
+    dd of="$a/model.bin" bs=1024 seek="$(( size_mib * 512 ))" conv=notrunc status=none
+  run_in "$mode-a" "$a" git commit -qam v2
+  # Transfer only (`git lfs push`), then the rest of `git push` (git objects; LFS already sent).
+  before=$(wire "$mode" up); run_in "$mode-a" "$a" git lfs push origin main
+  results[$mode,xpush2]="$secs $(( $(wire "$mode" up) - before )) $rss_mib"
+  local xfer=$secs
+  run_in "$mode-a" "$a" git push -q origin main
+  results[$mode,push2]="$(echo "$xfer + $secs" | bc) ${results[$mode,xpush2]#* }"
+  # Pull = git fetch + `git lfs fetch` (transfer only) + checkout of the new version.
+  run_in "$mode-b" "$b" git fetch -q origin
+  local git_fetch=$secs
+  before=$(wire "$mode" down); run_in "$mode-b" "$b" git lfs fetch origin origin/main
+  results[$mode,xpull2]="$secs $(( $(wire "$mode" down) - before )) $rss_mib"
+  xfer=$secs
+  run_in "$mode-b" "$b" git merge -q --ff-only origin/main
+  results[$mode,pull2]="$(echo "$git_fetch + $xfer + $secs" | bc) ${results[$mode,xpull2]#* }"
+  cmp -s "$a/model.bin" "$b/model.bin" || { echo "$mode: pull of v2 differs" >&2; exit 1; }
+}
+
+echo "git-xet benchmark: ${size_mib} MiB file, ${edit_kib} KiB edit, server $url ($(nproc) cores)"
+bench_mode xet 1
+bench_mode basic 2
+
+printf '\n%-28s %10s %14s %9s   %10s %14s %9s   %8s\n' step "xet s" "xet bytes" "xet RSS" "basic s" "basic bytes" "basic RSS" speedup
+for step in push1 clone1 xpush2 push2 xpull2 pull2; do
+  read -r xs xb xr <<<"${results[xet,$step]}"
+  read -r bs bb br <<<"${results[basic,$step]}"
+  case $step in
+    push1) label="push v1 (new file)" ;;
+    clone1) label="clone v1" ;;
+    xpush2) label="  v2 transfer (lfs push)" ;;
+    push2) label="push v2 (${edit_kib} KiB edit)" ;;
+    xpull2) label="  v2 transfer (lfs fetch)" ;;
+    pull2) label="pull v2 (fetch+checkout)" ;;
+  esac
+  printf '%-28s %10.2f %14d %7dMi   %10.2f %14d %7dMi   %7.1fx\n' "$label" "$xs" "$xb" "$xr" "$bs" "$bb" "$br" \
+    "$(echo "$bs / $xs" | bc -l)"
+done
+echo
+echo "bytes = xorb bytes (xet) or basic PUT/GET bytes (basic) counted by the server; RSS = peak of the"
+echo "git command's process tree. 'transfer' rows time git-lfs's object transfer alone (the agent vs"
+echo "basic); 'push v2'/'pull v2' add git's own work on the ${size_mib} MiB file (clean-filter hashing,"
+echo "checkout, smudge), which is the same for both and dominates on loopback."

@@ -1,0 +1,394 @@
+//! The local shard cache: shards this client uploaded (`shards/`) and shards the server
+//! returned for global dedup queries (`dedup-shards/`, kept until their key expires), in a
+//! metadata directory (per repository: `.git/xet/`; otherwise per CAS server under the user
+//! cache directory).
+//!
+//! At the start of an upload session every cached shard is read once into a compact index:
+//! 24 bytes per chunk (first hash word, shard, xorb and chunk position), with each keyed
+//! shard's entries in a table of its own. A hit loads that shard's xorb descriptions lazily
+//! to confirm the full hash and to follow the run of chunks after it.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::client::error::{ClientError, Result};
+use crate::xet::hash::keyed_chunk_hash;
+use crate::xet::shard::{read_shard, ParsedShard, XorbBlock};
+use crate::xet::MerkleHash;
+
+/// Own shards beyond this total size are evicted, oldest first: about the last 50 GiB of
+/// uploads, indexed in ~20 MiB of memory. Older content is still found by global dedup.
+pub const DEFAULT_MAX_OWN_SHARD_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A chunk found in a cached shard: the xorb holding it and its index there.
+#[derive(Debug, Clone)]
+pub struct CachedChunk {
+    pub xorb: Arc<XorbBlock>,
+    pub index: u32,
+    /// The key chunk hashes in this xorb description are keyed with (global-dedup shards).
+    pub key: Option<MerkleHash>,
+}
+
+impl CachedChunk {
+    /// Whether the chunk after this one in the xorb has hash `next`.
+    pub fn next_is(&self, next: &MerkleHash) -> bool {
+        let stored = match &self.key {
+            Some(k) => keyed_chunk_hash(k, next),
+            None => *next,
+        };
+        self.xorb
+            .chunks
+            .get(self.index as usize + 1)
+            .is_some_and(|c| c.chunk_hash == stored)
+    }
+
+    pub fn advance(&self) -> CachedChunk {
+        CachedChunk {
+            xorb: self.xorb.clone(),
+            index: self.index + 1,
+            key: self.key,
+        }
+    }
+
+    pub fn unpacked_bytes(&self) -> u32 {
+        self.xorb.chunks[self.index as usize].unpacked_bytes
+    }
+}
+
+#[derive(Debug)]
+struct Table {
+    key: Option<MerkleHash>,
+    /// (first word of stored chunk hash, shard, xorb index, chunk index), sorted.
+    entries: Vec<(u64, u32, u32, u32)>,
+}
+
+/// Chunk lookups over all cached shards.
+#[derive(Debug, Default)]
+pub struct ShardIndex {
+    tables: Vec<Table>,
+    paths: Vec<PathBuf>,
+    /// Xorb descriptions of shards that had a hit, loaded on demand.
+    loaded: HashMap<u32, Vec<Arc<XorbBlock>>>,
+    dedup_dir: Option<PathBuf>,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn read_shard_file(path: &Path) -> Result<ParsedShard> {
+    let file =
+        fs::File::open(path).map_err(|e| ClientError::io("opening a cached shard", path, e))?;
+    read_shard(&mut BufReader::with_capacity(256 * 1024, file))
+        .map_err(|e| ClientError::core(format!("reading cached shard {}", path.display()), e))
+}
+
+/// Writes `bytes` to `dir/name` atomically (temp file and rename), creating `dir`.
+pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
+    fs::create_dir_all(dir).map_err(|e| ClientError::io("creating a cache directory", dir, e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| ClientError::io("creating a temporary file", dir, e))?;
+    tmp.write_all(bytes)
+        .map_err(|e| ClientError::io("writing a temporary file", tmp.path(), e))?;
+    let path = dir.join(name);
+    tmp.persist(&path)
+        .map_err(|e| ClientError::io("saving a cache file", &path, e.error))?;
+    Ok(path)
+}
+
+fn shard_files(dir: &Path) -> Vec<(PathBuf, fs::Metadata)> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".shard"))
+        .filter_map(|e| Some((e.path(), e.metadata().ok()?)))
+        .collect()
+}
+
+/// Deletes the oldest shards until the directory holds at most `max_bytes`.
+fn evict_oldest(files: &mut Vec<(PathBuf, fs::Metadata)>, max_bytes: u64) {
+    files.sort_by_key(|(_, m)| std::cmp::Reverse(m.modified().unwrap_or(UNIX_EPOCH)));
+    let mut total = 0u64;
+    files.retain(|(path, meta)| {
+        total += meta.len();
+        if total > max_bytes {
+            tracing::debug!("evicting cached shard {}", path.display());
+            let _ = fs::remove_file(path);
+            false
+        } else {
+            true
+        }
+    });
+}
+
+impl ShardIndex {
+    /// An index over nothing (no metadata directory).
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// Reads every cached shard under `dir` (`shards/` and unexpired `dedup-shards/`).
+    /// Unreadable shards are skipped with a warning (and deleted: they are only a cache).
+    pub fn load(dir: &Path) -> Self {
+        let mut index = ShardIndex {
+            dedup_dir: Some(dir.join("dedup-shards")),
+            ..Self::default()
+        };
+        let mut own = shard_files(&dir.join("shards"));
+        evict_oldest(&mut own, DEFAULT_MAX_OWN_SHARD_BYTES);
+        let dedup = shard_files(&dir.join("dedup-shards"));
+        for (path, _) in own.into_iter().chain(dedup) {
+            match read_shard_file(&path) {
+                Ok(parsed) => {
+                    let expiry = parsed.footer.as_ref().map_or(u64::MAX, |f| f.key_expiry);
+                    if expiry <= now_secs() {
+                        tracing::debug!("dropping expired dedup shard {}", path.display());
+                        let _ = fs::remove_file(&path);
+                        continue;
+                    }
+                    index.insert(path, &parsed, false);
+                }
+                Err(e) => {
+                    tracing::warn!("ignoring unreadable cached shard: {e}");
+                    let _ = fs::remove_file(&path);
+                }
+            }
+        }
+        for table in &mut index.tables {
+            table.entries.sort_unstable();
+        }
+        index
+    }
+
+    /// Adds a shard file this client just saved, so that a later session of this process
+    /// finds it without reloading the whole cache.
+    pub fn add_own_shard_file(&mut self, path: &Path) {
+        match read_shard_file(path) {
+            Ok(parsed) => {
+                self.insert(path.to_path_buf(), &parsed, false);
+                for table in &mut self.tables {
+                    table.entries.sort_unstable();
+                }
+            }
+            Err(e) => tracing::warn!("not indexing a shard just saved: {e}"),
+        }
+    }
+
+    /// Drops the xorb descriptions loaded for hits (they are read again when needed).
+    pub fn unload(&mut self) {
+        self.loaded.clear();
+    }
+
+    /// Number of chunks indexed.
+    pub fn num_chunks(&self) -> usize {
+        self.tables.iter().map(|t| t.entries.len()).sum()
+    }
+
+    /// Adds a shard; `keep_loaded` keeps its xorb descriptions in memory (fresh dedup answers
+    /// are about to be used).
+    fn insert(&mut self, path: PathBuf, parsed: &ParsedShard, keep_loaded: bool) -> u32 {
+        let shard_id = self.paths.len() as u32;
+        self.paths.push(path);
+        let key = parsed
+            .footer
+            .as_ref()
+            .filter(|f| f.chunk_hashes_keyed())
+            .map(|f| f.chunk_hash_key);
+        let table = match self.tables.iter().position(|t| t.key == key) {
+            Some(i) => i,
+            None => {
+                self.tables.push(Table {
+                    key,
+                    entries: Vec::new(),
+                });
+                self.tables.len() - 1
+            }
+        };
+        let entries = &mut self.tables[table].entries;
+        for (x, xorb) in parsed.shard.xorbs.iter().enumerate() {
+            for (c, chunk) in xorb.chunks.iter().enumerate() {
+                entries.push((chunk.chunk_hash.truncated(), shard_id, x as u32, c as u32));
+            }
+        }
+        if keep_loaded {
+            entries.sort_unstable();
+            self.loaded.insert(
+                shard_id,
+                parsed.shard.xorbs.iter().cloned().map(Arc::new).collect(),
+            );
+        }
+        shard_id
+    }
+
+    /// Records a global-dedup answer: saved under `dedup-shards/` (when there is a metadata
+    /// directory) and indexed at once.
+    pub fn add_dedup_shard(&mut self, bytes: &[u8]) -> Result<()> {
+        let parsed = crate::xet::shard::parse_shard(bytes)
+            .map_err(|e| ClientError::core("the server's global dedup answer", e))?;
+        let path = match &self.dedup_dir {
+            Some(dir) if parsed.footer.is_some() => {
+                let name = format!("{}.shard", blake3::hash(bytes).to_hex());
+                write_atomically(dir, &name, bytes)?
+            }
+            _ => PathBuf::new(),
+        };
+        self.insert(path, &parsed, true);
+        Ok(())
+    }
+
+    fn xorbs_of(&mut self, shard: u32) -> Option<&Vec<Arc<XorbBlock>>> {
+        if !self.loaded.contains_key(&shard) {
+            let path = &self.paths[shard as usize];
+            match read_shard_file(path) {
+                Ok(parsed) => {
+                    let xorbs = parsed.shard.xorbs.into_iter().map(Arc::new).collect();
+                    self.loaded.insert(shard, xorbs);
+                }
+                Err(e) => {
+                    tracing::warn!("cached shard vanished or changed: {e}");
+                    self.loaded.insert(shard, Vec::new());
+                }
+            }
+        }
+        self.loaded.get(&shard)
+    }
+
+    /// Finds a cached xorb holding this chunk.
+    pub fn lookup(&mut self, chunk: &MerkleHash) -> Option<CachedChunk> {
+        let mut candidates = Vec::new();
+        for table in &self.tables {
+            let stored = match &table.key {
+                Some(k) => keyed_chunk_hash(k, chunk),
+                None => *chunk,
+            };
+            let word = stored.truncated();
+            let start = table.entries.partition_point(|e| e.0 < word);
+            for e in table.entries[start..].iter().take_while(|e| e.0 == word) {
+                candidates.push((stored, table.key, e.1, e.2, e.3));
+            }
+        }
+        for (stored, key, shard, x, c) in candidates {
+            let Some(xorbs) = self.xorbs_of(shard) else {
+                continue;
+            };
+            let Some(xorb) = xorbs.get(x as usize) else {
+                continue;
+            };
+            if xorb
+                .chunks
+                .get(c as usize)
+                .is_some_and(|ch| ch.chunk_hash == stored)
+            {
+                return Some(CachedChunk {
+                    xorb: xorb.clone(),
+                    index: c,
+                    key,
+                });
+            }
+        }
+        None
+    }
+}
+
+/// Saves a shard this client uploaded, in stored form, so later sessions dedup against it.
+pub fn save_own_shard(dir: &Path, stored_bytes: &[u8]) -> Result<PathBuf> {
+    let name = format!("{}.shard", blake3::hash(stored_bytes).to_hex());
+    write_atomically(&dir.join("shards"), &name, stored_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xet::hash::chunk_hash;
+    use crate::xet::shard::{FooterOptions, Shard};
+
+    fn xorb(seed: u8, n: usize) -> XorbBlock {
+        let chunks: Vec<(MerkleHash, u32)> = (0..n)
+            .map(|i| (chunk_hash(&[seed, i as u8]), 1000))
+            .collect();
+        XorbBlock::from_chunks(chunk_hash(&[seed]), chunks, 0)
+    }
+
+    #[test]
+    fn finds_chunks_of_own_and_keyed_shards_and_follows_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let own = Shard {
+            files: vec![],
+            xorbs: vec![xorb(1, 5)],
+        };
+        save_own_shard(dir.path(), &own.to_stored_bytes(&FooterOptions::default())).unwrap();
+
+        let key = chunk_hash(b"key");
+        let options = FooterOptions {
+            chunk_hash_key: key,
+            creation_timestamp: 0,
+            key_expiry: now_secs() + 3600,
+        };
+        let mut keyed_xorb = xorb(2, 3);
+        for c in &mut keyed_xorb.chunks {
+            c.chunk_hash = keyed_chunk_hash(&key, &c.chunk_hash);
+        }
+        let keyed = Shard {
+            files: vec![],
+            xorbs: vec![keyed_xorb],
+        };
+
+        let mut index = ShardIndex::load(dir.path());
+        assert_eq!(index.num_chunks(), 5);
+        index
+            .add_dedup_shard(&keyed.to_stored_bytes(&options))
+            .unwrap();
+        assert_eq!(index.num_chunks(), 8);
+
+        let hit = index.lookup(&chunk_hash(&[1, 2])).expect("own shard hit");
+        assert_eq!((hit.xorb.xorb_hash, hit.index), (chunk_hash(&[1]), 2));
+        assert!(hit.next_is(&chunk_hash(&[1, 3])));
+        assert!(!hit.next_is(&chunk_hash(&[1, 4])));
+
+        let hit = index.lookup(&chunk_hash(&[2, 0])).expect("keyed shard hit");
+        assert_eq!((hit.xorb.xorb_hash, hit.index), (chunk_hash(&[2]), 0));
+        assert!(hit.next_is(&chunk_hash(&[2, 1])));
+        assert!(index.lookup(&chunk_hash(&[9, 9])).is_none());
+
+        // The dedup answer was saved and is found again by a new session.
+        let mut again = ShardIndex::load(dir.path());
+        assert!(again.lookup(&chunk_hash(&[2, 2])).is_some());
+    }
+
+    #[test]
+    fn expired_dedup_shards_and_garbage_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = chunk_hash(b"key");
+        let expired = FooterOptions {
+            chunk_hash_key: key,
+            creation_timestamp: 0,
+            key_expiry: 1,
+        };
+        let shard = Shard {
+            files: vec![],
+            xorbs: vec![xorb(3, 2)],
+        };
+        write_atomically(
+            &dir.path().join("dedup-shards"),
+            "a.shard",
+            &shard.to_stored_bytes(&expired),
+        )
+        .unwrap();
+        write_atomically(&dir.path().join("shards"), "b.shard", b"not a shard").unwrap();
+        let index = ShardIndex::load(dir.path());
+        assert_eq!(index.num_chunks(), 0);
+        assert!(!dir.path().join("dedup-shards/a.shard").exists());
+        assert!(!dir.path().join("shards/b.shard").exists());
+    }
+}

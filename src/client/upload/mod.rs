@@ -1,0 +1,365 @@
+//! Upload sessions: add any number of files, then `finish` to upload the new xorbs (already
+//! streaming while files are added) and register everything with one shard.
+//!
+//! Data flow per file: reader thread (chunking) -> hashing thread (chunk hashes, dedup
+//! planning) -> packer thread (parallel compression into staged xorb files) -> uploader
+//! task (parallel xorb POSTs). Memory is a few buffers per stage whatever the file size.
+
+mod body;
+mod packer;
+mod planner;
+mod uploader;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::client::cas::CasApi;
+use crate::client::error::{ClientError, Result};
+use crate::client::progress::{ProgressFn, Throttled};
+use crate::client::shard_cache::ShardIndex;
+use crate::client::stats::{DedupStats, SessionStats};
+use crate::client::CasClient;
+use crate::xet::hash::sha256_as_merkle;
+use crate::xet::pipeline::{chunk_and_hash, chunk_and_hash_file, HashedChunk, PipelineError};
+use crate::xet::shard::{FileInfo, FileTerm, FooterOptions, Shard, XorbBlock};
+use crate::xet::MerkleHash;
+
+pub use packer::compress_parallel;
+use packer::Packer;
+use planner::{PlannedFile, SessionPlanner};
+pub use planner::{MIN_RUN_BYTES, MIN_RUN_CHUNKS};
+use uploader::ShardUpload;
+
+/// One file of a session, once chunked.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileUpload {
+    /// The name the caller gave (a path, usually).
+    pub name: String,
+    pub file_hash: MerkleHash,
+    #[serde(serialize_with = "serialize_sha")]
+    pub sha256: [u8; 32],
+    pub size: u64,
+    pub stats: DedupStats,
+}
+
+fn serialize_sha<S: serde::Serializer>(
+    sha: &[u8; 32],
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::xet::hash::sha256_hex(sha))
+}
+
+/// What a finished session did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UploadSummary {
+    pub files: Vec<FileUpload>,
+    pub stats: SessionStats,
+}
+
+/// An upload in progress. Dropping it without `finish` abandons it: xorbs already sent stay
+/// on the server unreferenced, nothing is registered.
+pub struct UploadSession {
+    api: CasApi,
+    planner: Option<SessionPlanner>,
+    uploader: Option<tokio::task::JoinHandle<Result<uploader::Totals>>>,
+    planned: Vec<(FileUpload, PlannedFile)>,
+    metadata_dir: Option<PathBuf>,
+    client: CasClient,
+}
+
+impl CasClient {
+    /// Starts an upload session: loads the shard cache and starts the packer and uploader.
+    pub async fn start_upload(&self) -> Result<UploadSession> {
+        let metadata_dir = self.config.metadata_dir.clone();
+        let dir = metadata_dir.clone();
+        let cached = self.shard_index.lock().expect("shard index lock").take();
+        let shards = match cached {
+            Some(index) => index,
+            None => tokio::task::spawn_blocking(move || {
+                dir.as_deref()
+                    .map_or_else(ShardIndex::empty, ShardIndex::load)
+            })
+            .await
+            .map_err(|e| ClientError::Aborted(format!("loading the shard cache failed: {e}")))?,
+        };
+        tracing::debug!("shard cache: {} chunks indexed", shards.num_chunks());
+        let staging = self
+            .config
+            .staging_dir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        let (tx, rx) = mpsc::channel(1);
+        let packer = Packer::start(staging, tx);
+        let uploader = tokio::spawn(uploader::run(
+            self.api.clone(),
+            rx,
+            self.config.upload_concurrency,
+            metadata_dir.clone(),
+        ));
+        let planner = SessionPlanner::new(
+            shards,
+            Box::new(packer),
+            self.config.global_dedup,
+            metadata_dir.is_some(),
+            self.config.shard_flush_chunks,
+        );
+        Ok(UploadSession {
+            api: self.api.clone(),
+            planner: Some(planner),
+            uploader: Some(uploader),
+            planned: Vec::new(),
+            metadata_dir,
+            client: self.clone(),
+        })
+    }
+}
+
+impl UploadSession {
+    /// Chunks, deduplicates and packs a file. Its new xorbs start uploading at once; it is
+    /// registered by [`UploadSession::finish`].
+    pub async fn add_file(
+        &mut self,
+        path: &Path,
+        progress: Option<ProgressFn>,
+    ) -> Result<FileUpload> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| ClientError::io("opening the file to upload", path, e))?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        self.add_input(
+            &path.display().to_string(),
+            Input::File(Arc::new(file)),
+            size,
+            progress,
+        )
+        .await
+    }
+
+    /// Like [`UploadSession::add_file`] for any reader; `size_hint` is for progress only.
+    pub async fn add_reader<R: Read + Send + 'static>(
+        &mut self,
+        name: &str,
+        reader: R,
+        size_hint: u64,
+        progress: Option<ProgressFn>,
+    ) -> Result<FileUpload> {
+        self.add_input(name, Input::Reader(Box::new(reader)), size_hint, progress)
+            .await
+    }
+
+    async fn add_input(
+        &mut self,
+        name: &str,
+        reader: Input,
+        size_hint: u64,
+        progress: Option<ProgressFn>,
+    ) -> Result<FileUpload> {
+        let mut planner = self
+            .planner
+            .take()
+            .ok_or_else(|| ClientError::Aborted("the session failed earlier".into()))?;
+        let api = self.api.clone();
+        let handle = tokio::runtime::Handle::current();
+        let name_owned = name.to_string();
+        let task = tokio::task::spawn_blocking(move || {
+            let result = plan_stream(
+                &mut planner,
+                reader,
+                size_hint,
+                progress,
+                &api,
+                &handle,
+                &name_owned,
+            );
+            (planner, result)
+        });
+        let (planner, result) = task
+            .await
+            .map_err(|e| ClientError::Aborted(format!("chunking {name} failed: {e}")))?;
+        let (upload, planned) = match result {
+            Ok(r) => r,
+            Err(e) => return Err(self.explain(e).await),
+        };
+        self.planner = Some(planner);
+        self.planned.push((upload.clone(), planned));
+        Ok(upload)
+    }
+
+    /// When the pipeline stopped because the uploader failed, its error is the real one.
+    async fn explain(&mut self, e: ClientError) -> ClientError {
+        if matches!(e, ClientError::Aborted(_)) {
+            if let Some(uploader) = self.uploader.take() {
+                if let Ok(Err(real)) = uploader.await {
+                    return real;
+                }
+            }
+        }
+        e
+    }
+
+    /// Uploads what remains, then the shard; returns per-file results and session totals.
+    /// Only after this returns Ok are the files registered on the server.
+    pub async fn finish(mut self) -> Result<UploadSummary> {
+        let mut planner = self
+            .planner
+            .take()
+            .ok_or_else(|| ClientError::Aborted("the session failed earlier".into()))?;
+        let flushed = tokio::task::spawn_blocking(move || {
+            let r = planner
+                .close_open()
+                .and_then(|_| planner.sink_mut().finish());
+            (planner, r)
+        })
+        .await
+        .map_err(|e| ClientError::Aborted(format!("packing failed: {e}")))?;
+        let (mut planner, flushed) = flushed;
+        if let Err(e) = flushed {
+            return Err(self.explain(e).await);
+        }
+        let uploader = self.uploader.take().expect("uploader runs until finish");
+        let mut totals = uploader
+            .await
+            .map_err(|e| ClientError::Aborted(format!("xorb uploads failed: {e}")))??;
+
+        let shard = build_shard(&planner, &self.planned);
+        if !shard.files.is_empty() || !shard.xorbs.is_empty() {
+            let upload = ShardUpload {
+                upload: Bytes::from(shard.to_upload_bytes()),
+                stored: shard.to_stored_bytes(&FooterOptions::default()),
+            };
+            drop(shard);
+            uploader::upload_shard(&self.api, upload, self.metadata_dir.as_ref(), &mut totals)
+                .await?;
+        }
+        let mut stats = SessionStats {
+            files: self.planned.len() as u64,
+            xorb_bytes_sent: totals.xorb_bytes,
+            xorbs_uploaded: totals.xorbs,
+            xorbs_already_present: totals.xorbs_already_present,
+            shards_uploaded: totals.shards,
+            shard_bytes_sent: totals.shard_bytes,
+            ..Default::default()
+        };
+        for (upload, _) in &self.planned {
+            stats.dedup.merge(&upload.stats);
+        }
+        let mut files = Vec::with_capacity(self.planned.len());
+        for (upload, planned) in self.planned {
+            if let (Some(store), Some(log)) = (&self.client.records, planned.chunks) {
+                let terms: Vec<_> = planned
+                    .terms
+                    .iter()
+                    .map(|t| (planner.resolve(t.xorb), t.start, t.end - t.start))
+                    .collect();
+                let saved =
+                    store.save_from_log(&upload.file_hash, Some(upload.sha256), &terms, log);
+                if let Err(e) = saved {
+                    tracing::warn!("could not record how {} is stored: {e}", upload.name);
+                }
+            }
+            files.push(upload);
+        }
+        if self.metadata_dir.is_some() {
+            // Hand the index (with this session's shards) to the next session.
+            let mut index = std::mem::take(&mut planner.shards);
+            let saved = std::mem::take(&mut totals.saved_shards);
+            let index = tokio::task::spawn_blocking(move || {
+                for path in &saved {
+                    index.add_own_shard_file(path);
+                }
+                index.unload();
+                index
+            })
+            .await;
+            if let Ok(index) = index {
+                *self.client.shard_index.lock().expect("shard index lock") = Some(index);
+            }
+        }
+        Ok(UploadSummary { files, stats })
+    }
+}
+
+/// What to read: a file (mapped when regular) or any stream.
+enum Input {
+    File(Arc<std::fs::File>),
+    Reader(Box<dyn Read + Send>),
+}
+
+fn plan_stream(
+    planner: &mut SessionPlanner,
+    input: Input,
+    size_hint: u64,
+    progress: Option<ProgressFn>,
+    api: &CasApi,
+    handle: &tokio::runtime::Handle,
+    name: &str,
+) -> Result<(FileUpload, PlannedFile)> {
+    let source = match &input {
+        Input::File(f) if f.metadata().is_ok_and(|m| m.is_file()) => Some(f.clone()),
+        _ => None,
+    };
+    let mut file = planner.file(source);
+    let mut query = |hash: &MerkleHash| handle.block_on(api.query_chunk(hash));
+    let mut progress = Throttled::new(progress, size_hint);
+    let mut done = 0u64;
+    let sink = |chunk: HashedChunk| {
+        done += chunk.data.len() as u64;
+        file.push(chunk, &mut query)?;
+        progress.update(done);
+        Ok::<(), ClientError>(())
+    };
+    let summary = match input {
+        Input::File(f) => chunk_and_hash_file(&f, true, sink),
+        Input::Reader(r) => chunk_and_hash(r, true, sink),
+    }
+    .map_err(|e| match e {
+        PipelineError::Read(e) => ClientError::io("reading the file to upload", name, e),
+        PipelineError::Sink(e) => e,
+    })?;
+    let planned = file.finish()?;
+    let upload = FileUpload {
+        name: name.to_string(),
+        file_hash: summary.file_hash,
+        sha256: summary.sha256.expect("sha256 requested"),
+        size: summary.size,
+        stats: planned.stats,
+    };
+    Ok((upload, planned))
+}
+
+/// One shard for the session: every non-empty file (with verification entries and its
+/// sha256) and every new xorb.
+fn build_shard(planner: &SessionPlanner, planned: &[(FileUpload, PlannedFile)]) -> Shard {
+    let mut shard = Shard::new();
+    for (upload, plan) in planned {
+        if plan.terms.is_empty() {
+            continue; // the empty file needs no registration: its hash is all zeros
+        }
+        let terms = plan
+            .terms
+            .iter()
+            .map(|t| FileTerm {
+                xorb_hash: planner.resolve(t.xorb),
+                cas_flags: 0,
+                unpacked_bytes: t.bytes,
+                chunk_start: t.start,
+                chunk_end: t.end,
+            })
+            .collect();
+        shard.files.push(FileInfo {
+            file_hash: upload.file_hash,
+            terms,
+            verification: Some(plan.terms.iter().map(|t| t.verification).collect()),
+            sha256: Some(sha256_as_merkle(&upload.sha256)),
+        });
+    }
+    for (hash, chunks) in planner.new_xorbs() {
+        shard
+            .xorbs
+            .push(XorbBlock::from_chunks(hash, chunks.iter().copied(), 0));
+    }
+    shard
+}

@@ -1,0 +1,246 @@
+//! Repository discovery and the paths git-lfs and git-xet keep inside it.
+
+use std::path::{Path, PathBuf};
+
+use crate::git::command::Git;
+use crate::git::config::Config;
+use crate::git::GitError;
+use crate::lfs::pointer::Oid;
+
+/// A discovered repository.
+#[derive(Clone, Debug)]
+pub struct Repo {
+    git: Git,
+    /// `None` for a bare repository.
+    pub work_tree: Option<PathBuf>,
+    pub git_dir: PathBuf,
+    /// Shared by all worktrees; LFS objects and the XET shard cache live here.
+    pub common_dir: PathBuf,
+}
+
+impl Repo {
+    /// The repository containing `dir`.
+    pub fn discover(dir: &Path) -> Result<Repo, GitError> {
+        let git = Git::in_dir(dir);
+        let out = git
+            .run([
+                "rev-parse",
+                "--path-format=absolute",
+                "--is-bare-repository",
+                "--git-dir",
+                "--git-common-dir",
+            ])
+            .map_err(|_| GitError::NotARepository(dir.to_path_buf()))?;
+        let mut lines = out.lines();
+        let (Some(bare), Some(git_dir), Some(common_dir)) =
+            (lines.next(), lines.next(), lines.next())
+        else {
+            return Err(GitError::NotARepository(dir.to_path_buf()));
+        };
+        let work_tree = if bare == "true" {
+            None
+        } else {
+            git.try_run(["rev-parse", "--show-toplevel"])?
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        };
+        let run_dir = work_tree.clone().unwrap_or_else(|| PathBuf::from(git_dir));
+        Ok(Repo {
+            git: Git::in_dir(run_dir),
+            work_tree,
+            git_dir: PathBuf::from(git_dir),
+            common_dir: PathBuf::from(common_dir),
+        })
+    }
+
+    /// The repository containing the current directory.
+    pub fn current() -> Result<Repo, GitError> {
+        let cwd = std::env::current_dir()
+            .map_err(|e| GitError::io("reading the current directory", e))?;
+        Repo::discover(&cwd)
+    }
+
+    /// git, run at the top of the work tree.
+    pub fn git(&self) -> &Git {
+        &self.git
+    }
+
+    pub fn config(&self) -> Config {
+        Config::new(self.git.clone())
+    }
+
+    /// git-lfs's storage directory: `lfs.storage` (relative to the git dir) or `<git>/lfs`.
+    pub fn lfs_dir(&self) -> PathBuf {
+        match self.config().get(None, "lfs.storage") {
+            Ok(Some(s)) if !s.is_empty() => {
+                let p = PathBuf::from(s);
+                if p.is_absolute() {
+                    p
+                } else {
+                    self.common_dir.join(p)
+                }
+            }
+            _ => self.common_dir.join("lfs"),
+        }
+    }
+
+    /// Where git-lfs keeps objects.
+    pub fn lfs_objects_dir(&self) -> PathBuf {
+        self.lfs_dir().join("objects")
+    }
+
+    /// The local copy of an LFS object (present or not).
+    pub fn lfs_object_path(&self, oid: &Oid) -> PathBuf {
+        self.lfs_objects_dir().join(oid.storage_path())
+    }
+
+    /// git-lfs's temp directory: downloads are written here so git-lfs can rename them
+    /// into its store on the same file system.
+    pub fn lfs_tmp_dir(&self) -> PathBuf {
+        self.lfs_dir().join("tmp")
+    }
+
+    /// git-xet's per-repository state (shard cache, migrate progress).
+    pub fn xet_dir(&self) -> PathBuf {
+        self.common_dir.join("xet")
+    }
+
+    /// The per-repository shard cache.
+    pub fn shard_cache_dir(&self) -> PathBuf {
+        self.xet_dir().join("shards")
+    }
+
+    /// The remote to use when none is named: the current branch's, else `origin`, else the
+    /// only remote.
+    pub fn default_remote(&self) -> Result<String, GitError> {
+        let config = self.config();
+        if let Some(branch) = self
+            .git
+            .try_run(["symbolic-ref", "--quiet", "--short", "HEAD"])?
+        {
+            if let Some(remote) = config.get(None, &format!("branch.{branch}.remote"))? {
+                if remote != "." {
+                    return Ok(remote);
+                }
+            }
+        }
+        let remotes: Vec<String> = self
+            .git
+            .run(["remote"])?
+            .lines()
+            .map(str::to_string)
+            .collect();
+        if remotes.iter().any(|r| r == "origin") {
+            return Ok("origin".into());
+        }
+        match remotes.as_slice() {
+            [only] => Ok(only.clone()),
+            [] => Err(GitError::Config(
+                "this repository has no remote (add one with `git remote add origin URL`)".into(),
+            )),
+            _ => Err(GitError::Config(format!(
+                "several remotes ({}) and none is `origin`: name one",
+                remotes.join(", ")
+            ))),
+        }
+    }
+
+    /// The URL of a remote; a URL given as the remote is returned as it is.
+    pub fn remote_url(&self, remote: &str) -> Result<String, GitError> {
+        if remote.contains("://") {
+            return Ok(remote.to_string());
+        }
+        self.config()
+            .get(None, &format!("remote.{remote}.url"))?
+            .ok_or_else(|| GitError::NoRemote(remote.to_string()))
+    }
+
+    /// The git-lfs endpoint of a remote, by git-lfs's rules: `lfs.url`, then
+    /// `remote.<name>.lfsurl`, each from git config and then `.lfsconfig`; else derived
+    /// from the remote URL.
+    pub fn lfs_endpoint(&self, remote: &str) -> Result<String, GitError> {
+        let config = self.config();
+        let remote_key = format!("remote.{remote}.lfsurl");
+        for key in ["lfs.url", remote_key.as_str()] {
+            if let Some(url) = config.get(None, key)? {
+                return Ok(url.trim_end_matches('/').to_string());
+            }
+        }
+        if let Some(wt) = &self.work_tree {
+            let lfsconfig = wt.join(".lfsconfig");
+            if lfsconfig.is_file() {
+                let file = lfsconfig.to_string_lossy().into_owned();
+                for key in ["lfs.url", remote_key.as_str()] {
+                    if let Some(url) = self
+                        .git
+                        .try_run(["config", "--file", &file, "--get", key])?
+                    {
+                        return Ok(url.trim_end_matches('/').to_string());
+                    }
+                }
+            }
+        }
+        Ok(lfs_endpoint_from_remote_url(&self.remote_url(remote)?))
+    }
+}
+
+/// git-lfs's default endpoint for a remote URL: `<url>.git/info/lfs` (no double `.git`);
+/// scp-style and ssh:// URLs map to https on the same host, as git-lfs does.
+pub fn lfs_endpoint_from_remote_url(url: &str) -> String {
+    let url = url.trim_end_matches('/');
+    let http = if url.starts_with("http://") || url.starts_with("https://") {
+        url.to_string()
+    } else if let Some(rest) = url.strip_prefix("ssh://") {
+        let rest = rest.split_once('@').map(|(_, r)| r).unwrap_or(rest);
+        let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let host = host.split(':').next().unwrap_or(host);
+        format!("https://{host}/{path}")
+    } else if let Some((user_host, path)) = url.split_once(':') {
+        let host = user_host
+            .split_once('@')
+            .map(|(_, h)| h)
+            .unwrap_or(user_host);
+        format!("https://{host}/{}", path.trim_start_matches('/'))
+    } else {
+        url.to_string()
+    };
+    if http.ends_with(".git") {
+        format!("{http}/info/lfs")
+    } else {
+        format!("{http}.git/info/lfs")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_follow_git_lfs_rules() {
+        let cases = [
+            (
+                "http://127.0.0.1:8080/org/repo.git",
+                "http://127.0.0.1:8080/org/repo.git/info/lfs",
+            ),
+            (
+                "http://127.0.0.1:8080/org/repo",
+                "http://127.0.0.1:8080/org/repo.git/info/lfs",
+            ),
+            (
+                "https://host/org/repo/",
+                "https://host/org/repo.git/info/lfs",
+            ),
+            (
+                "git@host:org/repo.git",
+                "https://host/org/repo.git/info/lfs",
+            ),
+            (
+                "ssh://git@host:22/org/repo",
+                "https://host/org/repo.git/info/lfs",
+            ),
+        ];
+        for (remote, endpoint) in cases {
+            assert_eq!(lfs_endpoint_from_remote_url(remote), endpoint, "{remote}");
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! `git xet status`: whether git-xet is in use for the current repository, what the
+//! remote's LFS server offers, the local XET state, and the XET hash of each LFS file.
+
+use std::path::Path;
+
+use crate::client::records::RecordStore;
+use crate::client::stats::human_bytes;
+use crate::git::credentials;
+use crate::git::install::{KEY_ARGS, KEY_PATH};
+use crate::git::lfs_objects::tracked_files;
+use crate::git::repo::Repo;
+use crate::git::GitError;
+use crate::lfs::batch::BatchClient;
+use crate::lfs::pointer::Oid;
+use crate::lfs::protocol::Operation;
+
+pub fn run(remote: Option<&str>, offline: bool) -> Result<(), GitError> {
+    let repo = Repo::current()?;
+    let config = repo.config();
+
+    // The agent, and which config file it comes from.
+    match config
+        .git()
+        .try_run(["config", "--show-scope", "--get", KEY_PATH])?
+    {
+        Some(line) => {
+            let (scope, path) = line.split_once('\t').unwrap_or(("?", line.as_str()));
+            let args = config.get(None, KEY_ARGS)?.unwrap_or_default();
+            let usable = Path::new(path).is_file() || which(path);
+            println!(
+                "agent:          configured ({scope} config): {path} {args}{}",
+                if usable {
+                    ""
+                } else {
+                    "  [program not found: run `git xet install` again]"
+                }
+            );
+        }
+        None => println!("agent:          not configured (run `git xet install`)"),
+    }
+    let filters = config.get(None, "filter.lfs.process")?.is_some();
+    println!(
+        "git-lfs:        {}",
+        if filters {
+            "filters installed"
+        } else {
+            "filters missing (run `git xet install` or `git lfs install`)"
+        }
+    );
+
+    // The remote's LFS endpoint and what it offers.
+    let remote = match remote {
+        Some(r) => Some(r.to_string()),
+        None => repo.default_remote().ok(),
+    };
+    match &remote {
+        None => println!("remote:         none"),
+        Some(remote) => {
+            let endpoint = repo.lfs_endpoint(remote)?;
+            println!("remote:         {remote}");
+            println!("LFS endpoint:   {}", credentials::strip_userinfo(&endpoint));
+            if !offline {
+                println!("offers xet:     {}", offers_xet(&repo, remote, &endpoint));
+            }
+        }
+    }
+
+    // Local XET state.
+    let xet_dir = repo.xet_dir();
+    let shards = dir_size(&xet_dir.join("shards")) + dir_size(&xet_dir.join("dedup-shards"));
+    println!(
+        "shard cache:    {} in {}",
+        human_bytes(shards),
+        xet_dir.display()
+    );
+
+    // Tracked files and their XET hashes.
+    let files = tracked_files(&repo, "HEAD")?;
+    let records = RecordStore::new(&xet_dir);
+    println!("LFS files in HEAD: {}", files.len());
+    for f in &files {
+        let object = repo.lfs_object_path(&f.oid);
+        // Known from a transfer, else computed from the local copy, else unknown.
+        let xet = records
+            .file_hash_for_sha256(&f.oid.0)
+            .map(|h| h.to_hex())
+            .or_else(|| {
+                let file = std::fs::File::open(&object).ok()?;
+                Some(
+                    crate::xet::pipeline::hash_stream(file, false)
+                        .ok()?
+                        .file_hash
+                        .to_hex(),
+                )
+            });
+        match xet {
+            Some(h) => println!("  {h}  {:>10}  {}", human_bytes(f.size), f.path),
+            None => println!(
+                "  {:64}  {:>10}  {}  (not local: `git lfs pull` first)",
+                "?",
+                human_bytes(f.size),
+                f.path
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// Asks the LFS server which transfer it picks when offered `basic` and `xet`.
+fn offers_xet(repo: &Repo, remote: &str, endpoint: &str) -> String {
+    let remote_url = repo.remote_url(remote).ok();
+    let auth = credentials::authorization(repo.git(), remote_url.as_deref(), endpoint).ok();
+    let answer = BatchClient::new(endpoint, auth).and_then(|client| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| crate::lfs::LfsError::Internal(e.to_string()))?;
+        rt.block_on(client.batch(Operation::Download, &["basic", "xet"], &[(Oid([0; 32]), 0)]))
+    });
+    match answer {
+        Ok(a) if a.transfer == "xet" => "yes".into(),
+        Ok(a) => format!("no (the server chose `{}`)", a.transfer),
+        Err(e) => format!("unknown ({e})"),
+    }
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+fn which(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+}

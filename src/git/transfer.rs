@@ -1,0 +1,54 @@
+//! `git xet transfer`: the agent process git-lfs starts. Wires stdin/stdout to the protocol
+//! state machine and gives the XET backend what it needs from git: repository paths and
+//! credentials.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::git::credentials;
+use crate::git::repo::Repo;
+use crate::lfs::agent::{self, Ending};
+use crate::lfs::progress::AnswerSink;
+use crate::lfs::protocol::InitRequest;
+use crate::lfs::xet_backend::{AgentEnv, AuthorizationFn, XetBackend};
+use crate::lfs::LfsError;
+
+/// Runs the agent on stdin/stdout until git-lfs sends `terminate`.
+pub fn run_stdio() -> anyhow::Result<ExitCode> {
+    let mut backend = XetBackend::new(Box::new(env_for_session));
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let sink = AnswerSink::new(std::io::stdout());
+    let (ending, stats) = agent::run(&mut backend, &mut input, &sink)?;
+    tracing::debug!(?stats, "session over");
+    Ok(match ending {
+        Ending::Terminated => ExitCode::SUCCESS,
+        Ending::InputClosed => ExitCode::FAILURE,
+    })
+}
+
+/// The repository the agent runs in, and how to authenticate to its LFS server.
+fn env_for_session(init: &InitRequest) -> Result<AgentEnv, LfsError> {
+    let repo = Repo::current().map_err(|e| LfsError::Transfer(e.to_string()))?;
+    Ok(agent_env(&repo, &init.remote))
+}
+
+/// The agent environment of `repo` talking to `remote` (a name or URL).
+pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
+    let remote_url = if remote.is_empty() {
+        None
+    } else {
+        repo.remote_url(remote).ok()
+    };
+    let git = repo.git().clone();
+    let authorization: AuthorizationFn = Arc::new(move |url: &str| {
+        credentials::authorization(&git, remote_url.as_deref(), url).map_err(|e| e.to_string())
+    });
+    AgentEnv {
+        lfs_tmp_dir: repo.lfs_tmp_dir(),
+        lfs_objects_dir: repo.lfs_objects_dir(),
+        xet_dir: repo.xet_dir(),
+        authorization,
+        chunk_cache: true,
+    }
+}

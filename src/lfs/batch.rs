@@ -1,0 +1,231 @@
+//! A client of the git-lfs Batch API (docs/api/batch.md in git-lfs), for the commands that
+//! talk to an LFS server themselves (`migrate`, `status`) rather than through git-lfs.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::lfs::pointer::Oid;
+use crate::lfs::protocol::{Action, Operation};
+use crate::lfs::LfsError;
+
+const MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
+/// Objects per batch request (git-lfs's own default batch size).
+pub const BATCH_SIZE: usize = 100;
+
+/// An LFS server endpoint (`.../info/lfs`) and how to authenticate to it.
+#[derive(Clone)]
+pub struct BatchClient {
+    endpoint: String,
+    authorization: Option<String>,
+    http: reqwest::Client,
+}
+
+#[derive(Serialize)]
+struct RequestBody<'a> {
+    operation: &'a str,
+    transfers: &'a [&'a str],
+    objects: Vec<ObjectSpec>,
+    hash_algo: &'a str,
+}
+
+#[derive(Serialize)]
+struct ObjectSpec {
+    oid: String,
+    size: u64,
+}
+
+#[derive(Deserialize)]
+struct ResponseBody {
+    #[serde(default)]
+    transfer: Option<String>,
+    #[serde(default)]
+    objects: Vec<ResponseObject>,
+}
+
+#[derive(Deserialize)]
+struct ResponseObject {
+    oid: String,
+    #[serde(default)]
+    size: u64,
+    #[serde(default)]
+    actions: Option<BTreeMap<String, RawAction>>,
+    #[serde(default)]
+    error: Option<ObjectError>,
+}
+
+#[derive(Deserialize)]
+struct RawAction {
+    #[serde(default)]
+    href: String,
+    #[serde(default)]
+    header: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct ObjectError {
+    #[serde(default)]
+    pub code: u32,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// The server's answer for one object.
+#[derive(Debug, Clone)]
+pub struct BatchObject {
+    pub oid: Oid,
+    pub size: u64,
+    /// The transfer action (`upload` or `download`); `None` on upload means the server
+    /// already has the object.
+    pub action: Option<Action>,
+    /// A `verify` action to call after an upload.
+    pub verify: Option<Action>,
+    pub error: Option<ObjectError>,
+}
+
+/// The answer to one batch request.
+#[derive(Debug, Clone)]
+pub struct BatchResponse {
+    /// The transfer the server chose (`basic` when it said nothing).
+    pub transfer: String,
+    pub objects: Vec<BatchObject>,
+}
+
+impl BatchClient {
+    pub fn new(endpoint: &str, authorization: Option<String>) -> Result<BatchClient, LfsError> {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("git-xet/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| LfsError::Transfer(format!("cannot create an HTTP client: {e}")))?;
+        Ok(BatchClient {
+            endpoint: endpoint.trim_end_matches('/').to_string(),
+            authorization,
+            http,
+        })
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// One batch request for `objects`, offering `transfers`.
+    pub async fn batch(
+        &self,
+        operation: Operation,
+        transfers: &[&str],
+        objects: &[(Oid, u64)],
+    ) -> Result<BatchResponse, LfsError> {
+        let url = format!("{}/objects/batch", self.endpoint);
+        let body = RequestBody {
+            operation: operation.as_str(),
+            transfers,
+            objects: objects
+                .iter()
+                .map(|(oid, size)| ObjectSpec {
+                    oid: oid.to_hex(),
+                    size: *size,
+                })
+                .collect(),
+            hash_algo: "sha256",
+        };
+        let mut request = self
+            .http
+            .post(&url)
+            .header("Accept", MEDIA_TYPE)
+            .header("Content-Type", MEDIA_TYPE)
+            .body(serde_json::to_vec(&body).expect("batch request serializes"));
+        if let Some(auth) = &self.authorization {
+            request = request.header("Authorization", auth);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| LfsError::Transfer(format!("LFS batch request to {url} failed: {e}")))?;
+        let status = response.status();
+        let text = response.text().await.map_err(|e| {
+            LfsError::Transfer(format!("reading the LFS batch answer from {url}: {e}"))
+        })?;
+        if !status.is_success() {
+            let hint = match status.as_u16() {
+                401 | 403 => " (check the credentials git uses for this remote: a token in the remote URL or a credential helper)",
+                404 => " (is this an LFS server? `git xet status` shows the endpoint in use)",
+                _ => "",
+            };
+            return Err(LfsError::Transfer(format!(
+                "LFS batch request to {url}: HTTP {status}: {}{hint}",
+                server_message(&text)
+            )));
+        }
+        let parsed: ResponseBody = serde_json::from_str(&text).map_err(|e| {
+            LfsError::Transfer(format!("LFS batch answer from {url} is not valid: {e}"))
+        })?;
+        let mut out = Vec::with_capacity(parsed.objects.len());
+        for o in parsed.objects {
+            let oid = o
+                .oid
+                .parse::<Oid>()
+                .map_err(|e| LfsError::Transfer(format!("LFS batch answer from {url}: {e}")))?;
+            let mut actions = o.actions.unwrap_or_default();
+            let take = |actions: &mut BTreeMap<String, RawAction>, name: &str| {
+                actions.remove(name).map(|a| Action {
+                    href: a.href,
+                    header: a.header,
+                })
+            };
+            out.push(BatchObject {
+                oid,
+                size: o.size,
+                action: take(&mut actions, operation.as_str()),
+                verify: take(&mut actions, "verify"),
+                error: o.error,
+            });
+        }
+        Ok(BatchResponse {
+            transfer: parsed.transfer.unwrap_or_else(|| "basic".into()),
+            objects: out,
+        })
+    }
+
+    /// Calls a `verify` action after an upload, as git-lfs does.
+    pub async fn verify(&self, action: &Action, oid: &Oid, size: u64) -> Result<(), LfsError> {
+        let mut request = self
+            .http
+            .post(&action.href)
+            .header("Accept", MEDIA_TYPE)
+            .header("Content-Type", MEDIA_TYPE)
+            .body(serde_json::json!({"oid": oid.to_hex(), "size": size}).to_string());
+        let mut has_auth = false;
+        for (k, v) in &action.header {
+            has_auth |= k.eq_ignore_ascii_case("authorization");
+            request = request.header(k, v);
+        }
+        if let (false, Some(auth)) = (has_auth, &self.authorization) {
+            request = request.header("Authorization", auth);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| LfsError::Transfer(format!("verify of {oid} failed: {e}")))?;
+        if !response.status().is_success() {
+            let status = response.status();
+            let text = response.text().await.unwrap_or_default();
+            return Err(LfsError::Transfer(format!(
+                "the LFS server did not verify {oid}: HTTP {status}: {}",
+                server_message(&text)
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The `message` of an LFS error body, else the start of the body.
+fn server_message(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| {
+            v.get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| text.chars().take(200).collect())
+}

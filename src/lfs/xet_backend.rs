@@ -1,0 +1,392 @@
+//! The transfer backend that moves LFS objects through XET with the client engine.
+//!
+//! Upload: one upload session per object (chunk, dedup, pack, upload xorbs, then the shard),
+//! answered only after the shard is registered, because git-lfs kills the agent about 30 s
+//! after `terminate`. Download: reconstruct into `.git/lfs/tmp`, verified against the XET
+//! hash and the oid, reusing chunks of recent local objects the client knows the
+//! reconstruction of.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::client::{
+    CasClient, ClientConfig, ClientError, DownloadOptions, LocalSource, ProgressFn, RefreshFn,
+    SessionStats, Token,
+};
+use crate::lfs::action::{RefreshedToken, XetAction};
+use crate::lfs::agent::TransferBackend;
+use crate::lfs::pointer::Oid;
+use crate::lfs::progress::Progress;
+use crate::lfs::protocol::{InitRequest, Operation, TransferRequest};
+use crate::lfs::LfsError;
+
+/// Produces the `Authorization` header value for a URL (the git credentials git-lfs used).
+pub type AuthorizationFn = Arc<dyn Fn(&str) -> Result<String, String> + Send + Sync>;
+
+/// Recent local objects offered to the client as sources of chunks on download.
+const MAX_LOCAL_SOURCES: usize = 16;
+
+/// What the agent needs from the repository it runs in, provided by the git layer.
+#[derive(Clone)]
+pub struct AgentEnv {
+    /// git-lfs's temp directory (downloads are renamed from here into its store).
+    pub lfs_tmp_dir: PathBuf,
+    /// git-lfs's object store (`.git/lfs/objects`): local data to reuse on download.
+    pub lfs_objects_dir: PathBuf,
+    /// git-xet's per-repository directory (`.git/xet`): shard cache and reconstruction
+    /// records of the client engine.
+    pub xet_dir: PathBuf,
+    /// Credentials for the token-refresh URL.
+    pub authorization: AuthorizationFn,
+    /// Whether to use the per-user chunk cache.
+    pub chunk_cache: bool,
+}
+
+/// Builds the environment at `init` (so a failure is answered with code 32).
+pub type EnvFactory = Box<dyn FnMut(&InitRequest) -> Result<AgentEnv, LfsError>>;
+
+pub struct XetBackend {
+    factory: EnvFactory,
+    env: Option<AgentEnv>,
+    runtime: Option<tokio::runtime::Runtime>,
+    /// One client per CAS URL for the session (connections and caches are reused).
+    clients: HashMap<String, (CasClient, Arc<Tokens>)>,
+    last_upload: Option<SessionStats>,
+}
+
+/// The newest token the LFS server handed out, for the client's refresh callback.
+struct Tokens {
+    refresh_url: String,
+    action_authorization: Option<String>,
+    authorization: AuthorizationFn,
+    /// A token from a later action that the client has not used yet.
+    pending: Mutex<Option<Token>>,
+    last_seen: Mutex<String>,
+}
+
+impl Tokens {
+    fn offer(&self, action: &XetAction) {
+        let mut last = self.last_seen.lock().unwrap_or_else(|p| p.into_inner());
+        if *last != action.access_token {
+            *last = action.access_token.clone();
+            *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(
+                Token::with_unix_expiry(action.access_token.clone(), action.token_expiration),
+            );
+        }
+    }
+
+    async fn refresh(self: Arc<Self>) -> Result<Token, ClientError> {
+        let fresh = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(token) = fresh.filter(|t| !expires_within(t, 60)) {
+            return Ok(token);
+        }
+        if self.refresh_url.is_empty() {
+            return Err(ClientError::Auth(
+                "the CAS token expired and the LFS server gave no refresh URL (retry the command)"
+                    .into(),
+            ));
+        }
+        let authorization = match &self.action_authorization {
+            Some(a) => Some(a.clone()),
+            None => {
+                let this = self.clone();
+                let url = self.refresh_url.clone();
+                let found = tokio::task::spawn_blocking(move || (this.authorization)(&url))
+                    .await
+                    .map_err(|e| ClientError::Auth(format!("credential lookup failed: {e}")))?;
+                match found {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        // The refresh route may allow anonymous reads; try without.
+                        tracing::debug!("no credentials for the token refresh: {e}");
+                        None
+                    }
+                }
+            }
+        };
+        let t: RefreshedToken = refresh_token(&self.refresh_url, authorization)
+            .await
+            .map_err(|e| ClientError::Auth(e.to_string()))?;
+        Ok(Token::with_unix_expiry(t.access_token, t.exp))
+    }
+}
+
+fn expires_within(token: &Token, secs: u64) -> bool {
+    token
+        .expires_at
+        .is_some_and(|exp| exp <= SystemTime::now() + std::time::Duration::from_secs(secs))
+}
+
+impl XetBackend {
+    pub fn new(factory: EnvFactory) -> XetBackend {
+        XetBackend {
+            factory,
+            env: None,
+            runtime: None,
+            clients: HashMap::new(),
+            last_upload: None,
+        }
+    }
+
+    fn env(&self) -> Result<&AgentEnv, LfsError> {
+        self.env
+            .as_ref()
+            .ok_or_else(|| LfsError::Internal("transfer before a successful init".into()))
+    }
+
+    fn runtime(&self) -> Result<&tokio::runtime::Runtime, LfsError> {
+        self.runtime
+            .as_ref()
+            .ok_or_else(|| LfsError::Internal("transfer before a successful init".into()))
+    }
+
+    /// What the last successful upload sent (for `migrate`'s report).
+    pub fn last_upload_stats(&self) -> Option<&SessionStats> {
+        self.last_upload.as_ref()
+    }
+
+    /// The session's client for the action's CAS server, created on first use.
+    fn client_for(&mut self, action: &XetAction) -> Result<CasClient, LfsError> {
+        if let Some((client, tokens)) = self.clients.get(&action.cas_url) {
+            tokens.offer(action);
+            return Ok(client.clone());
+        }
+        let env = self.env()?.clone();
+        let tokens = Arc::new(Tokens {
+            refresh_url: action.refresh_url.clone(),
+            action_authorization: action.authorization.clone(),
+            authorization: env.authorization.clone(),
+            pending: Mutex::new(None),
+            last_seen: Mutex::new(action.access_token.clone()),
+        });
+        let for_refresh = tokens.clone();
+        let refresh: RefreshFn = Arc::new(move || Box::pin(for_refresh.clone().refresh()));
+        let mut config = ClientConfig::new(action.cas_url.clone());
+        config.token = Some(Token::with_unix_expiry(
+            action.access_token.clone(),
+            action.token_expiration,
+        ));
+        config.refresh = Some(refresh);
+        config.metadata_dir = Some(env.xet_dir.clone());
+        if env.chunk_cache {
+            config = config.with_user_caches();
+        }
+        let client = CasClient::new(config)?;
+        self.clients
+            .insert(action.cas_url.clone(), (client.clone(), tokens));
+        Ok(client)
+    }
+}
+
+impl TransferBackend for XetBackend {
+    fn init(&mut self, init: &InitRequest) -> Result<(), LfsError> {
+        let env = (self.factory)(init)?;
+        if init.operation == Operation::Download {
+            std::fs::create_dir_all(&env.lfs_tmp_dir).map_err(|e| {
+                LfsError::Transfer(format!("cannot create {}: {e}", env.lfs_tmp_dir.display()))
+            })?;
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("git-xet-agent")
+            .build()
+            .map_err(|e| LfsError::Internal(format!("cannot start the async runtime: {e}")))?;
+        self.runtime = Some(runtime);
+        self.env = Some(env);
+        Ok(())
+    }
+
+    fn upload(&mut self, req: &TransferRequest, progress: &Progress) -> Result<(), LfsError> {
+        let action = XetAction::from_action(req.action.as_ref(), Operation::Upload)?;
+        let path = req
+            .path
+            .clone()
+            .ok_or_else(|| LfsError::Protocol("upload without a path".into()))?;
+        check_upload_file(&path, req.size)?;
+        let client = self.client_for(&action)?;
+        let progress_fn = progress_callback(progress);
+        let oid = req.oid;
+        self.last_upload = None;
+        let stats = self.runtime()?.block_on(async move {
+            let mut session = client.start_upload().await?;
+            let file = session.add_file(&path, Some(progress_fn)).await?;
+            if file.sha256 != oid.0 || file.size != req.size {
+                // Dropping the session registers nothing.
+                return Err(LfsError::Transfer(format!(
+                    "{} changed while it was being uploaded (its sha256 is now {}); retry the push",
+                    path.display(),
+                    Oid(file.sha256)
+                )));
+            }
+            let summary = session.finish().await?;
+            tracing::info!(oid = %oid, "uploaded: {}", summary.stats);
+            Ok::<_, LfsError>(summary.stats)
+        })?;
+        self.last_upload = Some(stats);
+        Ok(())
+    }
+
+    fn download(
+        &mut self,
+        req: &TransferRequest,
+        progress: &Progress,
+    ) -> Result<PathBuf, LfsError> {
+        let action = XetAction::from_action(req.action.as_ref(), Operation::Download)?;
+        let file_hash = action
+            .file_hash
+            .ok_or_else(|| LfsError::Action("download action without X-Xet-Hash".into()))?;
+        let client = self.client_for(&action)?;
+        let env = self.env()?;
+        let output = unique_tmp_path(&env.lfs_tmp_dir, &req.oid);
+        let sources = local_sources(&client, &env.lfs_objects_dir, &req.oid);
+        let options = DownloadOptions {
+            expected_sha256: Some(req.oid.0),
+            sources,
+            progress: Some(progress_callback(progress)),
+            ..Default::default()
+        };
+        let outcome = self
+            .runtime()?
+            .block_on(client.download(&file_hash, &output, options))?;
+        if outcome.bytes_written != req.size {
+            let _ = std::fs::remove_file(&output);
+            return Err(LfsError::Transfer(format!(
+                "the server's reconstruction of {} has {} bytes, git-lfs expects {}",
+                req.oid, outcome.bytes_written, req.size
+            )));
+        }
+        tracing::info!(
+            oid = %req.oid,
+            network = outcome.network_bytes,
+            cache = outcome.cache_bytes,
+            local = outcome.local_bytes,
+            "downloaded"
+        );
+        Ok(output)
+    }
+
+    fn terminate(&mut self) {
+        self.clients.clear();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(std::time::Duration::from_secs(5));
+        }
+    }
+}
+
+fn progress_callback(progress: &Progress) -> ProgressFn {
+    let progress = progress.clone();
+    Arc::new(move |done, _total| progress.set(done))
+}
+
+/// A fresh path in git-lfs's temp directory for one download.
+fn unique_tmp_path(dir: &Path, oid: &Oid) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    dir.join(format!("{oid}-xet-{}-{n}-{nanos}", std::process::id()))
+}
+
+/// The most recently written local LFS objects whose reconstruction the client knows:
+/// typically the previous version of the file being downloaded.
+fn local_sources(client: &CasClient, objects_dir: &Path, wanted: &Oid) -> Vec<LocalSource> {
+    let mut found: Vec<(SystemTime, LocalSource)> = Vec::new();
+    let Ok(level1) = std::fs::read_dir(objects_dir) else {
+        return Vec::new();
+    };
+    for d1 in level1.flatten() {
+        let Ok(level2) = std::fs::read_dir(d1.path()) else {
+            continue;
+        };
+        for d2 in level2.flatten() {
+            let Ok(files) = std::fs::read_dir(d2.path()) else {
+                continue;
+            };
+            for f in files.flatten() {
+                let Some(oid) = f.file_name().to_str().and_then(|n| n.parse::<Oid>().ok()) else {
+                    continue;
+                };
+                if oid == *wanted {
+                    continue;
+                }
+                let Some(file_hash) = client.known_file_hash(&oid.0) else {
+                    continue;
+                };
+                let modified = f
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .unwrap_or(UNIX_EPOCH);
+                found.push((
+                    modified,
+                    LocalSource {
+                        path: f.path(),
+                        file_hash: Some(file_hash),
+                        sha256: Some(oid.0),
+                    },
+                ));
+            }
+        }
+    }
+    found.sort_by_key(|entry| std::cmp::Reverse(entry.0));
+    found
+        .into_iter()
+        .take(MAX_LOCAL_SOURCES)
+        .map(|(_, s)| s)
+        .collect()
+}
+
+/// The file git-lfs asked us to upload must exist with the size it announced.
+fn check_upload_file(path: &Path, size: u64) -> Result<(), LfsError> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| LfsError::Transfer(format!("cannot read {}: {e}", path.display())))?;
+    if meta.len() != size {
+        return Err(LfsError::Transfer(format!(
+            "{} is {} bytes but git-lfs announced {size}; was it modified during the push?",
+            path.display(),
+            meta.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Fetches a fresh CAS token from the action's `href` with the LFS credentials.
+pub async fn refresh_token(
+    url: &str,
+    authorization: Option<String>,
+) -> Result<RefreshedToken, LfsError> {
+    let client = reqwest::Client::new();
+    let mut request = client.get(url).header("Accept", "application/json");
+    if let Some(auth) = authorization {
+        request = request.header("Authorization", auth);
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| LfsError::Transfer(format!("token refresh at {url} failed: {e}")))?;
+    let status = response.status();
+    if !status.is_success() {
+        let body = response.text().await.unwrap_or_default();
+        let hint = if status.as_u16() == 401 || status.as_u16() == 403 {
+            " (check the credentials git uses for this remote)"
+        } else {
+            ""
+        };
+        return Err(LfsError::Transfer(format!(
+            "token refresh at {url}: HTTP {status}: {}{hint}",
+            body.chars().take(200).collect::<String>()
+        )));
+    }
+    response
+        .json::<RefreshedToken>()
+        .await
+        .map_err(|e| LfsError::Transfer(format!("token refresh at {url}: unexpected answer: {e}")))
+}

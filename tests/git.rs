@@ -1,0 +1,20 @@
+//! git integration end to end: real git, real git-lfs, the real `git-xet` binary and a real
+//! `git xet server` on loopback. Every test runs with its own HOME and git config files, so
+//! the developer's configuration is never read or touched.
+
+mod support;
+
+#[path = "git/commands.rs"]
+mod commands;
+#[path = "git/env.rs"]
+mod env;
+#[path = "git/failures.rs"]
+mod failures;
+#[path = "git/install.rs"]
+mod install;
+#[path = "git/migrate.rs"]
+mod migrate;
+#[path = "git/transfer_protocol.rs"]
+mod transfer_protocol;
+#[path = "git/workflow.rs"]
+mod workflow;

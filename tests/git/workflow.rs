@@ -1,0 +1,181 @@
+//! The everyday workflow through the `xet` transfer: push, clone, pull, checkout of
+//! branches; dedup of a second version counted by the server; mixed clients.
+
+use crate::env::{assert_file_is, ok, remote_url, stderr, GitEnv};
+use crate::support::{random_bytes, write_file, TestServer};
+
+const XORB_RECEIVED: &str = "git_xet_xorb_bytes_received_total";
+const XORB_SERVED: &str = "git_xet_xorb_bytes_served_total";
+const BASIC_RECEIVED: &str = "git_xet_lfs_basic_bytes_received_total";
+const BASIC_SERVED: &str = "git_xet_lfs_basic_bytes_served_total";
+
+#[test]
+fn push_clone_pull_and_checkout_go_through_xet() {
+    let server = TestServer::start();
+    let remote = remote_url(&server, "org/models", "write");
+    let alice = GitEnv::with_agent(&[]);
+    // The second user runs a single agent process (concurrent = false).
+    let bob = GitEnv::with_agent(&["--concurrency", "1"]);
+
+    let a = alice.lfs_repo("a", &remote);
+    let big = random_bytes(6 << 20, 1);
+    let small = random_bytes(10_000, 2);
+    write_file(&a.join("weights/big.bin"), &big);
+    write_file(&a.join("small.bin"), &small);
+    std::fs::write(a.join("README"), "models\n").unwrap();
+    alice.git(&a, &["add", "."]);
+    alice.git(&a, &["commit", "-qm", "first"]);
+    alice.git(&a, &["checkout", "-qb", "feature"]);
+    let feature = random_bytes(3 << 20, 3);
+    write_file(&a.join("feature.bin"), &feature);
+    alice.git(&a, &["add", "feature.bin"]);
+    alice.git(&a, &["commit", "-qm", "feature"]);
+    ok(
+        alice.git_logged(&a, &["push", "-q", "origin", "main", "feature"]),
+        "push",
+    );
+    assert!(
+        alice.agent_log().contains("upload done"),
+        "the agent did the upload:\n{}",
+        alice.agent_log()
+    );
+    assert!(server.metric(XORB_RECEIVED) > 0.0);
+    assert_eq!(
+        server.metric(BASIC_RECEIVED),
+        0.0,
+        "nothing went through basic"
+    );
+
+    let b = bob.dir("b");
+    ok(
+        bob.git_logged(
+            &bob.dir("."),
+            &["clone", "-q", &remote, b.to_str().unwrap()],
+        ),
+        "clone",
+    );
+    assert_file_is(&b.join("weights/big.bin"), &big);
+    assert_file_is(&b.join("small.bin"), &small);
+    assert!(!b.join("feature.bin").exists());
+    bob.git(&b, &["checkout", "-q", "feature"]);
+    assert_file_is(&b.join("feature.bin"), &feature);
+    bob.git(&b, &["lfs", "fsck"]);
+    assert!(server.metric(XORB_SERVED) > 0.0);
+    assert_eq!(
+        server.metric(BASIC_SERVED),
+        0.0,
+        "nothing went through basic"
+    );
+
+    // A new commit on main reaches the other clone with `git pull`.
+    alice.git(&a, &["checkout", "-q", "main"]);
+    let v2 = random_bytes(1 << 20, 4);
+    write_file(&a.join("small.bin"), &v2);
+    alice.git(&a, &["commit", "-qam", "update small"]);
+    alice.git(&a, &["push", "-q", "origin", "main"]);
+    bob.git(&b, &["checkout", "-q", "main"]);
+    bob.git(&b, &["pull", "-q", "origin", "main"]);
+    assert_file_is(&b.join("small.bin"), &v2);
+    bob.git(&b, &["lfs", "fsck"]);
+    // The per-repository shard cache is where it belongs.
+    assert!(a
+        .join(".git/xet/shards")
+        .read_dir()
+        .unwrap()
+        .next()
+        .is_some());
+}
+
+#[test]
+fn a_second_version_moves_only_the_changed_bytes() {
+    const SIZE: usize = 64 << 20;
+    let server = TestServer::start();
+    let remote = remote_url(&server, "org/big", "write");
+    let alice = GitEnv::with_agent(&[]);
+    let bob = GitEnv::with_agent(&[]);
+
+    let a = alice.lfs_repo("a", &remote);
+    let v1 = random_bytes(SIZE, 7);
+    write_file(&a.join("model.bin"), &v1);
+    alice.git(&a, &["add", "."]);
+    alice.git(&a, &["commit", "-qm", "v1"]);
+    alice.git(&a, &["push", "-q", "origin", "main"]);
+    let b = bob.dir("b");
+    bob.git(
+        &bob.dir("."),
+        &["clone", "-q", &remote, b.to_str().unwrap()],
+    );
+    assert_file_is(&b.join("model.bin"), &v1);
+
+    // v2: 1000 bytes inserted in the middle.
+    let mut v2 = v1[..SIZE / 2].to_vec();
+    v2.extend_from_slice(&random_bytes(1000, 8));
+    v2.extend_from_slice(&v1[SIZE / 2..]);
+    write_file(&a.join("model.bin"), &v2);
+    alice.git(&a, &["commit", "-qam", "v2"]);
+    let received = server.metric(XORB_RECEIVED);
+    alice.git(&a, &["push", "-q", "origin", "main"]);
+    let pushed = server.metric(XORB_RECEIVED) - received;
+    assert!(pushed > 0.0, "the new chunks were sent");
+    assert!(
+        pushed <= 0.05 * SIZE as f64,
+        "push of v2 sent {pushed} xorb bytes, over 5% of {SIZE}"
+    );
+
+    let served = server.metric(XORB_SERVED);
+    bob.git(&b, &["pull", "-q", "origin", "main"]);
+    let pulled = server.metric(XORB_SERVED) - served;
+    assert_file_is(&b.join("model.bin"), &v2);
+    assert!(
+        pulled <= 0.05 * SIZE as f64,
+        "pull of v2 fetched {pulled} xorb bytes, over 5% of {SIZE}"
+    );
+    eprintln!("v2 push sent {pushed} bytes, pull fetched {pulled} bytes (file {SIZE})");
+}
+
+#[test]
+fn agent_and_plain_git_lfs_users_share_a_repository() {
+    let server = TestServer::start();
+    let remote = remote_url(&server, "org/mixed", "write");
+    let xet_user = GitEnv::with_agent(&[]);
+    let lfs_user = GitEnv::plain_lfs();
+
+    let x = xet_user.lfs_repo("x", &remote);
+    let from_xet = random_bytes(2 << 20, 11);
+    write_file(&x.join("from-xet.bin"), &from_xet);
+    xet_user.git(&x, &["add", "."]);
+    xet_user.git(&x, &["commit", "-qm", "from the xet user"]);
+    xet_user.git(&x, &["push", "-q", "origin", "main"]);
+
+    let l = lfs_user.dir("l");
+    ok(
+        lfs_user.git_output(
+            &lfs_user.dir("."),
+            &["clone", "-q", &remote, l.to_str().unwrap()],
+        ),
+        "plain clone",
+    );
+    assert_file_is(&l.join("from-xet.bin"), &from_xet);
+    let basic_served = server.metric(BASIC_SERVED);
+    assert!(
+        basic_served >= from_xet.len() as f64,
+        "the plain client downloaded with basic"
+    );
+
+    let from_lfs = random_bytes(3 << 20, 12);
+    write_file(&l.join("from-lfs.bin"), &from_lfs);
+    lfs_user.git(&l, &["add", "from-lfs.bin"]);
+    lfs_user.git(&l, &["commit", "-qm", "from the plain user"]);
+    let out = lfs_user.git_output(&l, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "plain push: {}", stderr(&out));
+    assert!(server.metric(BASIC_RECEIVED) >= from_lfs.len() as f64);
+
+    xet_user.git(&x, &["pull", "-q", "origin", "main"]);
+    assert_file_is(&x.join("from-lfs.bin"), &from_lfs);
+    assert_eq!(
+        server.metric(BASIC_SERVED),
+        basic_served,
+        "the xet user pulled through xet"
+    );
+    xet_user.git(&x, &["lfs", "fsck"]);
+}
