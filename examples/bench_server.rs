@@ -251,18 +251,27 @@ async fn main() -> Result<(), Error> {
                     .header("Range", info.url_range.header_value())
                     .send()
                     .await?;
-                let body = check(r).await?.bytes().await?;
                 let x = xorbs
                     .iter()
                     .find(|x| x.hash == hash)
                     .ok_or("unknown xorb in fetch info")?;
                 let want = &x.bytes[info.url_range.start as usize..=info.url_range.end as usize];
-                if body.as_ref() != want {
-                    return Err::<u64, Error>(
-                        format!("xorb {hash} range came back different").into(),
-                    );
+                // Compared as it arrives, without collecting the body first.
+                let mut stream = check(r).await?.bytes_stream();
+                let mut got = 0usize;
+                while let Some(part) = stream.next().await {
+                    let part = part?;
+                    if want.get(got..got + part.len()) != Some(&part[..]) {
+                        return Err::<u64, Error>(
+                            format!("xorb {hash} range came back different").into(),
+                        );
+                    }
+                    got += part.len();
                 }
-                Ok(body.len() as u64)
+                if got != want.len() {
+                    return Err(format!("xorb {hash} range came back short").into());
+                }
+                Ok(got as u64)
             }
         })
         .buffer_unordered(concurrency)

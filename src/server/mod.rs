@@ -151,6 +151,13 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
         .clone()
         .unwrap_or_else(|| state.internal_url.clone());
     tracing::info!(url = %base, data = %state.config.data_dir.display(), "git xet server listening");
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        tracing::warn!("git is not on PATH: git over HTTP will answer 500 until it is installed");
+    }
     if let Some(path) = ready_file {
         write_atomically(&path, &base)
             .map_err(io_context(format!("writing ready file {}", path.display())))?;

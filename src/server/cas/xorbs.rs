@@ -42,6 +42,8 @@ pub async fn upload(
             footer.hash
         )));
     }
+    // Accepted: counted as soon as it is known valid, while it is being written.
+    add(&state.metrics.xorb_bytes_received, len);
     let inserted = store_xorb(
         &state,
         XorbMeta {
@@ -52,7 +54,6 @@ pub async fn upload(
     )
     .await?;
     state.buffers.recycle(bytes);
-    add(&state.metrics.xorb_bytes_received, len);
     Ok(Json(serde_json::json!({ "was_inserted": inserted })))
 }
 
