@@ -9,19 +9,9 @@ use git_xet::xet::hash::{chunk_hash, file_hash};
 use git_xet::xet::pipeline::hash_stream;
 use git_xet::xet::xorb::{CompressedChunk, XorbBuilder};
 
-fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed;
-    let mut out = Vec::with_capacity(n + 8);
-    while out.len() < n {
-        state = state.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(n);
-    out
-}
+#[path = "../tests/support/random.rs"]
+mod random;
+use random::random_bytes;
 
 /// CSV-like text: compresses well with LZ4.
 fn text_bytes(n: usize) -> Vec<u8> {

@@ -21,19 +21,9 @@ use sha2::Digest;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed;
-    let mut out = Vec::with_capacity(n + 8);
-    while out.len() < n {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(n);
-    out
-}
+#[path = "../tests/support/random.rs"]
+mod random;
+use random::random_bytes;
 
 /// Chunks, compresses (on every core) and packs the data into full xorbs.
 fn build_xorbs(data: &[u8]) -> Vec<SerializedXorb> {

@@ -1,6 +1,9 @@
 //! Protocol core: test vectors, deployed reference files, properties, and rejection of
 //! malformed input.
 
+#[path = "support/random.rs"]
+mod random;
+
 #[path = "protocol_core/common.rs"]
 mod common;
 #[path = "protocol_core/properties.rs"]

@@ -3,6 +3,8 @@
 //! `mod support;`.
 #![allow(dead_code)]
 
+mod random;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -250,20 +252,7 @@ fn dechunk(body: &str) -> String {
     out
 }
 
-/// Deterministic pseudo-random bytes (SplitMix64), for test files.
-pub fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed;
-    let mut out = Vec::with_capacity(n + 8);
-    while out.len() < n {
-        state = state.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(n);
-    out
-}
+pub use random::random_bytes;
 
 /// Writes a file, creating parent directories.
 pub fn write_file(path: &Path, bytes: &[u8]) {
