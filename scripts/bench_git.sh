@@ -4,6 +4,13 @@
 # `basic`, against the same `git xet server` on loopback.
 #
 #   scripts/bench_git.sh [SIZE_MIB] [EDIT_KIB]      (defaults: 1024 MiB, 1024 KiB)
+#   LINK_RATE=1gbit scripts/bench_git.sh           the server behind a link of that rate
+#
+# On loopback the wire is almost free, so both modes are bounded by the same local work on
+# the large file (git-lfs re-hashing, smudge, git's clean filter). LINK_RATE (a tc rate such
+# as 1gbit or 100mbit; needs root and iproute2) puts the server in its own network namespace
+# behind a veth pair shaped to that rate in both directions, which is what users' pushes and
+# pulls actually cross.
 #
 # Prints wall time, bytes on the wire (from the server's metrics: xorb bytes received and
 # served for xet, basic PUT/GET bytes for basic) and peak RSS of each git command's process
@@ -21,13 +28,37 @@ command -v git-lfs >/dev/null || { echo "bench_git.sh: git-lfs is required" >&2;
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/bench-git.XXXXXX")"
 server_pid=""
+netns=""
 cleanup() {
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  if [ -n "$netns" ]; then ip netns del "$netns" 2>/dev/null || true; ip link del "xb$$" 2>/dev/null || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 
-"$bin" server --listen 127.0.0.1:0 --data "$tmp/data" --ready-file "$tmp/ready" 2>"$tmp/server.log" &
+listen=127.0.0.1:0
+run_server=()
+if [ -n "${LINK_RATE:-}" ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v tc >/dev/null; then
+    echo "bench_git.sh: LINK_RATE needs root and iproute2 (ip, tc)" >&2
+    exit 1
+  fi
+  netns="xetbench$$"
+  ip netns add "$netns"
+  ip link add "xb$$" type veth peer name "xp$$"
+  ip link set "xp$$" netns "$netns"
+  ip addr add 10.199.77.1/24 dev "xb$$"
+  ip link set "xb$$" up
+  ip netns exec "$netns" ip addr add 10.199.77.2/24 dev "xp$$"
+  ip netns exec "$netns" ip link set "xp$$" up
+  ip netns exec "$netns" ip link set lo up
+  tc qdisc add dev "xb$$" root tbf rate "$LINK_RATE" burst 256kb latency 100ms
+  ip netns exec "$netns" tc qdisc add dev "xp$$" root tbf rate "$LINK_RATE" burst 256kb latency 100ms
+  listen=10.199.77.2:0
+  run_server=(ip netns exec "$netns")
+fi
+
+"${run_server[@]}" "$bin" server --listen "$listen" --data "$tmp/data" --ready-file "$tmp/ready" 2>"$tmp/server.log" &
 server_pid=$!
 for _ in $(seq 300); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
 [ -s "$tmp/ready" ] || { echo "server did not start:"; cat "$tmp/server.log"; exit 1; }
@@ -130,7 +161,7 @@ bench_mode() { # bench_mode MODE SEED
   cmp -s "$a/model.bin" "$b/model.bin" || { echo "$mode: pull of v2 differs" >&2; exit 1; }
 }
 
-echo "git-xet benchmark: ${size_mib} MiB file, ${edit_kib} KiB edit, server $url ($(nproc) cores)"
+echo "git-xet benchmark: ${size_mib} MiB file, ${edit_kib} KiB edit, server $url ($(nproc) cores, link ${LINK_RATE:-loopback})"
 bench_mode xet 1
 bench_mode basic 2
 
@@ -153,4 +184,4 @@ echo
 echo "bytes = xorb bytes (xet) or basic PUT/GET bytes (basic) counted by the server; RSS = peak of the"
 echo "git command's process tree. 'transfer' rows time git-lfs's object transfer alone (the agent vs"
 echo "basic); 'push v2'/'pull v2' add git's own work on the ${size_mib} MiB file (clean-filter hashing,"
-echo "checkout, smudge), which is the same for both and dominates on loopback."
+echo "checkout, smudge), which is the same for both and dominates on loopback (see LINK_RATE)."
