@@ -42,7 +42,16 @@ token=$("$BIN" server token create --repo bench/data --scope write --data "$work
 echo "git xet server bench: $SIZE_MB MiB, $CONCURRENCY requests in flight, fsync=$FSYNC, data in $DATA_PARENT"
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the cores slows the wall-clock figures; the server CPU figures are not affected)"
 rss_start=$(awk '/VmRSS/ {print $2}' "/proc/$server_pid/status")
+# VmHWM counts mapped page-cache pages (xorbs being validated or served) as well as the
+# heap; the heap alone (RssAnon) is sampled every 10 ms.
+( peak=0; while kill -0 "$server_pid" 2>/dev/null && [ ! -e "$work/done" ]; do
+    anon=$(awk '/RssAnon/ {print $2}' "/proc/$server_pid/status" 2>/dev/null || echo 0)
+    [ "${anon:-0}" -gt "$peak" ] && peak=$anon && echo "$peak" > "$work/anon"
+    sleep 0.01
+  done ) &
 "$CLIENT" "$url" "$token" bench/data $((SIZE_MB * 1024 * 1024)) "$CONCURRENCY" "$server_pid"
+touch "$work/done"; wait $! 2>/dev/null || true
 hwm=$(awk '/VmHWM/ {print $2}' "/proc/$server_pid/status")
-echo "server RSS at start: $((rss_start / 1024)) MiB, peak (VmHWM): $((hwm / 1024)) MiB"
+anon=$(cat "$work/anon" 2>/dev/null || echo 0)
+echo "server RSS at start: $((rss_start / 1024)) MiB, peak (VmHWM): $((hwm / 1024)) MiB, of which heap (RssAnon, sampled): $((anon / 1024)) MiB"
 curl -s "$url/metrics" | grep -E '^git_xet_(xorb_bytes_received_total|xorb_bytes_served_total|stored_xorbs|lfs_basic_bytes_served_total) '

@@ -20,50 +20,6 @@ pub fn content_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
-/// Large request buffers (xorb bodies) kept for reuse: a fresh 64 MiB allocation is
-/// mmapped and page-faulted in for every request, which costs more than the copy into it.
-/// At most `max_idle` buffers are kept, so memory stays bounded by concurrency.
-pub struct BufferPool {
-    idle: std::sync::Mutex<Vec<Vec<u8>>>,
-    max_idle: usize,
-}
-
-/// Buffers smaller than this are not worth keeping.
-const POOLED_MIN_CAPACITY: usize = 1 << 20;
-
-impl BufferPool {
-    pub fn new(max_idle: usize) -> BufferPool {
-        BufferPool {
-            idle: std::sync::Mutex::new(Vec::new()),
-            max_idle,
-        }
-    }
-
-    pub fn take(&self) -> Vec<u8> {
-        self.idle
-            .lock()
-            .expect("buffer pool")
-            .pop()
-            .unwrap_or_default()
-    }
-
-    /// Returns a body's buffer once nothing else refers to it.
-    pub fn recycle(&self, bytes: Bytes) {
-        let Ok(unique) = bytes.try_into_mut() else {
-            return;
-        };
-        let mut buf: Vec<u8> = unique.into();
-        if buf.capacity() < POOLED_MIN_CAPACITY {
-            return;
-        }
-        buf.clear();
-        let mut idle = self.idle.lock().expect("buffer pool");
-        if idle.len() < self.max_idle {
-            idle.push(buf);
-        }
-    }
-}
-
 /// Reads a whole body into memory, refusing with 413 as soon as it is known to exceed
 /// `limit`: from `Content-Length` before reading anything, else while reading.
 pub async fn read_limited(
@@ -72,44 +28,107 @@ pub async fn read_limited(
     limit: usize,
     what: &str,
 ) -> ServerResult<Bytes> {
-    read_into(Vec::new(), body, headers, limit, what).await
+    let mut frames = LimitedBody::new(body, headers, limit, what)?;
+    let mut buf = Vec::with_capacity(frames.declared.unwrap_or(0) as usize);
+    while let Some(data) = frames.next().await? {
+        buf.extend_from_slice(&data);
+    }
+    frames.finish()?;
+    Ok(Bytes::from(buf))
 }
 
-/// [`read_limited`] into a given (e.g. pooled) buffer.
-pub async fn read_into(
-    mut buf: Vec<u8>,
+/// Writes a whole body to `file` as it arrives (on a blocking thread, a few frames behind
+/// the network), with the limits of [`read_limited`]. Returns the file and the number of
+/// bytes written. On an error the file's contents are unspecified: the caller discards it.
+pub async fn write_limited(
     body: Body,
     headers: &HeaderMap,
     limit: usize,
     what: &str,
-) -> ServerResult<Bytes> {
-    let too_large = || {
-        ServerError::PayloadTooLarge(format!("{what} is larger than the limit of {limit} bytes"))
-    };
-    let declared = content_length(headers);
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(too_large());
-    }
-    buf.clear();
-    buf.reserve(declared.unwrap_or(0) as usize);
-    let mut body = body;
-    while let Some(frame) = body.frame().await {
-        let frame =
-            frame.map_err(|e| ServerError::bad_request(format!("reading the {what}: {e}")))?;
-        if let Ok(data) = frame.into_data() {
-            if buf.len() + data.len() > limit {
-                return Err(too_large());
-            }
-            buf.extend_from_slice(&data);
+    file: std::fs::File,
+) -> ServerResult<(std::fs::File, u64)> {
+    let mut frames = LimitedBody::new(body, headers, limit, what)?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(WRITE_QUEUE);
+    let writer = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut file = file;
+        while let Some(data) = rx.blocking_recv() {
+            file.write_all(&data)?;
         }
+        Ok::<_, std::io::Error>(file)
+    });
+    let received = async {
+        while let Some(data) = frames.next().await? {
+            // A closed channel means the writer failed; it says why below.
+            if tx.send(data).await.is_err() {
+                break;
+            }
+        }
+        frames.finish()
     }
-    if declared.is_some_and(|n| n != buf.len() as u64) {
-        return Err(ServerError::bad_request(format!(
-            "{what} ended after {} bytes, before its Content-Length",
-            buf.len()
-        )));
+    .await;
+    drop(tx);
+    let file = writer.await??;
+    Ok((file, received?))
+}
+
+/// Frames queued between the network and the file writer (each up to a few hundred KiB).
+const WRITE_QUEUE: usize = 32;
+
+/// A request body read frame by frame, counting bytes against a limit and the declared
+/// `Content-Length`.
+struct LimitedBody<'a> {
+    body: Body,
+    declared: Option<u64>,
+    limit: usize,
+    what: &'a str,
+    received: u64,
+}
+
+impl<'a> LimitedBody<'a> {
+    fn new(body: Body, headers: &HeaderMap, limit: usize, what: &'a str) -> ServerResult<Self> {
+        let declared = content_length(headers);
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(too_large(limit, what));
+        }
+        Ok(LimitedBody {
+            body,
+            declared,
+            limit,
+            what,
+            received: 0,
+        })
     }
-    Ok(Bytes::from(buf))
+
+    async fn next(&mut self) -> ServerResult<Option<Bytes>> {
+        while let Some(frame) = self.body.frame().await {
+            let frame = frame
+                .map_err(|e| ServerError::bad_request(format!("reading the {}: {e}", self.what)))?;
+            if let Ok(data) = frame.into_data() {
+                self.received += data.len() as u64;
+                if self.received > self.limit as u64 {
+                    return Err(too_large(self.limit, self.what));
+                }
+                return Ok(Some(data));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The body ended: checks it against its `Content-Length`; returns its length.
+    fn finish(&self) -> ServerResult<u64> {
+        if self.declared.is_some_and(|n| n != self.received) {
+            return Err(ServerError::bad_request(format!(
+                "{} ended after {} bytes, before its Content-Length",
+                self.what, self.received
+            )));
+        }
+        Ok(self.received)
+    }
+}
+
+fn too_large(limit: usize, what: &str) -> ServerError {
+    ServerError::PayloadTooLarge(format!("{what} is larger than the limit of {limit} bytes"))
 }
 
 /// Parses a single-range `Range: bytes=...` header against an object of `len` bytes, as a

@@ -50,9 +50,6 @@ use crate::server::metrics::Metrics;
 use crate::server::state::AppState;
 use crate::server::storage::FsStore;
 
-/// Xorb-sized request buffers kept for reuse between requests.
-const IDLE_XORB_BUFFERS: usize = 4;
-
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -105,7 +102,6 @@ fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, Start
         index: Arc::new(index),
         keys,
         metrics,
-        buffers: body::BufferPool::new(IDLE_XORB_BUFFERS),
         upload_slots: tokio::sync::Semaphore::new(max_uploads),
         internal_url,
     })

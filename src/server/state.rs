@@ -21,9 +21,7 @@ pub struct AppState {
     pub index: Arc<dyn Index>,
     pub keys: Keys,
     pub metrics: Metrics,
-    /// Reusable buffers for xorb bodies.
-    pub buffers: crate::server::body::BufferPool,
-    /// Requests that hold a xorb-sized buffer at once (uploads, conversions); others wait.
+    /// Uploads received and validated at once (xorbs, shards, basic conversions); others wait.
     pub upload_slots: tokio::sync::Semaphore,
     /// Base URL of the bound listener on loopback, for the server's own helpers (hooks).
     pub internal_url: String,

@@ -9,6 +9,11 @@ fn xorb_files(server: &TestServer) -> usize {
     walk(&server.data.join("xorbs"))
 }
 
+/// Files in the server's staging directory (uploads being received or validated).
+fn staging_files(server: &TestServer) -> usize {
+    walk(&server.data.join("tmp"))
+}
+
 fn walk(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir)
         .map(|entries| {
@@ -126,6 +131,7 @@ fn bad_xorbs_are_refused_with_a_reason_and_leave_nothing() {
         );
     }
     assert_eq!(xorb_files(&server), 0, "nothing stored");
+    assert_eq!(staging_files(&server), 0, "no staging file left behind");
     assert_eq!(server.metric("git_xet_xorbs_stored_total"), 0.0);
     assert_eq!(server.metric("git_xet_xorb_bytes_received_total"), 0.0);
     let r = cas
@@ -174,6 +180,40 @@ fn oversized_xorbs_get_413_before_the_body_is_read() {
         assert_eq!(r.status(), 413);
     } // (the server may also close the connection while the client is still sending)
     assert_eq!(xorb_files(&server), 0);
+    assert_eq!(staging_files(&server), 0);
+}
+
+#[test]
+fn a_client_that_disconnects_mid_body_leaves_nothing() {
+    let server = TestServer::start();
+    let cas = Cas::new(&server, "org/repo", "write");
+    let up = Upload::random(2_000_000, 4, 1000);
+    let xorb = &up.xorbs[0];
+    let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
+    write!(
+        stream,
+        "POST /v1/xorbs/default/{} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n",
+        xorb.hash,
+        server.addr(),
+        cas.token,
+        xorb.bytes.len()
+    )
+    .unwrap();
+    stream
+        .write_all(&xorb.bytes[..xorb.bytes.len() / 2])
+        .unwrap();
+    drop(stream);
+    // The server notices the closed connection and discards what it staged.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while staging_files(&server) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(staging_files(&server), 0, "staging file removed");
+    assert_eq!(xorb_files(&server), 0);
+    // The whole xorb afterwards is stored normally.
+    assert!(cas.post_xorb(xorb));
+    assert_eq!(xorb_files(&server), 1);
+    assert_eq!(staging_files(&server), 0);
 }
 
 /// A reader without a known length, so reqwest sends the body chunked.

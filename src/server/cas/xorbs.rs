@@ -1,4 +1,8 @@
 //! `POST /v1/xorbs/default/{hash}`: validate a whole xorb, store it atomically, index it.
+//!
+//! The body is written to a staging file as it arrives and validated through a mapping of
+//! that file, then the file itself becomes the stored object: no xorb-sized heap buffer per
+//! request, and the bytes are copied once (socket to page cache), not three times.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -6,13 +10,13 @@ use axum::http::HeaderMap;
 use axum::Json;
 
 use crate::server::auth::Scope;
-use crate::server::body::read_into;
+use crate::server::body::write_limited;
 use crate::server::cas::parse_hash;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::XorbMeta;
 use crate::server::metrics::add;
 use crate::server::state::{blocking, SharedState};
-use crate::server::storage::ObjectKey;
+use crate::server::storage::{map_range, BoxFuture, ObjectKey, Staged};
 use crate::xet::constants::MAX_XORB_SIZE;
 use crate::xet::xorb::validate_xorb;
 
@@ -29,13 +33,17 @@ pub async fn upload(
         )));
     }
     let hash = parse_hash(&hash, "xorb hash")?;
-    // Each xorb body is held in memory: bound how many are, whatever the number of clients.
+    // Bounds the xorbs being received and validated at once, whatever the number of clients.
     let _slot = state.upload_slot().await?;
-    let buf = state.buffers.take();
-    let bytes = read_into(buf, body, &headers, MAX_XORB_SIZE, "xorb").await?;
-    let len = bytes.len() as u64;
-    let checked = bytes.clone();
-    let footer = blocking(move || Ok(validate_xorb(&checked)?)).await?;
+    let store = state.store.clone();
+    let staged = blocking(move || Ok(store.stage()?)).await?;
+    let (staged, len) = receive(staged, body, &headers).await?;
+    let (staged, footer) = blocking(move || {
+        let mapped = map_range(staged.file(), 0, len as usize)?;
+        let footer = validate_xorb(&mapped)?;
+        Ok((staged, footer))
+    })
+    .await?;
     if footer.hash != hash {
         return Err(ServerError::bad_request(format!(
             "xorb hash mismatch: the body is xorb {} but the URL names {hash}",
@@ -44,17 +52,20 @@ pub async fn upload(
     }
     // Accepted: counted as soon as it is known valid, while it is being written.
     add(&state.metrics.xorb_bytes_received, len);
-    let inserted = store_xorb(
-        &state,
-        XorbMeta {
-            footer,
-            stored_len: len,
-        },
-        bytes.clone(),
-    )
-    .await?;
-    state.buffers.recycle(bytes);
+    let meta = XorbMeta {
+        footer,
+        stored_len: len,
+    };
+    let put = state.store.put_staged(ObjectKey::xorb(hash), staged);
+    let inserted = index_xorb(&state, meta, put).await?;
     Ok(Json(serde_json::json!({ "was_inserted": inserted })))
+}
+
+/// Receives a xorb body into a staging file.
+async fn receive(staged: Staged, body: Body, headers: &HeaderMap) -> ServerResult<(Staged, u64)> {
+    let (file, path) = staged.into_parts();
+    let (file, len) = write_limited(body, headers, MAX_XORB_SIZE, "xorb", file).await?;
+    Ok((Staged::from_parts(file, path), len))
 }
 
 /// Writes a validated xorb and indexes it; counts it when new. Returns whether it was new.
@@ -63,9 +74,19 @@ pub async fn store_xorb(
     meta: XorbMeta,
     bytes: bytes::Bytes,
 ) -> ServerResult<bool> {
+    let put = state.store.put(ObjectKey::xorb(meta.hash()), bytes);
+    index_xorb(state, meta, put).await
+}
+
+/// Waits for a validated xorb's bytes to be stored (`put`), then indexes it.
+async fn index_xorb(
+    state: &SharedState,
+    meta: XorbMeta,
+    put: BoxFuture<'_, std::io::Result<bool>>,
+) -> ServerResult<bool> {
     let hash = meta.hash();
     let len = meta.stored_len;
-    state.store.put(ObjectKey::xorb(hash), bytes).await?;
+    put.await?;
     let index = state.index.clone();
     // Indexed only once the bytes are durable: a crash in between leaves an unreferenced
     // file, never an index entry without its data.

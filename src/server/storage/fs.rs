@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use crate::server::storage::mapped::map_range;
-use crate::server::storage::{BoxFuture, ByteStream, ObjectKey, ObjectKind, ObjectStore};
+use crate::server::storage::{BoxFuture, ByteStream, ObjectKey, ObjectKind, ObjectStore, Staged};
 
 /// Size of the blocks a streamed range is sent in.
 const STREAM_BLOCK: u64 = 2 * 1024 * 1024;
@@ -52,19 +52,30 @@ impl FsStore {
     }
 
     fn put_blocking(&self, key: ObjectKey, data: &[u8]) -> std::io::Result<bool> {
+        if self.path(&key).exists() {
+            return Ok(false);
+        }
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".put-")
+            .tempfile_in(&self.tmp)?;
+        tmp.write_all(data)?;
+        self.commit(key, Staged::new(tmp))
+    }
+
+    /// Makes a fully written staging file the object `key`: fsync, rename, fsync the
+    /// directory. An existing object is kept and the staging file deleted.
+    fn commit(&self, key: ObjectKey, staged: Staged) -> std::io::Result<bool> {
         let path = self.path(&key);
         if path.exists() {
             return Ok(false);
         }
         let dir = path.parent().expect("object path has a parent");
         std::fs::create_dir_all(dir)?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".put-")
-            .tempfile_in(&self.tmp)?;
-        tmp.write_all(data)?;
+        let (file, tmp) = staged.into_parts();
         if self.fsync {
-            tmp.as_file().sync_all()?;
+            file.sync_all()?;
         }
+        drop(file);
         // A concurrent writer of the same key wrote the same bytes; either rename wins.
         tmp.persist(&path).map_err(|e| e.error)?;
         if self.fsync {
@@ -89,6 +100,22 @@ impl ObjectStore for FsStore {
         let store = self.clone();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || store.put_blocking(key, &data))
+                .await
+                .map_err(std::io::Error::other)?
+        })
+    }
+
+    fn stage(&self) -> std::io::Result<Staged> {
+        let file = tempfile::Builder::new()
+            .prefix(".stage-")
+            .tempfile_in(&self.tmp)?;
+        Ok(Staged::new(file))
+    }
+
+    fn put_staged(&self, key: ObjectKey, staged: Staged) -> BoxFuture<'_, std::io::Result<bool>> {
+        let store = self.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || store.commit(key, staged))
                 .await
                 .map_err(std::io::Error::other)?
         })

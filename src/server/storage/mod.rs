@@ -13,6 +13,7 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 
 pub use fs::FsStore;
+pub use mapped::map_range;
 
 use crate::xet::MerkleHash;
 
@@ -48,12 +49,48 @@ impl ObjectKey {
     }
 }
 
+/// A local file receiving an object's bytes before they are validated and stored: large
+/// uploads are written here as they arrive and validated through a mapping of it, so the
+/// server never holds a whole xorb in its heap. Dropped without being stored, it is deleted.
+pub struct Staged {
+    file: std::fs::File,
+    path: tempfile::TempPath,
+}
+
+impl Staged {
+    pub fn new(file: tempfile::NamedTempFile) -> Staged {
+        let (file, path) = file.into_parts();
+        Staged { file, path }
+    }
+
+    pub fn file(&self) -> &std::fs::File {
+        &self.file
+    }
+
+    pub fn into_parts(self) -> (std::fs::File, tempfile::TempPath) {
+        (self.file, self.path)
+    }
+
+    pub fn from_parts(file: std::fs::File, path: tempfile::TempPath) -> Staged {
+        Staged { file, path }
+    }
+}
+
 /// Immutable object storage.
 pub trait ObjectStore: Send + Sync + 'static {
     /// Stores `data` under `key` so that readers see either nothing or all of it, and it
     /// survives a crash once this returns. Returns `false` if the object already existed
     /// (its bytes are then left as they were: keys are content hashes).
     fn put(&self, key: ObjectKey, data: Bytes) -> BoxFuture<'_, std::io::Result<bool>>;
+
+    /// A new, empty staging file (blocking: call it off the async workers). A local store
+    /// puts it on its own filesystem, so that storing it is a rename.
+    fn stage(&self) -> std::io::Result<Staged>;
+
+    /// Stores the bytes written to `staged` under `key`, with the guarantees of [`put`].
+    ///
+    /// [`put`]: ObjectStore::put
+    fn put_staged(&self, key: ObjectKey, staged: Staged) -> BoxFuture<'_, std::io::Result<bool>>;
 
     /// The object's size, or `None` when absent.
     fn len(&self, key: ObjectKey) -> BoxFuture<'_, std::io::Result<Option<u64>>>;
