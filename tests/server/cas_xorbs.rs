@@ -9,6 +9,18 @@ fn xorb_files(server: &TestServer) -> usize {
     walk(&server.data.join("xorbs"))
 }
 
+/// Polls `cond` for up to 10 s.
+fn wait_for(cond: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !cond() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
+}
+
 /// Files in the server's staging directory (uploads being received or validated).
 fn staging_files(server: &TestServer) -> usize {
     walk(&server.data.join("tmp"))
@@ -189,26 +201,17 @@ fn a_client_that_disconnects_mid_body_leaves_nothing() {
     let cas = Cas::new(&server, "org/repo", "write");
     let up = Upload::random(2_000_000, 4, 1000);
     let xorb = &up.xorbs[0];
-    let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
-    write!(
-        stream,
-        "POST /v1/xorbs/default/{} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n",
-        xorb.hash,
-        server.addr(),
-        cas.token,
-        xorb.bytes.len()
-    )
-    .unwrap();
-    stream
-        .write_all(&xorb.bytes[..xorb.bytes.len() / 2])
-        .unwrap();
+    let stream = cas.send_half_a_xorb(&server, xorb);
+    assert!(
+        wait_for(|| staging_files(&server) == 1),
+        "the upload is being staged"
+    );
     drop(stream);
     // The server notices the closed connection and discards what it staged.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while staging_files(&server) > 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert_eq!(staging_files(&server), 0, "staging file removed");
+    assert!(
+        wait_for(|| staging_files(&server) == 0),
+        "staging file removed"
+    );
     assert_eq!(xorb_files(&server), 0);
     // The whole xorb afterwards is stored normally.
     assert!(cas.post_xorb(xorb));

@@ -2,6 +2,9 @@
 //! CAS API over real HTTP, and rebuild files from reconstructions like a client would.
 #![allow(dead_code)]
 
+use std::io::Write;
+use std::net::TcpStream;
+
 use git_xet::xet::chunker::chunk_lengths;
 use git_xet::xet::hash::{chunk_hash, file_hash, sha256_as_merkle, verification_hash};
 use git_xet::xet::reconstruction::Reconstruction;
@@ -153,6 +156,25 @@ impl Cas {
             token: token.to_string(),
             http: client(),
         }
+    }
+
+    /// Sends a xorb upload's head (with its full `Content-Length`) and the first half of
+    /// its body over a raw connection, and returns the connection with the rest unsent.
+    pub fn send_half_a_xorb(&self, server: &TestServer, xorb: &SerializedXorb) -> TcpStream {
+        let mut stream = TcpStream::connect(server.addr()).unwrap();
+        write!(
+            stream,
+            "POST /v1/xorbs/default/{} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n",
+            xorb.hash,
+            server.addr(),
+            self.token,
+            xorb.bytes.len()
+        )
+        .unwrap();
+        stream
+            .write_all(&xorb.bytes[..xorb.bytes.len() / 2])
+            .unwrap();
+        stream
     }
 
     pub fn post_xorb_raw(&self, hash: &str, body: Vec<u8>) -> Response {

@@ -51,19 +51,7 @@ fn a_crash_mid_upload_leaves_nothing_behind() {
     let cas = Cas::new(&server, "org/repo", "write");
     let up = Upload::random(2_000_000, 41, 1000);
     let xorb = &up.xorbs[0];
-    let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
-    write!(
-        stream,
-        "POST /v1/xorbs/default/{} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n",
-        xorb.hash,
-        server.addr(),
-        cas.token,
-        xorb.bytes.len()
-    )
-    .unwrap();
-    stream
-        .write_all(&xorb.bytes[..xorb.bytes.len() / 2])
-        .unwrap();
+    let stream = cas.send_half_a_xorb(&server, xorb);
     std::thread::sleep(std::time::Duration::from_millis(200));
     server.kill();
     drop(stream);
