@@ -3,20 +3,24 @@
 //! with a shard, exactly as a XET client would. Legacy LFS content so becomes XET content
 //! that `xet` clients can deduplicate against and download by range.
 //!
-//! Runs on a blocking thread; memory is one xorb being built plus a short dedup run.
+//! Runs on a blocking thread while the upload arrives, so that the answer follows the last
+//! byte at once (git-lfs gives up on a silent connection after `lfs.activitytimeout`, 30 s
+//! by default, which converting a large file afterwards would exceed). New xorbs are staged
+//! (written and fsynced, not yet visible) and only stored by [`commit`] once the caller has
+//! checked the upload's sha256: a bad upload leaves nothing behind. Memory is one xorb being
+//! built plus a short dedup run.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::io::{Read, Write};
 use std::sync::Arc;
 
-use tokio::runtime::Handle;
-
-use crate::server::cas::store_xorb;
+use crate::server::cas::store_staged_xorb;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::XorbMeta;
 use crate::server::state::SharedState;
+use crate::server::storage::Staged;
 use crate::xet::hash::{sha256_as_merkle, verification_hash};
-use crate::xet::pipeline::{chunk_and_hash_file, HashedChunk, PipelineError};
+use crate::xet::pipeline::{chunk_and_hash, HashedChunk, PipelineError};
 use crate::xet::shard::{FileInfo, FileTerm, Shard, XorbBlock};
 use crate::xet::xorb::{CompressedChunk, XorbBuilder, XorbFooter};
 use crate::xet::MerkleHash;
@@ -60,18 +64,20 @@ struct Run {
     held: Vec<HashedChunk>,
 }
 
-/// What the ingest produced.
+/// What the ingest produced: the shard describing the file, and its new xorbs, staged.
 pub struct Ingested {
     pub shard: Shard,
-    pub new_xorbs: usize,
+    pub size: u64,
+    pub sha256: [u8; 32],
+    pub staged: Vec<(Staged, XorbMeta)>,
     pub deduplicated_bytes: u64,
 }
 
 struct Packer<'a> {
     state: &'a SharedState,
-    handle: &'a Handle,
     builder: XorbBuilder,
     new_xorbs: Vec<XorbFooter>,
+    staged: Vec<(Staged, XorbMeta)>,
     terms: Vec<Term>,
     run: Option<Run>,
     /// Chunks stored by this ingest: (new xorb number, chunk index).
@@ -162,7 +168,8 @@ impl Packer<'_> {
         });
     }
 
-    /// Finishes the xorb being built and stores it (durably, and indexed) before going on.
+    /// Finishes the xorb being built and stages it: written and made durable now, so that
+    /// committing it later is only a rename.
     fn flush_xorb(&mut self) -> ServerResult<()> {
         if self.builder.is_empty() {
             return Ok(());
@@ -172,8 +179,13 @@ impl Packer<'_> {
             footer: xorb.footer.clone(),
             stored_len: xorb.bytes.len() as u64,
         };
-        self.handle
-            .block_on(store_xorb(self.state, meta, xorb.bytes.into()))?;
+        let staged = self.state.store.stage()?;
+        let mut file = staged.file();
+        file.write_all(&xorb.bytes)?;
+        if self.state.config.fsync {
+            file.sync_all()?;
+        }
+        self.staged.push((staged, meta));
         self.new_xorbs.push(xorb.footer);
         Ok(())
     }
@@ -191,30 +203,26 @@ impl Packer<'_> {
     }
 }
 
-/// Ingests the file at `path`, whose sha256 has already been checked. Stores new xorbs as
-/// it goes; returns the shard that registers the file (not yet validated or registered).
-pub fn ingest_file(
-    state: &SharedState,
-    handle: &Handle,
-    path: &Path,
-    sha256: [u8; 32],
-) -> ServerResult<Ingested> {
-    let file = std::fs::File::open(path)?;
+/// Ingests everything `reader` yields. Returns the shard that would register the file (not
+/// yet validated or registered) and its new xorbs, staged: nothing is visible until
+/// [`commit`].
+pub fn ingest_stream<R: Read + Send>(state: &SharedState, reader: R) -> ServerResult<Ingested> {
     let mut packer = Packer {
         state,
-        handle,
         builder: XorbBuilder::new(),
         new_xorbs: Vec::new(),
+        staged: Vec::new(),
         terms: Vec::new(),
         run: None,
         seen: HashMap::new(),
         deduplicated_bytes: 0,
     };
     let summary =
-        chunk_and_hash_file(&file, false, |chunk| packer.push(chunk)).map_err(|e| match e {
-            PipelineError::Read(e) => ServerError::from(e),
+        chunk_and_hash(reader, true, |chunk| packer.push(chunk)).map_err(|e| match e {
+            PipelineError::Read(e) => ServerError::bad_request(format!("reading the upload: {e}")),
             PipelineError::Sink(e) => e,
         })?;
+    let sha256 = summary.sha256.expect("sha256 was asked for");
     packer.close_run(true)?;
     packer.flush_xorb()?;
 
@@ -251,7 +259,17 @@ pub fn ingest_file(
             files: vec![info],
             xorbs,
         },
-        new_xorbs: packer.new_xorbs.len(),
+        size: summary.size,
+        sha256,
+        staged: packer.staged,
         deduplicated_bytes: packer.deduplicated_bytes,
     })
+}
+
+/// Stores and indexes an ingest's staged xorbs, once its upload has been verified.
+pub async fn commit(state: &SharedState, staged: Vec<(Staged, XorbMeta)>) -> ServerResult<()> {
+    for (staged, meta) in staged {
+        store_staged_xorb(state, meta, staged).await?;
+    }
+    Ok(())
 }

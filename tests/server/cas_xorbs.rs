@@ -9,18 +9,6 @@ fn xorb_files(server: &TestServer) -> usize {
     walk(&server.data.join("xorbs"))
 }
 
-/// Polls `cond` for up to 10 s.
-fn wait_for(cond: impl Fn() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !cond() {
-        if std::time::Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    true
-}
-
 /// Files in the server's staging directory (uploads being received or validated).
 fn staging_files(server: &TestServer) -> usize {
     walk(&server.data.join("tmp"))

@@ -16,6 +16,18 @@ use sha2::Digest;
 
 use crate::support::TestServer;
 
+/// Polls `cond` for up to 10 s.
+pub fn wait_for(cond: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !cond() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
+}
+
 pub fn client() -> Client {
     Client::builder()
         .timeout(std::time::Duration::from_secs(120))

@@ -385,6 +385,58 @@ fn bad_uploads_register_nothing() {
     assert_eq!(answer["objects"][0]["error"]["code"], 404);
 }
 
+/// Files in the server's staging directory that are complete, valid xorbs.
+fn staged_xorbs(server: &TestServer) -> usize {
+    std::fs::read_dir(server.data.join("tmp"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| std::fs::read(e.ok()?.path()).ok())
+                .filter(|bytes| git_xet::xet::xorb::validate_xorb(bytes).is_ok())
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn basic_uploads_are_converted_while_they_arrive() {
+    // git-lfs gives up on a connection that stays silent for `lfs.activitytimeout` (30 s by
+    // default) and sends the object again: converting a large object only after its last
+    // byte would make every big basic push time out and repeat. So the server converts as
+    // the bytes arrive, and answers right after the last one.
+    let server = TestServer::start();
+    let token = server.token("org/model", "write");
+    let data = random_bytes(70 * 1024 * 1024, 77);
+    let oid = sha256_hex(&data);
+    let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
+    write!(
+        stream,
+        "PUT /org/model.git/info/lfs/objects/{oid} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n",
+        server.addr(),
+        data.len()
+    )
+    .unwrap();
+    let cut = data.len() - 1024 * 1024;
+    stream.write_all(&data[..cut]).unwrap();
+    assert!(
+        wait_for(|| staged_xorbs(&server) >= 1),
+        "a full xorb is built before the upload ends"
+    );
+    assert_eq!(
+        server.metric("git_xet_stored_xorbs"),
+        0.0,
+        "nothing is stored before the sha256 is checked"
+    );
+    stream.write_all(&data[cut..]).unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    drop(stream);
+    assert!(server.metric("git_xet_stored_xorbs") >= 2.0);
+    assert_eq!(server.metric("git_xet_registered_files"), 1.0);
+    assert_eq!(basic_download(&server, "org/model", &token, &data), data);
+    assert_eq!(count_files(&server.data.join("tmp")), 0, "staging emptied");
+}
+
 #[test]
 fn lfs_authentication_and_scopes() {
     let server = TestServer::start();

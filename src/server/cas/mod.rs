@@ -9,7 +9,7 @@ mod xorb_data;
 mod xorbs;
 
 pub(crate) use shards::register as register_shard;
-pub(crate) use xorbs::store_xorb;
+pub(crate) use xorbs::store_staged_xorb;
 
 use axum::routing::{get, post};
 use axum::Router;

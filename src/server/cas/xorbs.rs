@@ -56,8 +56,7 @@ pub async fn upload(
         footer,
         stored_len: len,
     };
-    let put = state.store.put_staged(ObjectKey::xorb(hash), staged);
-    let inserted = index_xorb(&state, meta, put).await?;
+    let inserted = store_staged_xorb(&state, meta, staged).await?;
     Ok(Json(serde_json::json!({ "was_inserted": inserted })))
 }
 
@@ -68,13 +67,14 @@ async fn receive(staged: Staged, body: Body, headers: &HeaderMap) -> ServerResul
     Ok((Staged::from_parts(file, path), len))
 }
 
-/// Writes a validated xorb and indexes it; counts it when new. Returns whether it was new.
-pub async fn store_xorb(
+/// Stores a validated xorb from its staging file and indexes it; counts it when new.
+/// Returns whether it was new.
+pub async fn store_staged_xorb(
     state: &SharedState,
     meta: XorbMeta,
-    bytes: bytes::Bytes,
+    staged: Staged,
 ) -> ServerResult<bool> {
-    let put = state.store.put(ObjectKey::xorb(meta.hash()), bytes);
+    let put = state.store.put_staged(ObjectKey::xorb(meta.hash()), staged);
     index_xorb(state, meta, put).await
 }
 

@@ -1,16 +1,18 @@
 //! git-lfs `basic` transfers: `PUT` and `GET <repo>/info/lfs/objects/{oid}`.
 //!
-//! An upload streams into a temporary file (bounded memory) while its sha256 is computed;
-//! only when size and sha256 match is anything registered: content the server already
-//! holds is just made visible in the repository, new content is converted to XET (chunked,
-//! deduplicated, packed into xorbs, registered with a shard). A download streams the
+//! An upload is converted to XET as it arrives (chunked, deduplicated, new chunks packed into
+//! staged xorbs) while its sha256 is computed, so the answer follows the last byte at once;
+//! only when size and sha256 match is anything stored or registered. Content the server
+//! already holds is only hashed, then made visible in the repository. A download streams the
 //! file's reconstruction, honouring a `Range` so git-lfs can resume.
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use std::io::Read;
+
+use bytes::Bytes;
 use http_body_util::BodyExt;
-use sha2::Digest;
 use tokio::sync::mpsc;
 
 use crate::server::auth::Scope;
@@ -18,20 +20,14 @@ use crate::server::body::{content_length, parse_range};
 use crate::server::cas::register_shard;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::file_stream::stream_plan;
-use crate::server::ingest::ingest_file;
+use crate::server::ingest::{commit, ingest_stream, Ingested};
 use crate::server::lfs::{parse_oid, LfsResult};
 use crate::server::metrics::add;
 use crate::server::reconstruct::{load_metas, plan, Plan};
 use crate::server::repo_name::RepoName;
 use crate::server::shard_check::validate_built;
 use crate::server::state::{blocking, SharedState};
-
-/// A received upload: its temporary file, size and sha256.
-struct Received {
-    file: tempfile::NamedTempFile,
-    size: u64,
-    sha256: [u8; 32],
-}
+use crate::xet::pipeline::{hash_stream, StreamSummary};
 
 pub async fn upload(
     state: &SharedState,
@@ -50,110 +46,174 @@ pub async fn upload(
         ))
         .into());
     }
-    let received = receive(state, body, max).await?;
-    if declared.is_some_and(|n| n != received.size) {
+    let known = known_file(state, repo, sha256).await?;
+    // Converting builds a whole xorb in memory: it takes an upload slot like a xorb upload.
+    let _slot = match known {
+        Known::No => Some(state.upload_slot().await?),
+        _ => None,
+    };
+    let received = receive(state, body, max, matches!(known, Known::No)).await?;
+    if declared.is_some_and(|n| n != received.size()) {
         return Err(ServerError::bad_request(format!(
             "upload ended after {} bytes, before its Content-Length",
-            received.size
+            received.size()
         ))
         .into());
     }
-    if received.sha256 != sha256 {
+    if received.sha256() != sha256 {
         return Err(ServerError::bad_request(format!(
             "sha256 mismatch: the uploaded bytes hash to {}, not to the object id {oid}",
-            crate::xet::hash::sha256_hex(&received.sha256)
+            crate::xet::hash::sha256_hex(&received.sha256())
         ))
         .into());
     }
-    add(&state.metrics.lfs_basic_bytes_received, received.size);
-    register_upload(state, repo, received).await?;
+    add(&state.metrics.lfs_basic_bytes_received, received.size());
+    match (known, received) {
+        (_, Received::Converted(ingested)) => register(state, repo, *ingested).await?,
+        (Known::Elsewhere(file), Received::Hashed(_)) => {
+            // Uploading the bytes proves possession: the existing file becomes visible here.
+            let (index, repo) = (state.index.clone(), repo.clone());
+            blocking(move || Ok(index.grant_file(&repo, &file)?)).await?;
+        }
+        (_, Received::Hashed(_)) => {} // already in this repository
+    }
     Ok(StatusCode::OK.into_response())
 }
 
-/// Streams the body into a temporary file on a blocking thread, hashing as it goes.
-async fn receive(state: &SharedState, mut body: Body, max: u64) -> ServerResult<Received> {
-    let file = tempfile::Builder::new()
-        .prefix(".lfs-")
-        .tempfile_in(state.config.tmp_dir())?;
-    let (tx, mut rx) = mpsc::channel::<bytes::Bytes>(16);
-    let writer = tokio::task::spawn_blocking(move || -> std::io::Result<Received> {
-        use std::io::Write;
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, file.as_file().try_clone()?);
-        let mut hasher = sha2::Sha256::new();
-        let mut size = 0u64;
-        while let Some(data) = rx.blocking_recv() {
-            hasher.update(&data);
-            out.write_all(&data)?;
-            size += data.len() as u64;
-        }
-        out.flush()?;
-        Ok(Received {
-            file,
-            size,
-            sha256: hasher.finalize().into(),
-        })
-    });
-    let mut total = 0u64;
-    while let Some(frame) = body.frame().await {
-        let frame =
-            frame.map_err(|e| ServerError::bad_request(format!("reading the upload: {e}")))?;
-        if let Ok(data) = frame.into_data() {
-            total += data.len() as u64;
-            if total > max {
-                return Err(ServerError::PayloadTooLarge(format!(
-                    "objects larger than {max} bytes are not accepted"
-                )));
-            }
-            if tx.send(data).await.is_err() {
-                break; // the writer failed; its error is reported below
-            }
-        }
-    }
-    drop(tx);
-    Ok(writer.await??)
+/// Whether the uploaded object is already stored, here or in another repository.
+enum Known {
+    InRepo,
+    Elsewhere(crate::server::index::FileRecord),
+    No,
 }
 
-/// Makes a received, verified object visible in `repo`, converting it to XET if new.
-async fn register_upload(
-    state: &SharedState,
-    repo: &RepoName,
-    received: Received,
-) -> ServerResult<()> {
-    let index = state.index.clone();
-    let (owned_repo, sha256) = (repo.clone(), received.sha256);
-    let already = blocking(move || {
-        if index.repo_file_by_sha256(&owned_repo, &sha256)?.is_some() {
-            return Ok(true);
+async fn known_file(state: &SharedState, repo: &RepoName, sha256: [u8; 32]) -> ServerResult<Known> {
+    let (index, repo) = (state.index.clone(), repo.clone());
+    blocking(move || {
+        if index.repo_file_by_sha256(&repo, &sha256)?.is_some() {
+            return Ok(Known::InRepo);
         }
-        // Uploading the bytes proves possession: an existing file becomes visible here.
-        match index.file_by_sha256(&sha256)? {
-            Some(file) => {
-                index.grant_file(&owned_repo, &file)?;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        Ok(match index.file_by_sha256(&sha256)? {
+            Some(file) => Known::Elsewhere(file),
+            None => Known::No,
+        })
     })
-    .await?;
-    if already {
-        return Ok(());
+    .await
+}
+
+/// An upload as received: converted to XET as it arrived, or only hashed (known content).
+enum Received {
+    Hashed(StreamSummary),
+    Converted(Box<Ingested>),
+}
+
+impl Received {
+    fn size(&self) -> u64 {
+        match self {
+            Received::Hashed(s) => s.size,
+            Received::Converted(i) => i.size,
+        }
     }
-    // Conversion builds a whole xorb in memory: it takes an upload slot like a xorb upload.
-    let _slot = state.upload_slot().await?;
-    let handle = tokio::runtime::Handle::current();
-    let (st, owned_repo) = (state.clone(), repo.clone());
-    let validated = blocking(move || {
-        let ingested = ingest_file(&st, &handle, received.file.path(), received.sha256)?;
-        tracing::info!(
-            repo = %owned_repo,
-            bytes = received.size,
-            new_xorbs = ingested.new_xorbs,
-            deduplicated_bytes = ingested.deduplicated_bytes,
-            "converted an LFS upload to XET"
-        );
-        validate_built(&*st.index, ingested.shard, &owned_repo)
-    })
-    .await?;
+
+    fn sha256(&self) -> [u8; 32] {
+        match self {
+            Received::Hashed(s) => s.sha256.expect("sha256 was asked for"),
+            Received::Converted(i) => i.sha256,
+        }
+    }
+}
+
+/// Feeds the body, as it arrives, to a blocking thread that converts it (or only hashes it).
+async fn receive(
+    state: &SharedState,
+    mut body: Body,
+    max: u64,
+    convert: bool,
+) -> ServerResult<Received> {
+    let (tx, rx) = mpsc::channel::<Result<Bytes, String>>(16);
+    let st = state.clone();
+    let worker = tokio::task::spawn_blocking(move || -> ServerResult<Received> {
+        let reader = ChannelReader::new(rx);
+        if convert {
+            Ok(Received::Converted(Box::new(ingest_stream(&st, reader)?)))
+        } else {
+            Ok(Received::Hashed(hash_stream(reader, true)?))
+        }
+    });
+    let pumped = async {
+        let mut total = 0u64;
+        while let Some(frame) = body.frame().await {
+            let frame =
+                frame.map_err(|e| ServerError::bad_request(format!("reading the upload: {e}")))?;
+            if let Ok(data) = frame.into_data() {
+                total += data.len() as u64;
+                if total > max {
+                    return Err(ServerError::PayloadTooLarge(format!(
+                        "objects larger than {max} bytes are not accepted"
+                    )));
+                }
+                if tx.send(Ok(data)).await.is_err() {
+                    break; // the worker failed; its error is reported below
+                }
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = &pumped {
+        // The worker must not take a cut-short body for a whole one.
+        let _ = tx.send(Err(e.to_string())).await;
+    }
+    drop(tx);
+    let worked = worker.await?;
+    pumped?;
+    worked
+}
+
+/// Reads the frames a channel delivers; an `Err` frame is a read error.
+struct ChannelReader {
+    rx: mpsc::Receiver<Result<Bytes, String>>,
+    current: Bytes,
+}
+
+impl ChannelReader {
+    fn new(rx: mpsc::Receiver<Result<Bytes, String>>) -> ChannelReader {
+        ChannelReader {
+            rx,
+            current: Bytes::new(),
+        }
+    }
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.blocking_recv() {
+                None => return Ok(0),
+                Some(Ok(data)) => self.current = data,
+                Some(Err(e)) => return Err(std::io::Error::other(e)),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
+}
+
+/// Makes a converted, verified upload visible in `repo`: stores its staged xorbs, then
+/// validates and registers its shard.
+async fn register(state: &SharedState, repo: &RepoName, ingested: Ingested) -> ServerResult<()> {
+    let new_xorbs = ingested.staged.len();
+    commit(state, ingested.staged).await?;
+    tracing::info!(
+        repo = %repo,
+        bytes = ingested.size,
+        new_xorbs,
+        deduplicated_bytes = ingested.deduplicated_bytes,
+        "converted an LFS upload to XET"
+    );
+    let (index, shard, owned_repo) = (state.index.clone(), ingested.shard, repo.clone());
+    let validated = blocking(move || validate_built(&*index, shard, &owned_repo)).await?;
     register_shard(state, validated, repo).await?;
     Ok(())
 }
