@@ -86,7 +86,8 @@ struct RunArgs {
     /// Largest git-lfs basic upload accepted, in bytes.
     #[arg(long)]
     max_object_size: Option<u64>,
-    /// Uploads held in memory at once (each up to one 64 MiB xorb); more wait their turn.
+    /// Xorb and shard uploads validated at once, and separately basic uploads converted at
+    /// once (each conversion holds one 64 MiB xorb in memory); more wait their turn.
     #[arg(long, default_value_t = 8)]
     max_concurrent_uploads: usize,
     /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).

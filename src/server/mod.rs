@@ -103,6 +103,7 @@ fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, Start
         keys,
         metrics,
         upload_slots: tokio::sync::Semaphore::new(max_uploads),
+        conversion_slots: tokio::sync::Semaphore::new(max_uploads),
         internal_url,
     })
 }

@@ -21,8 +21,11 @@ pub struct AppState {
     pub index: Arc<dyn Index>,
     pub keys: Keys,
     pub metrics: Metrics,
-    /// Uploads received and validated at once (xorbs, shards, basic conversions); others wait.
+    /// Xorb and shard uploads received and validated at once; others wait.
     pub upload_slots: tokio::sync::Semaphore,
+    /// Basic uploads converted at once (each builds a xorb in memory for as long as its
+    /// client takes to send it); kept apart so slow basic clients cannot starve xorb uploads.
+    pub conversion_slots: tokio::sync::Semaphore,
     /// Base URL of the bound listener on loopback, for the server's own helpers (hooks).
     pub internal_url: String,
 }
@@ -65,16 +68,25 @@ impl AppState {
 
     /// Waits for one of the upload slots that bound memory.
     pub async fn upload_slot(&self) -> ServerResult<tokio::sync::SemaphorePermit<'_>> {
-        self.upload_slots
-            .acquire()
-            .await
-            .map_err(|_| ServerError::Unavailable("the server is shutting down".into()))
+        acquire(&self.upload_slots).await
+    }
+
+    /// Waits for one of the slots that bound basic-upload conversions.
+    pub async fn conversion_slot(&self) -> ServerResult<tokio::sync::SemaphorePermit<'_>> {
+        acquire(&self.conversion_slots).await
     }
 
     /// A token the server hands out (LFS actions, hooks).
     pub fn mint_token(&self, repo: &RepoName, scope: Scope) -> (String, u64) {
         auth::issue(&self.keys, repo, scope, self.config.cas_token_ttl.as_secs())
     }
+}
+
+async fn acquire(slots: &tokio::sync::Semaphore) -> ServerResult<tokio::sync::SemaphorePermit<'_>> {
+    slots
+        .acquire()
+        .await
+        .map_err(|_| ServerError::Unavailable("the server is shutting down".into()))
 }
 
 /// Runs blocking work (hashing, SQLite, file I/O) off the async workers.

@@ -47,9 +47,9 @@ pub async fn upload(
         .into());
     }
     let known = known_file(state, repo, sha256).await?;
-    // Converting builds a whole xorb in memory: it takes an upload slot like a xorb upload.
+    // Converting builds a whole xorb in memory: conversions at once are bounded.
     let _slot = match known {
-        Known::No => Some(state.upload_slot().await?),
+        Known::No => Some(state.conversion_slot().await?),
         _ => None,
     };
     let received = receive(state, body, max, matches!(known, Known::No)).await?;
