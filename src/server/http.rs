@@ -38,9 +38,22 @@ async fn observe(State(state): State<SharedState>, request: Request, next: Next)
     let route = route_label(request.method(), request.uri().path());
     let method = request.method().clone();
     let path = request.uri().path().to_string();
+    let has_body = request.headers().contains_key(header::TRANSFER_ENCODING)
+        || request
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
     let started = Instant::now();
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
     let status = response.status();
+    // A refused request's body may be left unread (a bad URL, a missing token, a size over
+    // the limit); the connection cannot carry another request then, so say it will close
+    // rather than let the client's next request on it fail.
+    if has_body && (status.is_client_error() || status.is_server_error()) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     state.metrics.record_request(route, status.as_u16());
     let ms = started.elapsed().as_millis() as u64;
     if matches!(route, "health" | "metrics" | "xorb_data") && status.is_success() {

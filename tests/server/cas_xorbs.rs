@@ -142,6 +142,11 @@ fn bad_xorbs_are_refused_with_a_reason_and_leave_nothing() {
         .send()
         .unwrap();
     assert_eq!(r.status(), 404, "unknown namespace");
+    // Refused before its body was read, the request's connection is announced as closing,
+    // so that clients do not send their next request down it.
+    let r = cas.post_xorb_raw("xyz", good.bytes.clone());
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.headers()["connection"], "close");
 }
 
 #[test]
