@@ -1,11 +1,13 @@
 //! Request bodies with size limits, and HTTP `Range` headers.
 
+use std::io::Read;
 use std::ops::Range;
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap};
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use tokio::sync::mpsc;
 
 use crate::server::error::{ServerError, ServerResult};
 
@@ -28,7 +30,7 @@ pub async fn read_limited(
     limit: usize,
     what: &str,
 ) -> ServerResult<Bytes> {
-    let mut frames = LimitedBody::new(body, headers, limit, what)?;
+    let mut frames = LimitedBody::new(body, headers, limit as u64, what)?;
     let mut buf = Vec::with_capacity(frames.declared.unwrap_or(0) as usize);
     while let Some(data) = frames.next().await? {
         buf.extend_from_slice(&data);
@@ -37,60 +39,100 @@ pub async fn read_limited(
     Ok(Bytes::from(buf))
 }
 
-/// Writes a whole body to `file` as it arrives (on a blocking thread, a few frames behind
-/// the network), with the limits of [`read_limited`]. Returns the file and the number of
-/// bytes written. On an error the file's contents are unspecified: the caller discards it.
-pub async fn write_limited(
+/// Hands a body, as it arrives, to `work` on a blocking thread (a few frames behind the
+/// network), with the limits of [`read_limited`]. A body that fails, ends short of its
+/// `Content-Length` or exceeds `limit` reaches `work` as a read error, and that reason is
+/// what is returned; otherwise `work`'s result is.
+pub async fn read_blocking<T, F>(
     body: Body,
     headers: &HeaderMap,
-    limit: usize,
+    limit: u64,
     what: &str,
-    file: std::fs::File,
-) -> ServerResult<(std::fs::File, u64)> {
+    work: F,
+) -> ServerResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut BodyReader) -> ServerResult<T> + Send + 'static,
+{
     let mut frames = LimitedBody::new(body, headers, limit, what)?;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(WRITE_QUEUE);
-    let writer = tokio::task::spawn_blocking(move || {
-        use std::io::Write;
-        let mut file = file;
-        while let Some(data) = rx.blocking_recv() {
-            file.write_all(&data)?;
-        }
-        Ok::<_, std::io::Error>(file)
-    });
-    let received = async {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let worker = tokio::task::spawn_blocking(move || work(&mut BodyReader::new(rx)));
+    let pumped = async {
         while let Some(data) = frames.next().await? {
-            // A closed channel means the writer failed; it says why below.
-            if tx.send(data).await.is_err() {
-                break;
+            if tx.send(Ok(data)).await.is_err() {
+                return Ok(()); // `work` stopped; its result says why
             }
         }
-        frames.finish()
+        frames.finish().map(drop)
     }
     .await;
+    if let Err(e) = &pumped {
+        // `work` must not take a cut-short body for a whole one.
+        let _ = tx.send(Err(e.to_string())).await;
+    }
     drop(tx);
-    let file = writer.await??;
-    Ok((file, received?))
+    let worked = worker.await?;
+    pumped?;
+    worked
 }
 
-/// Frames queued between the network and the file writer (each up to a few hundred KiB).
-const WRITE_QUEUE: usize = 32;
+/// Frames queued between the network and the blocking reader (each up to a few hundred KiB).
+const QUEUE: usize = 32;
+
+/// A request body on a blocking thread: as [`Bytes`] frames (no copy) or through [`Read`].
+pub struct BodyReader {
+    rx: mpsc::Receiver<Result<Bytes, String>>,
+    current: Bytes,
+}
+
+impl BodyReader {
+    fn new(rx: mpsc::Receiver<Result<Bytes, String>>) -> BodyReader {
+        BodyReader {
+            rx,
+            current: Bytes::new(),
+        }
+    }
+
+    /// The next frame, `None` at the end of the body.
+    pub fn next_bytes(&mut self) -> std::io::Result<Option<Bytes>> {
+        if !self.current.is_empty() {
+            return Ok(Some(std::mem::take(&mut self.current)));
+        }
+        match self.rx.blocking_recv() {
+            None => Ok(None),
+            Some(Ok(data)) => Ok(Some(data)),
+            Some(Err(reason)) => Err(std::io::Error::other(reason)),
+        }
+    }
+}
+
+impl Read for BodyReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.next_bytes()? {
+                None => return Ok(0),
+                Some(data) => self.current = data,
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
+}
 
 /// A request body read frame by frame, counting bytes against a limit and the declared
 /// `Content-Length`.
 struct LimitedBody<'a> {
     body: Body,
     declared: Option<u64>,
-    limit: usize,
+    limit: u64,
     what: &'a str,
     received: u64,
 }
 
 impl<'a> LimitedBody<'a> {
-    fn new(body: Body, headers: &HeaderMap, limit: usize, what: &'a str) -> ServerResult<Self> {
-        let declared = content_length(headers);
-        if declared.is_some_and(|n| n > limit as u64) {
-            return Err(too_large(limit, what));
-        }
+    fn new(body: Body, headers: &HeaderMap, limit: u64, what: &'a str) -> ServerResult<Self> {
+        let declared = check_declared(headers, limit, what)?;
         Ok(LimitedBody {
             body,
             declared,
@@ -106,7 +148,7 @@ impl<'a> LimitedBody<'a> {
                 .map_err(|e| ServerError::bad_request(format!("reading the {}: {e}", self.what)))?;
             if let Ok(data) = frame.into_data() {
                 self.received += data.len() as u64;
-                if self.received > self.limit as u64 {
+                if self.received > self.limit {
                     return Err(too_large(self.limit, self.what));
                 }
                 return Ok(Some(data));
@@ -127,7 +169,17 @@ impl<'a> LimitedBody<'a> {
     }
 }
 
-fn too_large(limit: usize, what: &str) -> ServerError {
+/// Refuses a body whose `Content-Length` exceeds `limit` (413) before any of it is read;
+/// returns the declared length.
+pub fn check_declared(headers: &HeaderMap, limit: u64, what: &str) -> ServerResult<Option<u64>> {
+    let declared = content_length(headers);
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large(limit, what));
+    }
+    Ok(declared)
+}
+
+fn too_large(limit: u64, what: &str) -> ServerError {
     ServerError::PayloadTooLarge(format!("{what} is larger than the limit of {limit} bytes"))
 }
 

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
 #[derive(Debug, Clone, Copy)]
@@ -120,6 +121,22 @@ async fn read_head(client: &mut TcpStream) -> Vec<u8> {
     head
 }
 
+/// Connects upstream and copies the client's requests there in the background; returns
+/// the upstream's read half and the client's write half, for the caller to pass (or
+/// spoil) the answers, and the background task.
+async fn forward_requests(
+    client: TcpStream,
+    target: SocketAddr,
+) -> Option<(OwnedReadHalf, OwnedWriteHalf, tokio::task::JoinHandle<()>)> {
+    let upstream = TcpStream::connect(target).await.ok()?;
+    let (ur, mut uw) = upstream.into_split();
+    let (mut cr, cw) = client.into_split();
+    let up = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut cr, &mut uw).await;
+    });
+    Some((ur, cw, up))
+}
+
 async fn serve(mut client: TcpStream, target: SocketAddr, fault: Option<Fault>) {
     match fault {
         Some(Fault::Status500) => {
@@ -134,14 +151,9 @@ async fn serve(mut client: TcpStream, target: SocketAddr, fault: Option<Fault>) 
             drop(client);
         }
         Some(Fault::Truncate(n)) => {
-            let Ok(upstream) = TcpStream::connect(target).await else {
+            let Some((mut ur, mut cw, up)) = forward_requests(client, target).await else {
                 return;
             };
-            let (mut ur, mut uw) = upstream.into_split();
-            let (mut cr, mut cw) = client.into_split();
-            let up = tokio::spawn(async move {
-                let _ = tokio::io::copy(&mut cr, &mut uw).await;
-            });
             let mut sent = 0usize;
             let mut buf = vec![0u8; 16384];
             while sent < n {
@@ -160,14 +172,9 @@ async fn serve(mut client: TcpStream, target: SocketAddr, fault: Option<Fault>) 
             let _ = cw.shutdown().await;
         }
         Some(Fault::Delay(ms)) => {
-            let Ok(upstream) = TcpStream::connect(target).await else {
+            let Some((mut ur, mut cw, up)) = forward_requests(client, target).await else {
                 return;
             };
-            let (mut ur, mut uw) = upstream.into_split();
-            let (mut cr, mut cw) = client.into_split();
-            let up = tokio::spawn(async move {
-                let _ = tokio::io::copy(&mut cr, &mut uw).await;
-            });
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
             let _ = tokio::io::copy(&mut ur, &mut cw).await;
             up.abort();

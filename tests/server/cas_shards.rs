@@ -217,17 +217,16 @@ fn inconsistent_shards_are_refused() {
 
 #[test]
 fn oversized_shards_get_413() {
-    use std::io::{Read, Write};
+    use std::io::Read;
     let server = TestServer::start();
     let cas = Cas::new(&server, "org/repo", "write");
-    let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
-    write!(
-        stream,
-        "POST /v1/shards HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n",
-        cas.token,
-        64 * 1024 * 1024 + 1
-    )
-    .unwrap();
+    let mut stream = raw_request(
+        &server,
+        "POST",
+        "/v1/shards",
+        &cas.token,
+        64 * 1024 * 1024 + 1,
+    );
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 413");

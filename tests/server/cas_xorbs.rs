@@ -1,6 +1,6 @@
 //! POST /v1/xorbs/default/{hash}: acceptance, idempotence, and every kind of bad input.
 
-use std::io::{Read, Write};
+use std::io::Read;
 
 use crate::common::*;
 use crate::support::{random_bytes, TestServer};
@@ -155,15 +155,8 @@ fn oversized_xorbs_get_413_before_the_body_is_read() {
     let cas = Cas::new(&server, "org/repo", "write");
     let hash = "0".repeat(64);
     // Declared too large: refused from the header alone, without sending the body.
-    let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
-    write!(
-        stream,
-        "POST /v1/xorbs/default/{hash} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n",
-        server.addr(),
-        cas.token,
-        64 * 1024 * 1024 + 1
-    )
-    .unwrap();
+    let path = format!("/v1/xorbs/default/{hash}");
+    let mut stream = raw_request(&server, "POST", &path, &cas.token, 64 * 1024 * 1024 + 1);
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 413");

@@ -16,6 +16,25 @@ use sha2::Digest;
 
 use crate::support::TestServer;
 
+/// Opens a raw connection and sends a request head with a bearer token and `Content-Length:
+/// len`; the body is the caller's to send, in part or not at all.
+pub fn raw_request(
+    server: &TestServer,
+    method: &str,
+    path: &str,
+    token: &str,
+    len: usize,
+) -> TcpStream {
+    let mut stream = TcpStream::connect(server.addr()).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nContent-Length: {len}\r\n\r\n",
+        server.addr(),
+    )
+    .unwrap();
+    stream
+}
+
 /// Polls `cond` for up to 10 s.
 pub fn wait_for(cond: impl Fn() -> bool) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -173,16 +192,8 @@ impl Cas {
     /// Sends a xorb upload's head (with its full `Content-Length`) and the first half of
     /// its body over a raw connection, and returns the connection with the rest unsent.
     pub fn send_half_a_xorb(&self, server: &TestServer, xorb: &SerializedXorb) -> TcpStream {
-        let mut stream = TcpStream::connect(server.addr()).unwrap();
-        write!(
-            stream,
-            "POST /v1/xorbs/default/{} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n",
-            xorb.hash,
-            server.addr(),
-            self.token,
-            xorb.bytes.len()
-        )
-        .unwrap();
+        let path = format!("/v1/xorbs/default/{}", xorb.hash);
+        let mut stream = raw_request(server, "POST", &path, &self.token, xorb.bytes.len());
         stream
             .write_all(&xorb.bytes[..xorb.bytes.len() / 2])
             .unwrap();

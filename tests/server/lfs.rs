@@ -353,7 +353,8 @@ fn bad_uploads_register_nothing() {
         413
     );
     // Truncated: the connection drops before Content-Length bytes arrived.
-    let mut stream = start_raw_put(&server, "org/model", &token, &oid, data.len());
+    let put = format!("/org/model.git/info/lfs/objects/{oid}");
+    let mut stream = raw_request(&server, "PUT", &put, &token, data.len());
     stream.write_all(&data[..100_000]).unwrap();
     stream.shutdown(std::net::Shutdown::Write).unwrap();
     let mut rest = Vec::new();
@@ -378,24 +379,6 @@ fn bad_uploads_register_nothing() {
     assert_eq!(answer["objects"][0]["error"]["code"], 404);
 }
 
-/// Sends a basic upload's request head over a raw connection; the body is the caller's.
-fn start_raw_put(
-    server: &TestServer,
-    repo: &str,
-    token: &str,
-    oid: &str,
-    len: usize,
-) -> std::net::TcpStream {
-    let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
-    write!(
-        stream,
-        "PUT /{repo}.git/info/lfs/objects/{oid} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nContent-Length: {len}\r\n\r\n",
-        server.addr(),
-    )
-    .unwrap();
-    stream
-}
-
 /// Files in the server's staging directory that are complete, valid xorbs.
 fn staged_xorbs(server: &TestServer) -> usize {
     std::fs::read_dir(server.data.join("tmp"))
@@ -418,7 +401,8 @@ fn basic_uploads_are_converted_while_they_arrive() {
     let token = server.token("org/model", "write");
     let data = random_bytes(70 * 1024 * 1024, 77);
     let oid = sha256_hex(&data);
-    let mut stream = start_raw_put(&server, "org/model", &token, &oid, data.len());
+    let put = format!("/org/model.git/info/lfs/objects/{oid}");
+    let mut stream = raw_request(&server, "PUT", &put, &token, data.len());
     let cut = data.len() - 1024 * 1024;
     stream.write_all(&data[..cut]).unwrap();
     assert!(

@@ -10,7 +10,7 @@ use axum::http::HeaderMap;
 use axum::Json;
 
 use crate::server::auth::Scope;
-use crate::server::body::write_limited;
+use crate::server::body::read_blocking;
 use crate::server::cas::parse_hash;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::XorbMeta;
@@ -19,6 +19,7 @@ use crate::server::state::{blocking, SharedState};
 use crate::server::storage::{map_range, BoxFuture, ObjectKey, Staged};
 use crate::xet::constants::MAX_XORB_SIZE;
 use crate::xet::xorb::validate_xorb;
+use std::io::Write;
 
 pub async fn upload(
     State(state): State<SharedState>,
@@ -36,14 +37,20 @@ pub async fn upload(
     // Bounds the xorbs being received and validated at once, whatever the number of clients.
     let _slot = state.upload_slot().await?;
     let store = state.store.clone();
-    let staged = blocking(move || Ok(store.stage()?)).await?;
-    let (staged, len) = receive(staged, body, &headers).await?;
-    let (staged, footer) = blocking(move || {
-        let mapped = map_range(staged.file(), 0, len as usize)?;
-        let footer = validate_xorb(&mapped)?;
-        Ok((staged, footer))
-    })
-    .await?;
+    let (staged, len, footer) =
+        read_blocking(body, &headers, MAX_XORB_SIZE as u64, "xorb", move |body| {
+            let staged = store.stage()?;
+            let mut file = staged.file();
+            let mut len = 0u64;
+            while let Some(data) = body.next_bytes()? {
+                file.write_all(&data)?;
+                len += data.len() as u64;
+            }
+            let mapped = map_range(staged.file(), 0, len as usize)?;
+            let footer = validate_xorb(&mapped)?;
+            Ok((staged, len, footer))
+        })
+        .await?;
     if footer.hash != hash {
         return Err(ServerError::bad_request(format!(
             "xorb hash mismatch: the body is xorb {} but the URL names {hash}",
@@ -58,13 +65,6 @@ pub async fn upload(
     };
     let inserted = store_staged_xorb(&state, meta, staged).await?;
     Ok(Json(serde_json::json!({ "was_inserted": inserted })))
-}
-
-/// Receives a xorb body into a staging file.
-async fn receive(staged: Staged, body: Body, headers: &HeaderMap) -> ServerResult<(Staged, u64)> {
-    let (file, path) = staged.into_parts();
-    let (file, len) = write_limited(body, headers, MAX_XORB_SIZE, "xorb", file).await?;
-    Ok((Staged::from_parts(file, path), len))
 }
 
 /// Stores a validated xorb from its staging file and indexes it; counts it when new.

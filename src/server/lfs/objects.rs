@@ -9,14 +9,9 @@
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use std::io::Read;
-
-use bytes::Bytes;
-use http_body_util::BodyExt;
-use tokio::sync::mpsc;
 
 use crate::server::auth::Scope;
-use crate::server::body::{content_length, parse_range};
+use crate::server::body::{check_declared, parse_range, read_blocking};
 use crate::server::cas::register_shard;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::file_stream::stream_plan;
@@ -38,28 +33,24 @@ pub async fn upload(
 ) -> LfsResult<Response> {
     state.authorize_repo(headers, repo, Scope::Write)?;
     let sha256 = parse_oid(oid)?;
-    let declared = content_length(headers);
     let max = state.config.max_object_size;
-    if declared.is_some_and(|n| n > max) {
-        return Err(ServerError::PayloadTooLarge(format!(
-            "objects larger than {max} bytes are not accepted"
-        ))
-        .into());
-    }
+    check_declared(headers, max, "object")?;
     let known = known_file(state, repo, sha256).await?;
     // Converting builds a whole xorb in memory: conversions at once are bounded.
     let _slot = match known {
         Known::No => Some(state.conversion_slot().await?),
         _ => None,
     };
-    let received = receive(state, body, max, matches!(known, Known::No)).await?;
-    if declared.is_some_and(|n| n != received.size()) {
-        return Err(ServerError::bad_request(format!(
-            "upload ended after {} bytes, before its Content-Length",
-            received.size()
-        ))
-        .into());
-    }
+    let convert = matches!(known, Known::No);
+    let st = state.clone();
+    let received = read_blocking(body, headers, max, "object", move |body| {
+        Ok(if convert {
+            Received::Converted(Box::new(ingest_stream(&st, body)?))
+        } else {
+            Received::Hashed(hash_stream(body, true)?)
+        })
+    })
+    .await?;
     if received.sha256() != sha256 {
         return Err(ServerError::bad_request(format!(
             "sha256 mismatch: the uploaded bytes hash to {}, not to the object id {oid}",
@@ -120,83 +111,6 @@ impl Received {
             Received::Hashed(s) => s.sha256.expect("sha256 was asked for"),
             Received::Converted(i) => i.sha256,
         }
-    }
-}
-
-/// Feeds the body, as it arrives, to a blocking thread that converts it (or only hashes it).
-async fn receive(
-    state: &SharedState,
-    mut body: Body,
-    max: u64,
-    convert: bool,
-) -> ServerResult<Received> {
-    let (tx, rx) = mpsc::channel::<Result<Bytes, String>>(16);
-    let st = state.clone();
-    let worker = tokio::task::spawn_blocking(move || -> ServerResult<Received> {
-        let reader = ChannelReader::new(rx);
-        if convert {
-            Ok(Received::Converted(Box::new(ingest_stream(&st, reader)?)))
-        } else {
-            Ok(Received::Hashed(hash_stream(reader, true)?))
-        }
-    });
-    let pumped = async {
-        let mut total = 0u64;
-        while let Some(frame) = body.frame().await {
-            let frame =
-                frame.map_err(|e| ServerError::bad_request(format!("reading the upload: {e}")))?;
-            if let Ok(data) = frame.into_data() {
-                total += data.len() as u64;
-                if total > max {
-                    return Err(ServerError::PayloadTooLarge(format!(
-                        "objects larger than {max} bytes are not accepted"
-                    )));
-                }
-                if tx.send(Ok(data)).await.is_err() {
-                    break; // the worker failed; its error is reported below
-                }
-            }
-        }
-        Ok(())
-    }
-    .await;
-    if let Err(e) = &pumped {
-        // The worker must not take a cut-short body for a whole one.
-        let _ = tx.send(Err(e.to_string())).await;
-    }
-    drop(tx);
-    let worked = worker.await?;
-    pumped?;
-    worked
-}
-
-/// Reads the frames a channel delivers; an `Err` frame is a read error.
-struct ChannelReader {
-    rx: mpsc::Receiver<Result<Bytes, String>>,
-    current: Bytes,
-}
-
-impl ChannelReader {
-    fn new(rx: mpsc::Receiver<Result<Bytes, String>>) -> ChannelReader {
-        ChannelReader {
-            rx,
-            current: Bytes::new(),
-        }
-    }
-}
-
-impl Read for ChannelReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.current.is_empty() {
-            match self.rx.blocking_recv() {
-                None => return Ok(0),
-                Some(Ok(data)) => self.current = data,
-                Some(Err(e)) => return Err(std::io::Error::other(e)),
-            }
-        }
-        let n = buf.len().min(self.current.len());
-        buf[..n].copy_from_slice(&self.current.split_to(n));
-        Ok(n)
     }
 }
 

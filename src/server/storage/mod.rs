@@ -70,10 +70,6 @@ impl Staged {
     pub fn into_parts(self) -> (std::fs::File, tempfile::TempPath) {
         (self.file, self.path)
     }
-
-    pub fn from_parts(file: std::fs::File, path: tempfile::TempPath) -> Staged {
-        Staged { file, path }
-    }
 }
 
 /// Immutable object storage.
