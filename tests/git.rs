@@ -10,6 +10,8 @@ mod commands;
 mod env;
 #[path = "git/failures.rs"]
 mod failures;
+#[path = "git/filter.rs"]
+mod filter;
 #[path = "git/install.rs"]
 mod install;
 #[path = "git/migrate.rs"]

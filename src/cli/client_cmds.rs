@@ -81,10 +81,7 @@ pub struct DownloadArgs {
 }
 
 fn cache_root() -> Option<PathBuf> {
-    std::env::var_os("GIT_XET_CACHE_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(default_cache_root)
+    default_cache_root()
 }
 
 fn config(c: &ConnectArgs) -> anyhow::Result<ClientConfig> {

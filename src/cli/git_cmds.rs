@@ -27,6 +27,9 @@ pub struct InstallArgs {
     /// Parallel transfers: 1 runs a single agent process; more sets lfs.concurrenttransfers.
     #[arg(long, value_name = "N")]
     concurrency: Option<u32>,
+    /// Keep git-lfs's own clean/smudge filter instead of `git xet filter-process`.
+    #[arg(long)]
+    no_filter: bool,
 }
 
 impl InstallArgs {
@@ -85,6 +88,11 @@ pub fn transfer(_args: TransferArgs) -> anyhow::Result<ExitCode> {
     crate::git::transfer::run_stdio()
 }
 
+pub fn filter_process() -> anyhow::Result<ExitCode> {
+    logging::init("warn");
+    crate::git::filter::run_stdio()
+}
+
 pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
     logging::init("warn");
     let scope = args.scope();
@@ -94,6 +102,7 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
         scope,
         concurrency: args.concurrency,
         program: agent_program()?,
+        filter: !args.no_filter,
     };
     let changes = install::install(&config, &opts)?;
     for c in &changes {

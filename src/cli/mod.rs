@@ -49,6 +49,9 @@ enum Command {
     Download(client_cmds::DownloadArgs),
     /// The git-lfs custom transfer agent (started by git-lfs, speaks JSON on stdin/stdout).
     Transfer(git_cmds::TransferArgs),
+    /// git's long-running clean/smudge filter for LFS files (started by git; pkt-lines on
+    /// stdin/stdout), a faster drop-in for `git lfs filter-process`.
+    FilterProcess(git_cmds::TransferArgs),
     /// Configure git-lfs to use git-xet as its `xet` transfer agent.
     Install(git_cmds::InstallArgs),
     /// Remove exactly what `git xet install` added.
@@ -73,6 +76,7 @@ pub fn main() -> ExitCode {
         Command::Upload(a) => client_cmds::upload(a),
         Command::Download(a) => client_cmds::download(a),
         Command::Transfer(a) => git_cmds::transfer(a),
+        Command::FilterProcess(_) => git_cmds::filter_process(),
         Command::Install(a) => git_cmds::install(a),
         Command::Uninstall(a) => git_cmds::uninstall(a),
         Command::Migrate(a) => git_cmds::migrate(a),

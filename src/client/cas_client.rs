@@ -132,8 +132,15 @@ impl CasClient {
             (None, None) => TokenSource::anonymous(),
         };
         let http = Http::new(&config.cas_url, Arc::new(tokens), config.retry)?;
+        // The cache only saves bandwidth: one that cannot be opened is skipped, not fatal.
         let chunk_cache = match &config.chunk_cache {
-            Some((dir, max)) => Some(Arc::new(ChunkCache::open(dir, *max)?)),
+            Some((dir, max)) => match ChunkCache::open(dir, *max) {
+                Ok(cache) => Some(Arc::new(cache)),
+                Err(e) => {
+                    tracing::warn!("working without the chunk cache: {e}");
+                    None
+                }
+            },
             None => None,
         };
         if config.upload_concurrency == 0 || config.download_concurrency == 0 {

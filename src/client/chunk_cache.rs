@@ -210,9 +210,14 @@ impl CacheWriter {
     }
 }
 
-/// A stable per-user default location.
+/// The per-user cache location: `$GIT_XET_CACHE_DIR`, else the platform's cache directory.
 pub fn default_cache_root() -> Option<PathBuf> {
-    directories::ProjectDirs::from("", "", "git-xet").map(|d| d.cache_dir().to_path_buf())
+    std::env::var_os("GIT_XET_CACHE_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            directories::ProjectDirs::from("", "", "git-xet").map(|d| d.cache_dir().to_path_buf())
+        })
 }
 
 #[cfg(test)]

@@ -39,6 +39,9 @@ pub enum GitError {
     /// Anything from an HTTP exchange with an LFS or XET server.
     #[error("{0}")]
     Http(String),
+    /// git sent something the long-running filter protocol does not allow.
+    #[error("filter protocol error: {0}")]
+    FilterProtocol(String),
     /// A step of migrate/quickstart failed; the message says which and what to do.
     #[error("{0}")]
     Failed(String),

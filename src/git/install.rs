@@ -1,5 +1,6 @@
 //! `git xet install` / `git xet uninstall`: register git-xet as git-lfs's `xet` custom
-//! transfer agent at one config scope, and take back exactly what was added.
+//! transfer agent (and, unless `--no-filter`, as the `lfs` filter process in place of
+//! `git-lfs filter-process`) at one config scope, and take back exactly what was added.
 //!
 //! Install records what it changed in the same config file, under `xet.install.*`:
 //! `added` (keys it set, one value each) and `previous` (`key=value` it overwrote). Uninstall
@@ -17,6 +18,9 @@ pub const KEY_PATH: &str = "lfs.customtransfer.xet.path";
 pub const KEY_ARGS: &str = "lfs.customtransfer.xet.args";
 pub const KEY_CONCURRENT: &str = "lfs.customtransfer.xet.concurrent";
 pub const KEY_CONCURRENT_TRANSFERS: &str = "lfs.concurrenttransfers";
+pub const KEY_FILTER_PROCESS: &str = "filter.lfs.process";
+/// What follows the program in `filter.lfs.process`.
+const FILTER_ARG: &str = "filter-process";
 const RECORD_ADDED: &str = "xet.install.added";
 const RECORD_PREVIOUS: &str = "xet.install.previous";
 const RECORD_LFS: &str = "xet.install.ranlfsinstall";
@@ -30,6 +34,8 @@ pub struct InstallOptions {
     pub concurrency: Option<u32>,
     /// The agent program git-lfs runs.
     pub program: String,
+    /// Also make git run `git-xet filter-process` for `filter=lfs` files.
+    pub filter: bool,
 }
 
 /// One line of what install or uninstall did, for the user.
@@ -87,6 +93,10 @@ pub fn install(config: &Config, opts: &InstallOptions) -> Result<Vec<Change>, Gi
     ];
     if let Some(n) = opts.concurrency.filter(|&n| n > 1) {
         wanted.push((KEY_CONCURRENT_TRANSFERS, n.to_string()));
+    }
+    if opts.filter {
+        // git runs the process through the shell.
+        wanted.push((KEY_FILTER_PROCESS, filter_command(&opts.program)));
     }
     let mut changes = Vec::new();
     if !lfs_filters_present(config, scope)? {
@@ -181,7 +191,29 @@ fn value_is_ours(key: &str, value: &str, program: &str) -> bool {
         KEY_ARGS => value == "transfer",
         KEY_CONCURRENT => value == "true" || value == "false",
         KEY_CONCURRENT_TRANSFERS => value.parse::<u32>().is_ok(),
+        KEY_FILTER_PROCESS => {
+            value.ends_with(&format!(" {FILTER_ARG}"))
+                && (value.starts_with(&shell_quote(program)) || value.contains("git-xet"))
+        }
         _ => false,
+    }
+}
+
+/// The `filter.lfs.process` value that runs `program`'s filter (git runs it through the
+/// shell).
+pub fn filter_command(program: &str) -> String {
+    format!("{} {FILTER_ARG}", shell_quote(program))
+}
+
+/// `s` as one shell word.
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+=:,@".contains(&b))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
 
@@ -215,6 +247,13 @@ fn lfs_args(verb: &str, scope: Scope) -> Vec<String> {
         }
     }
     args
+}
+
+/// Whether git runs git-xet as the `lfs` filter process where the repository sees it.
+pub fn filter_is_ours(config: &Config) -> Result<bool, GitError> {
+    Ok(config
+        .get(None, KEY_FILTER_PROCESS)?
+        .is_some_and(|v| v.ends_with(&format!(" {FILTER_ARG}")) && v.contains("git-xet")))
 }
 
 /// Whether the agent is configured where the repository (or `dir`) sees it, and how.

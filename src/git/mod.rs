@@ -11,11 +11,14 @@
 //! | [`repo`]        | repository discovery; LFS and XET paths; remotes and endpoints |
 //! | [`credentials`] | `git credential fill`                                         |
 //! | [`install`]     | registering the transfer agent, and taking it back            |
+//! | [`filter`]      | `git xet filter-process`: clean/smudge for `filter=lfs` files |
+//! | [`transfer`]    | `git xet transfer`: the agent process git-lfs starts          |
 
 pub mod command;
 pub mod config;
 pub mod credentials;
 mod error;
+pub mod filter;
 pub mod install;
 pub mod lfs_objects;
 pub mod migrate;

@@ -149,22 +149,29 @@ fn step(msg: &str) {
 /// git with the demo's own configuration.
 struct DemoGit {
     config: PathBuf,
+    cache: PathBuf,
 }
 
 impl DemoGit {
     fn new(root: &Path, program: &str) -> Result<DemoGit, GitError> {
         let config = root.join("gitconfig");
+        let filter = crate::git::install::filter_command(program)
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"");
         let text = format!(
             "[user]\n\tname = git-xet quickstart\n\temail = quickstart@localhost\n\
              [filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n\tsmudge = git-lfs smudge -- %f\n\
-             \tprocess = git-lfs filter-process\n\trequired = true\n\
+             \tprocess = {filter}\n\trequired = true\n\
              [lfs]\n\tlocksverify = false\n\
              [lfs \"customtransfer.xet\"]\n\tpath = {program}\n\targs = transfer\n\tconcurrent = true\n\
              [advice]\n\tdetachedHead = false\n"
         );
         std::fs::write(&config, text)
             .map_err(|e| GitError::io("writing the demo git config", e))?;
-        Ok(DemoGit { config })
+        Ok(DemoGit {
+            config,
+            cache: root.join("cache"),
+        })
     }
 
     fn run(&self, dir: &Path, args: &[&str]) -> Result<(), GitError> {
@@ -174,6 +181,8 @@ impl DemoGit {
             .env("GIT_CONFIG_GLOBAL", &self.config)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_TERMINAL_PROMPT", "0")
+            // A cache of its own, so the demo's downloads are real on every run.
+            .env("GIT_XET_CACHE_DIR", &self.cache)
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .stdin(Stdio::null())

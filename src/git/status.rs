@@ -38,13 +38,13 @@ pub fn run(remote: Option<&str>, offline: bool) -> Result<(), GitError> {
         }
         None => println!("agent:          not configured (run `git xet install`)"),
     }
-    let filters = config.get(None, "filter.lfs.process")?.is_some();
+    let filter = config.get(None, "filter.lfs.process")?;
     println!(
-        "git-lfs:        {}",
-        if filters {
-            "filters installed"
-        } else {
-            "filters missing (run `git xet install` or `git lfs install`)"
+        "filter:         {}",
+        match filter {
+            Some(_) if crate::git::install::filter_is_ours(&config)? => "git-xet filter-process",
+            Some(_) => "git-lfs filter-process (`git xet install` makes checkouts faster)",
+            None => "missing (run `git xet install` or `git lfs install`)",
         }
     );
 

@@ -28,8 +28,13 @@ fn global_install_registers_the_agent_and_uninstall_restores_the_config() {
     assert_eq!(get("lfs.customtransfer.xet.path"), exe.to_string_lossy());
     assert_eq!(get("lfs.customtransfer.xet.args"), "transfer");
     assert_eq!(get("lfs.customtransfer.xet.concurrent"), "true");
-    // git-lfs filters were missing, so install ran `git lfs install` globally...
-    assert_eq!(get("filter.lfs.process"), "git-lfs filter-process");
+    // git-lfs filters were missing, so install ran `git lfs install` globally, then made
+    // git-xet the filter process (git-lfs's single-file clean/smudge stay as they were)...
+    assert_eq!(
+        get("filter.lfs.process"),
+        format!("{} filter-process", exe.display())
+    );
+    assert_eq!(get("filter.lfs.smudge"), "git-lfs smudge -- %f");
     // ...without touching the repository it ran in (--skip-repo).
     assert!(!repo.join(".git/hooks/pre-push").exists());
     // git-lfs itself sees the agent.
@@ -132,10 +137,9 @@ fn local_install_touches_only_the_repository() {
         ),
         "false"
     );
-    assert_eq!(
-        env.git(&repo, &["config", "--local", "filter.lfs.process"]),
-        "git-lfs filter-process"
-    );
+    assert!(env
+        .git(&repo, &["config", "--local", "filter.lfs.process"])
+        .ends_with("git-xet filter-process"),);
     assert!(
         repo.join(".git/hooks/pre-push").exists(),
         "git lfs install --local installs hooks"
@@ -153,6 +157,33 @@ fn local_install_touches_only_the_repository() {
     assert_eq!(after, local_before);
     assert!(!repo.join(".git/hooks/pre-push").exists());
     assert_eq!(std::fs::read(&env.global_config).unwrap(), global_before);
+}
+
+#[test]
+fn no_filter_keeps_the_git_lfs_filter() {
+    let env = GitEnv::new();
+    let repo = env.init_repo("repo");
+    env.git(&repo, &["lfs", "install", "--skip-repo"]);
+    let out = env.xet(&repo, &["install", "--no-filter"]);
+    assert!(!out.contains("filter.lfs.process"), "{out}");
+    assert_eq!(
+        env.git(&repo, &["config", "--global", "filter.lfs.process"]),
+        "git-lfs filter-process"
+    );
+    assert!(env
+        .xet(&repo, &["status", "--offline"])
+        .contains("git-lfs filter-process"));
+    // A later install with the filter records the value it overwrote, and uninstall puts it
+    // back.
+    env.xet(&repo, &["install"]);
+    assert!(env
+        .xet(&repo, &["status", "--offline"])
+        .contains("filter:         git-xet filter-process"));
+    let out = env.xet(&repo, &["uninstall"]);
+    assert!(
+        out.contains("restored filter.lfs.process = git-lfs filter-process"),
+        "{out}"
+    );
 }
 
 #[test]

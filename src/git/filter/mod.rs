@@ -1,0 +1,442 @@
+//! `git xet filter-process`: git's long-running filter (gitattributes(5), "Long Running
+//! Filter Process") for `filter=lfs` files, a drop-in for `git lfs filter-process`.
+//!
+//! Why it exists: with git-lfs's filter, every large file a checkout or pull brings in is
+//! hashed again by git-lfs after the transfer agent already verified it, and every clean
+//! (including git's re-check of files written in the same second as the index) hashes it
+//! with a sha256 several times slower than this one. Here a missing object is fetched
+//! through XET straight into the object store (verified once, while written), smudged from
+//! there, and cleaned with one pass that hashes and stores.
+//!
+//! | module      | job                                                                 |
+//! |-------------|---------------------------------------------------------------------|
+//! | [`pktline`] | pkt-line framing                                                    |
+//! | [`clean`]   | content -> pointer, storing the object                              |
+//! | [`smudge`]  | pointer -> content; pass-through and the `git lfs smudge` fallback |
+//! | [`fetch`]   | missing objects through the Batch API and XET                       |
+//! | [`store`]   | `.git/lfs/objects` and its temp directory                           |
+//!
+//! Per request, every byte git sends is read before anything is answered (git writes the
+//! whole blob first), and a failure of one file is answered `status=error` for that file
+//! only; just a broken pipe to git or a protocol violation ends the process.
+
+pub mod clean;
+pub mod fetch;
+pub mod pktline;
+pub mod smudge;
+pub mod store;
+
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::ExitCode;
+
+use crate::git::repo::Repo;
+use crate::git::GitError;
+use fetch::{Fetched, Fetcher};
+use pktline::{PktReader, PktWriter};
+use smudge::{Input, Smudged};
+use store::LfsStore;
+
+/// Runs the filter on stdin/stdout until git closes the pipe.
+pub fn run_stdio() -> anyhow::Result<ExitCode> {
+    let repo = Repo::current()?;
+    if let Some(why) = needs_git_lfs_filter(&repo)? {
+        tracing::info!("handing the filter over to git-lfs: {why}");
+        let err = std::process::Command::new("git")
+            .args(["lfs", "filter-process"])
+            .exec();
+        anyhow::bail!("cannot run `git lfs filter-process` ({why}): {err}");
+    }
+    ensure_lfs_hooks(&repo);
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    let mut filter = Filter::new(repo);
+    let reader = PktReader::new(stdin.lock());
+    let writer = PktWriter::new(BufWriter::with_capacity(1 << 20, stdout.lock()));
+    filter.serve(reader, writer)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Settings this filter does not implement, for which git-lfs's own filter must run.
+fn needs_git_lfs_filter(repo: &Repo) -> Result<Option<String>, GitError> {
+    let extensions = repo
+        .git()
+        .try_run(["config", "--get-regexp", r"^lfs\.extension\."])?
+        .unwrap_or_default();
+    Ok((!extensions.trim().is_empty()).then(|| "LFS extensions are configured".to_string()))
+}
+
+/// git-lfs's filter installs its hooks (pre-push above all: without it `git push` sends
+/// pointers but no objects) in every repository it runs in, which is how a fresh clone gets
+/// them. Standing in for it, do the same with `git lfs update`, which writes only hooks.
+fn ensure_lfs_hooks(repo: &Repo) {
+    let hook = repo
+        .git()
+        .run([
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-path",
+            "hooks/pre-push",
+        ])
+        .map(std::path::PathBuf::from);
+    if matches!(&hook, Ok(path) if path.exists()) {
+        return;
+    }
+    match repo.git().run(["lfs", "update"]) {
+        Ok(_) => tracing::debug!("installed git-lfs's hooks"),
+        // A pre-existing hook of the user's is theirs; git-lfs says how to merge them.
+        Err(e) => tracing::warn!("could not install git-lfs's hooks: {e}"),
+    }
+}
+
+/// One request's header list.
+struct Request {
+    command: String,
+    pathname: String,
+}
+
+impl Request {
+    fn parse(lines: &[Vec<u8>]) -> Result<Request, GitError> {
+        let mut command = None;
+        let mut pathname = None;
+        for line in lines {
+            let text = String::from_utf8_lossy(line);
+            match text.split_once('=') {
+                Some(("command", v)) => command = Some(v.to_string()),
+                Some(("pathname", v)) => pathname = Some(v.to_string()),
+                Some(_) => {} // ref, treeish, blob, can-delay: informational
+                None => {
+                    return Err(GitError::FilterProtocol(format!(
+                        "request line {text:?} is not key=value"
+                    )))
+                }
+            }
+        }
+        Ok(Request {
+            command: command
+                .ok_or_else(|| GitError::FilterProtocol("request without a command".into()))?,
+            pathname: pathname.unwrap_or_default(),
+        })
+    }
+}
+
+pub struct Filter {
+    repo: Repo,
+    store: LfsStore,
+    skip_smudge: bool,
+    /// `lfs.fetchinclude`/`lfs.fetchexclude` decide per path; git-lfs applies them.
+    fetch_filters: bool,
+    fetcher: Option<Fetcher>,
+}
+
+impl Filter {
+    pub fn new(repo: Repo) -> Filter {
+        let config = repo.config();
+        let has = |key: &str| config.get(None, key).ok().flatten().is_some();
+        let fetch_filters = has("lfs.fetchinclude") || has("lfs.fetchexclude");
+        Filter {
+            store: LfsStore::of(&repo),
+            skip_smudge: env_flag("GIT_LFS_SKIP_SMUDGE"),
+            fetch_filters,
+            fetcher: None,
+            repo,
+        }
+    }
+
+    /// The handshake, then requests until git closes the pipe.
+    pub fn serve<R: Read, W: Write>(
+        &mut self,
+        mut input: PktReader<R>,
+        mut output: PktWriter<W>,
+    ) -> Result<(), GitError> {
+        handshake(&mut input, &mut output)?;
+        while let Some(lines) = input.read_list()? {
+            let request = Request::parse(&lines)?;
+            let started = std::time::Instant::now();
+            match request.command.as_str() {
+                "clean" => {
+                    let recheck = IndexRecheck {
+                        repo: &self.repo,
+                        store: &self.store,
+                        pathname: &request.pathname,
+                    };
+                    let result = clean::clean(&mut input, &self.store, &recheck)?;
+                    respond(&mut output, &request, result.map(Smudged::Bytes))?;
+                }
+                "smudge" => {
+                    let result = smudge::read_input(&mut input, &self.store)?
+                        .and_then(|i| self.smudged(i, &request.pathname));
+                    respond(&mut output, &request, result)?;
+                }
+                other => {
+                    return Err(GitError::FilterProtocol(format!(
+                        "unknown command {other:?} (only clean and smudge were offered)"
+                    )))
+                }
+            }
+            tracing::debug!(
+                command = %request.command,
+                path = %request.pathname,
+                secs = started.elapsed().as_secs_f64(),
+                "answered"
+            );
+        }
+        Ok(())
+    }
+
+    /// Where a smudged file's content comes from.
+    fn smudged(&mut self, input: Input, pathname: &str) -> Result<Smudged, GitError> {
+        let (text, pointer) = match input {
+            Input::Other(content) => return Ok(content),
+            Input::Pointer { text, pointer } => (text, pointer),
+        };
+        if self.skip_smudge {
+            return Ok(Smudged::Bytes(text));
+        }
+        if !pointer.extra.is_empty() {
+            return Ok(Smudged::GitLfs(text));
+        }
+        if let Some(path) = self.store.find(&pointer.oid, pointer.size) {
+            return Ok(Smudged::File { path, temp: false });
+        }
+        if self.fetch_filters {
+            return Ok(Smudged::GitLfs(text));
+        }
+        if self.fetcher.is_none() {
+            self.fetcher = Some(Fetcher::new(&self.repo)?);
+        }
+        let fetcher = self.fetcher.as_mut().expect("fetcher was just created");
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!(
+                "git-xet: downloading {pathname} ({})",
+                crate::client::stats::human_bytes(pointer.size)
+            );
+        }
+        match fetcher.fetch(&pointer, pathname, &self.store)? {
+            Fetched::Stored(path) => Ok(Smudged::File { path, temp: false }),
+            Fetched::NotXet => Ok(Smudged::GitLfs(text)),
+        }
+    }
+}
+
+/// The index's view of the file being cleaned (see [`clean::Recheck`]).
+struct IndexRecheck<'a> {
+    repo: &'a Repo,
+    store: &'a LfsStore,
+    pathname: &'a str,
+}
+
+impl clean::Recheck for IndexRecheck<'_> {
+    fn unchanged_pointer(&self) -> Option<crate::lfs::pointer::Pointer> {
+        use std::os::unix::fs::MetadataExt;
+        let file = self.work_tree_file()?;
+        let meta = std::fs::metadata(&file).ok()?;
+        let listing = self
+            .repo
+            .git()
+            .try_run([
+                "--literal-pathspecs",
+                "ls-files",
+                "--debug",
+                "-s",
+                "--",
+                self.pathname,
+            ])
+            .ok()??;
+        let entry = IndexEntry::parse(&listing)?;
+        // The index keeps 32 bits of size and inode.
+        let unchanged = entry.size == meta.len() & 0xffff_ffff
+            && entry.mtime == (meta.mtime(), meta.mtime_nsec())
+            && entry.ino.is_none_or(|ino| ino == meta.ino() & 0xffff_ffff);
+        if !unchanged {
+            return None;
+        }
+        let text = self
+            .repo
+            .git()
+            .try_run(["cat-file", "blob", &entry.blob])
+            .ok()??;
+        // git's output comes back without its final newline.
+        let pointer = crate::lfs::pointer::Pointer::parse(format!("{text}\n").as_bytes()).ok()?;
+        self.store.find(&pointer.oid, pointer.size)?;
+        (pointer.size == meta.len()).then_some(pointer)
+    }
+
+    fn work_tree_file(&self) -> Option<std::path::PathBuf> {
+        Some(self.repo.work_tree.as_ref()?.join(self.pathname))
+    }
+}
+
+/// One entry of `git ls-files --debug -s`.
+#[derive(Debug, PartialEq, Eq)]
+struct IndexEntry {
+    blob: String,
+    mtime: (i64, i64),
+    ino: Option<u64>,
+    size: u64,
+}
+
+impl IndexEntry {
+    fn parse(listing: &str) -> Option<IndexEntry> {
+        let mut lines = listing.lines();
+        let blob = lines.next()?.split_whitespace().nth(1)?.to_string();
+        let (mut mtime, mut ino, mut size) = (None, None, None);
+        for line in lines {
+            for field in line.trim().split('\t') {
+                let Some((key, value)) = field.split_once(": ") else {
+                    continue;
+                };
+                match key {
+                    "mtime" => {
+                        let (s, ns) = value.split_once(':')?;
+                        mtime = Some((s.parse().ok()?, ns.parse().ok()?));
+                    }
+                    "ino" => ino = value.parse().ok(),
+                    "size" => size = value.parse().ok(),
+                    _ => {}
+                }
+            }
+        }
+        Some(IndexEntry {
+            blob,
+            mtime: mtime?,
+            ino: ino.filter(|&i| i != 0),
+            size: size?,
+        })
+    }
+}
+
+/// Capabilities git offers; this filter takes clean and smudge (no delayed checkout).
+fn handshake<R: Read, W: Write>(
+    input: &mut PktReader<R>,
+    output: &mut PktWriter<W>,
+) -> Result<(), GitError> {
+    let bad = |msg: String| GitError::FilterProtocol(msg);
+    let hello = input
+        .read_list()?
+        .ok_or_else(|| bad("git closed the pipe before the handshake".into()))?;
+    if hello.first().map(Vec::as_slice) != Some(b"git-filter-client") {
+        return Err(bad(
+            "expected `git-filter-client` (is this being run by git as filter.lfs.process?)".into(),
+        ));
+    }
+    if !hello.iter().any(|l| l == b"version=2") {
+        return Err(bad("git does not offer filter protocol version 2".into()));
+    }
+    output.line("git-filter-server")?;
+    output.line("version=2")?;
+    output.flush_packet()?;
+    output.send()?;
+    let offered = input
+        .read_list()?
+        .ok_or_else(|| bad("git closed the pipe during the handshake".into()))?;
+    for capability in ["clean", "smudge"] {
+        let line = format!("capability={capability}");
+        if offered.iter().any(|l| l == line.as_bytes()) {
+            output.line(&line)?;
+        }
+    }
+    output.flush_packet()?;
+    output.send()
+}
+
+/// Answers one request: `status=success`, the content, and an empty list that keeps the
+/// status; or `status=error` when the file failed (after any content already sent).
+fn respond<W: Write>(
+    output: &mut PktWriter<W>,
+    request: &Request,
+    result: Result<Smudged, GitError>,
+) -> Result<(), GitError> {
+    let content = match result {
+        Ok(c) => c,
+        Err(e) => {
+            report(request, &e);
+            output.line("status=error")?;
+            output.flush_packet()?;
+            return output.send();
+        }
+    };
+    output.line("status=success")?;
+    output.flush_packet()?;
+    let sent = match content {
+        Smudged::Bytes(bytes) => {
+            output.data(&bytes)?;
+            Ok(())
+        }
+        Smudged::File { path, temp } => {
+            let _guard = store::TempGuard(temp.then(|| path.clone()));
+            match std::fs::File::open(&path) {
+                Ok(mut f) => output.copy_from(&mut f)?.map(|_| ()),
+                Err(e) => Err(GitError::io(format!("opening {}", path.display()), e)),
+            }
+        }
+        Smudged::GitLfs(text) => {
+            smudge::via_git_lfs(&text, &request.pathname, &mut |d| output.data(d))?
+        }
+    };
+    output.flush_packet()?;
+    match sent {
+        Ok(()) => output.flush_packet()?,
+        Err(e) => {
+            report(request, &e);
+            output.line("status=error")?;
+            output.flush_packet()?;
+        }
+    }
+    output.send()
+}
+
+fn report(request: &Request, e: &GitError) {
+    tracing::debug!(path = %request.pathname, "{} failed: {e}", request.command);
+    eprintln!("git-xet: {} of {}: {e}", request.command, request.pathname);
+}
+
+/// git-lfs's reading of boolean environment variables.
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_entries_parse_from_ls_files_debug() {
+        let listing = "100644 d6163e174d2344a545727ec990a79b4e5f825ebd 0\tdir/model bin\n  ctime: 1795261665:185642751\n  mtime: 1795261665:185642752\n  dev: 65024\tino: 10183081\n  uid: 0\tgid: 0\n  size: 1073741824\tflags: 0\n";
+        assert_eq!(
+            IndexEntry::parse(listing),
+            Some(IndexEntry {
+                blob: "d6163e174d2344a545727ec990a79b4e5f825ebd".into(),
+                mtime: (1795261665, 185642752),
+                ino: Some(10183081),
+                size: 1073741824,
+            })
+        );
+        assert_eq!(IndexEntry::parse(""), None);
+        assert_eq!(
+            IndexEntry::parse("100644 abc 0\tx\n  mtime: bad\n  size: 1\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn requests_need_a_command_and_key_value_lines() {
+        let r = Request::parse(&[
+            b"command=clean".to_vec(),
+            b"pathname=a=b.bin".to_vec(),
+            b"can-delay=1".to_vec(),
+        ])
+        .unwrap();
+        assert_eq!(
+            (r.command.as_str(), r.pathname.as_str()),
+            ("clean", "a=b.bin")
+        );
+        assert!(Request::parse(&[b"pathname=x".to_vec()]).is_err());
+        assert!(Request::parse(&[b"command=clean".to_vec(), b"junk".to_vec()]).is_err());
+    }
+}

@@ -1,0 +1,301 @@
+//! git's pkt-line framing (gitprotocol-common(5)), as used by the long-running filter
+//! protocol: a 4-digit hex length that counts itself, then the payload; `0000` is a flush.
+//!
+//! The reader never allocates from a length it read: payloads go into one fixed buffer of
+//! the largest size git may send, and anything longer is a protocol error.
+
+use std::io::{Read, Write};
+
+use crate::git::GitError;
+
+/// The largest packet, header included.
+pub const MAX_PACKET: usize = 65520;
+/// The largest payload of one packet.
+pub const MAX_DATA: usize = MAX_PACKET - 4;
+/// Text lists (headers, capabilities) longer than this are refused: git sends a handful.
+const MAX_LIST_LINES: usize = 1024;
+
+/// One packet as read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Packet<'a> {
+    Flush,
+    Data(&'a [u8]),
+}
+
+pub struct PktReader<R> {
+    inner: R,
+    buf: Box<[u8; MAX_DATA]>,
+}
+
+fn protocol(msg: impl Into<String>) -> GitError {
+    GitError::FilterProtocol(msg.into())
+}
+
+impl<R: Read> PktReader<R> {
+    pub fn new(inner: R) -> PktReader<R> {
+        PktReader {
+            inner,
+            buf: Box::new([0; MAX_DATA]),
+        }
+    }
+
+    /// The next packet; `None` when the input ends cleanly between packets.
+    pub fn read(&mut self) -> Result<Option<Packet<'_>>, GitError> {
+        let mut header = [0u8; 4];
+        let mut got = 0;
+        while got < 4 {
+            match self.inner.read(&mut header[got..]) {
+                Ok(0) if got == 0 => return Ok(None),
+                Ok(0) => return Err(protocol("input ended inside a packet header")),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(GitError::io("reading from git", e)),
+            }
+        }
+        let len = std::str::from_utf8(&header)
+            .ok()
+            .filter(|s| s.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|s| usize::from_str_radix(s, 16).ok())
+            .ok_or_else(|| {
+                protocol(format!(
+                    "invalid packet length {:?}",
+                    header.escape_ascii().to_string()
+                ))
+            })?;
+        match len {
+            0 => Ok(Some(Packet::Flush)),
+            1..=3 => Err(protocol(format!(
+                "unexpected special packet {len:04x} (the filter protocol only uses flush)"
+            ))),
+            4 => Err(protocol("empty data packet")),
+            n if n > MAX_PACKET => Err(protocol(format!(
+                "packet of {n} bytes is longer than the maximum {MAX_PACKET}"
+            ))),
+            n => {
+                let data = &mut self.buf[..n - 4];
+                self.inner.read_exact(data).map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        protocol("input ended inside a packet")
+                    } else {
+                        GitError::io("reading from git", e)
+                    }
+                })?;
+                Ok(Some(Packet::Data(data)))
+            }
+        }
+    }
+
+    /// A packet that must be there (the input may not end here).
+    fn read_required(&mut self) -> Result<Packet<'_>, GitError> {
+        self.read()?
+            .ok_or_else(|| protocol("git closed the connection in the middle of a request"))
+    }
+
+    /// Text lines up to a flush, each without its trailing newline. `None` when the input
+    /// ends cleanly before the first line (git is done with the filter).
+    pub fn read_list(&mut self) -> Result<Option<Vec<Vec<u8>>>, GitError> {
+        let mut lines = Vec::new();
+        loop {
+            let packet = if lines.is_empty() {
+                match self.read()? {
+                    Some(p) => p,
+                    None => return Ok(None),
+                }
+            } else {
+                self.read_required()?
+            };
+            match packet {
+                Packet::Flush => return Ok(Some(lines)),
+                Packet::Data(d) => {
+                    if lines.len() == MAX_LIST_LINES {
+                        return Err(protocol(format!(
+                            "more than {MAX_LIST_LINES} lines in one list"
+                        )));
+                    }
+                    lines.push(d.strip_suffix(b"\n").unwrap_or(d).to_vec());
+                }
+            }
+        }
+    }
+
+    /// Calls `each` with every content packet up to the flush that ends the content.
+    /// An error from `each` does not stop the reading (git is still sending): the first
+    /// one is returned once the content has been read to its end.
+    pub fn read_content(
+        &mut self,
+        mut each: impl FnMut(&[u8]) -> Result<(), GitError>,
+    ) -> Result<Result<(), GitError>, GitError> {
+        let mut first_error = None;
+        loop {
+            match self.read_required()? {
+                Packet::Flush => return Ok(first_error.map_or(Ok(()), Err)),
+                Packet::Data(d) => {
+                    if first_error.is_none() {
+                        if let Err(e) = each(d) {
+                            first_error = Some(e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub struct PktWriter<W> {
+    inner: W,
+}
+
+impl<W: Write> PktWriter<W> {
+    pub fn new(inner: W) -> PktWriter<W> {
+        PktWriter { inner }
+    }
+
+    /// Writes `data` as as many packets as it needs.
+    pub fn data(&mut self, data: &[u8]) -> Result<(), GitError> {
+        for piece in data.chunks(MAX_DATA) {
+            self.inner
+                .write_all(format!("{:04x}", piece.len() + 4).as_bytes())
+                .and_then(|_| self.inner.write_all(piece))
+                .map_err(|e| GitError::io("writing to git", e))?;
+        }
+        Ok(())
+    }
+
+    /// One text line (a newline is added).
+    pub fn line(&mut self, text: &str) -> Result<(), GitError> {
+        let mut packet = Vec::with_capacity(text.len() + 1);
+        packet.extend_from_slice(text.as_bytes());
+        packet.push(b'\n');
+        if packet.len() > MAX_DATA {
+            return Err(protocol("a text line is too long for one packet"));
+        }
+        self.data(&packet)
+    }
+
+    pub fn flush_packet(&mut self) -> Result<(), GitError> {
+        self.inner
+            .write_all(b"0000")
+            .map_err(|e| GitError::io("writing to git", e))
+    }
+
+    /// Hands everything written so far to git.
+    pub fn send(&mut self) -> Result<(), GitError> {
+        self.inner
+            .flush()
+            .map_err(|e| GitError::io("writing to git", e))
+    }
+
+    /// Writes everything `source` yields as content packets. The outer error means git's
+    /// pipe broke; the inner one that `source` failed (after part of it was sent).
+    pub fn copy_from(&mut self, source: &mut dyn Read) -> Result<Result<u64, GitError>, GitError> {
+        let mut buf = vec![0u8; MAX_DATA * 16];
+        let mut total = 0u64;
+        loop {
+            let n = match source.read(&mut buf) {
+                Ok(0) => return Ok(Ok(total)),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Ok(Err(GitError::io("reading the content to send", e))),
+            };
+            self.data(&buf[..n])?;
+            total += n as u64;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packets(input: &[u8]) -> Result<Vec<Option<Vec<u8>>>, GitError> {
+        let mut r = PktReader::new(input);
+        let mut out = Vec::new();
+        while let Some(p) = r.read()? {
+            out.push(match p {
+                Packet::Flush => None,
+                Packet::Data(d) => Some(d.to_vec()),
+            });
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn writer_output_reads_back() {
+        let mut w = PktWriter::new(Vec::new());
+        w.line("version=2").unwrap();
+        w.flush_packet().unwrap();
+        let big = vec![7u8; MAX_DATA * 2 + 5];
+        w.data(&big).unwrap();
+        w.flush_packet().unwrap();
+        let bytes = w.inner;
+        assert_eq!(&bytes[..14], b"000eversion=2\n");
+        let got = packets(&bytes).unwrap();
+        assert_eq!(got.len(), 6);
+        assert_eq!(got[0].as_deref(), Some(&b"version=2\n"[..]));
+        assert_eq!(got[1], None);
+        assert_eq!(got[2].as_ref().unwrap().len(), MAX_DATA);
+        assert_eq!(got[4].as_ref().unwrap().len(), 5);
+        assert_eq!(got[5], None);
+    }
+
+    #[test]
+    fn lists_strip_newlines_and_end_at_flush() {
+        let mut r = PktReader::new(&b"000ccommand\n0009a=b=c0000"[..]);
+        let list = r.read_list().unwrap().unwrap();
+        assert_eq!(list, vec![b"command".to_vec(), b"a=b=c".to_vec()]);
+        assert!(r.read_list().unwrap().is_none(), "clean end of input");
+    }
+
+    #[test]
+    fn malformed_input_is_a_clear_error_not_a_panic() {
+        for (input, expect) in [
+            (&b"00"[..], "inside a packet header"),
+            (b"zzzz", "invalid packet length"),
+            (b"0001", "special packet"),
+            (b"0004", "empty data packet"),
+            (b"fff1", "longer than the maximum"),
+            (b"0010abc", "inside a packet"),
+            (b"+0a0", "invalid packet length"),
+        ] {
+            let err = packets(input).unwrap_err().to_string();
+            assert!(err.contains(expect), "{input:?}: {err}");
+        }
+        let mut r = PktReader::new(&b"0008abcd"[..]);
+        let err = r.read_list().unwrap_err().to_string();
+        assert!(err.contains("middle of a request"), "{err}");
+    }
+
+    #[test]
+    fn content_errors_wait_for_the_end_of_the_content() {
+        let mut w = PktWriter::new(Vec::new());
+        w.data(b"one").unwrap();
+        w.data(b"two").unwrap();
+        w.flush_packet().unwrap();
+        w.line("next").unwrap();
+        let bytes = w.inner;
+        let mut r = PktReader::new(&bytes[..]);
+        let mut calls = 0;
+        let result = r
+            .read_content(|_| {
+                calls += 1;
+                Err(GitError::Failed("disk full".into()))
+            })
+            .unwrap();
+        assert_eq!(calls, 1);
+        assert!(result.unwrap_err().to_string().contains("disk full"));
+        // The stream is positioned after the content.
+        assert!(matches!(r.read().unwrap(), Some(Packet::Data(b"next\n"))));
+    }
+
+    #[test]
+    fn too_many_list_lines_are_refused() {
+        let mut w = PktWriter::new(Vec::new());
+        for _ in 0..=MAX_LIST_LINES {
+            w.line("k=v").unwrap();
+        }
+        w.flush_packet().unwrap();
+        let bytes = w.inner;
+        let err = PktReader::new(&bytes[..]).read_list().unwrap_err();
+        assert!(err.to_string().contains("more than"), "{err}");
+    }
+}

@@ -1,0 +1,415 @@
+//! `git xet filter-process`, the `lfs` filter `git xet install` configures: what it stores
+//! and checks out must be exactly what git-lfs's own filter would, and a checkout fetches
+//! missing objects through XET by itself.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+
+use crate::env::{assert_file_is, ok, remote_url, stderr, GitEnv};
+use crate::support::{random_bytes, write_file, TestServer};
+
+const XORB_SERVED: &str = "git_xet_xorb_bytes_served_total";
+const BASIC_SERVED: &str = "git_xet_lfs_basic_bytes_served_total";
+
+/// What `git lfs clean` makes of a file: the reference output.
+fn git_lfs_clean(env: &GitEnv, repo: &Path, file: &Path) -> Vec<u8> {
+    let out = env
+        .command("git", repo)
+        .args(["lfs", "clean", "--"])
+        .arg(file.file_name().unwrap())
+        .stdin(std::fs::File::open(file).unwrap())
+        .output()
+        .unwrap();
+    ok(out, "git lfs clean").stdout
+}
+
+fn blob(env: &GitEnv, repo: &Path, spec: &str) -> Vec<u8> {
+    ok(
+        env.git_output(repo, &["cat-file", "blob", spec]),
+        "cat-file",
+    )
+    .stdout
+}
+
+#[test]
+fn clean_stores_what_git_lfs_would() {
+    let env = GitEnv::with_agent(&[]);
+    let repo = env.lfs_repo("repo", "http://127.0.0.1:9/none.git");
+    let pointer_text = b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n";
+    let mut pointer_like = pointer_text.to_vec();
+    pointer_like.extend_from_slice(&random_bytes(2000, 5));
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("big.bin", random_bytes(3 << 20, 1)),
+        ("small.bin", b"small".to_vec()),
+        ("empty.bin", Vec::new()),
+        ("already-a-pointer.bin", pointer_text.to_vec()),
+        ("pointer-then-data.bin", pointer_like),
+    ];
+    for (name, bytes) in &files {
+        write_file(&repo.join(name), bytes);
+    }
+    let out = env
+        .command("git", &repo)
+        .args(["add", "."])
+        .env("GIT_TRACE", "1")
+        .output()
+        .unwrap();
+    let trace = stderr(&ok(out, "git add"));
+    assert!(
+        trace.contains("git-xet filter-process"),
+        "git ran git-xet as the filter:\n{trace}"
+    );
+    assert_eq!(
+        std::fs::read_dir(repo.join(".git/lfs/tmp"))
+            .unwrap()
+            .count(),
+        0,
+        "no temp files left"
+    );
+    for (name, bytes) in &files {
+        let stored = blob(&env, &repo, &format!(":{name}"));
+        assert_eq!(
+            stored,
+            git_lfs_clean(&env, &repo, &repo.join(name)),
+            "{name}: git-xet's clean differs from git-lfs's"
+        );
+        if !bytes.is_empty() && *name != "already-a-pointer.bin" {
+            let text = String::from_utf8(stored).unwrap();
+            let oid = text
+                .lines()
+                .nth(1)
+                .unwrap()
+                .strip_prefix("oid sha256:")
+                .unwrap();
+            let object = repo
+                .join(".git/lfs/objects")
+                .join(&oid[0..2])
+                .join(&oid[2..4])
+                .join(oid);
+            assert_file_is(&object, bytes);
+        }
+    }
+    env.git(&repo, &["commit", "-qm", "files"]);
+    // The pointer committed as content is not an object git-lfs has; everything else is.
+    let fsck = env.git_output(&repo, &["lfs", "fsck", "--objects"]);
+    let text = format!("{}{}", String::from_utf8_lossy(&fsck.stdout), stderr(&fsck));
+    assert!(
+        text.contains("already-a-pointer.bin") && !text.contains("big.bin"),
+        "{text}"
+    );
+}
+
+#[test]
+fn smudge_passes_other_content_through_and_skips_on_request() {
+    let env = GitEnv::with_agent(&[]);
+    let repo = env.init_repo("repo");
+    // Committed before the attributes exist, so these blobs are plain content.
+    let long = random_bytes(5000, 2);
+    write_file(&repo.join("long.bin"), &long);
+    write_file(&repo.join("short.bin"), b"not a pointer");
+    env.git(&repo, &["add", "."]);
+    env.git(&repo, &["commit", "-qm", "plain"]);
+    env.git(&repo, &["lfs", "track", "*.bin"]);
+    let lfs = random_bytes(200_000, 3);
+    write_file(&repo.join("lfs.bin"), &lfs);
+    env.git(&repo, &["add", ".gitattributes", "lfs.bin"]);
+    env.git(&repo, &["commit", "-qm", "lfs"]);
+    for name in ["long.bin", "short.bin", "lfs.bin"] {
+        std::fs::remove_file(repo.join(name)).unwrap();
+    }
+    env.git(&repo, &["checkout", "--", "."]);
+    assert_file_is(&repo.join("long.bin"), &long);
+    assert_file_is(&repo.join("short.bin"), b"not a pointer");
+    assert_file_is(&repo.join("lfs.bin"), &lfs);
+
+    // GIT_LFS_SKIP_SMUDGE checks out the pointer, and the tree stays clean.
+    let clone = env.dir("clone");
+    let out = env
+        .command("git", &env.dir("."))
+        .args([
+            "clone",
+            "-q",
+            repo.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ])
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    ok(out, "clone with GIT_LFS_SKIP_SMUDGE");
+    assert_eq!(
+        std::fs::read(clone.join("lfs.bin")).unwrap(),
+        blob(&env, &repo, "HEAD:lfs.bin")
+    );
+    assert_eq!(env.git(&clone, &["status", "--porcelain", "lfs.bin"]), "");
+
+    // A clone from a local path: not an HTTP server, so git-lfs reads the objects itself.
+    // Like git-lfs's filter, git-xet's gives the new clone git-lfs's hooks (pre-push).
+    let local = env.dir("local");
+    env.git(
+        &env.dir("."),
+        &[
+            "clone",
+            "-q",
+            repo.to_str().unwrap(),
+            local.to_str().unwrap(),
+        ],
+    );
+    assert_file_is(&local.join("lfs.bin"), &lfs);
+    assert!(local.join(".git/hooks/pre-push").exists());
+}
+
+#[test]
+fn a_checkout_fetches_missing_objects_through_xet_by_itself() {
+    let server = TestServer::start();
+    let remote = remote_url(&server, "org/filter", "write");
+    let alice = GitEnv::with_agent(&[]);
+    let a = alice.lfs_repo("a", &remote);
+    let v1 = random_bytes(4 << 20, 11);
+    let other = random_bytes(300_000, 12);
+    write_file(&a.join("model.bin"), &v1);
+    write_file(&a.join("sub/other.bin"), &other);
+    alice.git(&a, &["add", "."]);
+    alice.git(&a, &["commit", "-qm", "v1"]);
+    alice.git(&a, &["push", "-q", "origin", "main"]);
+
+    // Bob has the filter but no transfer agent: git-lfs on its own could only use basic.
+    let bob = GitEnv::with_agent(&[]);
+    let dir = bob.dir(".");
+    bob.git(
+        &dir,
+        &[
+            "config",
+            "--global",
+            "--remove-section",
+            "lfs.customtransfer.xet",
+        ],
+    );
+    let b = bob.dir("b");
+    let out = bob.git_logged(&dir, &["clone", "-q", &remote, b.to_str().unwrap()]);
+    ok(out, "clone");
+    assert_file_is(&b.join("model.bin"), &v1);
+    assert_file_is(&b.join("sub/other.bin"), &other);
+    assert!(server.metric(XORB_SERVED) > 0.0);
+    assert_eq!(
+        server.metric(BASIC_SERVED),
+        0.0,
+        "nothing went through basic"
+    );
+    bob.git(&b, &["lfs", "fsck"]);
+    assert_eq!(bob.git(&b, &["status", "--porcelain"]), "");
+    assert_eq!(
+        std::fs::read_dir(b.join(".git/lfs/tmp")).unwrap().count(),
+        0,
+        "no temp files left"
+    );
+
+    // A second version: the pull fetches only the changed part.
+    let mut v2 = v1.clone();
+    v2[2 << 20..(2 << 20) + 4096].copy_from_slice(&random_bytes(4096, 13));
+    write_file(&a.join("model.bin"), &v2);
+    alice.git(&a, &["commit", "-qam", "v2"]);
+    alice.git(&a, &["push", "-q", "origin", "main"]);
+    let served = server.metric(XORB_SERVED);
+    bob.git(&b, &["pull", "-q", "origin", "main"]);
+    assert_file_is(&b.join("model.bin"), &v2);
+    let pulled = server.metric(XORB_SERVED) - served;
+    assert!(
+        pulled > 0.0 && pulled < (512 << 10) as f64,
+        "pull of a 4 KiB edit fetched {pulled} bytes"
+    );
+}
+
+#[test]
+fn servers_without_xet_are_left_to_git_lfs() {
+    let server = TestServer::start_with(&["--basic-only"]);
+    let remote = remote_url(&server, "org/plain", "write");
+    let alice = GitEnv::plain_lfs();
+    let a = alice.lfs_repo("a", &remote);
+    let data = random_bytes(1 << 20, 21);
+    write_file(&a.join("data.bin"), &data);
+    alice.git(&a, &["add", "."]);
+    alice.git(&a, &["commit", "-qm", "data"]);
+    alice.git(&a, &["push", "-q", "origin", "main"]);
+
+    let bob = GitEnv::with_agent(&[]);
+    let b = bob.dir("b");
+    bob.git(
+        &bob.dir("."),
+        &["clone", "-q", &remote, b.to_str().unwrap()],
+    );
+    assert_file_is(&b.join("data.bin"), &data);
+    assert!(server.metric(BASIC_SERVED) >= data.len() as f64);
+    bob.git(&b, &["lfs", "fsck"]);
+}
+
+/// A pkt-line.
+fn pkt(data: &[u8]) -> Vec<u8> {
+    let mut out = format!("{:04x}", data.len() + 4).into_bytes();
+    out.extend_from_slice(data);
+    out
+}
+
+fn run_filter(env: &GitEnv, repo: &Path, input: &[u8]) -> std::process::Output {
+    let mut child = env
+        .command(crate::support::git_xet_bin(), repo)
+        .arg("filter-process")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn the_filter_speaks_the_protocol_and_refuses_garbage() {
+    let env = GitEnv::with_agent(&[]);
+    let repo = env.init_repo("repo");
+    let mut input = Vec::new();
+    for l in ["git-filter-client\n", "version=2\n"] {
+        input.extend(pkt(l.as_bytes()));
+    }
+    input.extend(b"0000");
+    for l in [
+        "capability=clean\n",
+        "capability=smudge\n",
+        "capability=delay\n",
+    ] {
+        input.extend(pkt(l.as_bytes()));
+    }
+    input.extend(b"0000");
+    let handshake = input.clone();
+    // clean "hello"
+    input.extend(pkt(b"command=clean\n"));
+    input.extend(pkt(b"pathname=a.bin\n"));
+    input.extend(b"0000");
+    input.extend(pkt(b"hello"));
+    input.extend(b"0000");
+    // smudge a pointer whose object is missing, with no remote to fetch it from
+    let missing = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n";
+    input.extend(pkt(b"command=smudge\n"));
+    input.extend(pkt(b"pathname=b.bin\n"));
+    input.extend(b"0000");
+    input.extend(pkt(missing.as_bytes()));
+    input.extend(b"0000");
+    let out = run_filter(&env, &repo, &input);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\nsize 5\n";
+    let mut expected = Vec::new();
+    for l in ["git-filter-server\n", "version=2\n"] {
+        expected.extend(pkt(l.as_bytes()));
+    }
+    expected.extend(b"0000");
+    // Only what git-xet does: no delayed checkout.
+    for l in ["capability=clean\n", "capability=smudge\n"] {
+        expected.extend(pkt(l.as_bytes()));
+    }
+    expected.extend(b"0000");
+    expected.extend(pkt(b"status=success\n"));
+    expected.extend(b"0000");
+    expected.extend(pkt(pointer.as_bytes()));
+    expected.extend(b"00000000");
+    expected.extend(pkt(b"status=error\n"));
+    expected.extend(b"0000");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&expected)
+    );
+    assert!(stderr(&out).contains("smudge of b.bin"), "{}", stderr(&out));
+    assert_file_is(
+        &repo.join(".git/lfs/objects/2c/f2/2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"),
+        b"hello",
+    );
+
+    // Garbage, a truncated request and an unknown command end the process with a clear
+    // error instead of a hang or a panic.
+    let mut truncated = handshake.clone();
+    truncated.extend(pkt(b"command=clean\n"));
+    truncated.extend(b"0000");
+    truncated.extend(pkt(b"partial content"));
+    let mut unknown = handshake.clone();
+    unknown.extend(pkt(b"command=list_available_blobs\n"));
+    unknown.extend(b"0000");
+    for (input, expect) in [
+        (b"zzzz".to_vec(), "invalid packet length"),
+        (
+            [pkt(b"hello\n"), b"0000".to_vec()].concat(),
+            "git-filter-client",
+        ),
+        (truncated, "middle of a request"),
+        (unknown, "unknown command"),
+    ] {
+        let out = run_filter(&env, &repo, &input);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(err.contains(expect) && !err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn rechecks_of_unchanged_files_hash_without_storing_and_changes_are_still_caught() {
+    let env = GitEnv::with_agent(&[]);
+    let repo = env.lfs_repo("repo", "http://127.0.0.1:9/none.git");
+    let path = repo.join("model.bin");
+    let v1 = random_bytes(17 << 20, 31);
+    write_file(&path, &v1);
+    env.git(&repo, &["add", "."]);
+    env.git(&repo, &["commit", "-qm", "v1"]);
+    let pointer_v1 = blob(&env, &repo, ":model.bin");
+
+    // Unchanged: git cleans it again, git-xet only hashes it.
+    let out = env.git_logged(&repo, &["add", "--renormalize", "model.bin"]);
+    ok(out, "git add --renormalize");
+    assert!(
+        env.agent_log().contains("hashing only"),
+        "{}",
+        env.agent_log()
+    );
+    assert_eq!(blob(&env, &repo, ":model.bin"), pointer_v1);
+
+    // Changed in place with the same size and mtime, so the index's stat data still matches:
+    // the hash tells, and the new content is stored from the work tree.
+    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let mut v2 = v1.clone();
+    v2[5 << 20..(5 << 20) + 100].copy_from_slice(&random_bytes(100, 32));
+    {
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all(&v2).unwrap();
+        f.set_modified(modified).unwrap();
+    }
+    ok(
+        env.git_logged(&repo, &["add", "--renormalize", "model.bin"]),
+        "git add --renormalize",
+    );
+    assert_eq!(
+        env.agent_log().matches("hashing only").count(),
+        2,
+        "the probe was fooled, as intended"
+    );
+    let pointer_v2 = String::from_utf8(blob(&env, &repo, ":model.bin")).unwrap();
+    assert_ne!(pointer_v2.as_bytes(), pointer_v1.as_slice());
+    let oid = pointer_v2
+        .lines()
+        .nth(1)
+        .unwrap()
+        .strip_prefix("oid sha256:")
+        .unwrap();
+    assert_file_is(
+        &repo
+            .join(".git/lfs/objects")
+            .join(&oid[0..2])
+            .join(&oid[2..4])
+            .join(oid),
+        &v2,
+    );
+    assert_eq!(
+        std::fs::read_dir(repo.join(".git/lfs/tmp"))
+            .unwrap()
+            .count(),
+        0
+    );
+    env.git(&repo, &["commit", "-qm", "v2"]);
+    env.git(&repo, &["lfs", "fsck"]);
+}
