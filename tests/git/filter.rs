@@ -294,6 +294,21 @@ fn the_filter_speaks_the_protocol_and_refuses_garbage() {
     input.extend(b"0000");
     input.extend(pkt(missing.as_bytes()));
     input.extend(b"0000");
+    // the same, delayed: listed as available, then its error is the answer
+    input.extend(pkt(b"command=smudge\n"));
+    input.extend(pkt(b"pathname=c.bin\n"));
+    input.extend(pkt(b"can-delay=1\n"));
+    input.extend(b"0000");
+    input.extend(pkt(missing.as_bytes()));
+    input.extend(b"0000");
+    input.extend(pkt(b"command=list_available_blobs\n"));
+    input.extend(b"0000");
+    input.extend(pkt(b"command=smudge\n"));
+    input.extend(pkt(b"pathname=c.bin\n"));
+    input.extend(b"0000");
+    input.extend(b"0000");
+    input.extend(pkt(b"command=list_available_blobs\n"));
+    input.extend(b"0000");
     let out = run_filter(&env, &repo, &input);
     assert!(out.status.success(), "{}", stderr(&out));
     let pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\nsize 5\n";
@@ -302,8 +317,11 @@ fn the_filter_speaks_the_protocol_and_refuses_garbage() {
         expected.extend(pkt(l.as_bytes()));
     }
     expected.extend(b"0000");
-    // Only what git-xet does: no delayed checkout.
-    for l in ["capability=clean\n", "capability=smudge\n"] {
+    for l in [
+        "capability=clean\n",
+        "capability=smudge\n",
+        "capability=delay\n",
+    ] {
         expected.extend(pkt(l.as_bytes()));
     }
     expected.extend(b"0000");
@@ -312,6 +330,17 @@ fn the_filter_speaks_the_protocol_and_refuses_garbage() {
     expected.extend(pkt(pointer.as_bytes()));
     expected.extend(b"00000000");
     expected.extend(pkt(b"status=error\n"));
+    expected.extend(b"0000");
+    expected.extend(pkt(b"status=delayed\n"));
+    expected.extend(b"0000");
+    expected.extend(pkt(b"pathname=c.bin\n"));
+    expected.extend(b"0000");
+    expected.extend(pkt(b"status=success\n"));
+    expected.extend(b"0000");
+    expected.extend(pkt(b"status=error\n"));
+    expected.extend(b"0000");
+    expected.extend(b"0000"); // nothing more delayed
+    expected.extend(pkt(b"status=success\n"));
     expected.extend(b"0000");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -330,7 +359,7 @@ fn the_filter_speaks_the_protocol_and_refuses_garbage() {
     truncated.extend(b"0000");
     truncated.extend(pkt(b"partial content"));
     let mut unknown = handshake.clone();
-    unknown.extend(pkt(b"command=list_available_blobs\n"));
+    unknown.extend(pkt(b"command=frobnicate\n"));
     unknown.extend(b"0000");
     for (input, expect) in [
         (b"zzzz".to_vec(), "invalid packet length"),
@@ -412,4 +441,61 @@ fn rechecks_of_unchanged_files_hash_without_storing_and_changes_are_still_caught
     );
     env.git(&repo, &["commit", "-qm", "v2"]);
     env.git(&repo, &["lfs", "fsck"]);
+}
+
+/// LFS Batch API requests the server has answered.
+fn batch_requests(server: &TestServer) -> f64 {
+    server
+        .metrics()
+        .lines()
+        .filter(|l| l.starts_with("git_xet_http_requests_total{route=\"lfs_batch\""))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn a_clone_of_many_files_fetches_them_together() {
+    let server = TestServer::start();
+    let remote = remote_url(&server, "org/many", "write");
+    let alice = GitEnv::with_agent(&[]);
+    let a = alice.lfs_repo("a", &remote);
+    let files: Vec<(String, Vec<u8>)> = (0..40)
+        .map(|i| {
+            (
+                format!("data/{i:02}.bin"),
+                random_bytes(5_000 + i, 100 + i as u64),
+            )
+        })
+        .collect();
+    for (name, bytes) in &files {
+        write_file(&a.join(name), bytes);
+    }
+    // Two more files with the content of the first: fetched once.
+    write_file(&a.join("copy1.bin"), &files[0].1);
+    write_file(&a.join("copy2.bin"), &files[0].1);
+    alice.git(&a, &["add", "."]);
+    alice.git(&a, &["commit", "-qm", "many"]);
+    alice.git(&a, &["push", "-q", "origin", "main"]);
+
+    let bob = GitEnv::with_agent(&[]);
+    let b = bob.dir("b");
+    let before = batch_requests(&server);
+    ok(
+        bob.git_logged(
+            &bob.dir("."),
+            &["clone", "-q", &remote, b.to_str().unwrap()],
+        ),
+        "clone",
+    );
+    for (name, bytes) in &files {
+        assert_file_is(&b.join(name), bytes);
+    }
+    assert_file_is(&b.join("copy2.bin"), &files[0].1);
+    let requests = batch_requests(&server) - before;
+    assert_eq!(
+        requests, 1.0,
+        "one batch request for 41 objects, not one per file"
+    );
+    assert_eq!(server.metric(BASIC_SERVED), 0.0);
+    bob.git(&b, &["lfs", "fsck"]);
 }

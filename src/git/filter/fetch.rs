@@ -7,6 +7,7 @@
 //! async runtime and the CAS client with its caches are set up on the first missing object
 //! and reused for the rest of the checkout.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::git::credentials;
@@ -14,8 +15,8 @@ use crate::git::filter::store::LfsStore;
 use crate::git::repo::Repo;
 use crate::git::GitError;
 use crate::lfs::agent::TransferBackend;
-use crate::lfs::batch::BatchClient;
-use crate::lfs::pointer::Pointer;
+use crate::lfs::batch::{BatchClient, BatchObject, BATCH_SIZE};
+use crate::lfs::pointer::{Oid, Pointer};
 use crate::lfs::progress::{AnswerSink, Progress};
 use crate::lfs::protocol::{InitRequest, Operation, TransferRequest};
 use crate::lfs::xet_backend::XetBackend;
@@ -28,6 +29,7 @@ pub struct Fetcher {
 }
 
 /// What became of a fetch.
+#[derive(Clone, Debug)]
 pub enum Fetched {
     /// The object is now in the store, verified.
     Stored(PathBuf),
@@ -75,31 +77,77 @@ impl Fetcher {
         pathname: &str,
         store: &LfsStore,
     ) -> Result<Fetched, GitError> {
-        let Some(batch) = &self.batch else {
-            return Ok(Fetched::NotXet);
-        };
-        let answer = self.runtime.block_on(batch.batch(
-            Operation::Download,
-            &["xet", "basic"],
-            &[(pointer.oid, pointer.size)],
-        ))?;
-        if answer.transfer != "xet" {
-            return Ok(Fetched::NotXet);
+        self.fetch_many(&[(pathname, pointer)], store)
+            .pop()
+            .expect("one result per object")
+    }
+
+    /// Brings the objects of many files into `store`: one Batch API request per
+    /// [`BATCH_SIZE`] objects, each object downloaded once however many files share it.
+    /// One result per file, in order.
+    pub fn fetch_many(
+        &mut self,
+        files: &[(&str, &Pointer)],
+        store: &LfsStore,
+    ) -> Vec<Result<Fetched, GitError>> {
+        let mut unique: Vec<(&str, &Pointer)> = Vec::new();
+        for &(path, pointer) in files {
+            if !unique.iter().any(|(_, p)| p.oid == pointer.oid) {
+                unique.push((path, pointer));
+            }
         }
-        let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
+        let mut outcome: HashMap<Oid, Result<Fetched, String>> = HashMap::new();
+        for group in unique.chunks(BATCH_SIZE) {
+            let answer = match &self.batch {
+                None => Ok(None),
+                Some(batch) => {
+                    let specs: Vec<(Oid, u64)> =
+                        group.iter().map(|(_, p)| (p.oid, p.size)).collect();
+                    self.runtime
+                        .block_on(batch.batch(Operation::Download, &["xet", "basic"], &specs))
+                        .map(|a| (a.transfer == "xet").then_some(a))
+                }
+            };
+            for &(path, pointer) in group {
+                let result = match &answer {
+                    Err(e) => Err(e.to_string()),
+                    Ok(None) => Ok(Fetched::NotXet),
+                    Ok(Some(answer)) => {
+                        let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
+                        self.download(pointer, entry, path, store)
+                            .map_err(|e| e.to_string())
+                    }
+                };
+                outcome.insert(pointer.oid, result);
+            }
+        }
+        files
+            .iter()
+            .map(|(_, p)| match &outcome[&p.oid] {
+                Ok(f) => Ok(f.clone()),
+                Err(e) => Err(GitError::Failed(e.clone())),
+            })
+            .collect()
+    }
+
+    /// Downloads one object the batch answer gave an action for.
+    fn download(
+        &mut self,
+        pointer: &Pointer,
+        entry: Option<&BatchObject>,
+        pathname: &str,
+        store: &LfsStore,
+    ) -> Result<Fetched, GitError> {
+        let endpoint = self.batch.as_ref().map(|b| b.endpoint()).unwrap_or("");
         if let Some(err) = entry.and_then(|e| e.error.as_ref()) {
             return Err(GitError::Failed(format!(
-                "the LFS server at {} cannot give {pathname} ({}): {} (code {})",
-                batch.endpoint(),
-                pointer.oid,
-                err.message,
-                err.code
+                "the LFS server at {endpoint} cannot give {pathname} ({}): {} (code {})",
+                pointer.oid, err.message, err.code
             )));
         }
         let action = entry.and_then(|e| e.action.clone()).ok_or_else(|| {
             GitError::Failed(format!(
-                "the LFS server at {} gave no download for {pathname} ({})",
-                batch.endpoint(),
+                "the LFS server at {endpoint} gave no download for {pathname} ({})",
                 pointer.oid
             ))
         })?;

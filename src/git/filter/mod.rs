@@ -19,6 +19,10 @@
 //! Per request, every byte git sends is read before anything is answered (git writes the
 //! whole blob first), and a failure of one file is answered `status=error` for that file
 //! only; just a broken pipe to git or a protocol violation ends the process.
+//!
+//! Checkouts of many files use git's delayed smudging: a missing object is answered
+//! `status=delayed`, and when git asks which delayed files are available, all of them are
+//! fetched together (one Batch API request per hundred objects, shared objects once).
 
 pub mod clean;
 pub mod fetch;
@@ -26,12 +30,14 @@ pub mod pktline;
 pub mod smudge;
 pub mod store;
 
+use std::collections::HashMap;
 use std::io::{BufWriter, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 
 use crate::git::repo::Repo;
 use crate::git::GitError;
+use crate::lfs::pointer::Pointer;
 use fetch::{Fetched, Fetcher};
 use pktline::{PktReader, PktWriter};
 use smudge::{Input, Smudged};
@@ -93,18 +99,22 @@ fn ensure_lfs_hooks(repo: &Repo) {
 struct Request {
     command: String,
     pathname: String,
+    /// git accepts `status=delayed` for this smudge.
+    can_delay: bool,
 }
 
 impl Request {
     fn parse(lines: &[Vec<u8>]) -> Result<Request, GitError> {
         let mut command = None;
         let mut pathname = None;
+        let mut can_delay = false;
         for line in lines {
             let text = String::from_utf8_lossy(line);
             match text.split_once('=') {
                 Some(("command", v)) => command = Some(v.to_string()),
                 Some(("pathname", v)) => pathname = Some(v.to_string()),
-                Some(_) => {} // ref, treeish, blob, can-delay: informational
+                Some(("can-delay", v)) => can_delay = v == "1",
+                Some(_) => {} // ref, treeish, blob: informational
                 None => {
                     return Err(GitError::FilterProtocol(format!(
                         "request line {text:?} is not key=value"
@@ -116,6 +126,7 @@ impl Request {
             command: command
                 .ok_or_else(|| GitError::FilterProtocol("request without a command".into()))?,
             pathname: pathname.unwrap_or_default(),
+            can_delay,
         })
     }
 }
@@ -127,6 +138,12 @@ pub struct Filter {
     /// `lfs.fetchinclude`/`lfs.fetchexclude` decide per path; git-lfs applies them.
     fetch_filters: bool,
     fetcher: Option<Fetcher>,
+    /// git and the filter agreed on delayed smudging.
+    delay: bool,
+    /// Files answered `status=delayed`, not fetched yet: path, pointer text, pointer.
+    delayed: Vec<(String, Vec<u8>, Pointer)>,
+    /// Delayed files fetched and listed to git, until git asks for their content.
+    available: HashMap<String, Result<Smudged, GitError>>,
 }
 
 impl Filter {
@@ -139,6 +156,9 @@ impl Filter {
             skip_smudge: env_flag("GIT_LFS_SKIP_SMUDGE"),
             fetch_filters,
             fetcher: None,
+            delay: false,
+            delayed: Vec::new(),
+            available: HashMap::new(),
             repo,
         }
     }
@@ -149,7 +169,7 @@ impl Filter {
         mut input: PktReader<R>,
         mut output: PktWriter<W>,
     ) -> Result<(), GitError> {
-        handshake(&mut input, &mut output)?;
+        self.delay = handshake(&mut input, &mut output)?;
         while let Some(lines) = input.read_list()? {
             let request = Request::parse(&lines)?;
             let started = std::time::Instant::now();
@@ -164,13 +184,24 @@ impl Filter {
                     respond(&mut output, &request, result.map(Smudged::Bytes))?;
                 }
                 "smudge" => {
-                    let result = smudge::read_input(&mut input, &self.store)?
-                        .and_then(|i| self.smudged(i, &request.pathname));
+                    let input = smudge::read_input(&mut input, &self.store)?;
+                    // The second request for a delayed file comes with empty content.
+                    let delayed = match &input {
+                        Ok(Input::Other(Smudged::Bytes(b))) if b.is_empty() => {
+                            self.available.remove(&request.pathname)
+                        }
+                        _ => None,
+                    };
+                    let result = match delayed {
+                        Some(result) => result,
+                        None => input.and_then(|i| self.smudged(i, &request)),
+                    };
                     respond(&mut output, &request, result)?;
                 }
+                "list_available_blobs" if self.delay => self.list_available(&mut output)?,
                 other => {
                     return Err(GitError::FilterProtocol(format!(
-                        "unknown command {other:?} (only clean and smudge were offered)"
+                        "unknown command {other:?} (only clean, smudge and delay were offered)"
                     )))
                 }
             }
@@ -185,7 +216,8 @@ impl Filter {
     }
 
     /// Where a smudged file's content comes from.
-    fn smudged(&mut self, input: Input, pathname: &str) -> Result<Smudged, GitError> {
+    fn smudged(&mut self, input: Input, request: &Request) -> Result<Smudged, GitError> {
+        let pathname = request.pathname.as_str();
         let (text, pointer) = match input {
             Input::Other(content) => return Ok(content),
             Input::Pointer { text, pointer } => (text, pointer),
@@ -202,20 +234,80 @@ impl Filter {
         if self.fetch_filters {
             return Ok(Smudged::GitLfs(text));
         }
-        if self.fetcher.is_none() {
-            self.fetcher = Some(Fetcher::new(&self.repo)?);
+        if self.delay && request.can_delay {
+            self.delayed.push((pathname.to_string(), text, pointer));
+            return Ok(Smudged::Delayed);
         }
-        let fetcher = self.fetcher.as_mut().expect("fetcher was just created");
+        let store = self.store.clone();
+        let fetcher = self.fetcher()?;
         if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             eprintln!(
                 "git-xet: downloading {pathname} ({})",
                 crate::client::stats::human_bytes(pointer.size)
             );
         }
-        match fetcher.fetch(&pointer, pathname, &self.store)? {
-            Fetched::Stored(path) => Ok(Smudged::File { path, temp: false }),
-            Fetched::NotXet => Ok(Smudged::GitLfs(text)),
+        let fetched = fetcher.fetch(&pointer, pathname, &store)?;
+        Ok(smudged_from(fetched, text))
+    }
+
+    fn fetcher(&mut self) -> Result<&mut Fetcher, GitError> {
+        if self.fetcher.is_none() {
+            self.fetcher = Some(Fetcher::new(&self.repo)?);
         }
+        Ok(self.fetcher.as_mut().expect("fetcher was just created"))
+    }
+
+    /// Fetches every delayed file and lists them (an empty list: nothing more to wait for).
+    /// A file that failed is listed too; its error is the answer when git asks for it.
+    fn list_available<W: Write>(&mut self, output: &mut PktWriter<W>) -> Result<(), GitError> {
+        let delayed = std::mem::take(&mut self.delayed);
+        if !delayed.is_empty() {
+            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                let bytes: u64 = delayed.iter().map(|(_, _, p)| p.size).sum();
+                eprintln!(
+                    "git-xet: downloading {} files ({})",
+                    delayed.len(),
+                    crate::client::stats::human_bytes(bytes)
+                );
+            }
+            let store = self.store.clone();
+            let results = match self.fetcher() {
+                Ok(fetcher) => {
+                    let files: Vec<(&str, &Pointer)> = delayed
+                        .iter()
+                        .map(|(path, _, p)| (path.as_str(), p))
+                        .collect();
+                    fetcher.fetch_many(&files, &store)
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    delayed
+                        .iter()
+                        .map(|_| Err(GitError::Failed(message.clone())))
+                        .collect()
+                }
+            };
+            for ((path, text, _), result) in delayed.into_iter().zip(results) {
+                let answer = result.map(|f| smudged_from(f, text));
+                self.available.insert(path, answer);
+            }
+        }
+        let mut paths: Vec<&String> = self.available.keys().collect();
+        paths.sort();
+        for path in paths {
+            output.line(&format!("pathname={path}"))?;
+        }
+        output.flush_packet()?;
+        output.line("status=success")?;
+        output.flush_packet()?;
+        output.send()
+    }
+}
+
+fn smudged_from(fetched: Fetched, pointer_text: Vec<u8>) -> Smudged {
+    match fetched {
+        Fetched::Stored(path) => Smudged::File { path, temp: false },
+        Fetched::NotXet => Smudged::GitLfs(pointer_text),
     }
 }
 
@@ -306,11 +398,12 @@ impl IndexEntry {
     }
 }
 
-/// Capabilities git offers; this filter takes clean and smudge (no delayed checkout).
+/// Capabilities git offers; this filter takes clean, smudge and delay. Returns whether
+/// delayed smudging was agreed.
 fn handshake<R: Read, W: Write>(
     input: &mut PktReader<R>,
     output: &mut PktWriter<W>,
-) -> Result<(), GitError> {
+) -> Result<bool, GitError> {
     let bad = |msg: String| GitError::FilterProtocol(msg);
     let hello = input
         .read_list()?
@@ -330,14 +423,17 @@ fn handshake<R: Read, W: Write>(
     let offered = input
         .read_list()?
         .ok_or_else(|| bad("git closed the pipe during the handshake".into()))?;
-    for capability in ["clean", "smudge"] {
+    let mut delay = false;
+    for capability in ["clean", "smudge", "delay"] {
         let line = format!("capability={capability}");
         if offered.iter().any(|l| l == line.as_bytes()) {
             output.line(&line)?;
+            delay |= capability == "delay";
         }
     }
     output.flush_packet()?;
-    output.send()
+    output.send()?;
+    Ok(delay)
 }
 
 /// Answers one request: `status=success`, the content, and an empty list that keeps the
@@ -348,6 +444,11 @@ fn respond<W: Write>(
     result: Result<Smudged, GitError>,
 ) -> Result<(), GitError> {
     let content = match result {
+        Ok(Smudged::Delayed) => {
+            output.line("status=delayed")?;
+            output.flush_packet()?;
+            return output.send();
+        }
         Ok(c) => c,
         Err(e) => {
             report(request, &e);
@@ -373,6 +474,7 @@ fn respond<W: Write>(
         Smudged::GitLfs(text) => {
             smudge::via_git_lfs(&text, &request.pathname, &mut |d| output.data(d))?
         }
+        Smudged::Delayed => unreachable!("answered above"),
     };
     output.flush_packet()?;
     match sent {

@@ -24,6 +24,8 @@ pub enum Smudged {
     File { path: PathBuf, temp: bool },
     /// `git lfs smudge` produces it from this pointer text.
     GitLfs(Vec<u8>),
+    /// Not yet: fetched with the others when git asks which delayed files are ready.
+    Delayed,
 }
 
 /// The blob git sent: a pointer, or content to hand back unchanged.
