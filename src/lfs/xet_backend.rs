@@ -185,6 +185,110 @@ impl XetBackend {
     }
 }
 
+/// One download, ready to run: everything that needs `&mut XetBackend` is done.
+struct DownloadJob {
+    client: CasClient,
+    file_hash: crate::xet::hash::MerkleHash,
+    oid: Oid,
+    size: u64,
+    output: PathBuf,
+    options: DownloadOptions,
+}
+
+impl DownloadJob {
+    async fn run(self) -> Result<PathBuf, LfsError> {
+        let outcome = self
+            .client
+            .download(&self.file_hash, &self.output, self.options)
+            .await?;
+        if outcome.bytes_written != self.size {
+            let _ = std::fs::remove_file(&self.output);
+            return Err(LfsError::Transfer(format!(
+                "the server's reconstruction of {} has {} bytes, git-lfs expects {}",
+                self.oid, outcome.bytes_written, self.size
+            )));
+        }
+        tracing::info!(
+            oid = %self.oid,
+            network = outcome.network_bytes,
+            cache = outcome.cache_bytes,
+            local = outcome.local_bytes,
+            "downloaded"
+        );
+        Ok(self.output)
+    }
+}
+
+impl XetBackend {
+    fn prepare_download(
+        &mut self,
+        req: &TransferRequest,
+        progress: Option<&Progress>,
+        local: &LocalObjects,
+    ) -> Result<DownloadJob, LfsError> {
+        let action = XetAction::from_action(req.action.as_ref(), Operation::Download)?;
+        let file_hash = action
+            .file_hash
+            .ok_or_else(|| LfsError::Action("download action without X-Xet-Hash".into()))?;
+        let client = self.client_for(&action)?;
+        let output = unique_tmp_path(&self.env()?.lfs_tmp_dir, &req.oid);
+        let options = DownloadOptions {
+            expected_sha256: Some(req.oid.0),
+            sources: local.sources_for(&client, &req.oid),
+            progress: progress.map(progress_callback),
+            ..Default::default()
+        };
+        Ok(DownloadJob {
+            client,
+            file_hash,
+            oid: req.oid,
+            size: req.size,
+            output,
+            options,
+        })
+    }
+
+    /// Downloads many objects, up to `parallel` at a time (small files are dominated by
+    /// round trips); one result per request, in order.
+    pub fn download_many(
+        &mut self,
+        requests: &[TransferRequest],
+        parallel: usize,
+    ) -> Vec<Result<PathBuf, LfsError>> {
+        let local = match self.env() {
+            Ok(env) => LocalObjects::scan(env),
+            Err(e) => {
+                let message = e.to_string();
+                return requests
+                    .iter()
+                    .map(|_| Err(LfsError::Internal(message.clone())))
+                    .collect();
+            }
+        };
+        let jobs: Vec<Result<DownloadJob, LfsError>> = requests
+            .iter()
+            .map(|r| self.prepare_download(r, None, &local))
+            .collect();
+        let runtime = match self.runtime() {
+            Ok(rt) => rt,
+            Err(e) => {
+                let message = e.to_string();
+                return requests
+                    .iter()
+                    .map(|_| Err(LfsError::Internal(message.clone())))
+                    .collect();
+            }
+        };
+        use futures::StreamExt;
+        runtime.block_on(
+            futures::stream::iter(jobs)
+                .map(|job| async move { job?.run().await })
+                .buffered(parallel.max(1))
+                .collect(),
+        )
+    }
+}
+
 impl TransferBackend for XetBackend {
     fn init(&mut self, init: &InitRequest) -> Result<(), LfsError> {
         let env = (self.factory)(init)?;
@@ -238,38 +342,8 @@ impl TransferBackend for XetBackend {
         req: &TransferRequest,
         progress: &Progress,
     ) -> Result<PathBuf, LfsError> {
-        let action = XetAction::from_action(req.action.as_ref(), Operation::Download)?;
-        let file_hash = action
-            .file_hash
-            .ok_or_else(|| LfsError::Action("download action without X-Xet-Hash".into()))?;
-        let client = self.client_for(&action)?;
-        let env = self.env()?;
-        let output = unique_tmp_path(&env.lfs_tmp_dir, &req.oid);
-        let sources = local_sources(&client, &env.lfs_objects_dir, &req.oid);
-        let options = DownloadOptions {
-            expected_sha256: Some(req.oid.0),
-            sources,
-            progress: Some(progress_callback(progress)),
-            ..Default::default()
-        };
-        let outcome = self
-            .runtime()?
-            .block_on(client.download(&file_hash, &output, options))?;
-        if outcome.bytes_written != req.size {
-            let _ = std::fs::remove_file(&output);
-            return Err(LfsError::Transfer(format!(
-                "the server's reconstruction of {} has {} bytes, git-lfs expects {}",
-                req.oid, outcome.bytes_written, req.size
-            )));
-        }
-        tracing::info!(
-            oid = %req.oid,
-            network = outcome.network_bytes,
-            cache = outcome.cache_bytes,
-            local = outcome.local_bytes,
-            "downloaded"
-        );
-        Ok(output)
+        let job = self.prepare_download(req, Some(progress), &LocalObjects::scan(self.env()?))?;
+        self.runtime()?.block_on(job.run())
     }
 
     fn terminate(&mut self) {
@@ -296,52 +370,57 @@ fn unique_tmp_path(dir: &Path, oid: &Oid) -> PathBuf {
     dir.join(format!("{oid}-xet-{}-{n}-{nanos}", std::process::id()))
 }
 
-/// The most recently written local LFS objects whose reconstruction the client knows:
-/// typically the previous version of the file being downloaded.
-fn local_sources(client: &CasClient, objects_dir: &Path, wanted: &Oid) -> Vec<LocalSource> {
-    let mut found: Vec<(SystemTime, LocalSource)> = Vec::new();
-    let Ok(level1) = std::fs::read_dir(objects_dir) else {
-        return Vec::new();
-    };
-    for d1 in level1.flatten() {
-        let Ok(level2) = std::fs::read_dir(d1.path()) else {
-            continue;
-        };
-        for d2 in level2.flatten() {
-            let Ok(files) = std::fs::read_dir(d2.path()) else {
-                continue;
-            };
-            for f in files.flatten() {
-                let Some(oid) = f.file_name().to_str().and_then(|n| n.parse::<Oid>().ok()) else {
-                    continue;
-                };
-                if oid == *wanted {
-                    continue;
+/// The objects in git-lfs's store, newest first, listed once per batch of downloads.
+struct LocalObjects(Vec<(Oid, PathBuf)>);
+
+impl LocalObjects {
+    fn scan(env: &AgentEnv) -> LocalObjects {
+        let mut found: Vec<(SystemTime, Oid, PathBuf)> = Vec::new();
+        let level1 = std::fs::read_dir(&env.lfs_objects_dir)
+            .into_iter()
+            .flatten()
+            .flatten();
+        for d1 in level1 {
+            for d2 in std::fs::read_dir(d1.path()).into_iter().flatten().flatten() {
+                for f in std::fs::read_dir(d2.path()).into_iter().flatten().flatten() {
+                    let Some(oid) = f.file_name().to_str().and_then(|n| n.parse::<Oid>().ok())
+                    else {
+                        continue;
+                    };
+                    let modified = f
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .unwrap_or(UNIX_EPOCH);
+                    found.push((modified, oid, f.path()));
                 }
-                let Some(file_hash) = client.known_file_hash(&oid.0) else {
-                    continue;
-                };
-                let modified = f
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .unwrap_or(UNIX_EPOCH);
-                found.push((
-                    modified,
-                    LocalSource {
-                        path: f.path(),
-                        file_hash: Some(file_hash),
-                        sha256: Some(oid.0),
-                    },
-                ));
             }
         }
+        found.sort_by_key(|entry| std::cmp::Reverse(entry.0));
+        LocalObjects(
+            found
+                .into_iter()
+                .map(|(_, oid, path)| (oid, path))
+                .collect(),
+        )
     }
-    found.sort_by_key(|entry| std::cmp::Reverse(entry.0));
-    found
-        .into_iter()
-        .take(MAX_LOCAL_SOURCES)
-        .map(|(_, s)| s)
-        .collect()
+
+    /// The most recent local objects whose reconstruction the client knows: typically the
+    /// previous version of the file being downloaded.
+    fn sources_for(&self, client: &CasClient, wanted: &Oid) -> Vec<LocalSource> {
+        self.0
+            .iter()
+            .filter(|(oid, _)| oid != wanted)
+            .filter_map(|(oid, path)| {
+                let file_hash = client.known_file_hash(&oid.0)?;
+                Some(LocalSource {
+                    path: path.clone(),
+                    file_hash: Some(file_hash),
+                    sha256: Some(oid.0),
+                })
+            })
+            .take(MAX_LOCAL_SOURCES)
+            .collect()
+    }
 }
 
 /// The file git-lfs asked us to upload must exist with the size it announced.

@@ -17,9 +17,12 @@ use crate::git::GitError;
 use crate::lfs::agent::TransferBackend;
 use crate::lfs::batch::{BatchClient, BatchObject, BATCH_SIZE};
 use crate::lfs::pointer::{Oid, Pointer};
-use crate::lfs::progress::{AnswerSink, Progress};
 use crate::lfs::protocol::{InitRequest, Operation, TransferRequest};
 use crate::lfs::xet_backend::XetBackend;
+
+/// Objects downloaded at once when many are wanted (each is mostly round trips when small;
+/// a large one is already fetched in parallel ranges by the client).
+const PARALLEL_DOWNLOADS: usize = 8;
 
 pub struct Fetcher {
     /// `None` when the endpoint is not HTTP(S): everything goes to git-lfs.
@@ -108,17 +111,43 @@ impl Fetcher {
                         .map(|a| (a.transfer == "xet").then_some(a))
                 }
             };
-            for &(path, pointer) in group {
-                let result = match &answer {
-                    Err(e) => Err(e.to_string()),
-                    Ok(None) => Ok(Fetched::NotXet),
-                    Ok(Some(answer)) => {
-                        let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
-                        self.download(pointer, entry, path, store)
-                            .map_err(|e| e.to_string())
+            let answer = match answer {
+                Err(e) => {
+                    for (_, p) in group {
+                        outcome.insert(p.oid, Err(e.to_string()));
                     }
-                };
-                outcome.insert(pointer.oid, result);
+                    continue;
+                }
+                Ok(None) => {
+                    for (_, p) in group {
+                        outcome.insert(p.oid, Ok(Fetched::NotXet));
+                    }
+                    continue;
+                }
+                Ok(Some(answer)) => answer,
+            };
+            let mut requests = Vec::new();
+            let mut requested = Vec::new();
+            for &(path, pointer) in group {
+                let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
+                match self.request(pointer, entry, path) {
+                    Ok(r) => {
+                        requests.push(r);
+                        requested.push((path, pointer));
+                    }
+                    Err(e) => {
+                        outcome.insert(pointer.oid, Err(e.to_string()));
+                    }
+                }
+            }
+            let results = self.backend.download_many(&requests, PARALLEL_DOWNLOADS);
+            for ((path, pointer), result) in requested.into_iter().zip(results) {
+                let stored = result
+                    .map_err(|e| GitError::Failed(format!("downloading {path}: {e}")))
+                    .and_then(|tmp| store.commit(&tmp, &pointer.oid))
+                    .map(Fetched::Stored)
+                    .map_err(|e| e.to_string());
+                outcome.insert(pointer.oid, stored);
             }
         }
         files
@@ -130,14 +159,13 @@ impl Fetcher {
             .collect()
     }
 
-    /// Downloads one object the batch answer gave an action for.
-    fn download(
-        &mut self,
+    /// The transfer request for one object of a batch answer.
+    fn request(
+        &self,
         pointer: &Pointer,
         entry: Option<&BatchObject>,
         pathname: &str,
-        store: &LfsStore,
-    ) -> Result<Fetched, GitError> {
+    ) -> Result<TransferRequest, GitError> {
         let endpoint = self.batch.as_ref().map(|b| b.endpoint()).unwrap_or("");
         if let Some(err) = entry.and_then(|e| e.error.as_ref()) {
             return Err(GitError::Failed(format!(
@@ -151,23 +179,13 @@ impl Fetcher {
                 pointer.oid
             ))
         })?;
-        let request = TransferRequest {
+        Ok(TransferRequest {
             operation: Operation::Download,
             oid: pointer.oid,
             size: pointer.size,
             path: None,
             action: Some(action),
-        };
-        let progress = Progress::new(
-            AnswerSink::new(std::io::sink()),
-            &pointer.oid.to_hex(),
-            pointer.size,
-        );
-        let downloaded = self
-            .backend
-            .download(&request, &progress)
-            .map_err(|e| GitError::Failed(format!("downloading {pathname}: {e}")))?;
-        Ok(Fetched::Stored(store.commit(&downloaded, &pointer.oid)?))
+        })
     }
 }
 
