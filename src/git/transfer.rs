@@ -49,6 +49,9 @@ pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
         lfs_objects_dir: repo.lfs_objects_dir(),
         xet_dir: repo.xet_dir(),
         authorization,
-        chunk_cache: true,
+        // The object store is the cache: with the reconstruction records under .git/xet,
+        // a new version reuses the previous one from there. Writing every download a second
+        // time into a chunk cache made a 1 GiB clone 15-25% slower (measured on this VM).
+        chunk_cache: false,
     }
 }
