@@ -92,8 +92,9 @@ fn ensure_lfs_hooks(repo: &Repo) {
     }
     match repo.git().run(["lfs", "update"]) {
         Ok(_) => tracing::debug!("installed git-lfs's hooks"),
-        // A pre-existing hook of the user's is theirs; git-lfs says how to merge them.
-        Err(e) => tracing::warn!("could not install git-lfs's hooks: {e}"),
+        // A hook of the user's is in the way: theirs to merge (`git lfs update` says how).
+        // Quiet, as git-lfs's filter is: this runs at every git command that filters.
+        Err(e) => tracing::debug!("could not install git-lfs's hooks: {e}"),
     }
 }
 
