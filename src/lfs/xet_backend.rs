@@ -255,15 +255,16 @@ impl XetBackend {
         requests: &[TransferRequest],
         parallel: usize,
     ) -> Vec<Result<PathBuf, LfsError>> {
+        let all_failed = |e: LfsError| -> Vec<Result<PathBuf, LfsError>> {
+            let message = e.to_string();
+            requests
+                .iter()
+                .map(|_| Err(LfsError::Internal(message.clone())))
+                .collect()
+        };
         let local = match self.env() {
             Ok(env) => LocalObjects::scan(env),
-            Err(e) => {
-                let message = e.to_string();
-                return requests
-                    .iter()
-                    .map(|_| Err(LfsError::Internal(message.clone())))
-                    .collect();
-            }
+            Err(e) => return all_failed(e),
         };
         let jobs: Vec<Result<DownloadJob, LfsError>> = requests
             .iter()
@@ -271,13 +272,7 @@ impl XetBackend {
             .collect();
         let runtime = match self.runtime() {
             Ok(rt) => rt,
-            Err(e) => {
-                let message = e.to_string();
-                return requests
-                    .iter()
-                    .map(|_| Err(LfsError::Internal(message.clone())))
-                    .collect();
-            }
+            Err(e) => return all_failed(e),
         };
         use futures::StreamExt;
         runtime.block_on(

@@ -18,9 +18,11 @@ pub struct LfsStore {
 
 impl LfsStore {
     pub fn of(repo: &Repo) -> LfsStore {
+        // One `lfs.storage` lookup for both paths.
+        let lfs = repo.lfs_dir();
         LfsStore {
-            objects: repo.lfs_objects_dir(),
-            tmp: repo.lfs_tmp_dir(),
+            objects: lfs.join("objects"),
+            tmp: lfs.join("tmp"),
         }
     }
 
