@@ -30,12 +30,15 @@
 //! - **Configuration** ([`ClientConfig`]): CAS URL; token = initial [`Token`] (secret +
 //!   expiry) and an optional async [`RefreshFn`], called 30 s before expiry and once after a
 //!   401; [`RetryPolicy`]; upload/download concurrency; `metadata_dir` (per repository:
-//!   `.git/xet`; holds `shards/`, `dedup-shards/`, `files/`); chunk cache directory and size
+//!   `.git/xet`; holds `shards/`, `dedup-shards/`, `files/`, `chunk-lists/`); chunk cache
+//!   directory and size
 //!   ([`ClientConfig::with_user_caches`] picks the user cache directory); staging directory
 //!   for xorbs being uploaded; global dedup on/off.
 //! - **Upload** ([`UploadSession`]): `add_file` / `add_reader` stream a file through
 //!   chunking, dedup (session -> shard cache -> global dedup, with fragmentation prevention)
-//!   and packing; new xorbs upload in parallel as they fill. `finish` waits for them,
+//!   and packing; `add_chunked_file` does the same from a [`chunk_lists::ChunkList`] saved
+//!   when the content went by earlier, reading only the chunks it packs (each checked against
+//!   the list). New xorbs upload in parallel as they fill. `finish` waits for them,
 //!   uploads one shard (verification entries and sha256 for every file), keeps it in the
 //!   shard cache and returns [`UploadSummary`] (per file: [`FileUpload`] = file hash,
 //!   sha256, size, [`DedupStats`]; per session: [`SessionStats`]). Never report an upload
@@ -60,6 +63,7 @@ mod blocking;
 mod cas;
 mod cas_client;
 pub mod chunk_cache;
+pub mod chunk_lists;
 mod download;
 mod error;
 mod http;

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::client::chunk_lists::ChunkListStore;
 use crate::client::{
     CasClient, ClientConfig, ClientError, DownloadOptions, LocalSource, ProgressFn, RefreshFn,
     SessionStats, Token,
@@ -312,8 +313,31 @@ impl TransferBackend for XetBackend {
         let client = self.client_for(&action)?;
         let progress_fn = progress_callback(progress);
         let oid = req.oid;
+        // Recorded by git-xet's clean filter when the file was added: then only the file's
+        // new chunks are read.
+        let lists = ChunkListStore::new(&self.env()?.xet_dir);
+        let list = lists.load(&oid.0, req.size);
         self.last_upload = None;
         let stats = self.runtime()?.block_on(async move {
+            if let Some(list) = list {
+                let mut session = client.start_upload().await?;
+                match session
+                    .add_chunked_file(&path, list, Some(progress_fn.clone()))
+                    .await
+                {
+                    Ok(_) => {
+                        let summary = session.finish().await?;
+                        tracing::info!(oid = %oid, "uploaded from its chunk list: {}", summary.stats);
+                        return Ok(summary.stats);
+                    }
+                    Err(ClientError::Corrupt { what, reason }) => {
+                        // Nothing was registered; the list is wrong, so chunk the file.
+                        tracing::warn!("{what}: {reason}; chunking the whole file instead");
+                        lists.remove(&oid.0);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
             let mut session = client.start_upload().await?;
             let file = session.add_file(&path, Some(progress_fn)).await?;
             if file.sha256 != oid.0 || file.size != req.size {

@@ -10,6 +10,9 @@
 //! (a third of the CPU time of hashing a cached file). A block is released (buffer back to the
 //! pool, window unmapped) when the last chunk referencing it is dropped, so memory stays at a
 //! few blocks however large the input.
+//!
+//! [`ChunkFeed`] does the same for bytes the caller is handed piece by piece (a clean filter
+//! reading git's pipe), keeping only each chunk's hash and size.
 
 use std::io::Read;
 use std::sync::mpsc;
@@ -193,6 +196,146 @@ impl BlockSource for MappedBlocks<'_> {
         }
         self.offset += len as u64;
         Ok(Some(Bytes::from_owner(Mapping { ptr, len })))
+    }
+}
+
+/// The whole of a regular file as one read-only mapping. Pages are read only when touched,
+/// so slicing out a few chunks of a large file reads only those. As with any mapping, the
+/// file must not be truncated while the mapping lives (the process would get SIGBUS).
+pub fn map_file(file: &std::fs::File) -> std::io::Result<Bytes> {
+    use std::os::fd::AsRawFd;
+    let len = usize::try_from(file.metadata()?.len())
+        .map_err(|_| std::io::Error::other("file too large to map"))?;
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    // SAFETY: a fresh private read-only mapping of the whole open file.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(Bytes::from_owner(Mapping { ptr, len }))
+}
+
+/// Blocks handed over by a [`ChunkFeed`].
+struct ChannelBlocks(mpsc::Receiver<Bytes>);
+
+impl BlockSource for ChannelBlocks {
+    fn next_block(&mut self) -> std::io::Result<Option<Bytes>> {
+        Ok(self.0.recv().ok())
+    }
+}
+
+/// Every chunk (hash, size) of an input, and its summary (without sha256).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkedInput {
+    pub summary: StreamSummary,
+    pub chunks: Vec<(MerkleHash, u32)>,
+}
+
+/// A chunk list stops being kept past this many chunks (about 256 GiB of input, 150 MiB of
+/// list): [`ChunkFeed::finish`] then returns `None`.
+const MAX_FED_CHUNKS: usize = 1 << 22;
+
+/// Chunks bytes that arrive piece by piece from elsewhere (say, the content git streams to a
+/// clean filter) on threads of its own, so the caller only copies each piece once. Inputs
+/// shorter than one block ([`READ_BUFFER_SIZE`]) are never chunked: they are cheap to chunk
+/// again when needed, and [`ChunkFeed::finish`] returns `None` for them.
+pub struct ChunkFeed {
+    block: Vec<u8>,
+    pool: mpsc::Receiver<Vec<u8>>,
+    home: mpsc::Sender<Vec<u8>>,
+    worker: Option<FeedWorker>,
+}
+
+struct FeedWorker {
+    blocks: mpsc::SyncSender<Bytes>,
+    done: thread::JoinHandle<Option<ChunkedInput>>,
+}
+
+impl FeedWorker {
+    fn start() -> FeedWorker {
+        let (blocks, rx) = mpsc::sync_channel::<Bytes>(2);
+        let done = thread::spawn(move || {
+            let mut chunks = Vec::new();
+            let summary = run(ChannelBlocks(rx), false, |c| {
+                if chunks.len() == MAX_FED_CHUNKS {
+                    return Err(());
+                }
+                chunks.push((c.hash, c.data.len() as u32));
+                Ok(())
+            })
+            .ok()?;
+            Some(ChunkedInput { summary, chunks })
+        });
+        FeedWorker { blocks, done }
+    }
+}
+
+impl Default for ChunkFeed {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ChunkFeed {
+    pub fn new() -> Self {
+        let (home, pool) = mpsc::channel();
+        ChunkFeed {
+            block: Vec::new(),
+            pool,
+            home,
+            worker: None,
+        }
+    }
+
+    pub fn feed(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            if self.block.capacity() == 0 && self.worker.is_some() {
+                self.block = self.pool.try_recv().unwrap_or_default();
+                self.block.clear();
+                self.block.reserve_exact(READ_BUFFER_SIZE);
+            }
+            let take = (READ_BUFFER_SIZE - self.block.len()).min(data.len());
+            self.block.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.block.len() == READ_BUFFER_SIZE {
+                self.send_block();
+            }
+        }
+    }
+
+    fn send_block(&mut self) {
+        let buf = std::mem::take(&mut self.block);
+        let len = buf.len();
+        let block = Bytes::from_owner(PooledBuffer {
+            buf,
+            len,
+            home: self.home.clone(),
+        });
+        let worker = self.worker.get_or_insert_with(FeedWorker::start);
+        // A worker that stopped early (too many chunks) makes `finish` return None.
+        let _ = worker.blocks.send(block);
+    }
+
+    /// The chunks of everything fed, or `None` if the input was shorter than one block.
+    pub fn finish(mut self) -> Option<ChunkedInput> {
+        self.worker.as_ref()?;
+        if !self.block.is_empty() {
+            self.send_block();
+        }
+        let worker = self.worker.take()?;
+        drop(worker.blocks);
+        worker.done.join().ok().flatten()
     }
 }
 

@@ -198,3 +198,76 @@ async fn intermediate_shards_register_xorbs_early_and_feed_the_shard_cache() {
     )
     .await;
 }
+
+/// The chunks of `data` as git-xet's clean filter records them.
+fn chunk_list_of(data: &[u8]) -> git_xet::client::chunk_lists::ChunkList {
+    let mut feed = git_xet::xet::pipeline::ChunkFeed::new();
+    for piece in data.chunks(65_516) {
+        feed.feed(piece);
+    }
+    let chunked = feed.finish().expect("inputs over one block are chunked");
+    git_xet::client::chunk_lists::ChunkList {
+        sha256: <sha2::Sha256 as sha2::Digest>::digest(data).into(),
+        file_hash: chunked.summary.file_hash,
+        chunks: chunked.chunks,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_with_a_chunk_list_uploads_like_a_chunked_one() {
+    let env = Env::new();
+    let v1 = random_bytes(12 << 20, 41);
+    let v2 = with_insertion(&v1, 6 << 20, &random_bytes(3000, 42));
+    let p1 = env.file("v1", &v1);
+    let p2 = env.file("v2", &v2);
+    let first = upload(&env.client("meta"), &[&p1]).await;
+    let before = env.xorb_bytes_received();
+
+    let client = env.client("meta");
+    let mut session = client.start_upload().await.unwrap();
+    let listed = session
+        .add_chunked_file(&p2, chunk_list_of(&v2), None)
+        .await
+        .unwrap();
+    let summary = session.finish().await.unwrap();
+    let reference = git_xet::xet::pipeline::hash_stream(&v2[..], true).unwrap();
+    assert_eq!(listed.file_hash, reference.file_hash);
+    assert_eq!(Some(listed.sha256), reference.sha256);
+    let changed = changed_bytes(&v1, &v2);
+    assert_eq!(summary.stats.dedup.new_bytes, changed);
+    let sent = env.xorb_bytes_received() - before;
+    assert!(sent < changed as f64 + 4096.0, "sent {sent} for {changed}");
+    assert_ne!(first.files[0].file_hash, listed.file_hash);
+    download(
+        &env.client("other"),
+        &listed.file_hash,
+        &env.path("out"),
+        &v2,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_list_that_does_not_match_the_file_registers_nothing() {
+    let env = Env::new();
+    let real = random_bytes(6 << 20, 43);
+    let other = random_bytes(6 << 20, 44);
+    let path = env.file("f", &real);
+    let mut wrong = chunk_list_of(&other);
+    wrong.sha256 = <sha2::Sha256 as sha2::Digest>::digest(&real).into();
+
+    let client = env.client("meta");
+    let mut session = client.start_upload().await.unwrap();
+    let err = session
+        .add_chunked_file(&path, wrong.clone(), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, git_xet::client::ClientError::Corrupt { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("chunk list"), "{err}");
+    drop(session);
+    let recon = client.api().reconstruction(&wrong.file_hash, None).await;
+    assert!(recon.is_err(), "the listed file hash was not registered");
+}

@@ -483,3 +483,91 @@ fn a_clone_of_many_files_fetches_them_together() {
     assert_eq!(server.metric(BASIC_SERVED), 0.0);
     bob.git(&b, &["lfs", "fsck"]);
 }
+
+/// The oid in the pointer git stored for `path` in the index.
+fn staged_oid(env: &GitEnv, repo: &Path, path: &str) -> String {
+    let text = String::from_utf8(blob(env, repo, &format!(":{path}"))).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("oid sha256:"))
+        .expect("a pointer")
+        .to_string()
+}
+
+#[test]
+fn a_push_reads_only_new_chunks_from_the_list_clean_saved_and_survives_a_wrong_list() {
+    use git_xet::client::chunk_lists::{ChunkList, ChunkListStore};
+    let server = TestServer::start();
+    let remote = remote_url(&server, "org/listed", "write");
+    let alice = GitEnv::with_agent(&[]);
+    let bob = GitEnv::with_agent(&[]);
+    let a = alice.lfs_repo("a", &remote);
+    let lists = ChunkListStore::new(&a.join(".git/xet"));
+
+    // `git add` records the chunks of a large file; the push uses them.
+    let v1 = random_bytes(9 << 20, 61);
+    write_file(&a.join("model.bin"), &v1);
+    write_file(&a.join("small.bin"), &random_bytes(100_000, 62));
+    alice.git(&a, &["add", "."]);
+    let oid1 = staged_oid(&alice, &a, "model.bin");
+    let sha1 = oid1.parse::<git_xet::lfs::pointer::Oid>().unwrap().0;
+    let list = lists
+        .load(&sha1, v1.len() as u64)
+        .expect("clean saved a chunk list");
+    let reference = git_xet::xet::pipeline::hash_stream(&v1[..], false).unwrap();
+    assert_eq!(list.file_hash, reference.file_hash);
+    let small = staged_oid(&alice, &a, "small.bin");
+    assert!(
+        !a.join(".git/xet/chunk-lists").join(&small).exists(),
+        "small files are chunked at push time"
+    );
+    alice.git(&a, &["commit", "-qm", "v1"]);
+    let out = alice.git_logged(&a, &["push", "-q", "origin", "main"]);
+    ok(out, "push v1");
+    assert!(
+        alice.agent_log().contains("uploaded from its chunk list"),
+        "{}",
+        alice.agent_log()
+    );
+
+    // A list that does not describe the file (same size, other content) is caught on the
+    // first new chunk, dropped, and the file is chunked instead.
+    let v2 = random_bytes(9 << 20, 63);
+    write_file(&a.join("model.bin"), &v2);
+    alice.git(&a, &["add", "model.bin"]);
+    let oid2 = staged_oid(&alice, &a, "model.bin");
+    // Committed first: git may clean the file again (racily clean), saving a right list.
+    alice.git(&a, &["commit", "-qm", "v2"]);
+    let sha2 = oid2.parse::<git_xet::lfs::pointer::Oid>().unwrap().0;
+    let other = random_bytes(9 << 20, 64);
+    let mut feed = git_xet::xet::pipeline::ChunkFeed::new();
+    feed.feed(&other);
+    let chunked = feed.finish().unwrap();
+    lists
+        .save(&ChunkList {
+            sha256: sha2,
+            file_hash: chunked.summary.file_hash,
+            chunks: chunked.chunks,
+        })
+        .unwrap();
+    let out = alice.git_logged(&a, &["push", "-q", "origin", "main"]);
+    ok(out, "push v2");
+    let log = alice.agent_log();
+    assert!(
+        log.contains("does not match its chunk list") && log.contains("chunking the whole file"),
+        "{log}"
+    );
+    assert!(
+        lists.load(&sha2, v2.len() as u64).is_none(),
+        "the wrong list is gone"
+    );
+
+    let b = bob.dir("b");
+    bob.git(
+        &bob.dir("."),
+        &["clone", "-q", &remote, b.to_str().unwrap()],
+    );
+    assert_file_is(&b.join("model.bin"), &v2);
+    bob.git(&b, &["checkout", "-q", "HEAD~1"]);
+    assert_file_is(&b.join("model.bin"), &v1);
+    ok(bob.git_output(&b, &["lfs", "fsck"]), "fsck");
+}

@@ -10,7 +10,9 @@ use git_xet::xet::compression::{
 };
 use git_xet::xet::hash::{chunk_hash, file_hash, keyed_chunk_hash, MerkleHash};
 use git_xet::xet::merkle::{internal_node_hash, merkle_root};
-use git_xet::xet::pipeline::{chunk_and_hash, chunk_and_hash_file, hash_stream};
+use git_xet::xet::pipeline::{
+    chunk_and_hash, chunk_and_hash_file, hash_stream, ChunkFeed, READ_BUFFER_SIZE,
+};
 use git_xet::xet::shard::{
     parse_shard, FileInfo, FileTerm, FooterOptions, Shard, ShardFile, XorbBlock, XorbChunk,
 };
@@ -341,4 +343,51 @@ fn file_pipeline_crosses_block_boundaries() {
     assert_eq!(summary, via_read);
     let sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&data).into();
     assert_eq!(summary.sha256, Some(sha));
+}
+
+/// A clean filter's [`ChunkFeed`] sees content in pkt-line-sized pieces: whatever the pieces,
+/// it finds the same chunks and file hash as chunking the whole input, and skips inputs
+/// shorter than one block.
+#[test]
+fn chunk_feed_matches_the_pipeline_whatever_the_pieces() {
+    let data = mixed_data(11, 9 * 1024 * 1024 + 777);
+    let expected = chunk_lengths(&data);
+    let reference = hash_stream(&data[..], false).unwrap();
+    for piece in [65_516, 1, 4 * 1024 * 1024, 3_000_001] {
+        let mut feed = ChunkFeed::new();
+        let mut fed = &data[..];
+        // One-byte pieces for the first 100 KiB only, to keep the test quick.
+        while !fed.is_empty() {
+            let n = if piece == 1 && fed.len() < data.len() - 100_000 {
+                65_516
+            } else {
+                piece
+            }
+            .min(fed.len());
+            feed.feed(&fed[..n]);
+            fed = &fed[n..];
+        }
+        let chunked = feed.finish().expect("over one block");
+        assert_eq!(chunked.summary, reference, "pieces of {piece}");
+        let lengths: Vec<usize> = chunked.chunks.iter().map(|c| c.1 as usize).collect();
+        assert_eq!(lengths, expected);
+        let mut offset = 0;
+        for (hash, len) in &chunked.chunks {
+            let end = offset + *len as usize;
+            assert_eq!(*hash, chunk_hash(&data[offset..end]));
+            offset = end;
+        }
+    }
+    let mut small = ChunkFeed::new();
+    small.feed(&data[..READ_BUFFER_SIZE - 1]);
+    assert!(
+        small.finish().is_none(),
+        "inputs under one block are left alone"
+    );
+    let mut exact = ChunkFeed::new();
+    exact.feed(&data[..READ_BUFFER_SIZE]);
+    assert_eq!(
+        exact.finish().unwrap().summary,
+        hash_stream(&data[..READ_BUFFER_SIZE], false).unwrap()
+    );
 }

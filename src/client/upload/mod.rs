@@ -18,13 +18,16 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::client::cas::CasApi;
+use crate::client::chunk_lists::ChunkList;
 use crate::client::error::{ClientError, Result};
 use crate::client::progress::{ProgressFn, Throttled};
 use crate::client::shard_cache::ShardIndex;
 use crate::client::stats::{DedupStats, SessionStats};
 use crate::client::CasClient;
 use crate::xet::hash::sha256_as_merkle;
-use crate::xet::pipeline::{chunk_and_hash, chunk_and_hash_file, HashedChunk, PipelineError};
+use crate::xet::pipeline::{
+    chunk_and_hash, chunk_and_hash_file, map_file, HashedChunk, PipelineError,
+};
 use crate::xet::shard::{FileInfo, FileTerm, FooterOptions, Shard, XorbBlock};
 use crate::xet::MerkleHash;
 
@@ -132,6 +135,33 @@ impl UploadSession {
         self.add_input(
             &path.display().to_string(),
             Input::File(Arc::new(file)),
+            size,
+            progress,
+        )
+        .await
+    }
+
+    /// Like [`UploadSession::add_file`] for a file whose chunks are already known: only the
+    /// chunks that must be packed are read (and each is checked against `list`; a mismatch
+    /// is [`ClientError::Corrupt`] and ends the session). The file must not change meanwhile.
+    pub async fn add_chunked_file(
+        &mut self,
+        path: &Path,
+        list: ChunkList,
+        progress: Option<ProgressFn>,
+    ) -> Result<FileUpload> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| ClientError::io("opening the file to upload", path, e))?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if size != list.size() {
+            return Err(ClientError::corrupt(
+                format!("uploading {}", path.display()),
+                format!("it has {size} bytes, its chunk list {}", list.size()),
+            ));
+        }
+        self.add_input(
+            &path.display().to_string(),
+            Input::Chunked(Arc::new(file), list),
             size,
             progress,
         )
@@ -282,10 +312,11 @@ impl UploadSession {
     }
 }
 
-/// What to read: a file (mapped when regular) or any stream.
+/// What to read: a file (mapped when regular), any stream, or a file whose chunks are known.
 enum Input {
     File(Arc<std::fs::File>),
     Reader(Box<dyn Read + Send>),
+    Chunked(Arc<std::fs::File>, ChunkList),
 }
 
 fn plan_stream(
@@ -297,6 +328,9 @@ fn plan_stream(
     handle: &tokio::runtime::Handle,
     name: &str,
 ) -> Result<(FileUpload, PlannedFile)> {
+    if let Input::Chunked(file, list) = input {
+        return plan_chunked(planner, file, list, size_hint, progress, api, handle, name);
+    }
     let source = match &input {
         Input::File(f) if f.metadata().is_ok_and(|m| m.is_file()) => Some(f.clone()),
         _ => None,
@@ -314,6 +348,7 @@ fn plan_stream(
     let summary = match input {
         Input::File(f) => chunk_and_hash_file(&f, true, sink),
         Input::Reader(r) => chunk_and_hash(r, true, sink),
+        Input::Chunked(..) => unreachable!("planned above"),
     }
     .map_err(|e| match e {
         PipelineError::Read(e) => ClientError::io("reading the file to upload", name, e),
@@ -325,6 +360,50 @@ fn plan_stream(
         file_hash: summary.file_hash,
         sha256: summary.sha256.expect("sha256 requested"),
         size: summary.size,
+        stats: planned.stats,
+    };
+    Ok((upload, planned))
+}
+
+/// Plans a file from its chunk list. The file is mapped whole but only the pages of chunks
+/// that get packed are read; the planner checks each of those against its listed hash.
+#[allow(clippy::too_many_arguments)]
+fn plan_chunked(
+    planner: &mut SessionPlanner,
+    file: Arc<std::fs::File>,
+    list: ChunkList,
+    size: u64,
+    progress: Option<ProgressFn>,
+    api: &CasApi,
+    handle: &tokio::runtime::Handle,
+    name: &str,
+) -> Result<(FileUpload, PlannedFile)> {
+    let map =
+        map_file(&file).map_err(|e| ClientError::io("mapping the file to upload", name, e))?;
+    if map.len() as u64 != size {
+        return Err(ClientError::corrupt(
+            format!("uploading {name}"),
+            "it changed size while being read",
+        ));
+    }
+    let mut planned = planner.file(Some(file));
+    planned.check_new_chunks(name);
+    let mut query = |hash: &MerkleHash| handle.block_on(api.query_chunk(hash));
+    let mut progress = Throttled::new(progress, size);
+    let mut offset = 0usize;
+    for &(hash, len) in &list.chunks {
+        let end = offset + len as usize;
+        let data = map.slice(offset..end);
+        planned.push(HashedChunk { hash, data }, &mut query)?;
+        offset = end;
+        progress.update(offset as u64);
+    }
+    let planned = planned.finish()?;
+    let upload = FileUpload {
+        name: name.to_string(),
+        file_hash: list.file_hash,
+        sha256: list.sha256,
+        size,
         stats: planned.stats,
     };
     Ok((upload, planned))

@@ -13,14 +13,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::client::error::Result;
+use crate::client::error::{ClientError, Result};
 use crate::client::records::ChunkLog;
 use crate::client::shard_cache::{CachedChunk, ShardIndex};
 use crate::client::stats::{DedupSource, DedupStats};
 use crate::client::upload::packer::{PackSink, PackerMsg, SourceRef};
 use crate::client::upload::uploader::ShardUpload;
 use crate::xet::constants::{MAX_XORB_CHUNKS, MAX_XORB_SIZE};
-use crate::xet::hash::{is_global_dedup_eligible, xorb_hash, VerificationHasher};
+use crate::xet::hash::{chunk_hash, is_global_dedup_eligible, xorb_hash, VerificationHasher};
 use crate::xet::pipeline::HashedChunk;
 use crate::xet::shard::{FooterOptions, Shard, XorbBlock};
 use crate::xet::xorb::{XorbFooter, CHUNK_HEADER_LEN};
@@ -121,6 +121,9 @@ pub struct FilePlanner<'s> {
     last_query: Option<u64>,
     stats: DedupStats,
     chunks: Option<ChunkLog>,
+    /// Set when chunk hashes come from a list rather than from the data: new chunks are then
+    /// hashed before being packed. Holds the file's name for the error.
+    check_new: Option<String>,
 }
 
 fn record_bound(len: usize) -> usize {
@@ -170,6 +173,7 @@ impl SessionPlanner {
             last_query: None,
             stats: DedupStats::default(),
             chunks,
+            check_new: None,
         }
     }
 
@@ -268,6 +272,12 @@ impl SessionPlanner {
 }
 
 impl FilePlanner<'_> {
+    /// Chunk hashes pushed from now on were not computed from their data: check each chunk
+    /// that gets packed.
+    pub fn check_new_chunks(&mut self, name: &str) {
+        self.check_new = Some(name.to_string());
+    }
+
     /// Plans one chunk; `query` is used for eligible chunks that nothing local knows.
     pub fn push(&mut self, chunk: HashedChunk, query: GlobalQuery<'_>) -> Result<()> {
         let len = chunk.data.len() as u64;
@@ -424,6 +434,14 @@ impl FilePlanner<'_> {
     }
 
     fn add_new(&mut self, chunk: &HashedChunk, offset: u64) -> Result<()> {
+        if let Some(name) = &self.check_new {
+            if chunk_hash(&chunk.data) != chunk.hash {
+                return Err(ClientError::corrupt(
+                    format!("uploading {name}"),
+                    format!("the data at offset {offset} does not match its chunk list"),
+                ));
+            }
+        }
         let source = self.source.as_ref().map(|file| SourceRef {
             file: file.clone(),
             offset,

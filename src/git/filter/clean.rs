@@ -12,15 +12,21 @@
 //! [`RECHECK_MIN`], a [`Recheck`] probe asks whether the index entry's stat data still
 //! matches the file and its object is local. If the hash then turns out different after all,
 //! the object is stored from the work tree file, which must hash the same as what git sent.
+//!
+//! While a large object is stored, it is also chunked on two other threads (a
+//! [`ChunkFeed`]), and its chunk list is saved for the push: pushing a new version of a
+//! large file then reads only its new chunks instead of chunking the whole file again.
 
 use std::io::{BufWriter, Read, Write};
 
 use sha2::{Digest, Sha256};
 
+use crate::client::chunk_lists::{ChunkList, ChunkListStore};
 use crate::git::filter::pktline::PktReader;
 use crate::git::filter::store::{LfsStore, TempGuard};
 use crate::git::GitError;
 use crate::lfs::pointer::{Oid, Pointer, MAX_POINTER_SIZE};
+use crate::xet::pipeline::ChunkFeed;
 
 /// Files smaller than this are always written: probing the index costs two git commands.
 pub const RECHECK_MIN: u64 = 16 << 20;
@@ -37,6 +43,7 @@ pub trait Recheck {
 pub fn clean<R: Read>(
     input: &mut PktReader<R>,
     store: &LfsStore,
+    chunk_lists: &ChunkListStore,
     recheck: &dyn Recheck,
 ) -> Result<Result<Vec<u8>, GitError>, GitError> {
     let mut head = Vec::with_capacity(MAX_POINTER_SIZE + 1);
@@ -47,6 +54,7 @@ pub fn clean<R: Read>(
     // Set when the probe said the object is stored: from then on, hash only.
     let mut expected: Option<Pointer> = None;
     let mut probed = false;
+    let mut feed = ChunkFeed::new();
     let read = input.read_content(|data| {
         if head.len() <= MAX_POINTER_SIZE {
             let take = data.len().min(MAX_POINTER_SIZE + 1 - head.len());
@@ -63,6 +71,7 @@ pub fn clean<R: Read>(
             if expected.is_some() {
                 tracing::debug!("git is re-checking an unchanged file: hashing only");
                 spool = None;
+                feed = ChunkFeed::new();
                 drop(guard.0.take().map(std::fs::remove_file));
                 return Ok(());
             }
@@ -73,6 +82,7 @@ pub fn clean<R: Read>(
             spool = Some(BufWriter::with_capacity(1 << 20, file));
         }
         let out = spool.as_mut().expect("spool was just created");
+        feed.feed(data);
         out.write_all(data)
             .map_err(|e| GitError::io("writing the new LFS object", e))
     })?;
@@ -111,6 +121,16 @@ pub fn clean<R: Read>(
     let temp = guard.0.take().expect("spool has a path");
     if let Err(e) = store.commit(&temp, &oid) {
         return Ok(Err(e));
+    }
+    if let Some(chunked) = feed.finish().filter(|c| c.summary.size == size) {
+        let list = ChunkList {
+            sha256: oid.0,
+            file_hash: chunked.summary.file_hash,
+            chunks: chunked.chunks,
+        };
+        if let Err(e) = chunk_lists.save(&list) {
+            tracing::warn!("could not save the chunk list of {oid} (the push will chunk it): {e}");
+        }
     }
     Ok(Ok(Pointer::new(oid, size).to_text().into_bytes()))
 }

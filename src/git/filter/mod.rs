@@ -37,6 +37,7 @@ use std::io::{BufWriter, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 
+use crate::client::chunk_lists::ChunkListStore;
 use crate::git::repo::Repo;
 use crate::git::GitError;
 use crate::lfs::pointer::Pointer;
@@ -137,6 +138,8 @@ impl Request {
 pub struct Filter {
     repo: Repo,
     store: LfsStore,
+    /// Where clean records the chunks of what it stores, for the push.
+    chunk_lists: ChunkListStore,
     skip_smudge: bool,
     /// `lfs.fetchinclude`/`lfs.fetchexclude` decide per path; git-lfs applies them.
     fetch_filters: bool,
@@ -156,6 +159,7 @@ impl Filter {
         let fetch_filters = has("lfs.fetchinclude") || has("lfs.fetchexclude");
         Filter {
             store: LfsStore::of(&repo),
+            chunk_lists: ChunkListStore::new(&repo.xet_dir()),
             skip_smudge: env_flag("GIT_LFS_SKIP_SMUDGE"),
             fetch_filters,
             fetcher: None,
@@ -183,7 +187,8 @@ impl Filter {
                         store: &self.store,
                         pathname: &request.pathname,
                     };
-                    let result = clean::clean(&mut input, &self.store, &recheck)?;
+                    let result =
+                        clean::clean(&mut input, &self.store, &self.chunk_lists, &recheck)?;
                     respond(&mut output, &request, result.map(Smudged::Bytes))?;
                 }
                 "smudge" => {

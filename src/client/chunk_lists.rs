@@ -1,0 +1,197 @@
+//! Chunk lists: the chunks (hash and size) of a local file whose content went by anyway
+//! before it was uploaded. git-xet's clean filter chunks what `git add` stores, so a later
+//! push of that file reads only its new chunks instead of chunking all of it again; for a
+//! new version of a large file, that is a few MiB read instead of the whole file.
+//!
+//! Stored in `<metadata dir>/chunk-lists/<sha256>`:
+//!
+//! ```text
+//! "XETCHL01" | sha256 (32) | file hash (32) | chunk count (u32)
+//! per chunk: chunk hash (32) | size (u32)
+//! ```
+//!
+//! A list is only a cache and is checked when loaded: its chunk hashes must give its file
+//! hash (the Merkle tree doubles as a checksum) and its sizes must add up to the size of the
+//! file it describes. The upload checks every chunk it actually reads against the list.
+
+use std::path::{Path, PathBuf};
+
+use crate::client::error::Result;
+use crate::client::shard_cache::write_atomically;
+use crate::xet::hash::{file_hash_from_root, sha256_hex};
+use crate::xet::merkle::MerkleBuilder;
+use crate::xet::MerkleHash;
+
+const MAGIC: &[u8; 8] = b"XETCHL01";
+const HEADER_LEN: usize = 8 + 32 + 32 + 4;
+const ENTRY_LEN: usize = 36;
+
+/// The chunks of one file, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkList {
+    pub sha256: [u8; 32],
+    pub file_hash: MerkleHash,
+    pub chunks: Vec<(MerkleHash, u32)>,
+}
+
+impl ChunkList {
+    pub fn size(&self) -> u64 {
+        self.chunks.iter().map(|c| u64::from(c.1)).sum()
+    }
+
+    /// The file hash the chunk hashes give.
+    pub fn computed_file_hash(&self) -> MerkleHash {
+        let mut merkle = MerkleBuilder::new();
+        for (hash, size) in &self.chunks {
+            merkle.push(*hash, u64::from(*size));
+        }
+        let n = merkle.len();
+        file_hash_from_root(n, merkle.finish())
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_LEN + ENTRY_LEN * self.chunks.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&self.sha256);
+        out.extend_from_slice(self.file_hash.as_bytes());
+        out.extend_from_slice(&(self.chunks.len() as u32).to_le_bytes());
+        for (hash, size) in &self.chunks {
+            out.extend_from_slice(hash.as_bytes());
+            out.extend_from_slice(&size.to_le_bytes());
+        }
+        out
+    }
+
+    /// Parses and checks a list; any inconsistency is an error.
+    pub fn decode(bytes: &[u8]) -> std::result::Result<Self, String> {
+        if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
+            return Err("not a chunk list".into());
+        }
+        let sha256: [u8; 32] = bytes[8..40].try_into().expect("32 bytes");
+        let file_hash = MerkleHash::from_bytes(bytes[40..72].try_into().expect("32 bytes"));
+        let count = u32::from_le_bytes(bytes[72..76].try_into().expect("4 bytes")) as usize;
+        let body = &bytes[HEADER_LEN..];
+        if count.checked_mul(ENTRY_LEN) != Some(body.len()) {
+            return Err(format!(
+                "{count} chunks announced, {} bytes of entries",
+                body.len()
+            ));
+        }
+        let chunks = body
+            .chunks_exact(ENTRY_LEN)
+            .map(|e| {
+                let hash = MerkleHash::from_bytes(e[..32].try_into().expect("32 bytes"));
+                (
+                    hash,
+                    u32::from_le_bytes(e[32..].try_into().expect("4 bytes")),
+                )
+            })
+            .collect();
+        let list = ChunkList {
+            sha256,
+            file_hash,
+            chunks,
+        };
+        if list.computed_file_hash() != file_hash {
+            return Err("the chunk hashes do not give the recorded file hash".into());
+        }
+        Ok(list)
+    }
+}
+
+/// The chunk lists of one metadata directory.
+#[derive(Debug, Clone)]
+pub struct ChunkListStore {
+    dir: PathBuf,
+}
+
+impl ChunkListStore {
+    pub fn new(metadata_dir: &Path) -> Self {
+        ChunkListStore {
+            dir: metadata_dir.join("chunk-lists"),
+        }
+    }
+
+    fn path(&self, sha256: &[u8; 32]) -> PathBuf {
+        self.dir.join(sha256_hex(sha256))
+    }
+
+    pub fn save(&self, list: &ChunkList) -> Result<()> {
+        write_atomically(&self.dir, &sha256_hex(&list.sha256), &list.encode()).map(|_| ())
+    }
+
+    /// The list of the file with this sha256 and size, if a sound one is stored. A damaged
+    /// or mismatched list is removed (it is only a cache).
+    pub fn load(&self, sha256: &[u8; 32], size: u64) -> Option<ChunkList> {
+        let path = self.path(sha256);
+        let bytes = std::fs::read(&path).ok()?;
+        match ChunkList::decode(&bytes) {
+            Ok(list) if list.sha256 == *sha256 && list.size() == size => Some(list),
+            Ok(_) => {
+                tracing::warn!("removing a chunk list for another file: {}", path.display());
+                self.remove(sha256);
+                None
+            }
+            Err(e) => {
+                tracing::warn!("removing a damaged chunk list {}: {e}", path.display());
+                self.remove(sha256);
+                None
+            }
+        }
+    }
+
+    pub fn remove(&self, sha256: &[u8; 32]) {
+        let _ = std::fs::remove_file(self.path(sha256));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xet::hash::chunk_hash;
+
+    fn sample() -> ChunkList {
+        let mut list = ChunkList {
+            sha256: [9; 32],
+            file_hash: MerkleHash::ZERO,
+            chunks: vec![(chunk_hash(b"a"), 10), (chunk_hash(b"b"), 20)],
+        };
+        list.file_hash = list.computed_file_hash();
+        list
+    }
+
+    #[test]
+    fn round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ChunkListStore::new(dir.path());
+        let list = sample();
+        assert_eq!(list.size(), 30);
+        store.save(&list).unwrap();
+        assert_eq!(store.load(&[9; 32], 30), Some(list));
+        assert_eq!(store.load(&[8; 32], 30), None);
+    }
+
+    #[test]
+    fn damaged_or_mismatched_lists_are_rejected_and_removed() {
+        let bytes = sample().encode();
+        for cut in 0..bytes.len() {
+            assert!(ChunkList::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut flipped = bytes.clone();
+        *flipped.last_mut().unwrap() ^= 1; // a chunk size
+        assert!(ChunkList::decode(&flipped).is_err());
+        let mut huge = bytes.clone();
+        huge[72..76].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(ChunkList::decode(&huge).is_err());
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = ChunkListStore::new(dir.path());
+        store.save(&sample()).unwrap();
+        assert_eq!(store.load(&[9; 32], 31), None, "wrong size");
+        assert!(!store.path(&[9; 32]).exists());
+        store.save(&sample()).unwrap();
+        std::fs::write(store.path(&[9; 32]), &flipped).unwrap();
+        assert_eq!(store.load(&[9; 32], 30), None, "damaged");
+        assert!(!store.path(&[9; 32]).exists());
+    }
+}
