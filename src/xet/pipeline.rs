@@ -199,17 +199,18 @@ impl BlockSource for MappedBlocks<'_> {
     }
 }
 
-/// The whole of a regular file as one read-only mapping. Pages are read only when touched,
-/// so slicing out a few chunks of a large file reads only those. As with any mapping, the
-/// file must not be truncated while the mapping lives (the process would get SIGBUS).
-pub fn map_file(file: &std::fs::File) -> std::io::Result<Bytes> {
+/// Bytes `offset..offset + len` of a regular file as a read-only mapping (`offset` a
+/// multiple of the page size). Pages are read only when touched, so slicing a few chunks out
+/// of a large window reads only those. As with any mapping, the file must not be truncated
+/// while the mapping lives (the process would get SIGBUS).
+pub fn map_range(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<Bytes> {
     use std::os::fd::AsRawFd;
-    let len = usize::try_from(file.metadata()?.len())
-        .map_err(|_| std::io::Error::other("file too large to map"))?;
     if len == 0 {
         return Ok(Bytes::new());
     }
-    // SAFETY: a fresh private read-only mapping of the whole open file.
+    let offset = libc::off_t::try_from(offset)
+        .map_err(|_| std::io::Error::other("offset too large to map"))?;
+    // SAFETY: a fresh private read-only mapping of part of an open file.
     let ptr = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -217,7 +218,7 @@ pub fn map_file(file: &std::fs::File) -> std::io::Result<Bytes> {
             libc::PROT_READ,
             libc::MAP_PRIVATE,
             file.as_raw_fd(),
-            0,
+            offset,
         )
     };
     if ptr == libc::MAP_FAILED {

@@ -216,8 +216,9 @@ fn chunk_list_of(data: &[u8]) -> git_xet::client::chunk_lists::ChunkList {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_with_a_chunk_list_uploads_like_a_chunked_one() {
     let env = Env::new();
-    let v1 = random_bytes(12 << 20, 41);
-    let v2 = with_insertion(&v1, 6 << 20, &random_bytes(3000, 42));
+    // Past the first 16 MiB window of the file, so that the windows are exercised.
+    let v1 = random_bytes(20 << 20, 41);
+    let v2 = with_insertion(&v1, 17 << 20, &random_bytes(3000, 42));
     let p1 = env.file("v1", &v1);
     let p2 = env.file("v2", &v2);
     let first = upload(&env.client("meta"), &[&p1]).await;

@@ -24,9 +24,10 @@ use crate::client::progress::{ProgressFn, Throttled};
 use crate::client::shard_cache::ShardIndex;
 use crate::client::stats::{DedupStats, SessionStats};
 use crate::client::CasClient;
+use crate::xet::constants::MAX_CHUNK_SIZE;
 use crate::xet::hash::sha256_as_merkle;
 use crate::xet::pipeline::{
-    chunk_and_hash, chunk_and_hash_file, map_file, HashedChunk, PipelineError,
+    chunk_and_hash, chunk_and_hash_file, map_range, HashedChunk, PipelineError,
 };
 use crate::xet::shard::{FileInfo, FileTerm, FooterOptions, Shard, XorbBlock};
 use crate::xet::MerkleHash;
@@ -365,8 +366,13 @@ fn plan_stream(
     Ok((upload, planned))
 }
 
-/// Plans a file from its chunk list. The file is mapped whole but only the pages of chunks
-/// that get packed are read; the planner checks each of those against its listed hash.
+/// Mapped windows of the file being planned from a chunk list.
+const LIST_WINDOW: u64 = 16 << 20;
+
+/// Plans a file from its chunk list. The file is mapped window by window (each window
+/// overlaps the next by one maximal chunk, so every chunk lies inside the window where it
+/// starts), and only the pages of chunks that get packed are read; the planner checks each
+/// of those against its listed hash. A window is unmapped once no chunk refers to it.
 #[allow(clippy::too_many_arguments)]
 fn plan_chunked(
     planner: &mut SessionPlanner,
@@ -378,25 +384,36 @@ fn plan_chunked(
     handle: &tokio::runtime::Handle,
     name: &str,
 ) -> Result<(FileUpload, PlannedFile)> {
-    let map =
-        map_file(&file).map_err(|e| ClientError::io("mapping the file to upload", name, e))?;
-    if map.len() as u64 != size {
-        return Err(ClientError::corrupt(
-            format!("uploading {name}"),
-            "it changed size while being read",
-        ));
+    let wrong = |reason: String| ClientError::corrupt(format!("uploading {name}"), reason);
+    if let Some((_, len)) = list
+        .chunks
+        .iter()
+        .find(|c| c.1 == 0 || c.1 as usize > MAX_CHUNK_SIZE)
+    {
+        return Err(wrong(format!("its chunk list has a chunk of {len} bytes")));
     }
-    let mut planned = planner.file(Some(file));
+    let mut planned = planner.file(Some(file.clone()));
     planned.check_new_chunks(name);
     let mut query = |hash: &MerkleHash| handle.block_on(api.query_chunk(hash));
     let mut progress = Throttled::new(progress, size);
-    let mut offset = 0usize;
+    let mut window = Bytes::new();
+    let mut window_start = 0u64;
+    let mut offset = 0u64;
     for &(hash, len) in &list.chunks {
-        let end = offset + len as usize;
-        let data = map.slice(offset..end);
+        let end = offset + u64::from(len);
+        if end > window_start + window.len() as u64 {
+            window_start = offset - offset % LIST_WINDOW;
+            let window_len = (size - window_start).min(LIST_WINDOW + MAX_CHUNK_SIZE as u64);
+            window = map_range(&file, window_start, window_len as usize)
+                .map_err(|e| ClientError::io("mapping the file to upload", name, e))?;
+            if end > window_start + window.len() as u64 {
+                return Err(wrong("it is shorter than its chunk list".into()));
+            }
+        }
+        let data = window.slice((offset - window_start) as usize..(end - window_start) as usize);
         planned.push(HashedChunk { hash, data }, &mut query)?;
         offset = end;
-        progress.update(offset as u64);
+        progress.update(offset);
     }
     let planned = planned.finish()?;
     let upload = FileUpload {
