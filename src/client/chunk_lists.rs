@@ -143,6 +143,36 @@ impl ChunkListStore {
     pub fn remove(&self, sha256: &[u8; 32]) {
         let _ = std::fs::remove_file(self.path(sha256));
     }
+
+    /// Removes the lists of files for which `keep` says no (say, objects no longer in the
+    /// store), and leftovers of interrupted saves.
+    pub fn prune(&self, keep: impl Fn(&[u8; 32]) -> bool) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.filter_map(|e| e.ok()) {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let sha = crate::xet::hash::parse_sha256_hex(&name).ok();
+            let stale = match sha {
+                Some(sha) => !keep(&sha),
+                None => name.starts_with(".tmp-") && is_old(&entry),
+            };
+            if stale {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// A temp file older than an hour is a leftover, not a save in progress.
+fn is_old(entry: &std::fs::DirEntry) -> bool {
+    entry
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age.as_secs() > 3600)
 }
 
 #[cfg(test)]
@@ -193,5 +223,23 @@ mod tests {
         std::fs::write(store.path(&[9; 32]), &flipped).unwrap();
         assert_eq!(store.load(&[9; 32], 30), None, "damaged");
         assert!(!store.path(&[9; 32]).exists());
+    }
+
+    #[test]
+    fn prune_keeps_only_what_it_is_told_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ChunkListStore::new(dir.path());
+        let mut other = sample();
+        other.sha256 = [3; 32];
+        store.save(&sample()).unwrap();
+        store.save(&other).unwrap();
+        std::fs::write(store.dir.join("unrelated"), b"x").unwrap();
+        store.prune(|sha| *sha == [9; 32]);
+        assert!(store.load(&[9; 32], 30).is_some());
+        assert!(!store.path(&[3; 32]).exists());
+        assert!(
+            store.dir.join("unrelated").exists(),
+            "only lists are touched"
+        );
     }
 }

@@ -328,6 +328,9 @@ impl TransferBackend for XetBackend {
                     Ok(_) => {
                         let summary = session.finish().await?;
                         tracing::info!(oid = %oid, "uploaded from its chunk list: {}", summary.stats);
+                        // The server has the file now; the shard cache and the file's
+                        // reconstruction record serve dedup from here on.
+                        lists.remove(&oid.0);
                         return Ok(summary.stats);
                     }
                     Err(ClientError::Corrupt { what, reason }) => {

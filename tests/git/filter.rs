@@ -528,6 +528,10 @@ fn a_push_reads_only_new_chunks_from_the_list_clean_saved_and_survives_a_wrong_l
         "{}",
         alice.agent_log()
     );
+    assert!(
+        lists.load(&sha1, v1.len() as u64).is_none(),
+        "a list is dropped once its file is on the server"
+    );
 
     // A list that does not describe the file (same size, other content) is caught on the
     // first new chunk, dropped, and the file is chunked instead.

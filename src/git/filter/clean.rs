@@ -131,6 +131,9 @@ pub fn clean<R: Read>(
         if let Err(e) = chunk_lists.save(&list) {
             tracing::warn!("could not save the chunk list of {oid} (the push will chunk it): {e}");
         }
+        // A push removes the lists it used; lists of objects that left the store without
+        // being pushed (`git lfs prune`) go here.
+        chunk_lists.prune(|sha| store.path(&Oid(*sha)).exists());
     }
     Ok(Ok(Pointer::new(oid, size).to_text().into_bytes()))
 }
