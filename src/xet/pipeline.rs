@@ -174,36 +174,27 @@ struct MappedBlocks<'a> {
 
 impl BlockSource for MappedBlocks<'_> {
     fn next_block(&mut self) -> std::io::Result<Option<Bytes>> {
-        use std::os::fd::AsRawFd;
         if self.offset >= self.len {
             return Ok(None);
         }
         let len = (self.len - self.offset).min(MAP_WINDOW_SIZE as u64) as usize;
-        // SAFETY: a fresh private read-only mapping of [offset, offset+len) of an open file;
-        // offset is a multiple of the window size and therefore of the page size.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE | libc::MAP_POPULATE,
-                self.file.as_raw_fd(),
-                self.offset as libc::off_t,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
+        // The window is read whole right away: populate it in one go.
+        let block = map_range(self.file, self.offset, len, true)?;
         self.offset += len as u64;
-        Ok(Some(Bytes::from_owner(Mapping { ptr, len })))
+        Ok(Some(block))
     }
 }
 
 /// Bytes `offset..offset + len` of a regular file as a read-only mapping (`offset` a
-/// multiple of the page size). Pages are read only when touched, so slicing a few chunks out
-/// of a large window reads only those. As with any mapping, the file must not be truncated
-/// while the mapping lives (the process would get SIGBUS).
-pub fn map_range(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<Bytes> {
+/// multiple of the page size). Unless `populate`, pages are read only when touched, so
+/// slicing a few chunks out of a large window reads only those. As with any mapping, the
+/// file must not be truncated while the mapping lives (the process would get SIGBUS).
+pub fn map_range(
+    file: &std::fs::File,
+    offset: u64,
+    len: usize,
+    populate: bool,
+) -> std::io::Result<Bytes> {
     use std::os::fd::AsRawFd;
     if len == 0 {
         return Ok(Bytes::new());
@@ -216,7 +207,11 @@ pub fn map_range(file: &std::fs::File, offset: u64, len: usize) -> std::io::Resu
             std::ptr::null_mut(),
             len,
             libc::PROT_READ,
-            libc::MAP_PRIVATE,
+            if populate {
+                libc::MAP_PRIVATE | libc::MAP_POPULATE
+            } else {
+                libc::MAP_PRIVATE
+            },
             file.as_raw_fd(),
             offset,
         )

@@ -404,7 +404,7 @@ fn plan_chunked(
         if end > window_start + window.len() as u64 {
             window_start = offset - offset % LIST_WINDOW;
             let window_len = (size - window_start).min(LIST_WINDOW + MAX_CHUNK_SIZE as u64);
-            window = map_range(&file, window_start, window_len as usize)
+            window = map_range(&file, window_start, window_len as usize, false)
                 .map_err(|e| ClientError::io("mapping the file to upload", name, e))?;
             if end > window_start + window.len() as u64 {
                 return Err(wrong("it is shorter than its chunk list".into()));
