@@ -14,3 +14,5 @@ mod faults;
 mod proxy;
 #[path = "client/roundtrip.rs"]
 mod roundtrip;
+#[path = "client/tap.rs"]
+mod tap;

@@ -196,6 +196,7 @@ pub fn download(args: DownloadArgs) -> anyhow::Result<ExitCode> {
         expected_sha256,
         sources,
         progress: bar.clone().map(bar_callback),
+        tap: None,
     };
     let outcome = runtime()?
         .block_on(client.download(&file_hash, &args.output, options))

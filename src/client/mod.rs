@@ -80,7 +80,7 @@ pub use cas::CasApi;
 pub use cas_client::{
     endpoint_key, CasClient, ClientConfig, DEFAULT_DOWNLOAD_CONCURRENCY, DEFAULT_UPLOAD_CONCURRENCY,
 };
-pub use download::{DownloadOptions, DownloadOutcome, LocalSource};
+pub use download::{ContentTap, DownloadOptions, DownloadOutcome, LocalSource};
 pub use error::{ClientError, Result};
 pub use progress::ProgressFn;
 pub use retry::RetryPolicy;

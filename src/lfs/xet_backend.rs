@@ -14,8 +14,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::client::chunk_lists::ChunkListStore;
 use crate::client::{
-    CasClient, ClientConfig, ClientError, DownloadOptions, LocalSource, ProgressFn, RefreshFn,
-    SessionStats, Token,
+    CasClient, ClientConfig, ClientError, ContentTap, DownloadOptions, LocalSource, ProgressFn,
+    RefreshFn, SessionStats, Token,
 };
 use crate::lfs::action::{RefreshedToken, XetAction};
 use crate::lfs::agent::TransferBackend;
@@ -247,6 +247,19 @@ impl XetBackend {
             output,
             options,
         })
+    }
+
+    /// Downloads one object, handing its bytes to `tap` as they are written (before the
+    /// object is verified: see [`ContentTap`]).
+    pub fn download_tapped(
+        &mut self,
+        request: &TransferRequest,
+        tap: ContentTap,
+    ) -> Result<PathBuf, LfsError> {
+        let local = LocalObjects::scan(self.env()?);
+        let mut job = self.prepare_download(request, None, &local)?;
+        job.options.tap = Some(tap);
+        self.runtime()?.block_on(job.run())
     }
 
     /// Downloads many objects, up to `parallel` at a time (small files are dominated by

@@ -51,6 +51,20 @@ impl Env {
         )
     }
 
+    /// A client like [`Env::client`] with a chunk cache in `chunks`, and a file of `len`
+    /// random bytes (`seed`) it uploaded and downloaded once (filling the cache). Returns
+    /// the client, the file's hash and its bytes.
+    pub async fn cached_download(&self, len: usize, seed: u64) -> (CasClient, MerkleHash, Vec<u8>) {
+        let data = random_bytes(len, seed);
+        let path = self.file("f", &data);
+        let mut config = self.config("meta");
+        config.chunk_cache = Some((self.path("chunks"), 1 << 30));
+        let client = CasClient::new(config).unwrap();
+        let hash = upload(&client, &[&path]).await.files[0].file_hash;
+        download(&client, &hash, &self.path("one"), &data).await;
+        (client, hash, data)
+    }
+
     pub fn xorb_bytes_received(&self) -> f64 {
         self.server.metric("git_xet_xorb_bytes_received_total")
     }
@@ -162,4 +176,39 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Two versions of a file uploaded by one client, and a second client (metadata
+/// `puller-meta`) that has downloaded the first to `v1-local`: the state before a pull.
+pub struct TwoVersions {
+    pub v1: Vec<u8>,
+    pub v2: Vec<u8>,
+    pub h1: MerkleHash,
+    pub h2: MerkleHash,
+    pub puller: CasClient,
+    pub local_v1: PathBuf,
+}
+
+impl TwoVersions {
+    /// `v1` is 8 MiB of random bytes (`seed`); `v2` inserts `insert` at `at`.
+    pub async fn set_up(env: &Env, seed: u64, at: usize, insert: &[u8]) -> TwoVersions {
+        let v1 = random_bytes(8 << 20, seed);
+        let v2 = with_insertion(&v1, at, insert);
+        let (p1, p2) = (env.file("v1", &v1), env.file("v2", &v2));
+        let uploader = env.client("uploader-meta");
+        let h1 = upload(&uploader, &[&p1]).await.files[0].file_hash;
+        let h2 = upload(&uploader, &[&p2]).await.files[0].file_hash;
+        let puller = env.client("puller-meta");
+        let local_v1 = env.path("clone/v1");
+        std::fs::create_dir_all(local_v1.parent().unwrap()).unwrap();
+        download(&puller, &h1, &local_v1, &v1).await;
+        TwoVersions {
+            v1,
+            v2,
+            h1,
+            h2,
+            puller,
+            local_v1,
+        }
+    }
 }

@@ -96,18 +96,15 @@ fn v_common(old: &[u8], new: &[u8]) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_version_downloads_only_the_changed_chunks() {
     let env = Env::new();
-    let v1 = random_bytes(8 << 20, 41);
-    let v2 = with_insertion(&v1, 5 << 20, b"a small edit in the middle of a big file");
-    let (p1, p2) = (env.file("v1", &v1), env.file("v2", &v2));
-    let uploader = env.client("uploader-meta");
-    let h1 = upload(&uploader, &[&p1]).await.files[0].file_hash;
-    let h2 = upload(&uploader, &[&p2]).await.files[0].file_hash;
-
     // Another clone: pulls v1 (its reconstruction is recorded), then v2 reusing v1.
-    let puller = env.client("puller-meta");
-    let local_v1 = env.path("clone/v1");
-    std::fs::create_dir_all(local_v1.parent().unwrap()).unwrap();
-    download(&puller, &h1, &local_v1, &v1).await;
+    let t = TwoVersions::set_up(
+        &env,
+        41,
+        5 << 20,
+        b"a small edit in the middle of a big file",
+    )
+    .await;
+    let (v1, v2, h1, h2, puller, local_v1) = (t.v1, t.v2, t.h1, t.h2, t.puller, t.local_v1);
     let served = env.xorb_bytes_served();
 
     let options = DownloadOptions {
@@ -150,14 +147,7 @@ async fn a_second_version_downloads_only_the_changed_chunks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chunk_cache_serves_a_repeated_download() {
     let env = Env::new();
-    let data = random_bytes(3 << 20, 51);
-    let path = env.file("f", &data);
-    let mut config = env.config("meta");
-    config.chunk_cache = Some((env.path("chunks"), 1 << 30));
-    let client = git_xet::client::CasClient::new(config).unwrap();
-    let hash = upload(&client, &[&path]).await.files[0].file_hash;
-
-    download(&client, &hash, &env.path("one"), &data).await;
+    let (client, hash, data) = env.cached_download(3 << 20, 51).await;
     let served = env.xorb_bytes_served();
     let outcome = client
         .download(&hash, &env.path("two"), DownloadOptions::default())

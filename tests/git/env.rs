@@ -12,6 +12,8 @@ pub struct GitEnv {
     pub home: PathBuf,
     pub global_config: PathBuf,
     pub system_config: PathBuf,
+    /// Set on every command run in this environment.
+    pub extra_env: Vec<(String, String)>,
 }
 
 impl GitEnv {
@@ -32,7 +34,14 @@ impl GitEnv {
             home,
             global_config,
             system_config,
+            extra_env: Vec::new(),
         }
+    }
+
+    /// This environment with `key=value` set for every command.
+    pub fn with_env(mut self, key: &str, value: &str) -> GitEnv {
+        self.extra_env.push((key.into(), value.into()));
+        self
     }
 
     /// A directory under this environment's root.
@@ -56,6 +65,7 @@ impl GitEnv {
             .env_remove("GIT_WORK_TREE")
             .env_remove("GIT_TRACE")
             .env_remove("GIT_XET_LOG")
+            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());
         cmd
     }

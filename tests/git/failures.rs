@@ -140,27 +140,34 @@ fn corrupt_data_on_the_server_never_reaches_the_working_tree() {
         std::fs::write(x, bytes).unwrap();
     }
 
-    let fresh = GitEnv::with_agent(&[]);
-    let b = fresh.dir("b");
-    let out = fresh.git_output(&fresh.dir("."), &["clone", &remote, b.to_str().unwrap()]);
-    let err = stderr(&out);
-    eprintln!("clone of corrupt data said:\n{err}");
-    assert!(
-        !out.status.success() || err.contains("error"),
-        "git-lfs must report the failure:\n{err}"
-    );
-    let in_tree = std::fs::read(b.join("data.bin")).unwrap_or_default();
-    assert!(in_tree != data, "the download cannot have succeeded");
-    assert!(
-        in_tree.len() < 1024,
-        "the working tree holds {} bytes of unverified data",
-        in_tree.len()
-    );
-    let lfs_objects = b.join(".git/lfs/objects");
-    assert!(
-        largest_files(&lfs_objects).is_empty(),
-        "no corrupt object in the LFS store"
-    );
+    // Fetched in the delayed batch, and streamed to git as it arrives: in the second case
+    // part of the file has reached git when the bad chunk shows up.
+    for threshold in ["", "0"] {
+        let mut fresh = GitEnv::with_agent(&[]);
+        if !threshold.is_empty() {
+            fresh = fresh.with_env("GIT_XET_STREAM_THRESHOLD", threshold);
+        }
+        let b = fresh.dir("b");
+        let out = fresh.git_output(&fresh.dir("."), &["clone", &remote, b.to_str().unwrap()]);
+        let err = stderr(&out);
+        eprintln!("clone of corrupt data (stream threshold {threshold:?}) said:\n{err}");
+        assert!(
+            !out.status.success() || err.contains("error"),
+            "the failure must be reported:\n{err}"
+        );
+        let in_tree = std::fs::read(b.join("data.bin")).unwrap_or_default();
+        assert!(in_tree != data, "the download cannot have succeeded");
+        assert!(
+            in_tree.len() < 1024,
+            "the working tree holds {} bytes of unverified data",
+            in_tree.len()
+        );
+        let lfs_objects = b.join(".git/lfs/objects");
+        assert!(
+            largest_files(&lfs_objects).is_empty(),
+            "no corrupt object in the LFS store"
+        );
+    }
 }
 
 #[test]

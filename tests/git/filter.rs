@@ -174,7 +174,9 @@ fn a_checkout_fetches_missing_objects_through_xet_by_itself() {
     alice.git(&a, &["push", "-q", "origin", "main"]);
 
     // Bob has the filter but no transfer agent: git-lfs on its own could only use basic.
-    let bob = GitEnv::with_agent(&[]);
+    // model.bin is over his streaming threshold: it comes to git while it is downloaded,
+    // where other.bin waits for the delayed batch.
+    let bob = GitEnv::with_agent(&[]).with_env("GIT_XET_STREAM_THRESHOLD", "1000000");
     let dir = bob.dir(".");
     bob.git(
         &dir,
@@ -190,6 +192,11 @@ fn a_checkout_fetches_missing_objects_through_xet_by_itself() {
     ok(out, "clone");
     assert_file_is(&b.join("model.bin"), &v1);
     assert_file_is(&b.join("sub/other.bin"), &other);
+    let log = bob.agent_log();
+    assert!(
+        log.contains("streamed model.bin") && !log.contains("streamed sub/other.bin"),
+        "model.bin streamed, other.bin delayed:\n{log}"
+    );
     assert!(server.metric(XORB_SERVED) > 0.0);
     assert_eq!(
         server.metric(BASIC_SERVED),
@@ -213,6 +220,7 @@ fn a_checkout_fetches_missing_objects_through_xet_by_itself() {
     let served = server.metric(XORB_SERVED);
     bob.git(&b, &["pull", "-q", "origin", "main"]);
     assert_file_is(&b.join("model.bin"), &v2);
+    bob.git(&b, &["lfs", "fsck"]);
     let pulled = server.metric(XORB_SERVED) - served;
     assert!(
         pulled > 0.0 && pulled < (512 << 10) as f64,

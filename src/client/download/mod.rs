@@ -3,6 +3,7 @@
 
 mod fetch;
 pub mod plan;
+mod tap;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use crate::xet::MerkleHash;
 
 use fetch::{Context, Counters, DecodedChunk};
 use plan::{LocalChunk, LocalMap};
+pub use tap::ContentTap;
 
 /// Chunks buffered per segment being produced ahead of the writer.
 const SEGMENT_QUEUE: usize = 32;
@@ -48,6 +50,9 @@ pub struct DownloadOptions {
     pub expected_sha256: Option<[u8; 32]>,
     pub sources: Vec<LocalSource>,
     pub progress: Option<ProgressFn>,
+    /// Hands the bytes over as they are written, before the file is verified (see
+    /// [`ContentTap`]); whole files only.
+    pub tap: Option<ContentTap>,
 }
 
 /// Where the bytes came from.
@@ -135,6 +140,11 @@ impl CasClient {
         output: &Path,
         options: DownloadOptions,
     ) -> Result<DownloadOutcome> {
+        if options.range.is_some() && options.tap.is_some() {
+            return Err(ClientError::InvalidArgument(
+                "a content tap needs a whole-file download, not a range".into(),
+            ));
+        }
         if let Some((s, e)) = options.range {
             if e < s {
                 return Err(ClientError::InvalidArgument(format!(
@@ -226,6 +236,7 @@ impl CasClient {
             record: whole && self.records.is_some(),
             progress: options.progress.clone(),
             expected_len,
+            tap: options.tap.clone(),
         };
         let ctx = Arc::new(Context {
             api: self.api.clone(),

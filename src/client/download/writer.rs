@@ -11,6 +11,7 @@ use tempfile::NamedTempFile;
 use tokio::sync::mpsc;
 
 use crate::client::download::fetch::DecodedChunk;
+use crate::client::download::tap::ContentTap;
 use crate::client::error::{ClientError, Result};
 use crate::client::progress::{ProgressFn, Throttled};
 use crate::client::records::ChunkLog;
@@ -32,6 +33,8 @@ pub struct WriterSetup {
     pub record: bool,
     pub progress: Option<ProgressFn>,
     pub expected_len: u64,
+    /// Also hands every written byte to this consumer.
+    pub tap: Option<ContentTap>,
 }
 
 /// The written temporary file and what was computed over it.
@@ -87,19 +90,20 @@ pub fn run(setup: WriterSetup, mut rx: mpsc::Receiver<DecodedChunk>) -> Result<W
                 record = None; // only a cache: go on without it
             }
         }
-        let mut data: &[u8] = &chunk.data;
-        let dropped = skip.min(data.len() as u64);
-        skip -= dropped;
-        data = &data[dropped as usize..];
-        let take = (data.len() as u64).min(remaining) as usize;
-        let data = &data[..take];
+        let dropped = skip.min(chunk.data.len() as u64) as usize;
+        skip -= dropped as u64;
+        let take = ((chunk.data.len() - dropped) as u64).min(remaining) as usize;
+        let data = chunk.data.slice(dropped..dropped + take);
         if data.is_empty() {
             continue;
         }
-        out.write_all(data)
+        out.write_all(&data)
             .map_err(|e| ClientError::io("writing the output", &path, e))?;
         if let Some(s) = sha.as_mut() {
-            s.update(data);
+            s.update(&data);
+        }
+        if let Some(tap) = &setup.tap {
+            tap.offer(written, &data, chunk.hash);
         }
         remaining -= take as u64;
         written += take as u64;

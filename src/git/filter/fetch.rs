@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use crate::client::ContentTap;
 use crate::git::credentials;
 use crate::git::filter::store::LfsStore;
 use crate::git::repo::Repo;
@@ -101,53 +102,25 @@ impl Fetcher {
         }
         let mut outcome: HashMap<Oid, Result<Fetched, String>> = HashMap::new();
         for group in unique.chunks(BATCH_SIZE) {
-            let answer = match &self.batch {
-                None => Ok(None),
-                Some(batch) => {
-                    let specs: Vec<(Oid, u64)> =
-                        group.iter().map(|(_, p)| (p.oid, p.size)).collect();
-                    self.runtime
-                        .block_on(batch.batch(Operation::Download, &["xet", "basic"], &specs))
-                        .map(|a| (a.transfer == "xet").then_some(a))
-                }
-            };
-            let answer = match answer {
-                Err(e) => {
-                    for (_, p) in group {
-                        outcome.insert(p.oid, Err(e.to_string()));
-                    }
-                    continue;
-                }
-                Ok(None) => {
-                    for (_, p) in group {
-                        outcome.insert(p.oid, Ok(Fetched::NotXet));
-                    }
-                    continue;
-                }
-                Ok(Some(answer)) => answer,
-            };
             let mut requests = Vec::new();
             let mut requested = Vec::new();
-            for &(path, pointer) in group {
-                let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
-                match self.request(pointer, entry, path) {
-                    Ok(r) => {
+            for (&(path, pointer), wanted) in group.iter().zip(self.requests_for(group)) {
+                match wanted {
+                    Ok(Some(r)) => {
                         requests.push(r);
                         requested.push((path, pointer));
                     }
+                    Ok(None) => {
+                        outcome.insert(pointer.oid, Ok(Fetched::NotXet));
+                    }
                     Err(e) => {
-                        outcome.insert(pointer.oid, Err(e.to_string()));
+                        outcome.insert(pointer.oid, Err(e));
                     }
                 }
             }
             let results = self.backend.download_many(&requests, PARALLEL_DOWNLOADS);
             for ((path, pointer), result) in requested.into_iter().zip(results) {
-                let stored = result
-                    .map_err(|e| GitError::Failed(format!("downloading {path}: {e}")))
-                    .and_then(|tmp| store.commit(&tmp, &pointer.oid))
-                    .map(Fetched::Stored)
-                    .map_err(|e| e.to_string());
-                outcome.insert(pointer.oid, stored);
+                outcome.insert(pointer.oid, stored(store, path, pointer, result));
             }
         }
         files
@@ -155,6 +128,60 @@ impl Fetcher {
             .map(|(_, p)| match &outcome[&p.oid] {
                 Ok(f) => Ok(f.clone()),
                 Err(e) => Err(GitError::Failed(e.clone())),
+            })
+            .collect()
+    }
+
+    /// Brings `pointer`'s object into `store`, handing its bytes to `tap` while they are
+    /// written. Nothing passes through the tap unless the object comes through XET; what
+    /// did is the object's content only if the result is `Stored`.
+    pub fn fetch_tapped(
+        &mut self,
+        pointer: &Pointer,
+        pathname: &str,
+        store: &LfsStore,
+        tap: ContentTap,
+    ) -> Result<Fetched, GitError> {
+        let group = [(pathname, pointer)];
+        let wanted = self
+            .requests_for(&group)
+            .pop()
+            .expect("one answer per object");
+        let request = match wanted {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(Fetched::NotXet),
+            Err(e) => return Err(GitError::Failed(e)),
+        };
+        let result = self.backend.download_tapped(&request, tap);
+        stored(store, pathname, pointer, result).map_err(GitError::Failed)
+    }
+
+    /// One Batch API request for `group`; per object, its transfer request, `None` when
+    /// the server does not offer `xet`, or why it cannot be fetched.
+    fn requests_for(
+        &self,
+        group: &[(&str, &Pointer)],
+    ) -> Vec<Result<Option<TransferRequest>, String>> {
+        let answer = match &self.batch {
+            None => Ok(None),
+            Some(batch) => {
+                let specs: Vec<(Oid, u64)> = group.iter().map(|(_, p)| (p.oid, p.size)).collect();
+                self.runtime
+                    .block_on(batch.batch(Operation::Download, &["xet", "basic"], &specs))
+                    .map(|a| (a.transfer == "xet").then_some(a))
+            }
+        };
+        group
+            .iter()
+            .map(|&(path, pointer)| match &answer {
+                Err(e) => Err(e.to_string()),
+                Ok(None) => Ok(None),
+                Ok(Some(answer)) => {
+                    let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
+                    self.request(pointer, entry, path)
+                        .map(Some)
+                        .map_err(|e| e.to_string())
+                }
             })
             .collect()
     }
@@ -187,6 +214,20 @@ impl Fetcher {
             action: Some(action),
         })
     }
+}
+
+/// A finished download moved into the store.
+fn stored(
+    store: &LfsStore,
+    path: &str,
+    pointer: &Pointer,
+    result: Result<PathBuf, crate::lfs::LfsError>,
+) -> Result<Fetched, String> {
+    result
+        .map_err(|e| GitError::Failed(format!("downloading {path}: {e}")))
+        .and_then(|tmp| store.commit(&tmp, &pointer.oid))
+        .map(Fetched::Stored)
+        .map_err(|e| e.to_string())
 }
 
 impl Drop for Fetcher {

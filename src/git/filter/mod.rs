@@ -24,6 +24,8 @@
 //! Checkouts of many files use git's delayed smudging: a missing object is answered
 //! `status=delayed`, and when git asks which delayed files are available, all of them are
 //! fetched together (one Batch API request per hundred objects, shared objects once).
+//! Large missing objects are not delayed but streamed: git receives each chunk as it is
+//! written to the store, and the final status says whether the whole object verified.
 
 pub mod clean;
 pub mod fetch;
@@ -33,11 +35,13 @@ pub mod smudge;
 pub mod store;
 
 use std::collections::HashMap;
-use std::io::{BufWriter, Read, Write};
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 
 use crate::client::chunk_lists::ChunkListStore;
+use crate::client::ContentTap;
 use crate::git::repo::Repo;
 use crate::git::GitError;
 use crate::lfs::pointer::Pointer;
@@ -45,6 +49,13 @@ use fetch::{Fetched, Fetcher};
 use pktline::{PktReader, PktWriter};
 use smudge::{Input, Smudged};
 use store::LfsStore;
+
+/// Missing objects at least this large are fetched when git asks for them and streamed to
+/// git as they are written, rather than delayed and fetched with the others
+/// (`GIT_XET_STREAM_THRESHOLD` overrides it, in bytes).
+const STREAM_THRESHOLD: u64 = 64 << 20;
+/// Pieces (chunks, about 64 KiB each) a streamed download may run ahead of git.
+const STREAM_QUEUE: usize = 256;
 
 /// Runs the filter on stdin/stdout until git closes the pipe.
 pub fn run_stdio() -> anyhow::Result<ExitCode> {
@@ -57,13 +68,33 @@ pub fn run_stdio() -> anyhow::Result<ExitCode> {
         anyhow::bail!("cannot run `git lfs filter-process` ({why}): {err}");
     }
     ensure_lfs_hooks(&repo);
+    enlarge_pipes();
     let stdin = std::io::stdin();
-    let stdout = std::io::stdout();
     let mut filter = Filter::new(repo);
     let reader = PktReader::new(stdin.lock());
-    let writer = PktWriter::new(BufWriter::with_capacity(1 << 20, stdout.lock()));
+    // The writer buffers itself; std's stdout would add a line buffer that scans content.
+    let stdout = std::io::stdout();
+    let writer = PktWriter::new(std::fs::File::from(stdout.as_fd().try_clone_to_owned()?))
+        .splicing_into(stdout.as_fd());
     filter.serve(reader, writer)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// git's pipes hold 64 KiB, one packet: handing over a large file would take a context switch
+/// per packet. A bigger pipe (up to the unprivileged limit) lets each side move a megabyte at
+/// a time. Failure (not a pipe, older kernel) only costs speed.
+fn enlarge_pipes() {
+    for fd in [0, 1] {
+        // SAFETY: fcntl on our own standard descriptors with an integer argument.
+        let r = unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, 1 << 20) };
+        if r < 0 {
+            tracing::debug!(
+                fd,
+                "could not enlarge the pipe: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
 }
 
 /// Settings this filter does not implement, for which git-lfs's own filter must run.
@@ -150,6 +181,8 @@ pub struct Filter {
     delayed: Vec<(String, Vec<u8>, Pointer)>,
     /// Delayed files fetched and listed to git, until git asks for their content.
     available: HashMap<String, Result<Smudged, GitError>>,
+    /// Missing objects from this size on are streamed, never delayed.
+    stream_threshold: u64,
 }
 
 impl Filter {
@@ -166,12 +199,16 @@ impl Filter {
             delay: false,
             delayed: Vec::new(),
             available: HashMap::new(),
+            stream_threshold: std::env::var("GIT_XET_STREAM_THRESHOLD")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(STREAM_THRESHOLD),
             repo,
         }
     }
 
     /// The handshake, then requests until git closes the pipe.
-    pub fn serve<R: Read, W: Write>(
+    pub fn serve<R: Read, W: Write + Send>(
         &mut self,
         mut input: PktReader<R>,
         mut output: PktWriter<W>,
@@ -204,7 +241,12 @@ impl Filter {
                         Some(result) => result,
                         None => input.and_then(|i| self.smudged(i, &request)),
                     };
-                    respond(&mut output, &request, result)?;
+                    match result {
+                        Ok(Smudged::Fetch { text, pointer }) => {
+                            self.stream(&mut output, &request, text, &pointer)?
+                        }
+                        other => respond(&mut output, &request, other)?,
+                    }
                 }
                 "list_available_blobs" if self.delay => self.list_available(&mut output)?,
                 other => {
@@ -242,20 +284,79 @@ impl Filter {
         if self.fetch_filters {
             return Ok(Smudged::GitLfs(text));
         }
-        if self.delay && request.can_delay {
+        if self.delay && request.can_delay && pointer.size < self.stream_threshold {
             self.delayed.push((pathname.to_string(), text, pointer));
             return Ok(Smudged::Delayed);
         }
+        Ok(Smudged::Fetch { text, pointer })
+    }
+
+    /// Fetches a missing object and streams it to git while it is written to the store.
+    ///
+    /// git keeps what a filter sends in memory and writes the file only after the final
+    /// status, and drops it when that is `error` (`filter.lfs.required`, which git-lfs sets,
+    /// makes the checkout fail). So the bytes, each chunk checked as it arrives, go to git
+    /// at once, and the verdict on the whole object (length, XET file hash, sha256) comes
+    /// after them: a bad object never reaches the working tree, and a good one is not read
+    /// back from disk after its download.
+    fn stream<W: Write + Send>(
+        &mut self,
+        output: &mut PktWriter<W>,
+        request: &Request,
+        text: Vec<u8>,
+        pointer: &Pointer,
+    ) -> Result<(), GitError> {
         let store = self.store.clone();
-        let fetcher = self.fetcher()?;
+        let fetcher = match self.fetcher() {
+            Ok(f) => f,
+            Err(e) => return respond(output, request, Err(e)),
+        };
         if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             eprintln!(
-                "git-xet: downloading {pathname} ({})",
+                "git-xet: downloading {} ({})",
+                request.pathname,
                 crate::client::stats::human_bytes(pointer.size)
             );
         }
-        let fetched = fetcher.fetch(&pointer, pathname, &store)?;
-        Ok(smudged_from(fetched, text))
+        let (tap, pieces) = ContentTap::new(STREAM_QUEUE);
+        let (fetched, forwarded) = std::thread::scope(|scope| {
+            let forwarder = scope.spawn(|| forward(pieces, &mut *output));
+            let fetched = fetcher.fetch_tapped(pointer, &request.pathname, &store, tap.clone());
+            tap.close();
+            let forwarded = forwarder.join().expect("the forwarding thread panicked");
+            (fetched, forwarded)
+        });
+        if !forwarded? {
+            // Nothing was sent: answer as for any other file (an error, or git-lfs's turn).
+            return respond(output, request, fetched.map(|f| smudged_from(f, text)));
+        }
+        output.flush_packet()?;
+        let verdict = match fetched {
+            Ok(Fetched::Stored(_)) if tap.diverged() => Err(GitError::Failed(
+                "the download was retried and differed from what git had already received; \
+                 the object is stored now, so checking the file out again will work"
+                    .into(),
+            )),
+            Ok(Fetched::Stored(_)) if tap.forwarded() == pointer.size => Ok(()),
+            Ok(_) => Err(GitError::Failed(format!(
+                "sent {} of {} bytes",
+                tap.forwarded(),
+                pointer.size
+            ))),
+            Err(e) => Err(e),
+        };
+        match verdict {
+            Ok(()) => {
+                tracing::debug!(bytes = pointer.size, "streamed {}", request.pathname);
+                output.flush_packet()?
+            }
+            Err(e) => {
+                report(request, &e);
+                output.line("status=error")?;
+                output.flush_packet()?;
+            }
+        }
+        output.send()
     }
 
     fn fetcher(&mut self) -> Result<&mut Fetcher, GitError> {
@@ -310,6 +411,34 @@ impl Filter {
         output.flush_packet()?;
         output.send()
     }
+}
+
+/// Sends streamed pieces to git as content of a successful answer (the status goes first,
+/// with the first piece). Returns whether anything was sent. A broken pipe to git is
+/// returned only after the stream ended: the download must never wait on a reader that
+/// stopped.
+fn forward<W: Write>(
+    pieces: std::sync::mpsc::Receiver<bytes::Bytes>,
+    output: &mut PktWriter<W>,
+) -> Result<bool, GitError> {
+    let mut started = false;
+    let mut broken = None;
+    for piece in pieces {
+        if broken.is_some() {
+            continue;
+        }
+        let sent = if started {
+            output.data(&piece)
+        } else {
+            started = true;
+            output
+                .line("status=success")
+                .and_then(|_| output.flush_packet())
+                .and_then(|_| output.data(&piece))
+        };
+        broken = sent.err();
+    }
+    broken.map_or(Ok(started), Err)
 }
 
 fn smudged_from(fetched: Fetched, pointer_text: Vec<u8>) -> Smudged {
@@ -388,7 +517,7 @@ fn respond<W: Write>(
         Smudged::File { path, temp } => {
             let _guard = store::TempGuard(temp.then(|| path.clone()));
             match std::fs::File::open(&path) {
-                Ok(mut f) => output.copy_from(&mut f)?.map(|_| ()),
+                Ok(mut f) => output.copy_file(&mut f)?.map(|_| ()),
                 Err(e) => Err(GitError::io(format!("opening {}", path.display()), e)),
             }
         }
@@ -396,6 +525,7 @@ fn respond<W: Write>(
             smudge::via_git_lfs(&text, &request.pathname, &mut |d| output.data(d))?
         }
         Smudged::Delayed => unreachable!("answered above"),
+        Smudged::Fetch { .. } => unreachable!("streamed by Filter::stream"),
     };
     output.flush_packet()?;
     match sent {

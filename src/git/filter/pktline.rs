@@ -4,7 +4,10 @@
 //! The reader never allocates from a length it read: payloads go into one fixed buffer of
 //! the largest size git may send, and anything longer is a protocol error.
 
+use std::fs::File;
 use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::fs::FileTypeExt;
 
 use crate::git::GitError;
 
@@ -141,22 +144,56 @@ impl<R: Read> PktReader<R> {
     }
 }
 
+/// Packets collect in a buffer of this size before they are written to git.
+const WRITE_BUFFER: usize = 1 << 20;
+/// Content copied from a file is framed this many packets at a time (2 MiB).
+const FRAME_PACKETS: usize = 32;
+
+/// Writes packets, buffered: nothing reaches git before [`PktWriter::send`] or a full
+/// buffer.
 pub struct PktWriter<W> {
     inner: W,
+    buf: Vec<u8>,
+    /// The pipe `inner` writes to, when files may be spliced into it.
+    splice_to: Option<RawFd>,
 }
 
 impl<W: Write> PktWriter<W> {
+    /// `inner` should be unbuffered: the writer buffers itself, and large content bypasses
+    /// the buffer.
     pub fn new(inner: W) -> PktWriter<W> {
-        PktWriter { inner }
+        PktWriter {
+            inner,
+            buf: Vec::with_capacity(WRITE_BUFFER),
+            splice_to: None,
+        }
+    }
+
+    /// Lets [`PktWriter::copy_file`] move file pages into `pipe` with splice(2) instead of
+    /// copying them through this process. `pipe` must be the descriptor `inner` writes to;
+    /// anything but a pipe is ignored.
+    pub fn splicing_into(mut self, pipe: BorrowedFd<'_>) -> PktWriter<W> {
+        let is_pipe = std::fs::File::from(match pipe.try_clone_to_owned() {
+            Ok(fd) => fd,
+            Err(_) => return self,
+        })
+        .metadata()
+        .is_ok_and(|m| m.file_type().is_fifo());
+        if is_pipe {
+            self.splice_to = Some(pipe.as_raw_fd());
+        }
+        self
     }
 
     /// Writes `data` as as many packets as it needs.
     pub fn data(&mut self, data: &[u8]) -> Result<(), GitError> {
         for piece in data.chunks(MAX_DATA) {
-            self.inner
-                .write_all(format!("{:04x}", piece.len() + 4).as_bytes())
-                .and_then(|_| self.inner.write_all(piece))
-                .map_err(|e| GitError::io("writing to git", e))?;
+            if self.buf.len() + 4 + piece.len() > WRITE_BUFFER {
+                self.write_buffer()?;
+            }
+            self.buf
+                .extend_from_slice(format!("{:04x}", piece.len() + 4).as_bytes());
+            self.buf.extend_from_slice(piece);
         }
         Ok(())
     }
@@ -173,33 +210,127 @@ impl<W: Write> PktWriter<W> {
     }
 
     pub fn flush_packet(&mut self) -> Result<(), GitError> {
-        self.inner
-            .write_all(b"0000")
-            .map_err(|e| GitError::io("writing to git", e))
+        if self.buf.len() + 4 > WRITE_BUFFER {
+            self.write_buffer()?;
+        }
+        self.buf.extend_from_slice(b"0000");
+        Ok(())
     }
 
     /// Hands everything written so far to git.
     pub fn send(&mut self) -> Result<(), GitError> {
+        self.write_buffer()?;
         self.inner
             .flush()
             .map_err(|e| GitError::io("writing to git", e))
     }
 
+    fn write_buffer(&mut self) -> Result<(), GitError> {
+        let result = self.inner.write_all(&self.buf);
+        self.buf.clear();
+        result.map_err(|e| GitError::io("writing to git", e))
+    }
+
     /// Writes everything `source` yields as content packets. The outer error means git's
     /// pipe broke; the inner one that `source` failed (after part of it was sent).
+    ///
+    /// Content is read straight into packet frames, headers in place, and each frame goes
+    /// to git in one write: a large file is copied once on this side, not twice.
     pub fn copy_from(&mut self, source: &mut dyn Read) -> Result<Result<u64, GitError>, GitError> {
-        let mut buf = vec![0u8; MAX_DATA * 16];
+        self.write_buffer()?;
+        let mut frame = vec![0u8; MAX_PACKET * FRAME_PACKETS];
         let mut total = 0u64;
         loop {
-            let n = match source.read(&mut buf) {
-                Ok(0) => return Ok(Ok(total)),
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Ok(Err(GitError::io("reading the content to send", e))),
-            };
-            self.data(&buf[..n])?;
-            total += n as u64;
+            let mut used = 0;
+            let mut ended = false;
+            while used < frame.len() && !ended {
+                let slot = &mut frame[used..used + MAX_PACKET];
+                let mut got = 0;
+                while got < MAX_DATA {
+                    match source.read(&mut slot[4 + got..]) {
+                        Ok(0) => {
+                            ended = true;
+                            break;
+                        }
+                        Ok(n) => got += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            self.write_frame(&frame[..used])?;
+                            return Ok(Err(GitError::io("reading the content to send", e)));
+                        }
+                    }
+                }
+                if got > 0 {
+                    slot[..4].copy_from_slice(format!("{:04x}", got + 4).as_bytes());
+                    used += 4 + got;
+                    total += got as u64;
+                }
+            }
+            self.write_frame(&frame[..used])?;
+            if ended {
+                return Ok(Ok(total));
+            }
         }
+    }
+
+    /// Writes a file's content as content packets; like [`PktWriter::copy_from`], but with
+    /// splice(2) when the output is a pipe, so the pages go from the page cache into git's
+    /// pipe without a copy here.
+    pub fn copy_file(&mut self, file: &mut File) -> Result<Result<u64, GitError>, GitError> {
+        let Some(pipe) = self.splice_to else {
+            return self.copy_from(file);
+        };
+        self.write_buffer()?;
+        let size = match file.metadata() {
+            Ok(m) => m.len(),
+            Err(e) => return Ok(Err(GitError::io("reading the content to send", e))),
+        };
+        let mut offset: libc::loff_t = 0;
+        while (offset as u64) < size {
+            let len = (size - offset as u64).min(MAX_DATA as u64) as usize;
+            self.write_frame(format!("{:04x}", len + 4).as_bytes())?;
+            let mut done = 0;
+            while done < len {
+                // SAFETY: both descriptors are open for the call; offset is a valid loff_t.
+                let n = unsafe {
+                    libc::splice(
+                        file.as_raw_fd(),
+                        &mut offset,
+                        pipe,
+                        std::ptr::null_mut(),
+                        len - done,
+                        libc::SPLICE_F_MORE,
+                    )
+                };
+                let failure = match n {
+                    n if n > 0 => {
+                        done += n as usize;
+                        continue;
+                    }
+                    0 => std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the file shrank while it was sent",
+                    ),
+                    _ => {
+                        let e = std::io::Error::last_os_error();
+                        if e.kind() == std::io::ErrorKind::Interrupted {
+                            continue;
+                        }
+                        e
+                    }
+                };
+                // The header promised `len` bytes: keep the stream whole, then fail the file.
+                self.write_frame(&vec![0u8; len - done])?;
+                return Ok(Err(GitError::io("sending the content", failure)));
+            }
+        }
+        Ok(Ok(size))
+    }
+
+    fn write_frame(&mut self, frame: &[u8]) -> Result<(), GitError> {
+        self.inner
+            .write_all(frame)
+            .map_err(|e| GitError::io("writing to git", e))
     }
 }
 
@@ -227,6 +358,7 @@ mod tests {
         let big = vec![7u8; MAX_DATA * 2 + 5];
         w.data(&big).unwrap();
         w.flush_packet().unwrap();
+        w.send().unwrap();
         let bytes = w.inner;
         assert_eq!(&bytes[..14], b"000eversion=2\n");
         let got = packets(&bytes).unwrap();
@@ -272,6 +404,7 @@ mod tests {
         w.data(b"two").unwrap();
         w.flush_packet().unwrap();
         w.line("next").unwrap();
+        w.send().unwrap();
         let bytes = w.inner;
         let mut r = PktReader::new(&bytes[..]);
         let mut calls = 0;
@@ -287,6 +420,83 @@ mod tests {
         assert!(matches!(r.read().unwrap(), Some(Packet::Data(b"next\n"))));
     }
 
+    /// A source that yields at most `step` bytes per read and can fail after `fail_at`.
+    struct Trickle {
+        data: Vec<u8>,
+        pos: usize,
+        step: usize,
+        fail_at: Option<usize>,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.fail_at.is_some_and(|f| self.pos >= f) {
+                return Err(std::io::Error::other("disk gone"));
+            }
+            let n = buf.len().min(self.step).min(self.data.len() - self.pos);
+            buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn copied_content_reads_back_in_full_packets() {
+        let frame = MAX_DATA * FRAME_PACKETS;
+        for (len, step) in [
+            (0, 1 << 20),
+            (1, 1 << 20),
+            (MAX_DATA, 1000),
+            (MAX_DATA + 1, 1 << 20),
+            (frame, 7777),
+            (frame * 2 + 3, 1 << 20),
+        ] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let mut w = PktWriter::new(Vec::new());
+            w.line("status=success").unwrap();
+            w.flush_packet().unwrap();
+            let mut source = Trickle {
+                data: data.clone(),
+                pos: 0,
+                step,
+                fail_at: None,
+            };
+            assert_eq!(w.copy_from(&mut source).unwrap().unwrap(), len as u64);
+            w.flush_packet().unwrap();
+            w.send().unwrap();
+            let got = packets(&w.inner).unwrap();
+            assert_eq!(got[0].as_deref(), Some(&b"status=success\n"[..]));
+            let content: Vec<Vec<u8>> = got[2..got.len() - 1].iter().flatten().cloned().collect();
+            assert_eq!(
+                content.len(),
+                len.div_ceil(MAX_DATA),
+                "len {len}: one packet per MAX_DATA"
+            );
+            assert_eq!(content.concat(), data, "len {len} step {step}");
+            assert_eq!(got.last(), Some(&None));
+        }
+    }
+
+    #[test]
+    fn a_failing_source_is_reported_after_what_was_sent() {
+        let data = vec![9u8; MAX_DATA * 3];
+        let mut w = PktWriter::new(Vec::new());
+        let mut source = Trickle {
+            data,
+            pos: 0,
+            step: MAX_DATA,
+            fail_at: Some(MAX_DATA * 2),
+        };
+        let err = w.copy_from(&mut source).unwrap().unwrap_err();
+        assert!(err.to_string().contains("disk gone"), "{err}");
+        w.send().unwrap();
+        let got = packets(&w.inner).unwrap();
+        assert_eq!(
+            got.iter().flatten().map(Vec::len).sum::<usize>(),
+            MAX_DATA * 2
+        );
+    }
+
     #[test]
     fn too_many_list_lines_are_refused() {
         let mut w = PktWriter::new(Vec::new());
@@ -294,6 +504,7 @@ mod tests {
             w.line("k=v").unwrap();
         }
         w.flush_packet().unwrap();
+        w.send().unwrap();
         let bytes = w.inner;
         let err = PktReader::new(&bytes[..]).read_list().unwrap_err();
         assert!(err.to_string().contains("more than"), "{err}");

@@ -26,6 +26,8 @@ pub enum Smudged {
     GitLfs(Vec<u8>),
     /// Not yet: fetched with the others when git asks which delayed files are ready.
     Delayed,
+    /// Missing: fetched now and streamed to git as it arrives.
+    Fetch { text: Vec<u8>, pointer: Pointer },
 }
 
 /// The blob git sent: a pointer, or content to hand back unchanged.
