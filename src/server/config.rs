@@ -37,6 +37,8 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     pub fn new(listen: SocketAddr, data_dir: PathBuf) -> ServerConfig {
+        // Absolute: hosted-repository commands run git in other directories.
+        let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
         ServerConfig {
             listen,
             data_dir,

@@ -64,11 +64,15 @@ impl TestServer {
             .append(true)
             .open(&self.log)
             .expect("log file");
+        // The data directory is given relative to the server's working directory, as users
+        // often do: the server must not depend on where its git commands run.
+        let parent = self.data.parent().expect("data has a parent");
         let child = git_xet()
+            .current_dir(parent)
             .arg("server")
             .args(["--listen", listen.unwrap_or("127.0.0.1:0")])
             .arg("--data")
-            .arg(&self.data)
+            .arg(self.data.file_name().expect("data has a name"))
             .arg("--ready-file")
             .arg(&ready)
             .args(&self.extra_args)
