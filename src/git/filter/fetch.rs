@@ -1,7 +1,9 @@
 //! Objects the smudge side needs but the store lacks (a clone, a pull, a checkout of
 //! another branch): asked for with the LFS Batch API offering `xet`, and reconstructed with
 //! the same backend the transfer agent uses, so local data and the chunk cache are reused
-//! and the sha256 is checked once, as the file is written.
+//! and the sha256 is checked once, as the file is written. Small objects are fetched many at
+//! a time ([`Fetcher::fetch_many`]); a large one alone, with its bytes handed to the filter
+//! as they are written ([`Fetcher::fetch_tapped`]).
 //!
 //! One fetcher lives for the whole filter process: the batch client, the credentials, the
 //! async runtime and the CAS client with its caches are set up on the first missing object
@@ -72,18 +74,6 @@ impl Fetcher {
             runtime,
             backend,
         })
-    }
-
-    /// Brings `pointer`'s object into `store`.
-    pub fn fetch(
-        &mut self,
-        pointer: &Pointer,
-        pathname: &str,
-        store: &LfsStore,
-    ) -> Result<Fetched, GitError> {
-        self.fetch_many(&[(pathname, pointer)], store)
-            .pop()
-            .expect("one result per object")
     }
 
     /// Brings the objects of many files into `store`: one Batch API request per
