@@ -5,9 +5,9 @@
 //! the largest size git may send, and anything longer is a protocol error.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileExt, FileTypeExt};
 
 use crate::git::GitError;
 
@@ -311,20 +311,44 @@ impl<W: Write> PktWriter<W> {
                         std::io::ErrorKind::UnexpectedEof,
                         "the file shrank while it was sent",
                     ),
-                    _ => {
-                        let e = std::io::Error::last_os_error();
-                        if e.kind() == std::io::ErrorKind::Interrupted {
-                            continue;
-                        }
-                        e
-                    }
+                    _ => std::io::Error::last_os_error(),
                 };
+                match failure.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    // The file system cannot splice: read the rest.
+                    Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => {
+                        self.splice_to = None;
+                        return self.copy_rest(file, offset as u64, len - done);
+                    }
+                    _ => {}
+                }
                 // The header promised `len` bytes: keep the stream whole, then fail the file.
                 self.write_frame(&vec![0u8; len - done])?;
                 return Ok(Err(GitError::io("sending the content", failure)));
             }
         }
         Ok(Ok(size))
+    }
+
+    /// Finishes a packet that still needs `owed` bytes, and then the file from `offset`,
+    /// by reading it.
+    fn copy_rest(
+        &mut self,
+        file: &mut File,
+        offset: u64,
+        owed: usize,
+    ) -> Result<Result<u64, GitError>, GitError> {
+        let mut rest = vec![0u8; owed];
+        let read = file
+            .read_exact_at(&mut rest, offset)
+            .and_then(|_| file.seek(SeekFrom::Start(offset + owed as u64)));
+        if let Err(e) = read {
+            self.write_frame(&vec![0u8; owed])?;
+            return Ok(Err(GitError::io("reading the content to send", e)));
+        }
+        self.write_frame(&rest)?;
+        let sent = offset + owed as u64;
+        Ok(self.copy_from(file)?.map(|more| sent + more))
     }
 
     fn write_frame(&mut self, frame: &[u8]) -> Result<(), GitError> {
@@ -475,6 +499,44 @@ mod tests {
             assert_eq!(content.concat(), data, "len {len} step {step}");
             assert_eq!(got.last(), Some(&None));
         }
+    }
+
+    #[test]
+    fn files_spliced_into_a_pipe_read_back() {
+        let len = MAX_DATA * 40 + 123;
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&data).unwrap();
+        let (reader, writer) = std::io::pipe().unwrap();
+        // Git's side: everything up to the end of the pipe.
+        let git = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let mut reader = reader;
+            reader.read_to_end(&mut all).unwrap();
+            all
+        });
+        let fd = writer.try_clone().unwrap();
+        let mut w = PktWriter::new(writer).splicing_into(std::os::fd::AsFd::as_fd(&fd));
+        assert!(w.splice_to.is_some(), "a pipe is spliced into");
+        w.line("status=success").unwrap();
+        w.flush_packet().unwrap();
+        assert_eq!(w.copy_file(&mut file).unwrap().unwrap(), len as u64);
+        w.flush_packet().unwrap();
+        w.send().unwrap();
+        drop((w, fd));
+        let got = packets(&git.join().unwrap()).unwrap();
+        assert_eq!(got[0].as_deref(), Some(&b"status=success\n"[..]));
+        let content: Vec<u8> = got[2..got.len() - 1]
+            .iter()
+            .flatten()
+            .flatten()
+            .copied()
+            .collect();
+        assert_eq!(got.len() - 3, len.div_ceil(MAX_DATA), "full packets");
+        assert!(content == data);
+        // Not a pipe: copied instead.
+        let w = PktWriter::new(Vec::new()).splicing_into(std::os::fd::AsFd::as_fd(&file));
+        assert!(w.splice_to.is_none());
     }
 
     #[test]
