@@ -321,8 +321,10 @@ impl Filter {
         let (tap, pieces) = ContentTap::new(STREAM_QUEUE);
         let (fetched, forwarded) = std::thread::scope(|scope| {
             let forwarder = scope.spawn(|| forward(pieces, &mut *output));
+            // Closed however the fetch ends (a panic too): the forwarder waits for that.
+            let closing = CloseOnDrop(&tap);
             let fetched = fetcher.fetch_tapped(pointer, &request.pathname, &store, tap.clone());
-            tap.close();
+            drop(closing);
             let forwarded = forwarder.join().expect("the forwarding thread panicked");
             (fetched, forwarded)
         });
@@ -410,6 +412,14 @@ impl Filter {
         output.line("status=success")?;
         output.flush_packet()?;
         output.send()
+    }
+}
+
+struct CloseOnDrop<'a>(&'a ContentTap);
+
+impl Drop for CloseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
