@@ -18,8 +18,7 @@ use std::path::{Path, PathBuf};
 
 use crate::client::error::Result;
 use crate::client::shard_cache::write_atomically;
-use crate::xet::hash::{file_hash_from_root, sha256_hex};
-use crate::xet::merkle::MerkleBuilder;
+use crate::xet::hash::{file_hash, sha256_hex};
 use crate::xet::MerkleHash;
 
 const MAGIC: &[u8; 8] = b"XETCHL01";
@@ -41,12 +40,11 @@ impl ChunkList {
 
     /// The file hash the chunk hashes give.
     pub fn computed_file_hash(&self) -> MerkleHash {
-        let mut merkle = MerkleBuilder::new();
-        for (hash, size) in &self.chunks {
-            merkle.push(*hash, u64::from(*size));
-        }
-        let n = merkle.len();
-        file_hash_from_root(n, merkle.finish())
+        file_hash(
+            self.chunks
+                .iter()
+                .map(|&(hash, size)| (hash, u64::from(size))),
+        )
     }
 
     pub fn encode(&self) -> Vec<u8> {

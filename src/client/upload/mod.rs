@@ -132,10 +132,13 @@ impl UploadSession {
     ) -> Result<FileUpload> {
         let file = std::fs::File::open(path)
             .map_err(|e| ClientError::io("opening the file to upload", path, e))?;
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let size = file
+            .metadata()
+            .map_err(|e| ClientError::io("reading the file to upload", path, e))?
+            .len();
         self.add_input(
             &path.display().to_string(),
-            Input::File(Arc::new(file)),
+            Input::Stream(Stream::File(Arc::new(file))),
             size,
             progress,
         )
@@ -153,7 +156,10 @@ impl UploadSession {
     ) -> Result<FileUpload> {
         let file = std::fs::File::open(path)
             .map_err(|e| ClientError::io("opening the file to upload", path, e))?;
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let size = file
+            .metadata()
+            .map_err(|e| ClientError::io("reading the file to upload", path, e))?
+            .len();
         if size != list.size() {
             return Err(ClientError::corrupt(
                 format!("uploading {}", path.display()),
@@ -177,8 +183,13 @@ impl UploadSession {
         size_hint: u64,
         progress: Option<ProgressFn>,
     ) -> Result<FileUpload> {
-        self.add_input(name, Input::Reader(Box::new(reader)), size_hint, progress)
-            .await
+        self.add_input(
+            name,
+            Input::Stream(Stream::Reader(Box::new(reader))),
+            size_hint,
+            progress,
+        )
+        .await
     }
 
     async fn add_input(
@@ -196,15 +207,27 @@ impl UploadSession {
         let handle = tokio::runtime::Handle::current();
         let name_owned = name.to_string();
         let task = tokio::task::spawn_blocking(move || {
-            let result = plan_stream(
-                &mut planner,
-                reader,
-                size_hint,
-                progress,
-                &api,
-                &handle,
-                &name_owned,
-            );
+            let result = match reader {
+                Input::Stream(stream) => plan_stream(
+                    &mut planner,
+                    stream,
+                    size_hint,
+                    progress,
+                    &api,
+                    &handle,
+                    &name_owned,
+                ),
+                Input::Chunked(file, list) => plan_chunked(
+                    &mut planner,
+                    file,
+                    list,
+                    size_hint,
+                    progress,
+                    &api,
+                    &handle,
+                    &name_owned,
+                ),
+            };
             (planner, result)
         });
         let (planner, result) = task
@@ -313,27 +336,29 @@ impl UploadSession {
     }
 }
 
-/// What to read: a file (mapped when regular), any stream, or a file whose chunks are known.
+/// What to upload: content to chunk, or a file whose chunks are known.
 enum Input {
+    Stream(Stream),
+    Chunked(Arc<std::fs::File>, ChunkList),
+}
+
+/// Content to chunk: a file (mapped when regular) or any stream.
+enum Stream {
     File(Arc<std::fs::File>),
     Reader(Box<dyn Read + Send>),
-    Chunked(Arc<std::fs::File>, ChunkList),
 }
 
 fn plan_stream(
     planner: &mut SessionPlanner,
-    input: Input,
+    input: Stream,
     size_hint: u64,
     progress: Option<ProgressFn>,
     api: &CasApi,
     handle: &tokio::runtime::Handle,
     name: &str,
 ) -> Result<(FileUpload, PlannedFile)> {
-    if let Input::Chunked(file, list) = input {
-        return plan_chunked(planner, file, list, size_hint, progress, api, handle, name);
-    }
     let source = match &input {
-        Input::File(f) if f.metadata().is_ok_and(|m| m.is_file()) => Some(f.clone()),
+        Stream::File(f) if f.metadata().is_ok_and(|m| m.is_file()) => Some(f.clone()),
         _ => None,
     };
     let mut file = planner.file(source);
@@ -347,9 +372,8 @@ fn plan_stream(
         Ok::<(), ClientError>(())
     };
     let summary = match input {
-        Input::File(f) => chunk_and_hash_file(&f, true, sink),
-        Input::Reader(r) => chunk_and_hash(r, true, sink),
-        Input::Chunked(..) => unreachable!("planned above"),
+        Stream::File(f) => chunk_and_hash_file(&f, true, sink),
+        Stream::Reader(r) => chunk_and_hash(r, true, sink),
     }
     .map_err(|e| match e {
         PipelineError::Read(e) => ClientError::io("reading the file to upload", name, e),
