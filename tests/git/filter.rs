@@ -370,7 +370,7 @@ fn the_filter_speaks_the_protocol_and_refuses_garbage() {
 }
 
 #[test]
-fn rechecks_of_unchanged_files_hash_without_storing_and_changes_are_still_caught() {
+fn cleans_of_stored_content_compare_without_storing_and_changes_are_still_caught() {
     let env = GitEnv::with_agent(&[]);
     let repo = env.lfs_repo("repo", "http://127.0.0.1:9/none.git");
     let path = repo.join("model.bin");
@@ -379,59 +379,82 @@ fn rechecks_of_unchanged_files_hash_without_storing_and_changes_are_still_caught
     env.git(&repo, &["add", "."]);
     env.git(&repo, &["commit", "-qm", "v1"]);
     let pointer_v1 = blob(&env, &repo, ":model.bin");
+    let stored = |oid: &str| {
+        repo.join(".git/lfs/objects")
+            .join(&oid[0..2])
+            .join(&oid[2..4])
+            .join(oid)
+    };
+    let oid_v1 = String::from_utf8(pointer_v1.clone()).unwrap();
+    let oid_v1 = oid_v1
+        .lines()
+        .find_map(|l| l.strip_prefix("oid sha256:"))
+        .unwrap();
 
-    // Unchanged: git cleans it again, git-xet only hashes it.
-    let out = env.git_logged(&repo, &["add", "--renormalize", "model.bin"]);
-    ok(out, "git add --renormalize");
-    assert!(
-        env.agent_log().contains("hashing only"),
-        "{}",
-        env.agent_log()
-    );
-    assert_eq!(blob(&env, &repo, ":model.bin"), pointer_v1);
-
-    // Changed in place with the same size and mtime, so the index's stat data still matches:
-    // the hash tells, and the new content is stored from the work tree.
-    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
-    let mut v2 = v1.clone();
-    v2[5 << 20..(5 << 20) + 100].copy_from_slice(&random_bytes(100, 32));
-    {
-        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-        f.write_all(&v2).unwrap();
-        f.set_modified(modified).unwrap();
-    }
+    // Unchanged (a re-check), then only touched: compared with the stored object, not
+    // written again.
     ok(
         env.git_logged(&repo, &["add", "--renormalize", "model.bin"]),
         "git add --renormalize",
     );
-    assert_eq!(
-        env.agent_log().matches("hashing only").count(),
-        2,
-        "the probe was fooled, as intended"
-    );
-    let pointer_v2 = String::from_utf8(blob(&env, &repo, ":model.bin")).unwrap();
-    assert_ne!(pointer_v2.as_bytes(), pointer_v1.as_slice());
-    let oid = pointer_v2
-        .lines()
-        .nth(1)
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
         .unwrap()
-        .strip_prefix("oid sha256:")
+        .set_modified(later)
         .unwrap();
-    assert_file_is(
-        &repo
-            .join(".git/lfs/objects")
-            .join(&oid[0..2])
-            .join(&oid[2..4])
-            .join(oid),
-        &v2,
-    );
+    ok(env.git_logged(&repo, &["add", "model.bin"]), "git add");
+    let log = env.agent_log();
     assert_eq!(
-        std::fs::read_dir(repo.join(".git/lfs/tmp"))
-            .unwrap()
+        log.matches("comparing the file with its stored version")
             .count(),
-        0
+        2,
+        "{log}"
     );
-    env.git(&repo, &["commit", "-qm", "v2"]);
+    assert!(!log.contains("differs"), "{log}");
+    assert_eq!(blob(&env, &repo, ":model.bin"), pointer_v1);
+    assert_file_is(&stored(oid_v1), &v1);
+
+    // Changed in place with the same size: once with the same mtime (so the index's stat
+    // data still matches), once at the very last byte. The difference is found, and the new
+    // content is stored (with its prefix read back from the stored version).
+    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let mut v2 = v1.clone();
+    v2[5 << 20..(5 << 20) + 100].copy_from_slice(&random_bytes(100, 32));
+    let mut v3 = v2.clone();
+    *v3.last_mut().unwrap() ^= 1;
+    for (n, version) in [(1, &v2), (2, &v3)] {
+        {
+            let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.write_all(version).unwrap();
+            f.set_modified(modified).unwrap();
+        }
+        ok(
+            env.git_logged(&repo, &["add", "--renormalize", "model.bin"]),
+            "git add --renormalize",
+        );
+        let log = env.agent_log();
+        assert_eq!(
+            log.matches("differs from its stored version").count(),
+            n,
+            "{log}"
+        );
+        let pointer = String::from_utf8(blob(&env, &repo, ":model.bin")).unwrap();
+        assert_eq!(pointer.as_bytes(), git_lfs_clean(&env, &repo, &path));
+        let oid = pointer
+            .lines()
+            .find_map(|l| l.strip_prefix("oid sha256:"))
+            .unwrap();
+        assert_file_is(&stored(oid), version);
+        assert_eq!(
+            std::fs::read_dir(repo.join(".git/lfs/tmp"))
+                .unwrap()
+                .count(),
+            0
+        );
+        env.git(&repo, &["commit", "-qm", &format!("v{}", n + 1)]);
+    }
     env.git(&repo, &["lfs", "fsck"]);
 }
 

@@ -28,6 +28,7 @@
 //! written to the store, and the final status says whether the whole object verified.
 
 pub mod clean;
+mod compare;
 pub mod fetch;
 pub mod pktline;
 mod recheck;
@@ -221,7 +222,6 @@ impl Filter {
                 "clean" => {
                     let recheck = recheck::IndexRecheck {
                         repo: &self.repo,
-                        store: &self.store,
                         pathname: &request.pathname,
                     };
                     let result =
