@@ -416,6 +416,21 @@ fn cleans_of_stored_content_compare_without_storing_and_changes_are_still_caught
     assert_eq!(blob(&env, &repo, ":model.bin"), pointer_v1);
     assert_file_is(&stored(oid_v1), &v1);
 
+    // A damaged stored copy differs from the file, whose content has its oid all the same:
+    // the stored copy is replaced by the file's content.
+    let mut damaged = v1.clone();
+    damaged[9 << 20] ^= 0x40;
+    std::fs::write(stored(oid_v1), &damaged).unwrap();
+    ok(
+        env.git_logged(&repo, &["add", "--renormalize", "model.bin"]),
+        "git add --renormalize",
+    );
+    let log = env.agent_log();
+    assert!(log.contains("was damaged: replaced it"), "{log}");
+    assert_eq!(blob(&env, &repo, ":model.bin"), pointer_v1);
+    assert_file_is(&stored(oid_v1), &v1);
+    env.git(&repo, &["lfs", "fsck"]);
+
     // Changed in place with the same size: once with the same mtime (so the index's stat
     // data still matches), once at the very last byte. The difference is found, and the new
     // content is stored (with its prefix read back from the stored version).
@@ -437,7 +452,7 @@ fn cleans_of_stored_content_compare_without_storing_and_changes_are_still_caught
         let log = env.agent_log();
         assert_eq!(
             log.matches("differs from its stored version").count(),
-            n,
+            n + 1,
             "{log}"
         );
         let pointer = String::from_utf8(blob(&env, &repo, ":model.bin")).unwrap();

@@ -13,7 +13,8 @@
 //! is first compared with that object (see [`StoredComparison`]): equal content is neither
 //! hashed nor written again. At the first difference, the equal prefix is taken from the
 //! stored copy and the clean goes on as for new content, so an edited file costs only that
-//! extra read of what it shares with its previous version.
+//! extra read of what it shares with its previous version. (Content that then hashes to the
+//! stored object's own oid means the stored copy is damaged: it is replaced.)
 //!
 //! While a large object is stored, it is also chunked on two other threads (a
 //! [`ChunkFeed`]), and its chunk list is saved for the push: pushing a new version of a
@@ -55,6 +56,9 @@ struct Spool {
     out: Option<BufWriter<std::fs::File>>,
     guard: TempGuard,
     feed: ChunkFeed,
+    /// The stored object the content was found to differ from: if the content turns out to
+    /// have its oid after all, that stored copy is damaged and is replaced.
+    differs_from: Option<Oid>,
 }
 
 impl Spool {
@@ -64,6 +68,7 @@ impl Spool {
             out: None,
             guard: TempGuard(None),
             feed: ChunkFeed::new(),
+            differs_from: None,
         }
     }
 
@@ -94,6 +99,7 @@ impl Spool {
             out,
             mut guard,
             feed,
+            differs_from,
             ..
         } = self;
         let out = out.expect("non-empty content was spooled");
@@ -102,7 +108,14 @@ impl Spool {
                 .map_err(|e| GitError::io("writing the new LFS object", e.into_error()))?,
         );
         let temp = guard.0.take().expect("spool has a path");
-        store.commit(&temp, &oid)?;
+        if differs_from == Some(oid) {
+            tracing::warn!(
+                "the stored copy of {oid} was damaged: replaced it with the file's content"
+            );
+            store.replace(&temp, &oid)?;
+        } else {
+            store.commit(&temp, &oid)?;
+        }
         if let Some(chunked) = feed.finish().filter(|c| c.summary.size == size) {
             let list = ChunkList {
                 sha256: oid.0,
@@ -140,13 +153,13 @@ pub fn clean<R: Read>(
         }
         size += data.len() as u64;
         match mode.get_or_insert_with(|| probe(recheck, store)) {
-            Mode::Compare(cmp, _) => {
+            Mode::Compare(cmp, pointer) => {
                 let reading = |e| GitError::io("reading the stored LFS object", e);
                 if cmp.matches(data).map_err(reading)? {
                     return Ok(());
                 }
                 tracing::debug!("the file differs from its stored version: storing it");
-                let mut spool = spool_matched(cmp, store)?;
+                let mut spool = spool_matched(cmp, store, Some(pointer.oid))?;
                 spool.add(store, data)?;
                 mode = Some(Mode::Store(spool));
                 Ok(())
@@ -170,10 +183,10 @@ pub fn clean<R: Read>(
                 return Ok(Ok(pointer.to_text().into_bytes()));
             }
             // Removed from the store meanwhile: store it again.
-            spool_matched(&cmp, store)
+            spool_matched(&cmp, store, None)
         }
         // The content is a shorter prefix of the stored object.
-        Mode::Compare(cmp, _) => spool_matched(&cmp, store),
+        Mode::Compare(cmp, pointer) => spool_matched(&cmp, store, Some(pointer.oid)),
         Mode::Store(spool) => Ok(spool),
     };
     Ok(spool
@@ -204,9 +217,15 @@ fn probe(recheck: &dyn Recheck, store: &LfsStore) -> Mode {
     }
 }
 
-/// A spool holding the content compared equal so far, read back from the stored object.
-fn spool_matched(cmp: &StoredComparison, store: &LfsStore) -> Result<Spool, GitError> {
+/// A spool holding the content compared equal so far, read back from the stored object
+/// (which the content differs from, if it does).
+fn spool_matched(
+    cmp: &StoredComparison,
+    store: &LfsStore,
+    differs_from: Option<Oid>,
+) -> Result<Spool, GitError> {
     let mut spool = Spool::new();
+    spool.differs_from = differs_from;
     let mut added = Ok(());
     cmp.each_matched(|piece| {
         added = spool.add(store, piece);

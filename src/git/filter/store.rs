@@ -73,6 +73,13 @@ impl LfsStore {
             let _ = std::fs::remove_file(temp);
             return Ok(dest);
         }
+        self.replace(temp, oid)
+    }
+
+    /// Moves a complete, verified file into the store as `oid`, over any copy there (one
+    /// found damaged).
+    pub fn replace(&self, temp: &Path, oid: &Oid) -> Result<PathBuf, GitError> {
+        let dest = self.path(oid);
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent)
                 .map_err(|e| GitError::io(format!("creating {}", parent.display()), e))?;
