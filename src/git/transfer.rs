@@ -34,19 +34,25 @@ fn env_for_session(init: &InitRequest) -> Result<AgentEnv, LfsError> {
 }
 
 /// The agent environment of `repo` talking to `remote` (a name or URL).
+///
+/// git-lfs starts its agents one after another, each waiting for the previous one's `init`
+/// answer, so what this asks git costs eight times over: the remote's URL is looked up only
+/// when credentials are first needed (token refresh), and `lfs.storage` once.
 pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
-    let remote_url = if remote.is_empty() {
-        None
-    } else {
-        repo.remote_url(remote).ok()
-    };
+    let lookup = (!remote.is_empty()).then(|| (repo.clone(), remote.to_string()));
+    let remote_url = std::sync::OnceLock::new();
     let git = repo.git().clone();
     let authorization: AuthorizationFn = Arc::new(move |url: &str| {
+        let remote_url: &Option<String> = remote_url.get_or_init(|| {
+            let (repo, remote) = lookup.as_ref()?;
+            repo.remote_url(remote).ok()
+        });
         credentials::authorization(&git, remote_url.as_deref(), url).map_err(|e| e.to_string())
     });
+    let lfs_dir = repo.lfs_dir();
     AgentEnv {
-        lfs_tmp_dir: repo.lfs_tmp_dir(),
-        lfs_objects_dir: repo.lfs_objects_dir(),
+        lfs_tmp_dir: lfs_dir.join("tmp"),
+        lfs_objects_dir: lfs_dir.join("objects"),
         xet_dir: repo.xet_dir(),
         authorization,
         // The object store is the cache: with the reconstruction records under .git/xet,

@@ -131,6 +131,25 @@ fn a_second_version_moves_only_the_changed_bytes() {
         "pull of v2 fetched {pulled} xorb bytes, over 5% of {SIZE}"
     );
     eprintln!("v2 push sent {pushed} bytes, pull fetched {pulled} bytes (file {SIZE})");
+
+    // Objects sent ahead with `git lfs push`: the `git push` that follows asks the server
+    // about them again, and with nothing to move the server names `basic`, so git-lfs starts
+    // no agent processes.
+    write_file(&a.join("small.bin"), &random_bytes(1000, 9));
+    alice.git(&a, &["add", "small.bin"]);
+    alice.git(&a, &["commit", "-qm", "small"]);
+    alice.git(&a, &["lfs", "push", "origin", "main"]);
+    let received = server.metric(XORB_RECEIVED);
+    let out = alice
+        .command("git", &a)
+        .args(["push", "-q", "origin", "main"])
+        .env("GIT_TRACE", "1")
+        .output()
+        .unwrap();
+    let trace = stderr(&ok(out, "git push"));
+    assert!(trace.contains("tq: sending batch of size 1"), "{trace}");
+    assert!(!trace.contains("git-xet transfer"), "{trace}");
+    assert_eq!(server.metric(XORB_RECEIVED), received);
 }
 
 #[test]

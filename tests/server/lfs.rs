@@ -235,16 +235,50 @@ fn xet_is_offered_with_the_handshake_headers() {
         up.file_hash.to_hex().as_str()
     );
     assert_eq!(refreshed_cas.download(&up.file_hash, None), up.data);
-    // Nothing to upload once present.
+    // Nothing to upload once present. With nothing to move, `basic` is named when the client
+    // offers it, so git-lfs starts no agent processes; `xet` still when it is all there is.
+    for (transfers, named) in [
+        (&["xet"][..], "xet"),
+        (&["xet", "basic"][..], "basic"),
+        (&[][..], "basic"),
+    ] {
+        let (_, answer) = batch(
+            &server,
+            "org/model",
+            Some(&token),
+            "upload",
+            transfers,
+            &[(&oid, size)],
+        );
+        assert!(answer["objects"][0].get("actions").is_none(), "{answer}");
+        assert_eq!(answer["transfer"], named, "{transfers:?}");
+    }
+    // A download batch names xet even with nothing to move: clients ask which transfer the
+    // server offers that way.
+    let (_, answer) = batch(
+        &server,
+        "org/model",
+        Some(&token),
+        "download",
+        &["basic", "xet"],
+        &[(&sha256_hex(b"missing"), 7)],
+    );
+    assert_eq!(answer["transfer"], "xet", "{answer}");
+    // One object to move among present ones: xet again.
     let (_, answer) = batch(
         &server,
         "org/model",
         Some(&token),
         "upload",
-        &["xet"],
-        &[(&oid, size)],
+        &["xet", "basic"],
+        &[(&oid, size), (&sha256_hex(b"new"), 3)],
     );
+    assert_eq!(answer["transfer"], "xet");
     assert!(answer["objects"][0].get("actions").is_none(), "{answer}");
+    assert!(
+        answer["objects"][1]["actions"]["upload"].is_object(),
+        "{answer}"
+    );
 
     // A read token refreshes read tokens only.
     let read = server.token("org/model", "read");

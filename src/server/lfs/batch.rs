@@ -108,6 +108,8 @@ pub async fn batch(
         .into());
     }
     let xet = !state.config.basic_only && request.transfers.iter().any(|t| t == "xet");
+    let offers_basic =
+        request.transfers.is_empty() || request.transfers.iter().any(|t| t == "basic");
 
     let specs: Vec<(String, i64)> = request
         .objects
@@ -172,7 +174,7 @@ pub async fn batch(
         expires_in,
     };
 
-    let objects = specs
+    let objects: Vec<ObjectAnswer> = specs
         .into_iter()
         .zip(known)
         .map(|((oid, size), known)| {
@@ -248,7 +250,17 @@ pub async fn batch(
             answer
         })
         .collect();
-    let transfer = if xet { "xet" } else { "basic" };
+    // git-lfs starts the named transfer's agents (with `concurrent`, one process per worker,
+    // one after the other) even when no object has an action, as for a `git push` of objects
+    // the server already has: then name `basic`, which runs inside git-lfs and costs nothing.
+    // Only for uploads: a download batch (without actions, errors only) is also how clients
+    // ask which transfer the server offers.
+    let nothing_to_upload = upload && objects.iter().all(|o| o.actions.is_empty());
+    let transfer = if xet && !(nothing_to_upload && offers_basic) {
+        "xet"
+    } else {
+        "basic"
+    };
     Ok(lfs_json(&BatchResponse {
         transfer,
         objects,
