@@ -94,12 +94,6 @@ impl Repo {
         self.lfs_objects_dir().join(oid.storage_path())
     }
 
-    /// git-lfs's temp directory: downloads are written here so git-lfs can rename them
-    /// into its store on the same file system.
-    pub fn lfs_tmp_dir(&self) -> PathBuf {
-        self.lfs_dir().join("tmp")
-    }
-
     /// git-xet's per-repository state (shard cache, migrate progress).
     pub fn xet_dir(&self) -> PathBuf {
         self.common_dir.join("xet")

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::git::credentials;
+use crate::git::filter::store::LfsStore;
 use crate::git::repo::Repo;
 use crate::lfs::agent::{self, Ending};
 use crate::lfs::progress::AnswerSink;
@@ -49,10 +50,10 @@ pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
         });
         credentials::authorization(&git, remote_url.as_deref(), url).map_err(|e| e.to_string())
     });
-    let lfs_dir = repo.lfs_dir();
+    let store = LfsStore::of(repo);
     AgentEnv {
-        lfs_tmp_dir: lfs_dir.join("tmp"),
-        lfs_objects_dir: lfs_dir.join("objects"),
+        lfs_tmp_dir: store.tmp_dir().to_path_buf(),
+        lfs_objects_dir: store.objects_dir().to_path_buf(),
         xet_dir: repo.xet_dir(),
         authorization,
         // The object store is the cache: with the reconstruction records under .git/xet,

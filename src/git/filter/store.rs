@@ -30,6 +30,8 @@ impl LfsStore {
         &self.objects
     }
 
+    /// git-lfs's temp directory: downloads are written here so they can be renamed into
+    /// the store on the same file system.
     pub fn tmp_dir(&self) -> &Path {
         &self.tmp
     }
