@@ -2,6 +2,7 @@
 //! state machine and gives the XET backend what it needs from git: repository paths and
 //! credentials.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use crate::git::repo::Repo;
 use crate::lfs::agent::{self, Ending};
 use crate::lfs::progress::AnswerSink;
 use crate::lfs::protocol::InitRequest;
-use crate::lfs::xet_backend::{AgentEnv, AuthorizationFn, XetBackend};
+use crate::lfs::xet_backend::{AgentEnv, AuthorizationFn, EnvStart, XetBackend};
 use crate::lfs::LfsError;
 
 /// Runs the agent on stdin/stdout until git-lfs sends `terminate`.
@@ -28,10 +29,32 @@ pub fn run_stdio() -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The repository the agent runs in, and how to authenticate to its LFS server.
-fn env_for_session(init: &InitRequest) -> Result<AgentEnv, LfsError> {
-    let repo = Repo::current().map_err(|e| LfsError::Transfer(e.to_string()))?;
-    Ok(agent_env(&repo, &init.remote))
+/// The repository the agent runs in, and how to authenticate to its LFS server. When the
+/// directory plainly is a repository, git confirms that in the background and `init` is
+/// answered at once; otherwise the answer waits for git, the authority on what a repository
+/// is, so that outside one `init` fails with code 32.
+fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| LfsError::Transfer(format!("cannot read the current directory: {e}")))?;
+    let quick = looks_like_repository(&cwd);
+    let remote = init.remote.clone();
+    let discover = move || {
+        let repo = Repo::discover(&cwd).map_err(|e| LfsError::Transfer(e.to_string()))?;
+        Ok(agent_env(&repo, &remote))
+    };
+    if quick {
+        Ok(EnvStart::Later(std::thread::spawn(discover)))
+    } else {
+        discover().map(EnvStart::Ready)
+    }
+}
+
+/// Whether `dir` is inside a repository by the signs git itself looks for first (`GIT_DIR`,
+/// a `.git` here or above, a bare repository's layout), without running git.
+fn looks_like_repository(dir: &Path) -> bool {
+    std::env::var_os("GIT_DIR").is_some()
+        || (dir.join("HEAD").is_file() && dir.join("objects").is_dir())
+        || dir.ancestors().any(|d| d.join(".git").exists())
 }
 
 /// The agent environment of `repo` talking to `remote` (a name or URL).

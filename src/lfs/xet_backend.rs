@@ -46,12 +46,26 @@ pub struct AgentEnv {
     pub chunk_cache: bool,
 }
 
-/// Builds the environment at `init` (so a failure is answered with code 32).
-pub type EnvFactory = Box<dyn FnMut(&InitRequest) -> Result<AgentEnv, LfsError>>;
+/// The environment as `init` leaves it.
+pub enum EnvStart {
+    Ready(AgentEnv),
+    /// Still being worked out (git is asked in the background); transfers wait for it, and
+    /// its failure fails each of them. git-lfs starts its agents one after another, each
+    /// waiting for the previous one's `init` answer, so an answer that does not wait for git
+    /// saves that wait once per agent.
+    Later(std::thread::JoinHandle<Result<AgentEnv, LfsError>>),
+}
+
+/// Starts the environment at `init` (an error is answered with code 32).
+pub type EnvFactory = Box<dyn FnMut(&InitRequest) -> Result<EnvStart, LfsError>>;
 
 pub struct XetBackend {
     factory: EnvFactory,
+    operation: Option<Operation>,
     env: Option<AgentEnv>,
+    pending_env: Option<std::thread::JoinHandle<Result<AgentEnv, LfsError>>>,
+    /// Why the environment could not be set up, for every transfer that needs it.
+    env_error: Option<String>,
     runtime: Option<tokio::runtime::Runtime>,
     /// One client per CAS URL for the session (connections and caches are reused).
     clients: HashMap<String, (CasClient, Arc<Tokens>)>,
@@ -129,17 +143,42 @@ impl XetBackend {
     pub fn new(factory: EnvFactory) -> XetBackend {
         XetBackend {
             factory,
+            operation: None,
             env: None,
+            pending_env: None,
+            env_error: None,
             runtime: None,
             clients: HashMap::new(),
             last_upload: None,
         }
     }
 
-    fn env(&self) -> Result<&AgentEnv, LfsError> {
+    /// The environment, once what `init` started is settled.
+    fn env(&mut self) -> Result<&AgentEnv, LfsError> {
+        if let Some(handle) = self.pending_env.take() {
+            let found = handle.join().unwrap_or_else(|_| {
+                Err(LfsError::Internal("finding the repository panicked".into()))
+            });
+            if let Err(e) = found.and_then(|env| self.adopt(env)) {
+                self.env_error = Some(e.to_string());
+            }
+        }
+        if let Some(e) = &self.env_error {
+            return Err(LfsError::Transfer(e.clone()));
+        }
         self.env
             .as_ref()
             .ok_or_else(|| LfsError::Internal("transfer before a successful init".into()))
+    }
+
+    fn adopt(&mut self, env: AgentEnv) -> Result<(), LfsError> {
+        if self.operation == Some(Operation::Download) {
+            std::fs::create_dir_all(&env.lfs_tmp_dir).map_err(|e| {
+                LfsError::Transfer(format!("cannot create {}: {e}", env.lfs_tmp_dir.display()))
+            })?;
+        }
+        self.env = Some(env);
+        Ok(())
     }
 
     fn runtime(&self) -> Result<&tokio::runtime::Runtime, LfsError> {
@@ -300,11 +339,11 @@ impl XetBackend {
 
 impl TransferBackend for XetBackend {
     fn init(&mut self, init: &InitRequest) -> Result<(), LfsError> {
-        let env = (self.factory)(init)?;
-        if init.operation == Operation::Download {
-            std::fs::create_dir_all(&env.lfs_tmp_dir).map_err(|e| {
-                LfsError::Transfer(format!("cannot create {}: {e}", env.lfs_tmp_dir.display()))
-            })?;
+        let start = (self.factory)(init)?;
+        self.operation = Some(init.operation);
+        match start {
+            EnvStart::Ready(env) => self.adopt(env)?,
+            EnvStart::Later(handle) => self.pending_env = Some(handle),
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -312,7 +351,6 @@ impl TransferBackend for XetBackend {
             .build()
             .map_err(|e| LfsError::Internal(format!("cannot start the async runtime: {e}")))?;
         self.runtime = Some(runtime);
-        self.env = Some(env);
         Ok(())
     }
 
@@ -377,7 +415,8 @@ impl TransferBackend for XetBackend {
         req: &TransferRequest,
         progress: &Progress,
     ) -> Result<PathBuf, LfsError> {
-        let job = self.prepare_download(req, Some(progress), &LocalObjects::scan(self.env()?))?;
+        let local = LocalObjects::scan(self.env()?);
+        let job = self.prepare_download(req, Some(progress), &local)?;
         self.runtime()?.block_on(job.run())
     }
 

@@ -97,6 +97,33 @@ fn init_outside_a_repository_fails_with_code_32() {
     assert!(status.success());
 }
 
+/// `init` is answered before git confirms a directory that looks like a repository; when git
+/// then disagrees, each transfer fails with git's reason and the agent goes on.
+#[test]
+fn a_directory_that_only_looks_like_a_repository_fails_each_transfer_clearly() {
+    let env = GitEnv::new();
+    let dir = env.dir("looks-like-a-repo");
+    std::fs::create_dir(dir.join(".git")).unwrap();
+    let mut agent = Agent::start(&env, &dir);
+    assert_eq!(agent.exchange(&init("download")), serde_json::json!({}));
+    for _ in 0..2 {
+        let answer = agent.exchange(&format!(r#"{{"event":"download","oid":"{OID}","size":3}}"#));
+        assert_eq!(answer["event"], "complete", "{answer}");
+        assert_eq!(answer["oid"], OID, "{answer}");
+        assert_eq!(answer["error"]["code"], 2, "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("not inside a git repository"),
+            "{answer}"
+        );
+    }
+    agent.send(r#"{"event":"terminate"}"#);
+    let (status, _) = agent.finish();
+    assert!(status.success());
+}
+
 #[test]
 fn bad_requests_get_clear_answers_and_the_agent_goes_on() {
     let env = GitEnv::new();
