@@ -3,7 +3,7 @@
 //! the range). Every chunk's header is checked, every chunk is decompressed to exactly its
 //! declared length, and every term's total is checked against the reconstruction.
 
-use std::os::unix::fs::FileExt;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -89,21 +89,32 @@ fn read_local(
     pieces: Vec<(Piece, Vec<LocalChunk>)>,
     tx: &ChunkSender,
 ) -> Result<()> {
-    let mut files: Vec<Option<std::fs::File>> = (0..ctx.sources.len()).map(|_| None).collect();
+    // Open files with their read position: reused chunks are mostly consecutive, so most
+    // reads need no seek.
+    let mut files: Vec<Option<(std::fs::File, u64)>> =
+        (0..ctx.sources.len()).map(|_| None).collect();
     for (_, chunks) in pieces {
         for c in chunks {
             let path = &ctx.sources[c.source];
             if files[c.source].is_none() {
                 let f = std::fs::File::open(path)
                     .map_err(|e| ClientError::io("opening a local source", path, e))?;
-                files[c.source] = Some(f);
+                files[c.source] = Some((f, 0));
             }
-            let file = files[c.source].as_ref().expect("opened");
-            let mut data = vec![0u8; c.len as usize];
-            file.read_exact_at(&mut data, c.offset)
-                .map_err(|e| ClientError::io("reading a local source", path, e))?;
+            let (file, pos) = files[c.source].as_mut().expect("opened");
+            let len = c.len as usize;
+            // Read into spare capacity: no zeroing of buffers about to be overwritten.
+            let mut data = Vec::with_capacity(len);
+            let read = (|| {
+                if *pos != c.offset {
+                    file.seek(SeekFrom::Start(c.offset))?;
+                }
+                Read::take(&*file, len as u64).read_to_end(&mut data)
+            })();
+            *pos = c.offset + data.len() as u64;
+            read.map_err(|e| ClientError::io("reading a local source", path, e))?;
             let hash = chunk_hash(&data);
-            if hash != c.hash {
+            if data.len() != len || hash != c.hash {
                 return Err(ClientError::corrupt(
                     format!("reusing {}", path.display()),
                     "the local file changed since it was recorded",
