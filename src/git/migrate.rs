@@ -22,7 +22,7 @@ use crate::lfs::batch::{BatchClient, BATCH_SIZE};
 use crate::lfs::pointer::Oid;
 use crate::lfs::progress::{AnswerSink, Progress};
 use crate::lfs::protocol::{InitRequest, Operation, TransferRequest};
-use crate::lfs::xet_backend::{AgentEnv, EnvStart, XetBackend};
+use crate::lfs::xet_backend::{AgentEnv, XetBackend};
 
 /// What `migrate` did, printed at the end and returned for tests.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -200,9 +200,7 @@ fn require_xet(transfer: &str, endpoint: &str) -> Result<(), GitError> {
 }
 
 fn new_backend(env: AgentEnv, operation: Operation) -> Result<XetBackend, GitError> {
-    let mut backend = XetBackend::new(Box::new(move |_: &InitRequest| {
-        Ok(EnvStart::Ready(env.clone()))
-    }));
+    let mut backend = XetBackend::for_env(env);
     let init = InitRequest {
         operation,
         remote: String::new(),

@@ -59,13 +59,20 @@ pub enum EnvStart {
 /// Starts the environment at `init` (an error is answered with code 32).
 pub type EnvFactory = Box<dyn FnMut(&InitRequest) -> Result<EnvStart, LfsError>>;
 
+/// Where the session's environment stands.
+enum EnvState {
+    /// No successful `init` yet.
+    None,
+    Pending(std::thread::JoinHandle<Result<AgentEnv, LfsError>>),
+    Ready(AgentEnv),
+    /// Why it could not be set up, for every transfer that needs it.
+    Failed(String),
+}
+
 pub struct XetBackend {
     factory: EnvFactory,
     operation: Option<Operation>,
-    env: Option<AgentEnv>,
-    pending_env: Option<std::thread::JoinHandle<Result<AgentEnv, LfsError>>>,
-    /// Why the environment could not be set up, for every transfer that needs it.
-    env_error: Option<String>,
+    env: EnvState,
     runtime: Option<tokio::runtime::Runtime>,
     /// One client per CAS URL for the session (connections and caches are reused).
     clients: HashMap<String, (CasClient, Arc<Tokens>)>,
@@ -144,31 +151,40 @@ impl XetBackend {
         XetBackend {
             factory,
             operation: None,
-            env: None,
-            pending_env: None,
-            env_error: None,
+            env: EnvState::None,
             runtime: None,
             clients: HashMap::new(),
             last_upload: None,
         }
     }
 
+    /// A backend for an environment already known (the filter, `migrate`).
+    pub fn for_env(env: AgentEnv) -> XetBackend {
+        XetBackend::new(Box::new(move |_: &InitRequest| {
+            Ok(EnvStart::Ready(env.clone()))
+        }))
+    }
+
     /// The environment, once what `init` started is settled.
     fn env(&mut self) -> Result<&AgentEnv, LfsError> {
-        if let Some(handle) = self.pending_env.take() {
+        if matches!(self.env, EnvState::Pending(_)) {
+            let EnvState::Pending(handle) = std::mem::replace(&mut self.env, EnvState::None) else {
+                unreachable!("matched above")
+            };
             let found = handle.join().unwrap_or_else(|_| {
                 Err(LfsError::Internal("finding the repository panicked".into()))
             });
             if let Err(e) = found.and_then(|env| self.adopt(env)) {
-                self.env_error = Some(e.to_string());
+                self.env = EnvState::Failed(e.to_string());
             }
         }
-        if let Some(e) = &self.env_error {
-            return Err(LfsError::Transfer(e.clone()));
+        match &self.env {
+            EnvState::Ready(env) => Ok(env),
+            EnvState::Failed(e) => Err(LfsError::Transfer(e.clone())),
+            EnvState::None | EnvState::Pending(_) => Err(LfsError::Internal(
+                "transfer before a successful init".into(),
+            )),
         }
-        self.env
-            .as_ref()
-            .ok_or_else(|| LfsError::Internal("transfer before a successful init".into()))
     }
 
     fn adopt(&mut self, env: AgentEnv) -> Result<(), LfsError> {
@@ -177,7 +193,7 @@ impl XetBackend {
                 LfsError::Transfer(format!("cannot create {}: {e}", env.lfs_tmp_dir.display()))
             })?;
         }
-        self.env = Some(env);
+        self.env = EnvState::Ready(env);
         Ok(())
     }
 
@@ -343,7 +359,7 @@ impl TransferBackend for XetBackend {
         self.operation = Some(init.operation);
         match start {
             EnvStart::Ready(env) => self.adopt(env)?,
-            EnvStart::Later(handle) => self.pending_env = Some(handle),
+            EnvStart::Later(handle) => self.env = EnvState::Pending(handle),
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()

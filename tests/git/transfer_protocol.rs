@@ -73,6 +73,18 @@ impl Agent {
     }
 }
 
+/// `answer` carries an error of `code` whose message mentions `needle`.
+fn assert_error(answer: &Value, code: i64, needle: &str) {
+    assert_eq!(answer["error"]["code"], code, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(needle),
+        "{answer}"
+    );
+}
+
 fn init(op: &str) -> String {
     format!(
         r#"{{"event":"init","operation":"{op}","remote":"origin","concurrent":true,"concurrenttransfers":3}}"#
@@ -84,14 +96,7 @@ fn init_outside_a_repository_fails_with_code_32() {
     let env = GitEnv::new();
     let mut agent = Agent::start(&env, &env.dir("nowhere"));
     let answer = agent.exchange(&init("download"));
-    assert_eq!(answer["error"]["code"], 32, "{answer}");
-    assert!(
-        answer["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("not inside a git repository"),
-        "{answer}"
-    );
+    assert_error(&answer, 32, "not inside a git repository");
     agent.send(r#"{"event":"terminate"}"#);
     let (status, _) = agent.finish();
     assert!(status.success());
@@ -110,14 +115,7 @@ fn a_directory_that_only_looks_like_a_repository_fails_each_transfer_clearly() {
         let answer = agent.exchange(&format!(r#"{{"event":"download","oid":"{OID}","size":3}}"#));
         assert_eq!(answer["event"], "complete", "{answer}");
         assert_eq!(answer["oid"], OID, "{answer}");
-        assert_eq!(answer["error"]["code"], 2, "{answer}");
-        assert!(
-            answer["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("not inside a git repository"),
-            "{answer}"
-        );
+        assert_error(&answer, 2, "not inside a git repository");
     }
     agent.send(r#"{"event":"terminate"}"#);
     let (status, _) = agent.finish();

@@ -21,7 +21,7 @@ use crate::lfs::agent::TransferBackend;
 use crate::lfs::batch::{BatchClient, BatchObject, BATCH_SIZE};
 use crate::lfs::pointer::{Oid, Pointer};
 use crate::lfs::protocol::{InitRequest, Operation, TransferRequest};
-use crate::lfs::xet_backend::{EnvStart, XetBackend};
+use crate::lfs::xet_backend::XetBackend;
 
 /// Objects downloaded at once when many are wanted (each is mostly round trips when small;
 /// a large one is already fetched in parallel ranges by the client).
@@ -62,9 +62,7 @@ impl Fetcher {
             .build()
             .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
         let env = crate::git::transfer::agent_env(repo, &remote);
-        let mut backend = XetBackend::new(Box::new(move |_: &InitRequest| {
-            Ok(EnvStart::Ready(env.clone()))
-        }));
+        let mut backend = XetBackend::for_env(env);
         backend.init(&InitRequest {
             operation: Operation::Download,
             remote,
