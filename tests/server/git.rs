@@ -239,19 +239,7 @@ fn pre_receive_hook_works_standalone_with_git_config() {
     let server = TestServer::start();
     let token = server.token("org/model", "write");
     let env = GitEnv::new(Some(&token));
-    let bare = env.home.path().join("elsewhere.git");
-    env.git(
-        env.home.path(),
-        &["init", "-q", "--bare", bare.to_str().unwrap()],
-    );
-    let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/pre-receive");
-    std::fs::copy(&hook, bare.join("hooks/pre-receive")).unwrap();
-    env.git(&bare, &["config", "xet.serverUrl", &server.url]);
-    env.git(&bare, &["config", "xet.repo", "org/model"]);
-    env.git(
-        &bare,
-        &["config", "xet.token", &server.token("org/model", "read")],
-    );
+    let bare = bare_repo_with_hook(&env, &server, "org/model");
 
     let work = env.home.path().join("work");
     env.new_repo(&work);
@@ -300,4 +288,101 @@ fn pre_receive_hook_works_standalone_with_git_config() {
         !out.status.success() && err.contains("no XET server configured"),
         "{err}"
     );
+}
+
+/// A bare repository outside the server with hooks/pre-receive installed and configured
+/// (git config only) to check pushes against `repo` on `server`.
+fn bare_repo_with_hook(env: &GitEnv, server: &TestServer, repo: &str) -> std::path::PathBuf {
+    let bare = env.home.path().join("elsewhere.git");
+    env.git(
+        env.home.path(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/pre-receive");
+    std::fs::copy(&hook, bare.join("hooks/pre-receive")).unwrap();
+    env.git(&bare, &["config", "xet.serverUrl", &server.url]);
+    env.git(&bare, &["config", "xet.repo", repo]);
+    env.git(&bare, &["config", "xet.token", &server.token(repo, "read")]);
+    bare
+}
+
+fn pointer_text(oid: &str, size: usize) -> String {
+    format!("version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {size}\n")
+}
+
+/// The hook reads all pointer candidates of a push in one pass (not a process per blob),
+/// so it must find where each blob ends by its size: pointers with and without a final
+/// newline are found, and binary blobs, text that only looks like a pointer, and bytes that
+/// look like the batch's own headers are not mistaken for pointers.
+#[test]
+fn pre_receive_hook_names_exactly_the_missing_pointers_among_many_blobs() {
+    let server = TestServer::start();
+    let token = server.token("org/many", "write");
+    let env = GitEnv::new(Some(&token));
+    let bare = bare_repo_with_hook(&env, &server, "org/many");
+    let work = env.home.path().join("work");
+    env.new_repo(&work);
+    env.git(
+        &work,
+        &["remote", "add", "xet", &remote(&server, "org/many")],
+    );
+
+    // One object the server holds: committed through LFS and uploaded.
+    let held = commit_unuploaded(&env, &work, "held.bin", &random_bytes(5_000, 65));
+    env.git(&work, &["lfs", "push", "--object-id", "xet", &held]);
+
+    // Pointer texts committed as plain files (`.txt` is not tracked by LFS): the hook
+    // reads blobs, whatever wrote them.
+    let mut missing = Vec::new();
+    for i in 0..40 {
+        let oid = sha256_hex(format!("never uploaded {i}").as_bytes());
+        write_file(
+            &work.join(format!("p{i}.txt")),
+            pointer_text(&oid, 1000 + i).as_bytes(),
+        );
+        missing.push(oid);
+    }
+    let no_eol = sha256_hex(b"no final newline");
+    let text = pointer_text(&no_eol, 77);
+    write_file(&work.join("noeol.txt"), text.trim_end().as_bytes());
+    missing.push(no_eol);
+    // A binary candidate with NULs, holding a line shaped like a batch header followed by a
+    // pointer: a parser that lost its place would report this oid.
+    let decoy = sha256_hex(b"decoy");
+    let mut binary = vec![0u8; 40];
+    binary.extend_from_slice(format!("\n{decoy} blob 130\n").as_bytes());
+    binary.extend_from_slice(pointer_text(&decoy, 5).as_bytes());
+    binary.extend_from_slice(&[0, 1, 2, 0, b'\n', 0]);
+    write_file(&work.join("decoy.dat"), &binary);
+    // Text of pointer size whose first line is not the version line.
+    let not_first = sha256_hex(b"not first");
+    write_file(
+        &work.join("notes.txt"),
+        format!("notes\n{}", pointer_text(&not_first, 9)).as_bytes(),
+    );
+    env.git(&work, &["add", "."]);
+    env.git(&work, &["commit", "-q", "-m", "many"]);
+
+    let out = env
+        .cmd("git", &work)
+        .args(["push", bare.to_str().unwrap(), "main"])
+        .env("GIT_LFS_SKIP_PUSH", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "rejected: {err}");
+    assert!(
+        err.contains(&format!("rejected: {} LFS object(s)", missing.len())),
+        "counts {} missing: {err}",
+        missing.len()
+    );
+    for oid in &missing {
+        assert!(
+            err.contains(&format!("missing LFS object {oid}")),
+            "names {oid}: {err}"
+        );
+    }
+    for oid in [&held, &decoy, &not_first] {
+        assert!(!err.contains(oid.as_str()), "does not name {oid}: {err}");
+    }
 }
