@@ -31,6 +31,8 @@ pub const READ_BUFFER_SIZE: usize = 4 * 1024 * 1024;
 const MAP_WINDOW_SIZE: usize = 8 * 1024 * 1024;
 /// Chunks queued between the reader and the hasher.
 const CHUNK_QUEUE: usize = 64;
+/// Regular files up to this size are chunked and hashed on the calling thread.
+const INLINE_MAX_BYTES: u64 = 1 << 20;
 
 /// One chunk of the input, hashed.
 #[derive(Debug, Clone)]
@@ -336,29 +338,29 @@ impl ChunkFeed {
 }
 
 /// Reader thread body: take blocks, find boundaries, send chunks (and raw blocks for sha256).
+/// Cuts everything `source` yields into chunks: `raw` sees each block as read, `chunk` each
+/// chunk in order; either returning false stops the reading early.
 fn read_and_chunk(
     mut source: impl BlockSource,
-    chunks: mpsc::SyncSender<Bytes>,
-    raw: Option<mpsc::SyncSender<Bytes>>,
+    mut raw: impl FnMut(&Bytes) -> bool,
+    mut chunk: impl FnMut(Bytes) -> bool,
 ) -> std::io::Result<()> {
     let mut chunker = Chunker::new();
     let mut carry: Vec<u8> = Vec::new();
     while let Some(block) = source.next_block()? {
-        if let Some(raw) = &raw {
-            if raw.send(block.clone()).is_err() {
-                return Ok(());
-            }
+        if !raw(&block) {
+            return Ok(());
         }
         let mut start = 0;
         while let Some(len) = chunker.next_boundary(&block[start..]) {
             let end = start + len;
-            let chunk = if carry.is_empty() {
+            let data = if carry.is_empty() {
                 block.slice(start..end)
             } else {
                 carry.extend_from_slice(&block[start..end]);
                 Bytes::from(std::mem::take(&mut carry))
             };
-            if chunks.send(chunk).is_err() {
+            if !chunk(data) {
                 return Ok(()); // the consumer stopped; it reports why
             }
             start = end;
@@ -366,7 +368,7 @@ fn read_and_chunk(
         carry.extend_from_slice(&block[start..]);
     }
     if chunker.finish().is_some() {
-        let _ = chunks.send(Bytes::from(carry));
+        chunk(Bytes::from(carry));
     }
     Ok(())
 }
@@ -394,15 +396,16 @@ pub fn chunk_and_hash_file<E>(
 ) -> Result<StreamSummary, PipelineError<E>> {
     let meta = file.metadata()?;
     if meta.is_file() {
-        run(
-            MappedBlocks {
-                file,
-                len: meta.len(),
-                offset: 0,
-            },
-            want_sha256,
-            sink,
-        )
+        let blocks = MappedBlocks {
+            file,
+            len: meta.len(),
+            offset: 0,
+        };
+        if meta.len() <= INLINE_MAX_BYTES {
+            run_inline(blocks, want_sha256, sink)
+        } else {
+            run(blocks, want_sha256, sink)
+        }
     } else {
         run(ReadBlocks::new(file), want_sha256, sink)
     }
@@ -421,7 +424,17 @@ fn run<E>(
         } else {
             (None, None)
         };
-        let reader_thread = scope.spawn(move || read_and_chunk(source, chunk_tx, raw_tx));
+        let reader_thread = scope.spawn(move || {
+            read_and_chunk(
+                source,
+                |block| {
+                    raw_tx
+                        .as_ref()
+                        .is_none_or(|tx| tx.send(block.clone()).is_ok())
+                },
+                |chunk| chunk_tx.send(chunk).is_ok(),
+            )
+        });
         let sha_thread = raw_rx.map(|rx| {
             scope.spawn(move || {
                 let mut sha = sha2::Sha256::new();
@@ -459,6 +472,50 @@ fn run<E>(
             num_chunks,
             sha256,
         })
+    })
+}
+
+/// [`run`] on the calling thread, for inputs too small to gain from overlapping reading,
+/// hashing and the sink: spawning its threads would cost more than the work.
+fn run_inline<E>(
+    source: impl BlockSource,
+    want_sha256: bool,
+    mut sink: impl FnMut(HashedChunk) -> Result<(), E>,
+) -> Result<StreamSummary, PipelineError<E>> {
+    let mut sha = want_sha256.then(sha2::Sha256::new);
+    let mut merkle = MerkleBuilder::new();
+    let mut size = 0u64;
+    let mut sink_error = None;
+    read_and_chunk(
+        source,
+        |block| {
+            if let Some(sha) = &mut sha {
+                sha.update(block);
+            }
+            true
+        },
+        |data| {
+            let hash = chunk_hash(&data);
+            merkle.push(hash, data.len() as u64);
+            size += data.len() as u64;
+            match sink(HashedChunk { hash, data }) {
+                Ok(()) => true,
+                Err(e) => {
+                    sink_error = Some(e);
+                    false
+                }
+            }
+        },
+    )?;
+    if let Some(e) = sink_error {
+        return Err(PipelineError::Sink(e));
+    }
+    let num_chunks = merkle.len();
+    Ok(StreamSummary {
+        file_hash: file_hash_from_root(num_chunks, merkle.finish()),
+        size,
+        num_chunks,
+        sha256: sha.map(|s| <[u8; 32]>::from(s.finalize())),
     })
 }
 

@@ -11,7 +11,7 @@ use git_xet::xet::compression::{
 use git_xet::xet::hash::{chunk_hash, file_hash, keyed_chunk_hash, MerkleHash};
 use git_xet::xet::merkle::{internal_node_hash, merkle_root};
 use git_xet::xet::pipeline::{
-    chunk_and_hash, chunk_and_hash_file, hash_stream, ChunkFeed, READ_BUFFER_SIZE,
+    chunk_and_hash, chunk_and_hash_file, hash_stream, ChunkFeed, PipelineError, READ_BUFFER_SIZE,
 };
 use git_xet::xet::shard::{
     parse_shard, FileInfo, FileTerm, FooterOptions, Shard, ShardFile, XorbBlock, XorbChunk,
@@ -343,6 +343,58 @@ fn file_pipeline_crosses_block_boundaries() {
     assert_eq!(summary, via_read);
     let sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&data).into();
     assert_eq!(summary.sha256, Some(sha));
+}
+
+/// Small files are chunked on the calling thread instead of the threaded pipeline: the
+/// chunks, file hash and sha256 are the same as the threaded path's, at every size up to
+/// and across the inline limit, and a failing sink still stops it with its own error.
+#[test]
+fn small_files_chunk_inline_exactly_as_the_threaded_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("small.bin");
+    for size in [
+        0,
+        1,
+        100,
+        8 * 1024,
+        70_000,
+        300_000,
+        (1 << 20) - 1,
+        1 << 20,
+        (1 << 20) + 1,
+    ] {
+        let data = mixed_data(size as u64 + 3, size);
+        std::fs::write(&path, &data).unwrap();
+        let mut via_file = Vec::new();
+        let summary = chunk_and_hash_file(&std::fs::File::open(&path).unwrap(), true, |c| {
+            via_file.push((c.hash, c.data.len()));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        let mut via_read = Vec::new();
+        let threaded = chunk_and_hash(&data[..], true, |c| {
+            via_read.push((c.hash, c.data.len()));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(via_file, via_read, "chunks of {size} bytes");
+        assert_eq!(summary, threaded, "summary of {size} bytes");
+        assert_eq!(summary.size, size as u64);
+    }
+    let data = mixed_data(5, 900_000);
+    std::fs::write(&path, &data).unwrap();
+    let mut seen = 0;
+    let err = chunk_and_hash_file(&std::fs::File::open(&path).unwrap(), false, |_| {
+        seen += 1;
+        if seen == 2 {
+            Err("sink full")
+        } else {
+            Ok(())
+        }
+    })
+    .unwrap_err();
+    assert!(matches!(err, PipelineError::Sink("sink full")), "{err:?}");
+    assert_eq!(seen, 2, "stopped at the failing chunk");
 }
 
 /// A clean filter's [`ChunkFeed`] sees content in pkt-line-sized pieces: whatever the pieces,

@@ -223,10 +223,18 @@ pub struct PackedChunk {
 
 /// Compresses chunks on all cores, keeping their order.
 pub fn compress_parallel(chunks: &[(MerkleHash, Bytes)]) -> Vec<PackedChunk> {
-    let workers = thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(1, 8);
-    if chunks.len() < 2 || workers == 1 {
+    // std reads the cgroup files on every call: once per process is enough.
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let workers = if chunks.len() < 2 {
+        1
+    } else {
+        *CORES.get_or_init(|| {
+            thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .clamp(1, 8)
+        })
+    };
+    if workers == 1 {
         return chunks.iter().map(|(h, d)| compress_chunk(*h, d)).collect();
     }
     let per = chunks.len().div_ceil(workers);

@@ -7,6 +7,10 @@
 //! 24 bytes per chunk (first hash word, shard, xorb and chunk position), with each keyed
 //! shard's entries in a table of its own. A hit loads that shard's xorb descriptions lazily
 //! to confirm the full hash and to follow the run of chunks after it.
+//!
+//! [`upkeep`] evicts old shards and merges small ones, under a lock readers share.
+
+mod upkeep;
 
 use std::collections::HashMap;
 use std::fs;
@@ -74,6 +78,8 @@ pub struct ShardIndex {
     /// Xorb descriptions of shards that had a hit, loaded on demand.
     loaded: HashMap<u32, Vec<Arc<XorbBlock>>>,
     dedup_dir: Option<PathBuf>,
+    /// Held shared while the index may read `shards/` (see [`upkeep`]).
+    _read_lock: Option<fs::File>,
 }
 
 fn now_secs() -> u64 {
@@ -138,15 +144,17 @@ impl ShardIndex {
         Self::default()
     }
 
-    /// Reads every cached shard under `dir` (`shards/` and unexpired `dedup-shards/`).
+    /// Reads every cached shard under `dir` (`shards/` and unexpired `dedup-shards/`),
+    /// after upkeep if no other process is reading it.
     /// Unreadable shards are skipped with a warning (and deleted: they are only a cache).
     pub fn load(dir: &Path) -> Self {
+        let shards_dir = dir.join("shards");
         let mut index = ShardIndex {
             dedup_dir: Some(dir.join("dedup-shards")),
+            _read_lock: upkeep::upkeep_then_lock_shared(&shards_dir, DEFAULT_MAX_OWN_SHARD_BYTES),
             ..Self::default()
         };
-        let mut own = shard_files(&dir.join("shards"));
-        evict_oldest(&mut own, DEFAULT_MAX_OWN_SHARD_BYTES);
+        let own = shard_files(&shards_dir);
         let dedup = shard_files(&dir.join("dedup-shards"));
         for (path, _) in own.into_iter().chain(dedup) {
             match read_shard_file(&path) {
