@@ -1,9 +1,10 @@
 //! Repository discovery and the paths git-lfs and git-xet keep inside it.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::git::command::Git;
-use crate::git::config::Config;
+use crate::git::config::{Config, ConfigSnapshot};
 use crate::git::GitError;
 use crate::lfs::pointer::Oid;
 
@@ -16,33 +17,42 @@ pub struct Repo {
     pub git_dir: PathBuf,
     /// Shared by all worktrees; LFS objects and the XET shard cache live here.
     pub common_dir: PathBuf,
+    /// Configuration read once, for processes that only read it (see [`Repo::snapshot_config`]).
+    config_snapshot: Option<Arc<ConfigSnapshot>>,
 }
 
 impl Repo {
     /// The repository containing `dir`.
     pub fn discover(dir: &Path) -> Result<Repo, GitError> {
         let git = Git::in_dir(dir);
+        // One git process: `--show-cdup` (the way up to the work tree's top) is printed only
+        // inside a work tree, where `--show-toplevel` would need a second call to be safe.
         let out = git
             .run([
                 "rev-parse",
                 "--path-format=absolute",
                 "--is-bare-repository",
+                "--is-inside-work-tree",
                 "--git-dir",
                 "--git-common-dir",
+                "--show-cdup",
             ])
             .map_err(|_| GitError::NotARepository(dir.to_path_buf()))?;
         let mut lines = out.lines();
-        let (Some(bare), Some(git_dir), Some(common_dir)) =
-            (lines.next(), lines.next(), lines.next())
+        let (Some(bare), Some(inside), Some(git_dir), Some(common_dir)) =
+            (lines.next(), lines.next(), lines.next(), lines.next())
         else {
             return Err(GitError::NotARepository(dir.to_path_buf()));
         };
-        let work_tree = if bare == "true" {
-            None
+        let work_tree = if bare == "false" && inside == "true" {
+            // The final newline is gone: at the top, the empty line of `--show-cdup` is too.
+            let up = lines.next().unwrap_or("");
+            Some(
+                std::fs::canonicalize(dir.join(up))
+                    .map_err(|e| GitError::io("finding the top of the work tree", e))?,
+            )
         } else {
-            git.try_run(["rev-parse", "--show-toplevel"])?
-                .filter(|s| !s.is_empty())
-                .map(PathBuf::from)
+            None
         };
         let run_dir = work_tree.clone().unwrap_or_else(|| PathBuf::from(git_dir));
         Ok(Repo {
@@ -50,7 +60,16 @@ impl Repo {
             work_tree,
             git_dir: PathBuf::from(git_dir),
             common_dir: PathBuf::from(common_dir),
+            config_snapshot: None,
         })
+    }
+
+    /// From now on, effective configuration is read from one `git config --list` taken now
+    /// rather than a git process per key. For processes that do not change configuration
+    /// (the filter lives for one git command, as git-lfs's own reads config once too).
+    pub fn snapshot_config(mut self) -> Result<Repo, GitError> {
+        self.config_snapshot = Some(Arc::new(ConfigSnapshot::load(&self.git)?));
+        Ok(self)
     }
 
     /// The repository containing the current directory.
@@ -66,7 +85,10 @@ impl Repo {
     }
 
     pub fn config(&self) -> Config {
-        Config::new(self.git.clone())
+        match &self.config_snapshot {
+            Some(snapshot) => Config::with_snapshot(self.git.clone(), snapshot.clone()),
+            None => Config::new(self.git.clone()),
+        }
     }
 
     /// git-lfs's storage directory: `lfs.storage` (relative to the git dir) or `<git>/lfs`.
@@ -208,6 +230,44 @@ pub fn lfs_endpoint_from_remote_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One rev-parse finds the work tree's top from anywhere below it (through a symlink
+    /// too), and no work tree in a bare repository or inside the git directory.
+    #[test]
+    fn discovery_finds_the_top_or_no_work_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(dir.path()).unwrap().join("work");
+        Git::new()
+            .run(["init", "-q", top.to_str().unwrap()])
+            .unwrap();
+        let deep = top.join("a/b");
+        std::fs::create_dir_all(&deep).unwrap();
+        let link = top.parent().unwrap().join("link");
+        std::os::unix::fs::symlink(&deep, &link).unwrap();
+        for start in [&top, &deep, &link] {
+            let repo = Repo::discover(start).unwrap();
+            assert_eq!(
+                repo.work_tree.as_deref(),
+                Some(top.as_path()),
+                "from {start:?}"
+            );
+            assert_eq!(repo.git_dir, top.join(".git"));
+            assert_eq!(repo.common_dir, top.join(".git"));
+        }
+        let inside = Repo::discover(&top.join(".git")).unwrap();
+        assert_eq!((inside.work_tree, inside.git_dir), (None, top.join(".git")));
+
+        let bare = top.parent().unwrap().join("bare.git");
+        Git::new()
+            .run(["init", "-q", "--bare", bare.to_str().unwrap()])
+            .unwrap();
+        let repo = Repo::discover(&bare).unwrap();
+        assert_eq!((repo.work_tree, repo.git_dir), (None, bare.clone()));
+        assert!(matches!(
+            Repo::discover(top.parent().unwrap()),
+            Err(GitError::NotARepository(_))
+        ));
+    }
 
     #[test]
     fn endpoints_follow_git_lfs_rules() {

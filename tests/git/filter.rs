@@ -157,6 +157,13 @@ fn smudge_passes_other_content_through_and_skips_on_request() {
     );
     assert_file_is(&local.join("lfs.bin"), &lfs);
     assert!(local.join(".git/hooks/pre-push").exists());
+
+    // With core.hooksPath (relative: to the work tree's top) they go there, even though
+    // .git/hooks already has them: the next filter run (an add) installs them.
+    env.git(&local, &["config", "core.hooksPath", "team-hooks"]);
+    write_file(&local.join("new.bin"), b"new content");
+    env.git(&local, &["add", "new.bin"]);
+    assert!(local.join("team-hooks/pre-push").exists());
 }
 
 #[test]

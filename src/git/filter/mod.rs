@@ -60,7 +60,8 @@ const STREAM_QUEUE: usize = 256;
 
 /// Runs the filter on stdin/stdout until git closes the pipe.
 pub fn run_stdio() -> anyhow::Result<ExitCode> {
-    let repo = Repo::current()?;
+    // git waits for the filter's handshake: one configuration read instead of one per key.
+    let repo = Repo::current()?.snapshot_config()?;
     if let Some(why) = needs_git_lfs_filter(&repo)? {
         tracing::info!("handing the filter over to git-lfs: {why}");
         let err = std::process::Command::new("git")
@@ -100,26 +101,28 @@ fn enlarge_pipes() {
 
 /// Settings this filter does not implement, for which git-lfs's own filter must run.
 fn needs_git_lfs_filter(repo: &Repo) -> Result<Option<String>, GitError> {
-    let extensions = repo
-        .git()
-        .try_run(["config", "--get-regexp", r"^lfs\.extension\."])?
-        .unwrap_or_default();
-    Ok((!extensions.trim().is_empty()).then(|| "LFS extensions are configured".to_string()))
+    let extensions = repo.config().with_prefix("lfs.extension.")?;
+    Ok((!extensions.is_empty()).then(|| "LFS extensions are configured".to_string()))
 }
 
 /// git-lfs's filter installs its hooks (pre-push above all: without it `git push` sends
 /// pointers but no objects) in every repository it runs in, which is how a fresh clone gets
 /// them. Standing in for it, do the same with `git lfs update`, which writes only hooks.
 fn ensure_lfs_hooks(repo: &Repo) {
-    let hook = repo
-        .git()
-        .run([
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-path",
-            "hooks/pre-push",
-        ])
-        .map(std::path::PathBuf::from);
+    // Hooks live in the common directory unless core.hooksPath moves them; git resolves
+    // that setting (relative paths, `~`), so only then is it asked.
+    let hook = match repo.config().get(None, "core.hookspath") {
+        Ok(None) => Ok(repo.common_dir.join("hooks").join("pre-push")),
+        _ => repo
+            .git()
+            .run([
+                "rev-parse",
+                "--path-format=absolute",
+                "--git-path",
+                "hooks/pre-push",
+            ])
+            .map(std::path::PathBuf::from),
+    };
     if matches!(&hook, Ok(path) if path.exists()) {
         return;
     }
