@@ -1,11 +1,14 @@
-//! Client hot paths without the network: packing (parallel compression) and the chunk cache.
+//! Client hot paths without the network: packing (parallel compression) and the shard
+//! cache index.
 //! End-to-end throughput against a real server is measured by scripts/bench_client.sh.
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use git_xet::client::compress_parallel;
+use git_xet::client::shard_cache::{save_own_shard, ShardIndex};
 use git_xet::xet::chunker::chunk_lengths;
 use git_xet::xet::hash::chunk_hash;
+use git_xet::xet::shard::{FooterOptions, Shard, XorbBlock};
 use git_xet::xet::MerkleHash;
 
 fn random(n: usize) -> Vec<u8> {
@@ -59,5 +62,44 @@ fn packing(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, packing);
+/// A shard of `xorbs` xorbs of `chunks` chunks each, with hashes drawn from `seed`.
+fn shard_bytes(seed: u64, xorbs: usize, chunks: usize) -> Vec<u8> {
+    let xorbs = (0..xorbs)
+        .map(|x| {
+            let list: Vec<(MerkleHash, u32)> = (0..chunks)
+                .map(|c| {
+                    let id = [
+                        seed.to_le_bytes(),
+                        (x as u64).to_le_bytes(),
+                        (c as u64).to_le_bytes(),
+                    ];
+                    (chunk_hash(&id.concat()), 65_536)
+                })
+                .collect();
+            XorbBlock::from_chunks(chunk_hash(&[seed as u8, x as u8]), list, 0)
+        })
+        .collect();
+    Shard {
+        files: vec![],
+        xorbs,
+    }
+    .to_stored_bytes(&FooterOptions::default())
+}
+
+/// What an upload session pays after each file to index the shard it saved, with a large
+/// cache (a million chunks, about 64 GiB of earlier uploads) already indexed.
+fn shard_index_after_a_session(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    save_own_shard(dir.path(), &shard_bytes(1, 1000, 1000)).unwrap();
+    let small = save_own_shard(dir.path(), &shard_bytes(2, 1, 4)).unwrap();
+    let mut index = ShardIndex::load(dir.path());
+    let mut group = c.benchmark_group("shard_index");
+    group.sample_size(20);
+    group.bench_function("add_own_shard_file/1M_indexed", |b| {
+        b.iter(|| index.add_own_shard_file(&small))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, packing, shard_index_after_a_session);
 criterion_main!(benches);

@@ -63,11 +63,41 @@ impl CachedChunk {
     }
 }
 
+/// (first word of stored chunk hash, shard, xorb index, chunk index).
+type Entry = (u64, u32, u32, u32);
+
 #[derive(Debug)]
 struct Table {
     key: Option<MerkleHash>,
-    /// (first word of stored chunk hash, shard, xorb index, chunk index), sorted.
-    entries: Vec<(u64, u32, u32, u32)>,
+    /// Sorted.
+    entries: Vec<Entry>,
+}
+
+/// How a shard's entries join their table.
+enum Insert {
+    /// While loading: appended, and every table is sorted once at the end.
+    Bulk,
+    /// Into a sorted table, by merging: sorting the whole table again after every session
+    /// would cost O(n log n) per file with a large cache. `keep_loaded` keeps the shard's
+    /// xorb descriptions in memory (fresh dedup answers are about to be used).
+    Merge { keep_loaded: bool },
+}
+
+/// Merges `new` into the sorted `entries`, in place from the back: O(n + m).
+fn merge_sorted(entries: &mut Vec<Entry>, mut new: Vec<Entry>) {
+    new.sort_unstable();
+    let (mut i, mut j) = (entries.len(), new.len());
+    entries.resize(i + j, (0, 0, 0, 0));
+    while j > 0 {
+        let k = i + j - 1;
+        if i > 0 && entries[i - 1] > new[j - 1] {
+            entries[k] = entries[i - 1];
+            i -= 1;
+        } else {
+            entries[k] = new[j - 1];
+            j -= 1;
+        }
+    }
 }
 
 /// Chunk lookups over all cached shards.
@@ -165,7 +195,7 @@ impl ShardIndex {
                         let _ = fs::remove_file(&path);
                         continue;
                     }
-                    index.insert(path, &parsed, false);
+                    index.insert(path, &parsed, Insert::Bulk);
                 }
                 Err(e) => {
                     tracing::warn!("ignoring unreadable cached shard: {e}");
@@ -184,10 +214,11 @@ impl ShardIndex {
     pub fn add_own_shard_file(&mut self, path: &Path) {
         match read_shard_file(path) {
             Ok(parsed) => {
-                self.insert(path.to_path_buf(), &parsed, false);
-                for table in &mut self.tables {
-                    table.entries.sort_unstable();
-                }
+                self.insert(
+                    path.to_path_buf(),
+                    &parsed,
+                    Insert::Merge { keep_loaded: false },
+                );
             }
             Err(e) => tracing::warn!("not indexing a shard just saved: {e}"),
         }
@@ -203,9 +234,8 @@ impl ShardIndex {
         self.tables.iter().map(|t| t.entries.len()).sum()
     }
 
-    /// Adds a shard; `keep_loaded` keeps its xorb descriptions in memory (fresh dedup answers
-    /// are about to be used).
-    fn insert(&mut self, path: PathBuf, parsed: &ParsedShard, keep_loaded: bool) -> u32 {
+    /// Adds a shard's chunks to the table of its key.
+    fn insert(&mut self, path: PathBuf, parsed: &ParsedShard, how: Insert) -> u32 {
         let shard_id = self.paths.len() as u32;
         self.paths.push(path);
         let key = parsed
@@ -223,18 +253,24 @@ impl ShardIndex {
                 self.tables.len() - 1
             }
         };
-        let entries = &mut self.tables[table].entries;
+        let mut new = Vec::new();
         for (x, xorb) in parsed.shard.xorbs.iter().enumerate() {
             for (c, chunk) in xorb.chunks.iter().enumerate() {
-                entries.push((chunk.chunk_hash.truncated(), shard_id, x as u32, c as u32));
+                new.push((chunk.chunk_hash.truncated(), shard_id, x as u32, c as u32));
             }
         }
-        if keep_loaded {
-            entries.sort_unstable();
-            self.loaded.insert(
-                shard_id,
-                parsed.shard.xorbs.iter().cloned().map(Arc::new).collect(),
-            );
+        let entries = &mut self.tables[table].entries;
+        match how {
+            Insert::Bulk => entries.append(&mut new),
+            Insert::Merge { keep_loaded } => {
+                merge_sorted(entries, new);
+                if keep_loaded {
+                    self.loaded.insert(
+                        shard_id,
+                        parsed.shard.xorbs.iter().cloned().map(Arc::new).collect(),
+                    );
+                }
+            }
         }
         shard_id
     }
@@ -251,7 +287,7 @@ impl ShardIndex {
             }
             _ => PathBuf::new(),
         };
-        self.insert(path, &parsed, true);
+        self.insert(path, &parsed, Insert::Merge { keep_loaded: true });
         Ok(())
     }
 
@@ -372,6 +408,26 @@ mod tests {
         // The dedup answer was saved and is found again by a new session.
         let mut again = ShardIndex::load(dir.path());
         assert!(again.lookup(&chunk_hash(&[2, 2])).is_some());
+    }
+
+    #[test]
+    fn merging_into_a_sorted_table_equals_sorting_everything() {
+        let mut state = 7u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % 50 // small range: plenty of equal words
+        };
+        for (old_len, new_len) in [(0, 0), (0, 5), (5, 0), (1, 1), (300, 7), (7, 300), (64, 64)] {
+            let mut entries: Vec<Entry> = (0..old_len).map(|i| (next(), 0, 0, i)).collect();
+            entries.sort_unstable();
+            let new: Vec<Entry> = (0..new_len).map(|i| (next(), 1, 0, i)).collect();
+            let mut expected = [entries.clone(), new.clone()].concat();
+            expected.sort_unstable();
+            merge_sorted(&mut entries, new);
+            assert_eq!(entries, expected, "{old_len} + {new_len}");
+        }
     }
 
     #[test]
