@@ -7,7 +7,7 @@
 //! therefore merged into larger ones that keep only the xorb descriptions, which is all the
 //! cache is read for.
 //!
-//! Readers hold a shared lock on `shards/.lock` (flock) from listing the directory until
+//! Readers hold a shared lock on `shards.lock` beside `shards/` (flock) from listing the directory until
 //! their index is dropped, since a hit reads its shard again. Upkeep deletes files, so it
 //! runs only under the exclusive lock, taken without waiting: while anyone reads, it is
 //! simply left to a later session.
@@ -27,17 +27,17 @@ pub const SMALL_SHARD_BYTES: u64 = 1 << 20;
 /// A merged shard gathers small shards up to about this size.
 pub const MERGED_SHARD_BYTES: u64 = 16 << 20;
 
-const LOCK_FILE: &str = ".lock";
+const LOCK_FILE: &str = "shards.lock";
 
 /// Runs upkeep if no one is reading `shards_dir`, then returns the lock held shared for
 /// the caller's reading. `None` when the lock cannot be had (a read-only directory, a file
 /// system without flock): reading goes on unprotected, as it is only a cache.
 pub fn upkeep_then_lock_shared(shards_dir: &Path, max_bytes: u64) -> Option<File> {
-    if let Err(e) = fs::create_dir_all(shards_dir) {
-        tracing::debug!("no shard cache lock ({}): {e}", shards_dir.display());
+    let path = shards_dir.with_file_name(LOCK_FILE);
+    if let Err(e) = path.parent().map_or(Ok(()), fs::create_dir_all) {
+        tracing::debug!("no shard cache lock ({}): {e}", path.display());
         return None;
     }
-    let path = shards_dir.join(LOCK_FILE);
     let lock = match fs::OpenOptions::new()
         .create(true)
         .truncate(false)
