@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Benchmark: a repository of many small LFS files (a dataset of shards or images) through
+# the XET agent and filter versus plain git-lfs `basic`, against the same `git xet server`.
+# Where bench_git.sh measures bytes (one large file), this measures what every file costs.
+#
+#   scripts/bench_many_files.sh [COUNT] [SIZE_KIB]   (defaults: 2000 files of 16 KiB)
+#   LINK_RATE, BENCH_ORDER and GIT_XET_BIN as for scripts/bench_git.sh
+#
+# Steps: `git add` of all files (clean filter), `git push` (git-lfs's pre-push uploads the
+# objects), `git clone`; then a tenth of the files get new content: `git add`, `git push`,
+# and `git pull` in the clone. Prints wall time and bytes on the wire per step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+count="${1:-2000}"
+size_kib="${2:-16}"
+# shellcheck source=scripts/lib/bench_env.sh
+. scripts/lib/bench_env.sh
+
+fill() { # fill DIR SEED EVERY: every EVERY-th of the COUNT files gets new random content
+  local dir="$1" seed="$2" every="$3" stream="$tmp/stream"
+  head -c "$(( count * size_kib * 1024 ))" /dev/zero | openssl enc -aes-128-ctr -nosalt -iv 0 \
+    -K "$(printf '%02x%030d' "$seed" 0)" 2>/dev/null > "$stream"
+  local i
+  for (( i = 0; i < count; i += every )); do
+    dd if="$stream" of="$dir/f$i.bin" bs=1024 skip=$(( i * size_kib )) count="$size_kib" status=none
+  done
+  rm -f "$stream"
+}
+
+same_files() { # same_files A B: the work trees hold the same files
+  diff -rq --exclude=.git "$1" "$2" >/dev/null || { echo "work trees differ: $1 $2" >&2; exit 1; }
+}
+
+declare -A results
+bench_mode() { # bench_mode MODE SEED
+  local mode="$1" seed="$2" token repo_url a b before
+  make_env "$mode-a" "$mode"
+  make_env "$mode-b" "$mode"
+  token=$("$bin" server token create --repo "many/$mode" --scope write --data "$tmp/data")
+  repo_url="http://x:$token@$addr/many/$mode.git"
+  a="$tmp/$mode-a/repo"; b="$tmp/$mode-b/repo"
+  mkdir -p "$a" "$tmp/$mode-b"
+  run_in "$mode-a" "$a" git init -q
+  run_in "$mode-a" "$a" git lfs track '*.bin'
+  run_in "$mode-a" "$a" git remote add origin "$repo_url"
+  fill "$a" "$seed" 1
+  run_in "$mode-a" "$a" git add .
+  results[$mode,add1]="$secs 0"
+  run_in "$mode-a" "$a" git commit -qm v1
+  before=$(wire "$mode" up); run_in "$mode-a" "$a" git push -q origin main
+  results[$mode,push1]="$secs $(( $(wire "$mode" up) - before ))"
+  before=$(wire "$mode" down); run_in "$mode-b" "$tmp/$mode-b" git clone -q "$repo_url" repo
+  results[$mode,clone1]="$secs $(( $(wire "$mode" down) - before ))"
+  same_files "$a" "$b"
+
+  fill "$a" $((seed + 100)) 10
+  run_in "$mode-a" "$a" git add .
+  results[$mode,add2]="$secs 0"
+  run_in "$mode-a" "$a" git commit -qm v2
+  before=$(wire "$mode" up); run_in "$mode-a" "$a" git push -q origin main
+  results[$mode,push2]="$secs $(( $(wire "$mode" up) - before ))"
+  before=$(wire "$mode" down); run_in "$mode-b" "$b" git pull -q origin main
+  results[$mode,pull2]="$secs $(( $(wire "$mode" down) - before ))"
+  same_files "$a" "$b"
+}
+
+echo "git-xet benchmark: $count files of $size_kib KiB, server $url ($(nproc) cores, link ${LINK_RATE:-loopback})"
+for mode in ${BENCH_ORDER:-xet basic}; do
+  case $mode in
+    xet) bench_mode xet 1 ;;
+    basic) bench_mode basic 2 ;;
+    *) echo "bench_many_files.sh: BENCH_ORDER lists xet and basic" >&2; exit 1 ;;
+  esac
+done
+
+changed=$(( (count + 9) / 10 ))
+printf '\n%-30s %9s %13s   %9s %13s   %8s\n' step "xet s" "xet bytes" "basic s" "basic bytes" speedup
+for step in add1 push1 clone1 add2 push2 pull2; do
+  read -r xs xb <<<"${results[xet,$step]}"
+  read -r bs bb <<<"${results[basic,$step]}"
+  case $step in
+    add1) label="add $count files" ;;
+    push1) label="push $count files" ;;
+    clone1) label="clone" ;;
+    add2) label="add $changed changed files" ;;
+    push2) label="push $changed changed files" ;;
+    pull2) label="pull $changed changed files" ;;
+  esac
+  printf '%-30s %9.2f %13d   %9.2f %13d   %7.2fx\n' "$label" "$xs" "$xb" "$bs" "$bb" \
+    "$(echo "$bs / $xs" | bc -l)"
+done
+echo
+echo "bytes = xorb bytes (xet) or basic PUT/GET bytes (basic) counted by the server."
+echo "speedup = basic time / xet time (below 1: xet is slower)."

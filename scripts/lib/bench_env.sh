@@ -1,0 +1,98 @@
+# Shared by the scripts/bench_*.sh that time git commands against `git xet server`:
+# builds (or takes GIT_XET_BIN), starts the server on loopback or behind a shaped link
+# (LINK_RATE), and gives isolated git environments whose commands are timed.
+# Source it from the repository's top directory; it sets $tmp, $url, $addr, $bin.
+# shellcheck shell=bash
+bin="${GIT_XET_BIN:-$PWD/target/release/git-xet}"
+if [ -z "${GIT_XET_BIN:-}" ]; then
+  cargo build --release --locked -q
+fi
+command -v git-lfs >/dev/null || { echo "$(basename "$0"): git-lfs is required" >&2; exit 1; }
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/bench-git.XXXXXX")"
+server_pid=""
+netns=""
+cleanup() {
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  if [ -n "$netns" ]; then ip netns del "$netns" 2>/dev/null || true; ip link del "xb$$" 2>/dev/null || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+listen=127.0.0.1:0
+run_server=()
+if [ -n "${LINK_RATE:-}" ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v tc >/dev/null; then
+    echo "$(basename "$0"): LINK_RATE needs root and iproute2 (ip, tc)" >&2
+    exit 1
+  fi
+  netns="xetbench$$"
+  ip netns add "$netns"
+  ip link add "xb$$" type veth peer name "xp$$"
+  ip link set "xp$$" netns "$netns"
+  ip addr add 10.199.77.1/24 dev "xb$$"
+  ip link set "xb$$" up
+  ip netns exec "$netns" ip addr add 10.199.77.2/24 dev "xp$$"
+  ip netns exec "$netns" ip link set "xp$$" up
+  ip netns exec "$netns" ip link set lo up
+  tc qdisc add dev "xb$$" root tbf rate "$LINK_RATE" burst 256kb latency 100ms
+  ip netns exec "$netns" tc qdisc add dev "xp$$" root tbf rate "$LINK_RATE" burst 256kb latency 100ms
+  listen=10.199.77.2:0
+  run_server=(ip netns exec "$netns")
+fi
+
+"${run_server[@]}" "$bin" server --listen "$listen" --data "$tmp/data" --ready-file "$tmp/ready" 2>"$tmp/server.log" &
+server_pid=$!
+for _ in $(seq 300); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
+[ -s "$tmp/ready" ] || { echo "server did not start:"; cat "$tmp/server.log"; exit 1; }
+url="$(cat "$tmp/ready")"
+addr="${url#http://}"
+
+metric() { # sum of a metric's samples
+  curl -s "$url/metrics" | awk -v m="$1" '$1 !~ /^#/ { split($1, k, "{"); if (k[1] == m) s += $2 } END { printf "%.0f", s }'
+}
+
+# An isolated git environment per client kind: own HOME (so no shared chunk cache) and config.
+make_env() { # make_env NAME MODE
+  local home="$tmp/$1-home"
+  mkdir -p "$home"
+  cat > "$home/.gitconfig" <<EOF
+[user]
+	name = bench
+	email = bench@localhost
+[init]
+	defaultBranch = main
+[lfs]
+	locksverify = false
+[advice]
+	detachedHead = false
+EOF
+  HOME="$home" GIT_CONFIG_GLOBAL="$home/.gitconfig" git lfs install --skip-repo >/dev/null
+  if [ "$2" = xet ]; then
+    # shellcheck disable=SC2086 # XET_INSTALL_ARGS is a list of words
+    HOME="$home" GIT_CONFIG_GLOBAL="$home/.gitconfig" "$bin" install --global ${XET_INSTALL_ARGS:-} >/dev/null
+  fi
+}
+
+# run_in NAME DIR CMD...: runs a command in a client environment, timing it.
+# Sets $secs and $rss_mib.
+run_in() {
+  local name="$1" dir="$2"; shift 2
+  local home="$tmp/$name-home" start end
+  start=$(date +%s.%N)
+  (cd "$dir" && HOME="$home" GIT_CONFIG_GLOBAL="$home/.gitconfig" GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 \
+    /usr/bin/time -f "%M" -o "$tmp/rss" "$@" >"$tmp/out" 2>&1) || { cat "$tmp/out"; exit 1; }
+  end=$(date +%s.%N)
+  secs=$(echo "$end - $start" | bc)
+  rss_mib=$(( $(tail -1 "$tmp/rss") / 1024 ))
+}
+
+wire() { # bytes on the wire for a mode and direction
+  case "$1-$2" in
+    xet-up) metric git_xet_xorb_bytes_received_total ;;
+    xet-down) metric git_xet_xorb_bytes_served_total ;;
+    basic-up) metric git_xet_lfs_basic_bytes_received_total ;;
+    basic-down) metric git_xet_lfs_basic_bytes_served_total ;;
+  esac
+}
+
