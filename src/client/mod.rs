@@ -30,7 +30,8 @@
 //! - **Configuration** ([`ClientConfig`]): CAS URL; token = initial [`Token`] (secret +
 //!   expiry) and an optional async [`RefreshFn`], called 30 s before expiry and once after a
 //!   401; [`RetryPolicy`]; upload/download concurrency; `metadata_dir` (per repository:
-//!   `.git/xet`; holds `shards/`, `dedup-shards/`, `files/`, `chunk-lists/`); chunk cache
+//!   `.git/xet`; holds `shards/` (merged when small ones gather; `shards.lock` beside it),
+//!   `dedup-shards/`, `files/`, `chunk-lists/`); chunk cache
 //!   directory and size
 //!   ([`ClientConfig::with_user_caches`] picks the user cache directory); staging directory
 //!   for xorbs being uploaded; global dedup on/off.

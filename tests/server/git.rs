@@ -313,7 +313,8 @@ fn pointer_text(oid: &str, size: usize) -> String {
 /// The hook reads all pointer candidates of a push in one pass (not a process per blob),
 /// so it must find where each blob ends by its size: pointers with and without a final
 /// newline are found, and binary blobs, text that only looks like a pointer, and bytes that
-/// look like the batch's own headers are not mistaken for pointers.
+/// look like the batch's own headers are not mistaken for pointers. It asks the server in
+/// batches, whose answers all count.
 #[test]
 fn pre_receive_hook_names_exactly_the_missing_pointers_among_many_blobs() {
     let server = TestServer::start();
@@ -363,10 +364,12 @@ fn pre_receive_hook_names_exactly_the_missing_pointers_among_many_blobs() {
     env.git(&work, &["add", "."]);
     env.git(&work, &["commit", "-q", "-m", "many"]);
 
+    // Seven pointers per request: the answers of several requests are put together.
     let out = env
         .cmd("git", &work)
         .args(["push", bare.to_str().unwrap(), "main"])
         .env("GIT_LFS_SKIP_PUSH", "1")
+        .env("GIT_XET_HOOK_BATCH_LINES", "7")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
