@@ -7,10 +7,10 @@
 //! therefore merged into larger ones that keep only the xorb descriptions, which is all the
 //! cache is read for.
 //!
-//! Readers hold a shared lock on `shards.lock` beside `shards/` (flock) from listing the directory until
-//! their index is dropped, since a hit reads its shard again. Upkeep deletes files, so it
-//! runs only under the exclusive lock, taken without waiting: while anyone reads, it is
-//! simply left to a later session.
+//! Readers hold a shared lock (flock) on `shards.lock`, beside `shards/`, from listing the
+//! directory until their index is dropped, since a hit reads its shard again. Upkeep
+//! deletes files, so it runs only under the exclusive lock, taken without waiting: while
+//! anyone reads, it is simply left to a later session.
 
 use std::collections::HashSet;
 use std::fs::{self, File};
