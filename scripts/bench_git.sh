@@ -80,15 +80,7 @@ bench_mode() { # bench_mode MODE SEED
 }
 
 echo "git-xet benchmark: ${size_mib} MiB file, ${edit_kib} KiB edit, server $url ($(nproc) cores, link ${LINK_RATE:-loopback})"
-# Both orders are fair in principle; on a VM whose host backs guest memory lazily, the first
-# mode pays for touching fresh pages, so the order is selectable to check for that.
-for mode in ${BENCH_ORDER:-xet basic}; do
-  case $mode in
-    xet) bench_mode xet 1 ;;
-    basic) bench_mode basic 2 ;;
-    *) echo "bench_git.sh: BENCH_ORDER lists xet and basic" >&2; exit 1 ;;
-  esac
-done
+run_modes
 
 printf '\n%-28s %10s %14s %9s   %10s %14s %9s   %8s\n' step "xet s" "xet bytes" "xet RSS" "basic s" "basic bytes" "basic RSS" speedup
 for step in push1 clone1 commit2 xpush2 push2 xpull2 pull2; do

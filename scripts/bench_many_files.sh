@@ -66,13 +66,7 @@ bench_mode() { # bench_mode MODE SEED
 }
 
 echo "git-xet benchmark: $count files of $size_kib KiB, server $url ($(nproc) cores, link ${LINK_RATE:-loopback})"
-for mode in ${BENCH_ORDER:-xet basic}; do
-  case $mode in
-    xet) bench_mode xet 1 ;;
-    basic) bench_mode basic 2 ;;
-    *) echo "bench_many_files.sh: BENCH_ORDER lists xet and basic" >&2; exit 1 ;;
-  esac
-done
+run_modes
 
 changed=$(( (count + 9) / 10 ))
 printf '\n%-30s %9s %13s   %9s %13s   %8s\n' step "xet s" "xet bytes" "basic s" "basic bytes" speedup

@@ -96,3 +96,17 @@ wire() { # bytes on the wire for a mode and direction
   esac
 }
 
+
+# run_modes: the caller's bench_mode MODE SEED for each mode, in BENCH_ORDER (default: xet
+# first). Both orders are fair in principle; on a VM whose host backs guest memory lazily,
+# the first mode pays for touching fresh pages, so the order is selectable to check for that.
+run_modes() {
+  local mode
+  for mode in ${BENCH_ORDER:-xet basic}; do
+    case $mode in
+      xet) bench_mode xet 1 ;;
+      basic) bench_mode basic 2 ;;
+      *) echo "$(basename "$0"): BENCH_ORDER lists xet and basic" >&2; exit 1 ;;
+    esac
+  done
+}

@@ -140,10 +140,11 @@ impl Config {
     /// `key value` pairs of the effective keys starting with `prefix` (a literal).
     pub fn with_prefix(&self, prefix: &str) -> Result<Vec<(String, String)>, GitError> {
         if let Some(snapshot) = &self.snapshot {
+            let prefix = normalize_key(prefix);
             return Ok(snapshot
                 .entries
                 .iter()
-                .filter(|(k, _)| k.starts_with(&normalize_key(prefix)))
+                .filter(|(k, _)| k.starts_with(&prefix))
                 .map(|(k, v)| (k.clone(), v.clone().unwrap_or_default()))
                 .collect());
         }

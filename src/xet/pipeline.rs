@@ -414,7 +414,7 @@ pub fn chunk_and_hash_file<E>(
 fn run<E>(
     source: impl BlockSource + Send,
     want_sha256: bool,
-    mut sink: impl FnMut(HashedChunk) -> Result<(), E>,
+    sink: impl FnMut(HashedChunk) -> Result<(), E>,
 ) -> Result<StreamSummary, PipelineError<E>> {
     thread::scope(|scope| {
         let (chunk_tx, chunk_rx) = mpsc::sync_channel::<Bytes>(CHUNK_QUEUE);
@@ -445,15 +445,9 @@ fn run<E>(
             })
         });
 
-        let mut merkle = MerkleBuilder::new();
-        let mut size = 0u64;
-        let mut sink_error = None;
+        let mut consumer = Consumer::new(sink);
         for data in chunk_rx.iter() {
-            let hash = chunk_hash(&data);
-            merkle.push(hash, data.len() as u64);
-            size += data.len() as u64;
-            if let Err(e) = sink(HashedChunk { hash, data }) {
-                sink_error = Some(e);
+            if !consumer.take(data) {
                 break;
             }
         }
@@ -461,18 +455,61 @@ fn run<E>(
         drop(chunk_rx);
         let read_result = reader_thread.join().expect("reader thread panicked");
         let sha256 = sha_thread.map(|t| t.join().expect("sha256 thread panicked"));
-        if let Some(e) = sink_error {
+        consumer.finish(read_result, sha256)
+    })
+}
+
+/// The chunk consumer both paths share: hashes each chunk, hands it to the sink, and keeps
+/// the file hash, the size and why the sink stopped.
+struct Consumer<S, E> {
+    sink: S,
+    merkle: MerkleBuilder,
+    size: u64,
+    error: Option<E>,
+}
+
+impl<E, S: FnMut(HashedChunk) -> Result<(), E>> Consumer<S, E> {
+    fn new(sink: S) -> Self {
+        Consumer {
+            sink,
+            merkle: MerkleBuilder::new(),
+            size: 0,
+            error: None,
+        }
+    }
+
+    /// False once the sink failed: nothing more should be read.
+    fn take(&mut self, data: Bytes) -> bool {
+        let hash = chunk_hash(&data);
+        self.merkle.push(hash, data.len() as u64);
+        self.size += data.len() as u64;
+        match (self.sink)(HashedChunk { hash, data }) {
+            Ok(()) => true,
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+
+    /// The sink's error first (it stopped the reading), then the reading's.
+    fn finish(
+        self,
+        read: std::io::Result<()>,
+        sha256: Option<[u8; 32]>,
+    ) -> Result<StreamSummary, PipelineError<E>> {
+        if let Some(e) = self.error {
             return Err(PipelineError::Sink(e));
         }
-        read_result?;
-        let num_chunks = merkle.len();
+        read?;
+        let num_chunks = self.merkle.len();
         Ok(StreamSummary {
-            file_hash: file_hash_from_root(num_chunks, merkle.finish()),
-            size,
+            file_hash: file_hash_from_root(num_chunks, self.merkle.finish()),
+            size: self.size,
             num_chunks,
             sha256,
         })
-    })
+    }
 }
 
 /// [`run`] on the calling thread, for inputs too small to gain from overlapping reading,
@@ -480,13 +517,11 @@ fn run<E>(
 fn run_inline<E>(
     source: impl BlockSource,
     want_sha256: bool,
-    mut sink: impl FnMut(HashedChunk) -> Result<(), E>,
+    sink: impl FnMut(HashedChunk) -> Result<(), E>,
 ) -> Result<StreamSummary, PipelineError<E>> {
     let mut sha = want_sha256.then(sha2::Sha256::new);
-    let mut merkle = MerkleBuilder::new();
-    let mut size = 0u64;
-    let mut sink_error = None;
-    read_and_chunk(
+    let mut consumer = Consumer::new(sink);
+    let read = read_and_chunk(
         source,
         |block| {
             if let Some(sha) = &mut sha {
@@ -494,29 +529,9 @@ fn run_inline<E>(
             }
             true
         },
-        |data| {
-            let hash = chunk_hash(&data);
-            merkle.push(hash, data.len() as u64);
-            size += data.len() as u64;
-            match sink(HashedChunk { hash, data }) {
-                Ok(()) => true,
-                Err(e) => {
-                    sink_error = Some(e);
-                    false
-                }
-            }
-        },
-    )?;
-    if let Some(e) = sink_error {
-        return Err(PipelineError::Sink(e));
-    }
-    let num_chunks = merkle.len();
-    Ok(StreamSummary {
-        file_hash: file_hash_from_root(num_chunks, merkle.finish()),
-        size,
-        num_chunks,
-        sha256: sha.map(|s| <[u8; 32]>::from(s.finalize())),
-    })
+        |data| consumer.take(data),
+    );
+    consumer.finish(read, sha.map(|s| <[u8; 32]>::from(s.finalize())))
 }
 
 /// File hash (and optionally sha256) of a file.

@@ -204,6 +204,15 @@ fn commit_unuploaded(env: &GitEnv, work: &Path, name: &str, data: &[u8]) -> Stri
     sha256_hex(data)
 }
 
+/// `git push` of commits whose LFS objects were not uploaded (git-lfs's pre-push skipped),
+/// so that only the server's pre-receive hook decides.
+fn push_pointers_only(env: &GitEnv, work: &Path, target: &str) -> std::process::Command {
+    let mut cmd = env.cmd("git", work);
+    cmd.args(["push", target, "main"])
+        .env("GIT_LFS_SKIP_PUSH", "1");
+    cmd
+}
+
 #[test]
 fn pre_receive_hook_rejects_pointers_to_missing_objects() {
     let server = TestServer::start();
@@ -215,12 +224,7 @@ fn pre_receive_hook_rejects_pointers_to_missing_objects() {
         &work,
         &["remote", "add", "origin", &remote(&server, "org/model")],
     );
-    let out = env
-        .cmd("git", &work)
-        .args(["push", "origin", "main"])
-        .env("GIT_LFS_SKIP_PUSH", "1")
-        .output()
-        .unwrap();
+    let out = push_pointers_only(&env, &work, "origin").output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("pre-receive hook declined"), "{err}");
@@ -245,10 +249,7 @@ fn pre_receive_hook_works_standalone_with_git_config() {
     env.new_repo(&work);
     let data = random_bytes(30_000, 64);
     let oid = commit_unuploaded(&env, &work, "w.bin", &data);
-    let out = env
-        .cmd("git", &work)
-        .args(["push", bare.to_str().unwrap(), "main"])
-        .env("GIT_LFS_SKIP_PUSH", "1")
+    let out = push_pointers_only(&env, &work, bare.to_str().unwrap())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -262,10 +263,7 @@ fn pre_receive_hook_works_standalone_with_git_config() {
         &["remote", "add", "xet", &remote(&server, "org/model")],
     );
     env.git(&work, &["lfs", "push", "--object-id", "xet", &oid]);
-    let out = env
-        .cmd("git", &work)
-        .args(["push", bare.to_str().unwrap(), "main"])
-        .env("GIT_LFS_SKIP_PUSH", "1")
+    let out = push_pointers_only(&env, &work, bare.to_str().unwrap())
         .output()
         .unwrap();
     assert!(
@@ -277,10 +275,7 @@ fn pre_receive_hook_works_standalone_with_git_config() {
     env.git(&bare, &["config", "--unset", "xet.serverUrl"]);
     write_file(&work.join("w.bin"), b"another version, never uploaded\n");
     env.git(&work, &["commit", "-q", "-am", "two"]);
-    let out = env
-        .cmd("git", &work)
-        .args(["push", bare.to_str().unwrap(), "main"])
-        .env("GIT_LFS_SKIP_PUSH", "1")
+    let out = push_pointers_only(&env, &work, bare.to_str().unwrap())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -365,10 +360,7 @@ fn pre_receive_hook_names_exactly_the_missing_pointers_among_many_blobs() {
     env.git(&work, &["commit", "-q", "-m", "many"]);
 
     // Seven pointers per request: the answers of several requests are put together.
-    let out = env
-        .cmd("git", &work)
-        .args(["push", bare.to_str().unwrap(), "main"])
-        .env("GIT_LFS_SKIP_PUSH", "1")
+    let out = push_pointers_only(&env, &work, bare.to_str().unwrap())
         .env("GIT_XET_HOOK_BATCH_LINES", "7")
         .output()
         .unwrap();
