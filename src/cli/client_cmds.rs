@@ -10,7 +10,7 @@ use crate::cli::logging;
 use crate::client::chunk_cache::{default_cache_root, DEFAULT_CHUNK_CACHE_BYTES};
 use crate::client::progress::{bar_callback, terminal_bar};
 use crate::client::stats::human_bytes;
-use crate::client::{endpoint_key, CasClient, ClientConfig, DownloadOptions, LocalSource, Token};
+use crate::client::{CasClient, ClientConfig, DownloadOptions, LocalSource, Token};
 use crate::xet::hash::parse_sha256_hex;
 use crate::xet::MerkleHash;
 
@@ -28,8 +28,8 @@ pub struct ConnectArgs {
         value_name = "TOKEN"
     )]
     token: Option<String>,
-    /// Shard cache and reconstruction records [default: per server, under the user cache
-    /// directory, or $GIT_XET_CACHE_DIR].
+    /// Shard cache (kept per server inside) and reconstruction records [default: the user
+    /// cache directory, or $GIT_XET_CACHE_DIR].
     #[arg(long, value_name = "DIR")]
     metadata_dir: Option<PathBuf>,
     /// Chunk cache directory [default: `chunks` under the user cache directory].
@@ -88,10 +88,7 @@ fn config(c: &ConnectArgs) -> anyhow::Result<ClientConfig> {
     let mut config = ClientConfig::new(c.endpoint.trim_end_matches('/'));
     config.token = c.token.as_ref().map(|t| Token::new(t.trim(), None));
     let root = cache_root();
-    config.metadata_dir = c.metadata_dir.clone().or_else(|| {
-        root.as_ref()
-            .map(|r| r.join("servers").join(endpoint_key(&c.endpoint)))
-    });
+    config.metadata_dir = c.metadata_dir.clone().or_else(|| root.clone());
     if !c.no_chunk_cache {
         let dir = c
             .chunk_cache

@@ -36,7 +36,9 @@ pub struct ClientConfig {
     pub upload_concurrency: usize,
     pub download_concurrency: usize,
     /// Shard cache and reconstruction records (per repository: `.git/xet`). None: no local
-    /// dedup against earlier sessions, no reuse of local files.
+    /// dedup against earlier sessions, no reuse of local files. The shard cache inside is
+    /// kept per CAS server ([`ClientConfig::shard_cache_dir`]); the records hold only
+    /// content hashes and serve every server.
     pub metadata_dir: Option<PathBuf>,
     /// Chunk cache directory and size limit. None: no chunk cache.
     pub chunk_cache: Option<(PathBuf, u64)>,
@@ -91,16 +93,23 @@ impl ClientConfig {
         }
     }
 
-    /// Uses the per-user cache directory: metadata per CAS server under
-    /// `<cache>/git-xet/servers/<key>/`, and a 10 GiB chunk cache under `<cache>/git-xet/chunks`.
+    /// Uses the per-user cache directory `<cache>/git-xet/` for metadata, and a 10 GiB chunk
+    /// cache under `<cache>/git-xet/chunks`.
     pub fn with_user_caches(mut self) -> Self {
         if let Some(root) = default_cache_root() {
-            self.metadata_dir
-                .get_or_insert_with(|| root.join("servers").join(endpoint_key(&self.cas_url)));
+            self.metadata_dir.get_or_insert_with(|| root.clone());
             self.chunk_cache
                 .get_or_insert_with(|| (root.join("chunks"), DEFAULT_CHUNK_CACHE_BYTES));
         }
         self
+    }
+
+    /// This server's shard cache: `<metadata dir>/servers/<endpoint key>/`. A shard says
+    /// which xorbs one server holds; read for another server, its chunks would be deduplicated
+    /// against xorbs that server never received, and the upload refused.
+    pub fn shard_cache_dir(&self) -> Option<PathBuf> {
+        let dir = self.metadata_dir.as_ref()?;
+        Some(dir.join("servers").join(endpoint_key(&self.cas_url)))
     }
 }
 

@@ -30,9 +30,9 @@
 //! - **Configuration** ([`ClientConfig`]): CAS URL; token = initial [`Token`] (secret +
 //!   expiry) and an optional async [`RefreshFn`], called 30 s before expiry and once after a
 //!   401; [`RetryPolicy`]; upload/download concurrency; `metadata_dir` (per repository:
-//!   `.git/xet`; holds `shards/` (merged when small ones gather; `shards.lock` beside it),
-//!   `dedup-shards/`, `files/`, `chunk-lists/`); chunk cache
-//!   directory and size
+//!   `.git/xet`; holds per CAS server `servers/<key>/` with `shards/` (merged when small
+//!   ones gather; `shards.lock` beside it) and `dedup-shards/`, and for all servers `files/`
+//!   and `chunk-lists/`); chunk cache directory and size
 //!   ([`ClientConfig::with_user_caches`] picks the user cache directory); staging directory
 //!   for xorbs being uploaded; global dedup on/off.
 //! - **Upload** ([`UploadSession`]): `add_file` / `add_reader` stream a file through

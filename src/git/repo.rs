@@ -121,11 +121,6 @@ impl Repo {
         self.common_dir.join("xet")
     }
 
-    /// The per-repository shard cache.
-    pub fn shard_cache_dir(&self) -> PathBuf {
-        self.xet_dir().join("shards")
-    }
-
     /// The remote to use when none is named: the current branch's, else `origin`, else the
     /// only remote.
     pub fn default_remote(&self) -> Result<String, GitError> {

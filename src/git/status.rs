@@ -67,7 +67,7 @@ pub fn run(remote: Option<&str>, offline: bool) -> Result<(), GitError> {
 
     // Local XET state.
     let xet_dir = repo.xet_dir();
-    let shards = dir_size(&xet_dir.join("shards")) + dir_size(&xet_dir.join("dedup-shards"));
+    let shards = dir_size(&xet_dir.join("servers"));
     println!(
         "shard cache:    {} in {}",
         human_bytes(shards),

@@ -175,7 +175,9 @@ async fn intermediate_shards_register_xorbs_early_and_feed_the_shard_cache() {
     assert_eq!(summary.stats.xorbs_uploaded, 2);
     // One shard with the first xorb only, then the final one with the file and the second.
     assert_eq!(summary.stats.shards_uploaded, 2);
-    assert_eq!(files_under(&env.path("meta/shards")).len(), 2);
+    let shard_dir = client.config().shard_cache_dir().unwrap().join("shards");
+    assert!(shard_dir.starts_with(env.path("meta/servers")));
+    assert_eq!(files_under(&shard_dir).len(), 2);
     let received = env.xorb_bytes_received();
     let again = upload(&client, &[&path]).await;
     assert_eq!(again.stats.dedup.shard_cache_bytes, data.len() as u64);

@@ -77,13 +77,74 @@ fn push_clone_pull_and_checkout_go_through_xet() {
     bob.git(&b, &["pull", "-q", "origin", "main"]);
     assert_file_is(&b.join("small.bin"), &v2);
     bob.git(&b, &["lfs", "fsck"]);
-    // The per-repository shard cache is where it belongs.
-    assert!(a
-        .join(".git/xet/shards")
+    // The per-repository shard cache is where it belongs: one directory for this server.
+    let servers: Vec<_> = a.join(".git/xet/servers").read_dir().unwrap().collect();
+    assert_eq!(servers.len(), 1);
+    let server_dir = servers[0].as_ref().unwrap().path();
+    assert!(server_dir
+        .join("shards")
         .read_dir()
         .unwrap()
         .next()
         .is_some());
+}
+
+/// A shard in the local cache says what one server holds. Pushing the same repository to a
+/// second server (a mirror) must upload every xorb again instead of deduplicating against
+/// the first server's xorbs, which the second one would refuse.
+#[test]
+fn a_push_to_a_second_server_sends_what_that_server_lacks() {
+    let first = TestServer::start();
+    let second = TestServer::start();
+    let alice = GitEnv::with_agent(&[]);
+    let bob = GitEnv::with_agent(&[]);
+    let a = alice.lfs_repo("a", &remote_url(&first, "org/data", "write"));
+    let files: Vec<_> = (0..3).map(|i| random_bytes(300_000, 40 + i)).collect();
+    for (i, bytes) in files.iter().enumerate() {
+        write_file(&a.join(format!("f{i}.bin")), bytes);
+    }
+    alice.git(&a, &["add", "."]);
+    alice.git(&a, &["commit", "-qm", "data"]);
+    ok(
+        alice.git_logged(&a, &["push", "-q", "origin", "main"]),
+        "push",
+    );
+
+    // The cache layout of earlier versions (no server named) is dropped, not trusted.
+    let servers = a.join(".git/xet/servers");
+    let first_cache = servers.read_dir().unwrap().next().unwrap().unwrap().path();
+    let legacy = a.join(".git/xet/shards");
+    std::fs::create_dir_all(&legacy).unwrap();
+    for shard in first_cache.join("shards").read_dir().unwrap() {
+        let shard = shard.unwrap().path();
+        std::fs::copy(&shard, legacy.join(shard.file_name().unwrap())).unwrap();
+    }
+
+    let mirror = remote_url(&second, "org/data", "write");
+    alice.git(&a, &["remote", "add", "mirror", &mirror]);
+    ok(
+        alice.git_logged(&a, &["push", "-q", "mirror", "main"]),
+        "push to the mirror",
+    );
+    assert!(
+        second.metric(XORB_RECEIVED) >= 900_000.0,
+        "the mirror received {} xorb bytes",
+        second.metric(XORB_RECEIVED)
+    );
+    assert!(!legacy.exists(), "the unkeyed cache was removed");
+    assert_eq!(servers.read_dir().unwrap().count(), 2);
+
+    let b = bob.dir("b");
+    ok(
+        bob.git_logged(
+            &bob.dir("."),
+            &["clone", "-q", &mirror, b.to_str().unwrap()],
+        ),
+        "clone from the mirror",
+    );
+    for (i, bytes) in files.iter().enumerate() {
+        assert_file_is(&b.join(format!("f{i}.bin")), bytes);
+    }
 }
 
 #[test]

@@ -1,7 +1,8 @@
-//! The local shard cache: shards this client uploaded (`shards/`) and shards the server
-//! returned for global dedup queries (`dedup-shards/`, kept until their key expires), in a
-//! metadata directory (per repository: `.git/xet/`; otherwise per CAS server under the user
-//! cache directory).
+//! The local shard cache of one CAS server: shards this client uploaded (`shards/`) and
+//! shards the server returned for global dedup queries (`dedup-shards/`, kept until their
+//! key expires), under `servers/<endpoint key>/` of a metadata directory (per repository:
+//! `.git/xet/`; otherwise the user cache directory). It is kept per server because a shard
+//! describes what one server holds.
 //!
 //! At the start of an upload session every cached shard is read once into a compact index:
 //! 24 bytes per chunk (first hash word, shard, xorb and chunk position), with each keyed
@@ -23,6 +24,23 @@ use crate::client::error::{ClientError, Result};
 use crate::xet::hash::keyed_chunk_hash;
 use crate::xet::shard::{read_shard, ParsedShard, XorbBlock};
 use crate::xet::MerkleHash;
+
+/// Removes the cache that versions before the per-server layout kept directly in the
+/// metadata directory. Which server its shards describe is unknown, so it cannot be trusted
+/// for any; global dedup finds again what it knew.
+pub fn drop_unkeyed_cache(metadata_dir: &Path) {
+    for name in ["shards", "dedup-shards"] {
+        let dir = metadata_dir.join(name);
+        if dir.is_dir() {
+            tracing::debug!(
+                "removing the shard cache of unknown server {}",
+                dir.display()
+            );
+            let _ = fs::remove_dir_all(&dir);
+        }
+    }
+    let _ = fs::remove_file(metadata_dir.join("shards.lock"));
+}
 
 /// Own shards beyond this total size are evicted, oldest first: about the last 50 GiB of
 /// uploads, indexed in ~20 MiB of memory. Older content is still found by global dedup.

@@ -21,7 +21,7 @@ use crate::client::cas::CasApi;
 use crate::client::chunk_lists::ChunkList;
 use crate::client::error::{ClientError, Result};
 use crate::client::progress::{ProgressFn, Throttled};
-use crate::client::shard_cache::ShardIndex;
+use crate::client::shard_cache::{self, ShardIndex};
 use crate::client::stats::{DedupStats, SessionStats};
 use crate::client::CasClient;
 use crate::xet::constants::MAX_CHUNK_SIZE;
@@ -71,22 +71,29 @@ pub struct UploadSession {
     planner: Option<SessionPlanner>,
     uploader: Option<tokio::task::JoinHandle<Result<uploader::Totals>>>,
     planned: Vec<(FileUpload, PlannedFile)>,
-    metadata_dir: Option<PathBuf>,
+    /// This server's shard cache (see [`ClientConfig::shard_cache_dir`]).
+    shard_dir: Option<PathBuf>,
     client: CasClient,
 }
 
 impl CasClient {
     /// Starts an upload session: loads the shard cache and starts the packer and uploader.
     pub async fn start_upload(&self) -> Result<UploadSession> {
-        let metadata_dir = self.config.metadata_dir.clone();
-        let dir = metadata_dir.clone();
+        let shard_dir = self.config.shard_cache_dir();
+        let dir = shard_dir.clone();
         let cached = self.shard_index.lock().expect("shard index lock").take();
         let shards = match cached {
             Some(index) => index,
-            None => tokio::task::spawn_blocking(move || {
-                dir.as_deref()
-                    .map_or_else(ShardIndex::empty, ShardIndex::load)
-            })
+            None => {
+                let metadata_dir = self.config.metadata_dir.clone();
+                tokio::task::spawn_blocking(move || {
+                    if let Some(metadata_dir) = metadata_dir {
+                        shard_cache::drop_unkeyed_cache(&metadata_dir);
+                    }
+                    dir.as_deref()
+                        .map_or_else(ShardIndex::empty, ShardIndex::load)
+                })
+            }
             .await
             .map_err(|e| ClientError::Aborted(format!("loading the shard cache failed: {e}")))?,
         };
@@ -102,13 +109,13 @@ impl CasClient {
             self.api.clone(),
             rx,
             self.config.upload_concurrency,
-            metadata_dir.clone(),
+            shard_dir.clone(),
         ));
         let planner = SessionPlanner::new(
             shards,
             Box::new(packer),
             self.config.global_dedup,
-            metadata_dir.is_some(),
+            self.config.metadata_dir.is_some(),
             self.config.shard_flush_chunks,
         );
         Ok(UploadSession {
@@ -116,7 +123,7 @@ impl CasClient {
             planner: Some(planner),
             uploader: Some(uploader),
             planned: Vec::new(),
-            metadata_dir,
+            shard_dir,
             client: self.clone(),
         })
     }
@@ -285,8 +292,7 @@ impl UploadSession {
                 stored: shard.to_stored_bytes(&FooterOptions::default()),
             };
             drop(shard);
-            uploader::upload_shard(&self.api, upload, self.metadata_dir.as_ref(), &mut totals)
-                .await?;
+            uploader::upload_shard(&self.api, upload, self.shard_dir.as_ref(), &mut totals).await?;
         }
         let mut stats = SessionStats {
             files: self.planned.len() as u64,
@@ -316,7 +322,7 @@ impl UploadSession {
             }
             files.push(upload);
         }
-        if self.metadata_dir.is_some() {
+        if self.shard_dir.is_some() {
             // Hand the index (with this session's shards) to the next session.
             let mut index = std::mem::take(&mut planner.shards);
             let saved = std::mem::take(&mut totals.saved_shards);

@@ -58,14 +58,14 @@ fn record(totals: &mut Totals, done: XorbResult) -> Result<()> {
 pub async fn upload_shard(
     api: &CasApi,
     shard: ShardUpload,
-    metadata_dir: Option<&PathBuf>,
+    shard_dir: Option<&PathBuf>,
     totals: &mut Totals,
 ) -> Result<()> {
     let len = shard.upload.len() as u64;
     api.upload_shard(shard.upload).await?;
     totals.shards += 1;
     totals.shard_bytes += len;
-    if let Some(dir) = metadata_dir {
+    if let Some(dir) = shard_dir {
         match save_own_shard(dir, &shard.stored) {
             Ok(path) => totals.saved_shards.push(path),
             Err(e) => tracing::warn!("could not keep the shard in the local cache: {e}"),
@@ -79,7 +79,7 @@ pub async fn run(
     api: CasApi,
     mut rx: mpsc::Receiver<Upload>,
     concurrency: usize,
-    metadata_dir: Option<PathBuf>,
+    shard_dir: Option<PathBuf>,
 ) -> Result<Totals> {
     let permits = Arc::new(Semaphore::new(concurrency));
     let mut running: JoinSet<Result<(u64, bool)>> = JoinSet::new();
@@ -132,7 +132,7 @@ pub async fn run(
                 while let Some(done) = running.join_next().await {
                     record(&mut totals, done)?;
                 }
-                upload_shard(&api, shard, metadata_dir.as_ref(), &mut totals).await?;
+                upload_shard(&api, shard, shard_dir.as_ref(), &mut totals).await?;
             }
         }
         while let Some(done) = running.try_join_next() {
