@@ -5,6 +5,7 @@
 #
 #   scripts/bench_git.sh [SIZE_MIB] [EDIT_KIB]      (defaults: 1024 MiB, 1024 KiB)
 #   LINK_RATE=1gbit scripts/bench_git.sh           the server behind a link of that rate
+#   LINK_DELAY_MS=25 scripts/bench_git.sh          ... and this far away (each way; python3)
 #   XET_INSTALL_ARGS=--no-filter scripts/bench_git.sh   the agent with git-lfs's own filter
 #   BENCH_ORDER="basic xet" scripts/bench_git.sh          run basic first (default: xet first)
 #
@@ -12,7 +13,8 @@
 # the large file (git-lfs re-hashing, smudge, git's clean filter). LINK_RATE (a tc rate such
 # as 1gbit or 100mbit; needs root and iproute2) puts the server in its own network namespace
 # behind a veth pair shaped to that rate in both directions, which is what users' pushes and
-# pulls actually cross.
+# pulls actually cross. LINK_DELAY_MS adds latency with a user-space proxy
+# (scripts/lib/delay_proxy.py) between the clients and the server.
 #
 # Prints wall time, bytes on the wire (from the server's metrics: xorb bytes received and
 # served for xet, basic PUT/GET bytes for basic) and peak RSS of each git command's process
@@ -79,7 +81,7 @@ bench_mode() { # bench_mode MODE SEED
   cmp -s "$a/model.bin" "$b/model.bin" || { echo "$mode: pull of v2 differs" >&2; exit 1; }
 }
 
-echo "git-xet benchmark: ${size_mib} MiB file, ${edit_kib} KiB edit, server $url ($(nproc) cores, link ${LINK_RATE:-loopback})"
+echo "git-xet benchmark: ${size_mib} MiB file, ${edit_kib} KiB edit, server $url ($(nproc) cores, link ${LINK_RATE:-loopback}${LINK_DELAY_MS:+, ${LINK_DELAY_MS} ms each way})"
 run_modes
 
 printf '\n%-28s %10s %14s %9s   %10s %14s %9s   %8s\n' step "xet s" "xet bytes" "xet RSS" "basic s" "basic bytes" "basic RSS" speedup

@@ -4,7 +4,7 @@
 # Where bench_git.sh measures bytes (one large file), this measures what every file costs.
 #
 #   scripts/bench_many_files.sh [COUNT] [SIZE_KIB]   (defaults: 2000 files of 16 KiB)
-#   LINK_RATE, BENCH_ORDER and GIT_XET_BIN as for scripts/bench_git.sh
+#   LINK_RATE, LINK_DELAY_MS, BENCH_ORDER and GIT_XET_BIN as for scripts/bench_git.sh
 #
 # Steps: `git add` of all files (clean filter), `git push` (git-lfs's pre-push uploads the
 # objects), `git clone`; then a tenth of the files get new content: `git add`, `git push`,
@@ -65,7 +65,7 @@ bench_mode() { # bench_mode MODE SEED
   same_files "$a" "$b"
 }
 
-echo "git-xet benchmark: $count files of $size_kib KiB, server $url ($(nproc) cores, link ${LINK_RATE:-loopback})"
+echo "git-xet benchmark: $count files of $size_kib KiB, server $url ($(nproc) cores, link ${LINK_RATE:-loopback}${LINK_DELAY_MS:+, ${LINK_DELAY_MS} ms each way})"
 run_modes
 
 changed=$(( (count + 9) / 10 ))

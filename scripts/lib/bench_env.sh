@@ -1,6 +1,6 @@
 # Shared by the scripts/bench_*.sh that time git commands against `git xet server`:
 # builds (or takes GIT_XET_BIN), starts the server on loopback or behind a shaped link
-# (LINK_RATE), and gives isolated git environments whose commands are timed.
+# (LINK_RATE) and/or a delaying proxy (LINK_DELAY_MS), and gives isolated git environments whose commands are timed.
 # Source it from the repository's top directory; it sets $tmp, $url, $addr, $bin.
 # shellcheck shell=bash
 bin="${GIT_XET_BIN:-$PWD/target/release/git-xet}"
@@ -13,6 +13,7 @@ tmp="$(mktemp -d "${TMPDIR:-/tmp}/bench-git.XXXXXX")"
 server_pid=""
 netns=""
 cleanup() {
+  if [ -n "${proxy_pid:-}" ]; then kill "$proxy_pid" 2>/dev/null || true; fi
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
   if [ -n "$netns" ]; then ip netns del "$netns" 2>/dev/null || true; ip link del "xb$$" 2>/dev/null || true; fi
   rm -rf "$tmp"
@@ -46,10 +47,24 @@ server_pid=$!
 for _ in $(seq 300); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
 [ -s "$tmp/ready" ] || { echo "server did not start:"; cat "$tmp/server.log"; exit 1; }
 url="$(cat "$tmp/ready")"
+server_url="$url" # direct, for metrics
 addr="${url#http://}"
 
+# LINK_DELAY_MS: clients reach the server through a proxy that delays each direction by
+# that much (a round trip costs twice it), as over a long link.
+proxy_pid=""
+if [ -n "${LINK_DELAY_MS:-}" ]; then
+  command -v python3 >/dev/null || { echo "$(basename "$0"): LINK_DELAY_MS needs python3" >&2; exit 1; }
+  python3 scripts/lib/delay_proxy.py "$tmp/proxy-ready" "$addr" "$LINK_DELAY_MS" &
+  proxy_pid=$!
+  for _ in $(seq 100); do [ -s "$tmp/proxy-ready" ] && break; sleep 0.05; done
+  [ -s "$tmp/proxy-ready" ] || { echo "the delay proxy did not start" >&2; exit 1; }
+  addr="$(cat "$tmp/proxy-ready")"
+  url="http://$addr"
+fi
+
 metric() { # sum of a metric's samples
-  curl -s "$url/metrics" | awk -v m="$1" '$1 !~ /^#/ { split($1, k, "{"); if (k[1] == m) s += $2 } END { printf "%.0f", s }'
+  curl -s "$server_url/metrics" | awk -v m="$1" '$1 !~ /^#/ { split($1, k, "{"); if (k[1] == m) s += $2 } END { printf "%.0f", s }'
 }
 
 # An isolated git environment per client kind: own HOME (so no shared chunk cache) and config.

@@ -225,7 +225,13 @@ pub async fn batch(
                         }
                     };
                     answer.actions.insert("upload", action);
-                    answer.actions.insert("verify", verify.clone());
+                    // An xet upload is complete only once its shard registered the file
+                    // here, which the agent waits for: a verify request would cost every
+                    // object one more round trip (and git-lfs a new connection) to learn
+                    // nothing.
+                    if !xet {
+                        answer.actions.insert("verify", verify.clone());
+                    }
                 }
                 (Known::Present { file_hash, .. }, false) => {
                     answer.authenticated = Some(true);
