@@ -88,6 +88,42 @@ async fn shared_content_dedups_through_the_shard_cache_and_then_global_dedup() {
     .await;
 }
 
+/// A small file does not wait for the global dedup answer about its first chunk (it is
+/// sent as new data), but the answer is kept for later uploads. A larger file waits and
+/// dedups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_files_keep_global_dedup_answers_for_later_instead_of_waiting() {
+    let env = Env::new();
+    let small = random_bytes(100_000, 35);
+    let large = random_bytes(400_000, 36);
+    let (small_a, large_a) = (env.file("small-a", &small), env.file("large-a", &large));
+    // Two sessions, so that the two files are in different xorbs.
+    upload(&env.client("meta-a"), &[&small_a]).await;
+    upload(&env.client("meta-a"), &[&large_a]).await;
+
+    let other = env.client("meta-b");
+    let small_b = env.file("small-b", &small);
+    let before = env.xorb_bytes_received();
+    let s = upload(&other, &[&small_b]).await;
+    assert_eq!(s.stats.dedup.global_queries, 1, "{}", s.stats);
+    assert_eq!(s.stats.dedup.global_bytes, 0, "{}", s.stats);
+    assert_eq!(s.stats.dedup.new_bytes, small.len() as u64);
+    assert!(env.xorb_bytes_received() - before >= small.len() as f64);
+    let answers = other
+        .config()
+        .shard_cache_dir()
+        .unwrap()
+        .join("dedup-shards");
+    assert_eq!(files_under(&answers).len(), 1, "the answer was kept");
+    download(&other, &s.files[0].file_hash, &env.path("small.out"), &small).await;
+
+    let large_b = env.file("large-b", &large);
+    let before = env.xorb_bytes_received();
+    let s = upload(&other, &[&large_b]).await;
+    assert_eq!(s.stats.dedup.global_bytes, large.len() as u64, "{}", s.stats);
+    assert_eq!(env.xorb_bytes_received(), before);
+}
+
 /// Bytes of `new` in chunks that `old` also has.
 fn v_common(old: &[u8], new: &[u8]) -> u64 {
     new.len() as u64 - changed_bytes(old, new)

@@ -8,6 +8,7 @@
 mod body;
 mod packer;
 mod planner;
+mod queries;
 mod uploader;
 
 use std::io::Read;
@@ -35,6 +36,7 @@ use crate::xet::MerkleHash;
 pub use packer::compress_parallel;
 use packer::Packer;
 use planner::{PlannedFile, SessionPlanner};
+use queries::{GlobalQueries, BACKGROUND_MAX_BYTES};
 pub use planner::{MIN_RUN_BYTES, MIN_RUN_CHUNKS};
 use uploader::ShardUpload;
 
@@ -69,6 +71,7 @@ pub struct UploadSummary {
 pub struct UploadSession {
     api: CasApi,
     planner: Option<SessionPlanner>,
+    queries: Option<GlobalQueries>,
     uploader: Option<tokio::task::JoinHandle<Result<uploader::Totals>>>,
     planned: Vec<(FileUpload, PlannedFile)>,
     /// This server's shard cache (see [`ClientConfig::shard_cache_dir`]).
@@ -121,6 +124,10 @@ impl CasClient {
         Ok(UploadSession {
             api: self.api.clone(),
             planner: Some(planner),
+            queries: Some(GlobalQueries::new(
+                self.api.clone(),
+                tokio::runtime::Handle::current(),
+            )),
             uploader: Some(uploader),
             planned: Vec::new(),
             shard_dir,
@@ -146,7 +153,7 @@ impl UploadSession {
         self.add_input(
             &path.display().to_string(),
             Input::Stream(Stream::File(Arc::new(file))),
-            size,
+            Size::Exact(size),
             progress,
         )
         .await
@@ -176,7 +183,7 @@ impl UploadSession {
         self.add_input(
             &path.display().to_string(),
             Input::Chunked(Arc::new(file), list),
-            size,
+            Size::Exact(size),
             progress,
         )
         .await
@@ -193,7 +200,7 @@ impl UploadSession {
         self.add_input(
             name,
             Input::Stream(Stream::Reader(Box::new(reader))),
-            size_hint,
+            Size::Hint(size_hint),
             progress,
         )
         .await
@@ -203,25 +210,30 @@ impl UploadSession {
         &mut self,
         name: &str,
         reader: Input,
-        size_hint: u64,
+        size: Size,
         progress: Option<ProgressFn>,
     ) -> Result<FileUpload> {
-        let mut planner = self
-            .planner
-            .take()
-            .ok_or_else(|| ClientError::Aborted("the session failed earlier".into()))?;
-        let api = self.api.clone();
-        let handle = tokio::runtime::Handle::current();
+        let (mut planner, mut queries) = match (self.planner.take(), self.queries.take()) {
+            (Some(planner), Some(queries)) => (planner, queries),
+            _ => return Err(ClientError::Aborted("the session failed earlier".into())),
+        };
+        let background = matches!(size, Size::Exact(n) if n <= BACKGROUND_MAX_BYTES);
+        let size_hint = match size {
+            Size::Exact(n) | Size::Hint(n) => n,
+        };
         let name_owned = name.to_string();
         let task = tokio::task::spawn_blocking(move || {
+            for answer in queries.answers(false) {
+                planner.add_dedup_answer(&answer);
+            }
+            let mut query = |hash: &MerkleHash| queries.ask(hash, background);
             let result = match reader {
                 Input::Stream(stream) => plan_stream(
                     &mut planner,
                     stream,
                     size_hint,
                     progress,
-                    &api,
-                    &handle,
+                    &mut query,
                     &name_owned,
                 ),
                 Input::Chunked(file, list) => plan_chunked(
@@ -230,14 +242,13 @@ impl UploadSession {
                     list,
                     size_hint,
                     progress,
-                    &api,
-                    &handle,
+                    &mut query,
                     &name_owned,
                 ),
             };
-            (planner, result)
+            (planner, queries, result)
         });
-        let (planner, result) = task
+        let (planner, queries, result) = task
             .await
             .map_err(|e| ClientError::Aborted(format!("chunking {name} failed: {e}")))?;
         let (upload, planned) = match result {
@@ -245,6 +256,7 @@ impl UploadSession {
             Err(e) => return Err(self.explain(e).await),
         };
         self.planner = Some(planner);
+        self.queries = Some(queries);
         self.planned.push((upload.clone(), planned));
         Ok(upload)
     }
@@ -323,10 +335,15 @@ impl UploadSession {
             files.push(upload);
         }
         if self.shard_dir.is_some() {
-            // Hand the index (with this session's shards) to the next session.
-            let mut index = std::mem::take(&mut planner.shards);
+            // Hand the index (with this session's shards and dedup answers) to the next
+            // session.
             let saved = std::mem::take(&mut totals.saved_shards);
+            let queries = self.queries.take();
             let index = tokio::task::spawn_blocking(move || {
+                for answer in queries.map(|mut q| q.answers(true)).unwrap_or_default() {
+                    planner.add_dedup_answer(&answer);
+                }
+                let mut index = std::mem::take(&mut planner.shards);
                 for path in &saved {
                     index.add_own_shard_file(path);
                 }
@@ -340,6 +357,13 @@ impl UploadSession {
         }
         Ok(UploadSummary { files, stats })
     }
+}
+
+/// The size of what is uploaded: exact for files, a hint for other readers.
+#[derive(Clone, Copy)]
+enum Size {
+    Exact(u64),
+    Hint(u64),
 }
 
 /// What to upload: content to chunk, or a file whose chunks are known.
@@ -359,8 +383,7 @@ fn plan_stream(
     input: Stream,
     size_hint: u64,
     progress: Option<ProgressFn>,
-    api: &CasApi,
-    handle: &tokio::runtime::Handle,
+    query: planner::GlobalQuery<'_>,
     name: &str,
 ) -> Result<(FileUpload, PlannedFile)> {
     let source = match &input {
@@ -368,12 +391,11 @@ fn plan_stream(
         _ => None,
     };
     let mut file = planner.file(source);
-    let mut query = |hash: &MerkleHash| handle.block_on(api.query_chunk(hash));
     let mut progress = Throttled::new(progress, size_hint);
     let mut done = 0u64;
     let sink = |chunk: HashedChunk| {
         done += chunk.data.len() as u64;
-        file.push(chunk, &mut query)?;
+        file.push(chunk, &mut *query)?;
         progress.update(done);
         Ok::<(), ClientError>(())
     };
@@ -410,8 +432,7 @@ fn plan_chunked(
     list: ChunkList,
     size: u64,
     progress: Option<ProgressFn>,
-    api: &CasApi,
-    handle: &tokio::runtime::Handle,
+    query: planner::GlobalQuery<'_>,
     name: &str,
 ) -> Result<(FileUpload, PlannedFile)> {
     let wrong = |reason: String| ClientError::corrupt(format!("uploading {name}"), reason);
@@ -424,7 +445,6 @@ fn plan_chunked(
     }
     let mut planned = planner.file(Some(file.clone()));
     planned.check_new_chunks(name);
-    let mut query = |hash: &MerkleHash| handle.block_on(api.query_chunk(hash));
     let mut progress = Throttled::new(progress, size);
     let mut window = Bytes::new();
     let mut window_start = 0u64;
@@ -441,7 +461,7 @@ fn plan_chunked(
             }
         }
         let data = window.slice((offset - window_start) as usize..(end - window_start) as usize);
-        planned.push(HashedChunk { hash, data }, &mut query)?;
+        planned.push(HashedChunk { hash, data }, &mut *query)?;
         offset = end;
         progress.update(offset);
     }

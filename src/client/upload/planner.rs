@@ -248,6 +248,13 @@ impl SessionPlanner {
             .send(PackerMsg::Shard(ShardUpload { upload, stored }))
     }
 
+    /// Keeps a global dedup answer that arrived after its file was planned, for later ones.
+    pub fn add_dedup_answer(&mut self, shard: &[u8]) {
+        if let Err(e) = self.shards.add_dedup_shard(shard) {
+            tracing::warn!("ignoring a global dedup answer: {e}");
+        }
+    }
+
     /// The hash of a xorb reference (after [`SessionPlanner::close_open`]).
     pub fn resolve(&self, xorb: XorbRef) -> MerkleHash {
         match xorb {
@@ -363,9 +370,8 @@ impl FilePlanner<'_> {
             self.stats.global_queries += 1;
             match query(hash) {
                 Ok(Some(shard)) => {
-                    if let Err(e) = self.session.shards.add_dedup_shard(&shard) {
-                        tracing::warn!("ignoring a global dedup answer: {e}");
-                    } else if let Some(c) = self.session.shards.lookup(hash) {
+                    self.session.add_dedup_answer(&shard);
+                    if let Some(c) = self.session.shards.lookup(hash) {
                         return Ok(Some((DedupSource::Global, Cursor::Cached(c))));
                     }
                 }
