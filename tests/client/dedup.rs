@@ -115,12 +115,23 @@ async fn small_files_keep_global_dedup_answers_for_later_instead_of_waiting() {
         .unwrap()
         .join("dedup-shards");
     assert_eq!(files_under(&answers).len(), 1, "the answer was kept");
-    download(&other, &s.files[0].file_hash, &env.path("small.out"), &small).await;
+    download(
+        &other,
+        &s.files[0].file_hash,
+        &env.path("small.out"),
+        &small,
+    )
+    .await;
 
     let large_b = env.file("large-b", &large);
     let before = env.xorb_bytes_received();
     let s = upload(&other, &[&large_b]).await;
-    assert_eq!(s.stats.dedup.global_bytes, large.len() as u64, "{}", s.stats);
+    assert_eq!(
+        s.stats.dedup.global_bytes,
+        large.len() as u64,
+        "{}",
+        s.stats
+    );
     assert_eq!(env.xorb_bytes_received(), before);
 }
 

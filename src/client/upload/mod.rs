@@ -36,8 +36,8 @@ use crate::xet::MerkleHash;
 pub use packer::compress_parallel;
 use packer::Packer;
 use planner::{PlannedFile, SessionPlanner};
-use queries::{GlobalQueries, BACKGROUND_MAX_BYTES};
 pub use planner::{MIN_RUN_BYTES, MIN_RUN_CHUNKS};
+use queries::{GlobalQueries, BACKGROUND_MAX_BYTES};
 use uploader::ShardUpload;
 
 /// One file of a session, once chunked.

@@ -45,8 +45,10 @@ impl GlobalQueries {
         }
         let api = self.api.clone();
         let hash = *hash;
-        self.background
-            .push(self.handle.spawn(async move { api.query_chunk(&hash).await }));
+        self.background.push(
+            self.handle
+                .spawn(async move { api.query_chunk(&hash).await }),
+        );
         Ok(None)
     }
 

@@ -23,9 +23,14 @@ use crate::lfs::pointer::{Oid, Pointer};
 use crate::lfs::protocol::{InitRequest, Operation, TransferRequest};
 use crate::lfs::xet_backend::XetBackend;
 
-/// Objects downloaded at once when many are wanted (each is mostly round trips when small;
-/// a large one is already fetched in parallel ranges by the client).
+/// Objects downloaded at once when many are wanted (a large one is already fetched in
+/// parallel ranges by the client).
 const PARALLEL_DOWNLOADS: usize = 8;
+/// ... and when all of them are small: each is then two round trips (reconstruction,
+/// xorb range) and little else, so more at once hide the latency of a distant server.
+const PARALLEL_SMALL_DOWNLOADS: usize = 32;
+/// Objects up to this size count as small.
+const SMALL_OBJECT: u64 = 1 << 20;
 
 pub struct Fetcher {
     /// `None` when the endpoint is not HTTP(S): everything goes to git-lfs.
@@ -108,7 +113,12 @@ impl Fetcher {
                     }
                 }
             }
-            let results = self.backend.download_many(&requests, PARALLEL_DOWNLOADS);
+            let parallel = if requested.iter().all(|(_, p)| p.size <= SMALL_OBJECT) {
+                PARALLEL_SMALL_DOWNLOADS
+            } else {
+                PARALLEL_DOWNLOADS
+            };
+            let results = self.backend.download_many(&requests, parallel);
             for ((path, pointer), result) in requested.into_iter().zip(results) {
                 outcome.insert(pointer.oid, stored(store, path, pointer, result));
             }
