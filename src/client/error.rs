@@ -61,6 +61,16 @@ pub enum ClientError {
     /// The operation was abandoned (a worker stopped, the session was dropped).
     #[error("{0}")]
     Aborted(String),
+
+    /// The server refused the shard of an upload that reused xorbs the local shard cache
+    /// (or an earlier global dedup answer) said it holds: it no longer does (restored from
+    /// a backup, reset, or its xorbs collected). This server's cache was cleared, so the
+    /// same upload again sends those chunks.
+    #[error(
+        "{refusal}; the upload reused xorbs this server no longer holds, so its local shard \
+         cache was cleared: retrying uploads them again"
+    )]
+    StaleDedup { refusal: Box<ClientError> },
 }
 
 fn reason_suffix(reason: &str) -> String {

@@ -379,48 +379,17 @@ impl TransferBackend for XetBackend {
         check_upload_file(&path, req.size)?;
         let client = self.client_for(&action)?;
         let progress_fn = progress_callback(progress);
-        let oid = req.oid;
-        // Recorded by git-xet's clean filter when the file was added: then only the file's
-        // new chunks are read.
         let lists = ChunkListStore::new(&self.env()?.xet_dir);
-        let list = lists.load(&oid.0, req.size);
         self.last_upload = None;
         let stats = self.runtime()?.block_on(async move {
-            if let Some(list) = list {
-                let mut session = client.start_upload().await?;
-                match session
-                    .add_chunked_file(&path, list, Some(progress_fn.clone()))
-                    .await
-                {
-                    Ok(_) => {
-                        let summary = session.finish().await?;
-                        tracing::info!(oid = %oid, "uploaded from its chunk list: {}", summary.stats);
-                        // The server has the file now; the shard cache and the file's
-                        // reconstruction record serve dedup from here on.
-                        lists.remove(&oid.0);
-                        return Ok(summary.stats);
-                    }
-                    Err(ClientError::Corrupt { what, reason }) => {
-                        // Nothing was registered; the list is wrong, so chunk the file.
-                        tracing::warn!("{what}: {reason}; chunking the whole file instead");
-                        lists.remove(&oid.0);
-                    }
-                    Err(e) => return Err(e.into()),
+            match upload_object(&client, &path, req, &lists, &progress_fn).await {
+                // The cache that misled the first attempt is gone: this one sends the data.
+                Err(LfsError::Client(e @ ClientError::StaleDedup { .. })) => {
+                    tracing::warn!("{e}");
+                    upload_object(&client, &path, req, &lists, &progress_fn).await
                 }
+                other => other,
             }
-            let mut session = client.start_upload().await?;
-            let file = session.add_file(&path, Some(progress_fn)).await?;
-            if file.sha256 != oid.0 || file.size != req.size {
-                // Dropping the session registers nothing.
-                return Err(LfsError::Transfer(format!(
-                    "{} changed while it was being uploaded (its sha256 is now {}); retry the push",
-                    path.display(),
-                    Oid(file.sha256)
-                )));
-            }
-            let summary = session.finish().await?;
-            tracing::info!(oid = %oid, "uploaded: {}", summary.stats);
-            Ok::<_, LfsError>(summary.stats)
         })?;
         self.last_upload = Some(stats);
         Ok(())
@@ -511,6 +480,53 @@ impl LocalObjects {
             .take(MAX_LOCAL_SOURCES)
             .collect()
     }
+}
+
+/// One upload session for one object: from the chunk list git-xet's clean filter recorded
+/// when the file was added (then only the file's new chunks are read), else by chunking it.
+async fn upload_object(
+    client: &CasClient,
+    path: &Path,
+    req: &TransferRequest,
+    lists: &ChunkListStore,
+    progress_fn: &ProgressFn,
+) -> Result<SessionStats, LfsError> {
+    let oid = req.oid;
+    if let Some(list) = lists.load(&oid.0, req.size) {
+        let mut session = client.start_upload().await?;
+        match session
+            .add_chunked_file(path, list, Some(progress_fn.clone()))
+            .await
+        {
+            Ok(_) => {
+                let summary = session.finish().await?;
+                tracing::info!(oid = %oid, "uploaded from its chunk list: {}", summary.stats);
+                // The server has the file now; the shard cache and the file's
+                // reconstruction record serve dedup from here on.
+                lists.remove(&oid.0);
+                return Ok(summary.stats);
+            }
+            Err(ClientError::Corrupt { what, reason }) => {
+                // Nothing was registered; the list is wrong, so chunk the file.
+                tracing::warn!("{what}: {reason}; chunking the whole file instead");
+                lists.remove(&oid.0);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut session = client.start_upload().await?;
+    let file = session.add_file(path, Some(progress_fn.clone())).await?;
+    if file.sha256 != oid.0 || file.size != req.size {
+        // Dropping the session registers nothing.
+        return Err(LfsError::Transfer(format!(
+            "{} changed while it was being uploaded (its sha256 is now {}); retry the push",
+            path.display(),
+            Oid(file.sha256)
+        )));
+    }
+    let summary = session.finish().await?;
+    tracing::info!(oid = %oid, "uploaded: {}", summary.stats);
+    Ok(summary.stats)
 }
 
 /// The file git-lfs asked us to upload must exist with the size it announced.

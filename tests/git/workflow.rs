@@ -89,6 +89,58 @@ fn push_clone_pull_and_checkout_go_through_xet() {
         .is_some());
 }
 
+/// A server that lost what it held (reset, restored from an old backup) refuses shards
+/// that reuse xorbs the local cache remembers: the agent clears that server's cache and
+/// uploads the object again, so the push succeeds by itself.
+#[test]
+fn a_push_to_a_server_that_lost_its_xorbs_uploads_them_again() {
+    let mut server = TestServer::start();
+    let alice = GitEnv::with_agent(&[]);
+    let bob = GitEnv::with_agent(&[]);
+    let a = alice.lfs_repo("a", &remote_url(&server, "org/data", "write"));
+    let files: Vec<_> = (0..3).map(|i| random_bytes(300_000, 50 + i)).collect();
+    for (i, bytes) in files.iter().enumerate() {
+        write_file(&a.join(format!("f{i}.bin")), bytes);
+    }
+    alice.git(&a, &["add", "."]);
+    alice.git(&a, &["commit", "-qm", "data"]);
+    ok(
+        alice.git_logged(&a, &["push", "-q", "origin", "main"]),
+        "push",
+    );
+
+    server.reset();
+    let remote = remote_url(&server, "org/data", "write");
+    alice.git(&a, &["remote", "set-url", "origin", &remote]);
+    // git-lfs's pre-push skips what origin/main already has: send every object first.
+    ok(
+        alice.git_logged(&a, &["lfs", "push", "--all", "origin"]),
+        "lfs push to the reset server",
+    );
+    ok(
+        alice.git_logged(&a, &["push", "-q", "origin", "main"]),
+        "push to the reset server",
+    );
+    assert!(
+        alice.agent_log().contains("shard cache was cleared"),
+        "{}",
+        alice.agent_log()
+    );
+    assert!(server.metric(XORB_RECEIVED) >= 900_000.0);
+
+    let b = bob.dir("b");
+    ok(
+        bob.git_logged(
+            &bob.dir("."),
+            &["clone", "-q", &remote, b.to_str().unwrap()],
+        ),
+        "clone from the reset server",
+    );
+    for (i, bytes) in files.iter().enumerate() {
+        assert_file_is(&b.join(format!("f{i}.bin")), bytes);
+    }
+}
+
 /// A shard in the local cache says what one server holds. Pushing the same repository to a
 /// second server (a mirror) must upload every xorb again instead of deduplicating against
 /// the first server's xorbs, which the second one would refuse.

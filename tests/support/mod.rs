@@ -176,6 +176,15 @@ impl TestServer {
         self.spawn(Some(&addr));
     }
 
+    /// Starts the server again on the same address with an empty data directory, as a
+    /// server reset or restored from an old backup: everything it held is gone.
+    pub fn reset(&mut self) {
+        self.stop();
+        let addr = self.addr();
+        std::fs::remove_dir_all(&self.data).expect("remove the data directory");
+        self.spawn(Some(&addr));
+    }
+
     pub fn is_running(&mut self) -> bool {
         self.child
             .as_mut()

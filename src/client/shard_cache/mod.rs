@@ -42,6 +42,29 @@ pub fn drop_unkeyed_cache(metadata_dir: &Path) {
     let _ = fs::remove_file(metadata_dir.join("shards.lock"));
 }
 
+/// Empties one server's cache (`dir`, as from `ClientConfig::shard_cache_dir`) after the
+/// server showed it no longer holds what the cache says. The directory is renamed away
+/// first, so that no session lists half of it; sessions still reading a shard from it find
+/// the file gone and treat it as a miss.
+pub fn discard(dir: &Path) {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".discarded-{}-{nanos}", std::process::id()));
+    let aside = dir.with_file_name(name);
+    match fs::rename(dir, &aside) {
+        Ok(()) => {
+            let _ = fs::remove_dir_all(&aside);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            tracing::warn!("could not clear the shard cache {}: {e}", dir.display());
+            let _ = fs::remove_dir_all(dir);
+        }
+    }
+}
+
 /// Own shards beyond this total size are evicted, oldest first: about the last 50 GiB of
 /// uploads, indexed in ~20 MiB of memory. Older content is still found by global dedup.
 pub const DEFAULT_MAX_OWN_SHARD_BYTES: u64 = 64 * 1024 * 1024;

@@ -261,6 +261,29 @@ impl UploadSession {
         Ok(upload)
     }
 
+    /// A refused shard that reuses xorbs this session did not upload means the shard cache
+    /// (or a kept global dedup answer) was wrong about the server: the cache is cleared and
+    /// the error says so, so that the same upload again succeeds.
+    fn stale_or(&self, e: ClientError) -> ClientError {
+        let refused = matches!(e.status(), Some(400 | 404 | 409 | 422));
+        let reused = self.planned.iter().any(|(_, planned)| {
+            planned
+                .terms
+                .iter()
+                .any(|t| matches!(t.xorb, planner::XorbRef::Known(_)))
+        });
+        match &self.shard_dir {
+            Some(dir) if refused && reused => {
+                tracing::warn!("{e}: clearing the shard cache of {}", self.api.base_url());
+                shard_cache::discard(dir);
+                ClientError::StaleDedup {
+                    refusal: Box::new(e),
+                }
+            }
+            _ => e,
+        }
+    }
+
     /// When the pipeline stopped because the uploader failed, its error is the real one.
     async fn explain(&mut self, e: ClientError) -> ClientError {
         if matches!(e, ClientError::Aborted(_)) {
@@ -304,7 +327,12 @@ impl UploadSession {
                 stored: shard.to_stored_bytes(&FooterOptions::default()),
             };
             drop(shard);
-            uploader::upload_shard(&self.api, upload, self.shard_dir.as_ref(), &mut totals).await?;
+            let sent =
+                uploader::upload_shard(&self.api, upload, self.shard_dir.as_ref(), &mut totals)
+                    .await;
+            if let Err(e) = sent {
+                return Err(self.stale_or(e));
+            }
         }
         let mut stats = SessionStats {
             files: self.planned.len() as u64,
