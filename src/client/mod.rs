@@ -36,7 +36,8 @@
 //!   ([`ClientConfig::with_user_caches`] picks the user cache directory); staging directory
 //!   for xorbs being uploaded; global dedup on/off.
 //! - **Upload** ([`UploadSession`]): `add_file` / `add_reader` stream a file through
-//!   chunking, dedup (session -> shard cache -> global dedup, with fragmentation prevention)
+//!   chunking, dedup (session -> shard cache -> global dedup, with fragmentation prevention;
+//!   files up to 256 KiB do not wait for the global dedup answer, which is kept for later)
 //!   and packing; `add_chunked_file` does the same from a [`chunk_lists::ChunkList`] saved
 //!   when the content went by earlier, reading only the chunks it packs (each checked against
 //!   the list). New xorbs upload in parallel as they fill. `finish` waits for them,
@@ -58,7 +59,9 @@
 //! - **Progress**: a [`ProgressFn`] `(bytes done, total)` per file, for both directions.
 //! - **Blocking callers**: [`BlockingClient`].
 //! - **Errors**: one type, [`ClientError`], whose messages say what failed and why (server
-//!   reasons included); tokens never appear in messages or logs.
+//!   reasons included); tokens never appear in messages or logs. `StaleDedup` means the
+//!   server refused xorbs the shard cache vouched for; the cache is cleared, so the same
+//!   upload again succeeds (the agent retries once by itself).
 
 mod blocking;
 mod cas;

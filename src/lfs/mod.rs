@@ -8,7 +8,7 @@
 //! | [`progress`] | `progress` events, monotonic, ending at the object's size           |
 //! | [`action`]   | the `xet` batch action: CAS URL, token, expiry, session, file hash   |
 //! | [`batch`]    | a git-lfs Batch API client (for migrate and status)                 |
-//! | [`pointer`]  | pointer files: strict parsing and canonical writing                  |
+//! | [`pointer`](mod@pointer) | pointer files: strict parsing and canonical writing                  |
 //! | [`xet_backend`] | the transfer backend that moves objects through the XET client    |
 
 pub mod action;

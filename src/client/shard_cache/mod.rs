@@ -9,7 +9,7 @@
 //! shard's entries in a table of its own. A hit loads that shard's xorb descriptions lazily
 //! to confirm the full hash and to follow the run of chunks after it.
 //!
-//! [`upkeep`] evicts old shards and merges small ones, under a lock readers share.
+//! `upkeep` evicts old shards and merges small ones, under a lock readers share.
 
 mod upkeep;
 

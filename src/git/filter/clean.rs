@@ -10,7 +10,7 @@
 //! file it just checked out ("racily clean": written in the same second as the index), or a
 //! file that was only touched. So when the work tree file is at least [`RECHECK_MIN`] and
 //! the index's version of it (a [`Recheck`] probe) is stored with the same size, the content
-//! is first compared with that object (see [`StoredComparison`]): equal content is neither
+//! is first compared with that object (see `StoredComparison`): equal content is neither
 //! hashed nor written again. At the first difference, the equal prefix is taken from the
 //! stored copy and the clean goes on as for new content, so an edited file costs only that
 //! extra read of what it shares with its previous version. (Content that then hashes to the
