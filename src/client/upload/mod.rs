@@ -14,6 +14,7 @@ mod uploader;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -37,7 +38,7 @@ pub use packer::compress_parallel;
 use packer::Packer;
 use planner::{PlannedFile, SessionPlanner};
 pub use planner::{MIN_RUN_BYTES, MIN_RUN_CHUNKS};
-use queries::{GlobalQueries, BACKGROUND_MAX_BYTES};
+use queries::{GlobalQueries, BACKGROUND_MAX_BYTES, FINISH_WAIT};
 use uploader::ShardUpload;
 
 /// One file of a session, once chunked.
@@ -223,7 +224,7 @@ impl UploadSession {
         };
         let name_owned = name.to_string();
         let task = tokio::task::spawn_blocking(move || {
-            for answer in queries.answers(false) {
+            for answer in queries.answers(Duration::ZERO) {
                 planner.add_dedup_answer(&answer);
             }
             let mut query = |hash: &MerkleHash| queries.ask(hash, background);
@@ -368,7 +369,10 @@ impl UploadSession {
             let saved = std::mem::take(&mut totals.saved_shards);
             let queries = self.queries.take();
             let index = tokio::task::spawn_blocking(move || {
-                for answer in queries.map(|mut q| q.answers(true)).unwrap_or_default() {
+                for answer in queries
+                    .map(|mut q| q.answers(FINISH_WAIT))
+                    .unwrap_or_default()
+                {
                     planner.add_dedup_answer(&answer);
                 }
                 let mut index = std::mem::take(&mut planner.shards);

@@ -7,6 +7,8 @@
 //! itself, [`BACKGROUND_MAX_BYTES`], about what one round trip costs on a 100 Mbit/s link
 //! at 20 ms; uploads of many small files pay that round trip on every file.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
@@ -17,6 +19,9 @@ use crate::xet::MerkleHash;
 
 /// Files up to this size do not wait for global dedup answers.
 pub const BACKGROUND_MAX_BYTES: u64 = 256 * 1024;
+/// How long `finish` waits for answers still out (sent before the xorb and the shard, they
+/// are normally in by then).
+pub const FINISH_WAIT: Duration = Duration::from_secs(1);
 
 type Answer = Result<Option<Bytes>>;
 
@@ -52,23 +57,41 @@ impl GlobalQueries {
         Ok(None)
     }
 
-    /// The answer shards of background queries that have finished (with `wait`: of all of
-    /// them, once they finish). A failed query only costs its dedup.
-    pub fn answers(&mut self, wait: bool) -> Vec<Bytes> {
-        let (done, pending): (Vec<_>, Vec<_>) = std::mem::take(&mut self.background)
+    /// The answer shards of background queries that have finished, after waiting up to
+    /// `wait` for the others (an answer still out then is dropped: it would delay the
+    /// upload for a dedup chance only). A failed query only costs its dedup.
+    pub fn answers(&mut self, wait: Duration) -> Vec<Bytes> {
+        let deadline = tokio::time::Instant::now() + wait;
+        std::mem::take(&mut self.background)
             .into_iter()
-            .partition(|query| wait || query.is_finished());
-        self.background = pending;
-        done.into_iter()
-            .filter_map(|query| match self.handle.block_on(query) {
-                Ok(Ok(answer)) => answer,
-                Ok(Err(e)) => {
-                    tracing::debug!("a background global dedup query failed: {e}");
-                    None
-                }
-                Err(e) => {
-                    tracing::debug!("a background global dedup query stopped: {e}");
-                    None
+            .filter_map(|query| {
+                let answer = if query.is_finished() {
+                    self.handle.block_on(query)
+                } else if wait.is_zero() {
+                    self.background.push(query);
+                    return None;
+                } else {
+                    let waited = self
+                        .handle
+                        .block_on(tokio::time::timeout_at(deadline, query));
+                    match waited {
+                        Ok(answer) => answer,
+                        Err(_) => {
+                            tracing::debug!("not waiting longer for a global dedup answer");
+                            return None;
+                        }
+                    }
+                };
+                match answer {
+                    Ok(Ok(answer)) => answer,
+                    Ok(Err(e)) => {
+                        tracing::debug!("a background global dedup query failed: {e}");
+                        None
+                    }
+                    Err(e) => {
+                        tracing::debug!("a background global dedup query stopped: {e}");
+                        None
+                    }
                 }
             })
             .collect()
