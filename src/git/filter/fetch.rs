@@ -31,6 +31,9 @@ const PARALLEL_DOWNLOADS: usize = 8;
 const PARALLEL_SMALL_DOWNLOADS: usize = 32;
 /// Objects up to this size count as small.
 const SMALL_OBJECT: u64 = 1 << 20;
+/// Batch API requests made at once; their objects are then downloaded as one stream, so
+/// that the downloads do not pause for a batch request every [`BATCH_SIZE`] objects.
+const BATCHES_AT_ONCE: usize = 10;
 
 pub struct Fetcher {
     /// `None` when the endpoint is not HTTP(S): everything goes to git-lfs.
@@ -82,8 +85,8 @@ impl Fetcher {
     }
 
     /// Brings the objects of many files into `store`: one Batch API request per
-    /// [`BATCH_SIZE`] objects, each object downloaded once however many files share it.
-    /// One result per file, in order.
+    /// [`BATCH_SIZE`] objects ([`BATCHES_AT_ONCE`] of them at a time), each object
+    /// downloaded once however many files share it. One result per file, in order.
     pub fn fetch_many(
         &mut self,
         files: &[(&str, &Pointer)],
@@ -96,7 +99,7 @@ impl Fetcher {
             }
         }
         let mut outcome: HashMap<Oid, Result<Fetched, String>> = HashMap::new();
-        for group in unique.chunks(BATCH_SIZE) {
+        for group in unique.chunks(BATCH_SIZE * BATCHES_AT_ONCE) {
             let mut requests = Vec::new();
             let mut requested = Vec::new();
             for (&(path, pointer), wanted) in group.iter().zip(self.requests_for(group)) {
@@ -156,32 +159,45 @@ impl Fetcher {
         stored(store, pathname, pointer, result).map_err(GitError::Failed)
     }
 
-    /// One Batch API request for `group`; per object, its transfer request, `None` when
-    /// the server does not offer `xet`, or why it cannot be fetched.
+    /// One Batch API request per [`BATCH_SIZE`] objects of `group`, all at once; per
+    /// object, its transfer request, `None` when the server does not offer `xet`, or why it
+    /// cannot be fetched.
     fn requests_for(
         &self,
         group: &[(&str, &Pointer)],
     ) -> Vec<Result<Option<TransferRequest>, String>> {
-        let answer = match &self.batch {
-            None => Ok(None),
-            Some(batch) => {
-                let specs: Vec<(Oid, u64)> = group.iter().map(|(_, p)| (p.oid, p.size)).collect();
-                self.runtime
-                    .block_on(batch.batch(Operation::Download, &["xet", "basic"], &specs))
-                    .map(|a| (a.transfer == "xet").then_some(a))
-            }
+        let parts: Vec<&[(&str, &Pointer)]> = group.chunks(BATCH_SIZE).collect();
+        let answers = match &self.batch {
+            None => parts.iter().map(|_| Ok(None)).collect(),
+            Some(batch) => self
+                .runtime
+                .block_on(futures::future::join_all(parts.iter().map(
+                    |part| async move {
+                        let specs: Vec<(Oid, u64)> =
+                            part.iter().map(|(_, p)| (p.oid, p.size)).collect();
+                        batch
+                            .batch(Operation::Download, &["xet", "basic"], &specs)
+                            .await
+                            .map(|a| (a.transfer == "xet").then_some(a))
+                    },
+                ))),
         };
-        group
+        parts
             .iter()
-            .map(|&(path, pointer)| match &answer {
-                Err(e) => Err(e.to_string()),
-                Ok(None) => Ok(None),
-                Ok(Some(answer)) => {
-                    let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
-                    self.request(pointer, entry, path)
-                        .map(Some)
-                        .map_err(|e| e.to_string())
-                }
+            .zip(answers)
+            .flat_map(|(part, answer)| {
+                part.iter()
+                    .map(|&(path, pointer)| match &answer {
+                        Err(e) => Err(e.to_string()),
+                        Ok(None) => Ok(None),
+                        Ok(Some(answer)) => {
+                            let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
+                            self.request(pointer, entry, path)
+                                .map(Some)
+                                .map_err(|e| e.to_string())
+                        }
+                    })
+                    .collect::<Vec<_>>()
             })
             .collect()
     }
