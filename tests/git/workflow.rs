@@ -97,17 +97,7 @@ fn a_push_to_a_server_that_lost_its_xorbs_uploads_them_again() {
     let mut server = TestServer::start();
     let alice = GitEnv::with_agent(&[]);
     let bob = GitEnv::with_agent(&[]);
-    let a = alice.lfs_repo("a", &remote_url(&server, "org/data", "write"));
-    let files: Vec<_> = (0..3).map(|i| random_bytes(300_000, 50 + i)).collect();
-    for (i, bytes) in files.iter().enumerate() {
-        write_file(&a.join(format!("f{i}.bin")), bytes);
-    }
-    alice.git(&a, &["add", "."]);
-    alice.git(&a, &["commit", "-qm", "data"]);
-    ok(
-        alice.git_logged(&a, &["push", "-q", "origin", "main"]),
-        "push",
-    );
+    let (a, files) = push_three_files(&alice, &remote_url(&server, "org/data", "write"), 50);
 
     server.reset();
     let remote = remote_url(&server, "org/data", "write");
@@ -128,17 +118,7 @@ fn a_push_to_a_server_that_lost_its_xorbs_uploads_them_again() {
     );
     assert!(server.metric(XORB_RECEIVED) >= 900_000.0);
 
-    let b = bob.dir("b");
-    ok(
-        bob.git_logged(
-            &bob.dir("."),
-            &["clone", "-q", &remote, b.to_str().unwrap()],
-        ),
-        "clone from the reset server",
-    );
-    for (i, bytes) in files.iter().enumerate() {
-        assert_file_is(&b.join(format!("f{i}.bin")), bytes);
-    }
+    assert_clone_has(&bob, &remote, &files);
 }
 
 /// A shard in the local cache says what one server holds. Pushing the same repository to a
@@ -150,17 +130,7 @@ fn a_push_to_a_second_server_sends_what_that_server_lacks() {
     let second = TestServer::start();
     let alice = GitEnv::with_agent(&[]);
     let bob = GitEnv::with_agent(&[]);
-    let a = alice.lfs_repo("a", &remote_url(&first, "org/data", "write"));
-    let files: Vec<_> = (0..3).map(|i| random_bytes(300_000, 40 + i)).collect();
-    for (i, bytes) in files.iter().enumerate() {
-        write_file(&a.join(format!("f{i}.bin")), bytes);
-    }
-    alice.git(&a, &["add", "."]);
-    alice.git(&a, &["commit", "-qm", "data"]);
-    ok(
-        alice.git_logged(&a, &["push", "-q", "origin", "main"]),
-        "push",
-    );
+    let (a, files) = push_three_files(&alice, &remote_url(&first, "org/data", "write"), 40);
 
     // The cache layout of earlier versions (no server named) is dropped, not trusted.
     let servers = a.join(".git/xet/servers");
@@ -186,13 +156,32 @@ fn a_push_to_a_second_server_sends_what_that_server_lacks() {
     assert!(!legacy.exists(), "the unkeyed cache was removed");
     assert_eq!(servers.read_dir().unwrap().count(), 2);
 
-    let b = bob.dir("b");
+    assert_clone_has(&bob, &mirror, &files);
+}
+
+/// A repository with three files of 300,000 bytes (`f0.bin`..), committed and pushed to
+/// `remote`; returns it and the files' contents.
+fn push_three_files(env: &GitEnv, remote: &str, seed: u64) -> (std::path::PathBuf, Vec<Vec<u8>>) {
+    let a = env.lfs_repo("a", remote);
+    let files: Vec<_> = (0..3).map(|i| random_bytes(300_000, seed + i)).collect();
+    for (i, bytes) in files.iter().enumerate() {
+        write_file(&a.join(format!("f{i}.bin")), bytes);
+    }
+    env.git(&a, &["add", "."]);
+    env.git(&a, &["commit", "-qm", "data"]);
     ok(
-        bob.git_logged(
-            &bob.dir("."),
-            &["clone", "-q", &mirror, b.to_str().unwrap()],
-        ),
-        "clone from the mirror",
+        env.git_logged(&a, &["push", "-q", "origin", "main"]),
+        "push",
+    );
+    (a, files)
+}
+
+/// A clone of `remote` has the files of [`push_three_files`], bit-exact.
+fn assert_clone_has(env: &GitEnv, remote: &str, files: &[Vec<u8>]) {
+    let b = env.dir("b");
+    ok(
+        env.git_logged(&env.dir("."), &["clone", "-q", remote, b.to_str().unwrap()]),
+        "clone",
     );
     for (i, bytes) in files.iter().enumerate() {
         assert_file_is(&b.join(format!("f{i}.bin")), bytes);

@@ -61,39 +61,39 @@ impl GlobalQueries {
     /// `wait` for the others (an answer still out then is dropped: it would delay the
     /// upload for a dedup chance only). A failed query only costs its dedup.
     pub fn answers(&mut self, wait: Duration) -> Vec<Bytes> {
-        let deadline = tokio::time::Instant::now() + wait;
-        std::mem::take(&mut self.background)
+        let (done, pending): (Vec<_>, Vec<_>) = std::mem::take(&mut self.background)
             .into_iter()
-            .filter_map(|query| {
-                let answer = if query.is_finished() {
-                    self.handle.block_on(query)
-                } else if wait.is_zero() {
-                    self.background.push(query);
-                    return None;
-                } else {
-                    let waited = self
-                        .handle
-                        .block_on(tokio::time::timeout_at(deadline, query));
-                    match waited {
-                        Ok(answer) => answer,
-                        Err(_) => {
-                            tracing::debug!("not waiting longer for a global dedup answer");
-                            return None;
-                        }
-                    }
-                };
-                match answer {
-                    Ok(Ok(answer)) => answer,
-                    Ok(Err(e)) => {
-                        tracing::debug!("a background global dedup query failed: {e}");
-                        None
-                    }
-                    Err(e) => {
-                        tracing::debug!("a background global dedup query stopped: {e}");
-                        None
-                    }
+            .partition(|query| query.is_finished());
+        let mut answers: Vec<_> = done.into_iter().map(|q| self.handle.block_on(q)).collect();
+        if wait.is_zero() {
+            self.background = pending;
+        } else {
+            let deadline = tokio::time::Instant::now() + wait;
+            for query in pending {
+                match self
+                    .handle
+                    .block_on(tokio::time::timeout_at(deadline, query))
+                {
+                    Ok(answer) => answers.push(answer),
+                    Err(_) => tracing::debug!("not waiting longer for a global dedup answer"),
                 }
-            })
-            .collect()
+            }
+        }
+        answers.into_iter().filter_map(answer_shard).collect()
+    }
+}
+
+/// The shard a finished background query brought, if any.
+fn answer_shard(answer: std::result::Result<Answer, tokio::task::JoinError>) -> Option<Bytes> {
+    match answer {
+        Ok(Ok(shard)) => shard,
+        Ok(Err(e)) => {
+            tracing::debug!("a background global dedup query failed: {e}");
+            None
+        }
+        Err(e) => {
+            tracing::debug!("a background global dedup query stopped: {e}");
+            None
+        }
     }
 }

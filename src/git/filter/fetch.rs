@@ -182,24 +182,22 @@ impl Fetcher {
                     },
                 ))),
         };
-        parts
-            .iter()
-            .zip(answers)
-            .flat_map(|(part, answer)| {
-                part.iter()
-                    .map(|&(path, pointer)| match &answer {
-                        Err(e) => Err(e.to_string()),
-                        Ok(None) => Ok(None),
-                        Ok(Some(answer)) => {
-                            let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
-                            self.request(pointer, entry, path)
-                                .map(Some)
-                                .map_err(|e| e.to_string())
-                        }
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect()
+        let mut requests = Vec::with_capacity(group.len());
+        for (part, answer) in parts.iter().zip(answers) {
+            for &(path, pointer) in part.iter() {
+                requests.push(match &answer {
+                    Err(e) => Err(e.to_string()),
+                    Ok(None) => Ok(None),
+                    Ok(Some(answer)) => {
+                        let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
+                        self.request(pointer, entry, path)
+                            .map(Some)
+                            .map_err(|e| e.to_string())
+                    }
+                });
+            }
+        }
+        requests
     }
 
     /// The transfer request for one object of a batch answer.
