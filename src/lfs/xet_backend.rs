@@ -73,7 +73,9 @@ pub struct XetBackend {
     factory: EnvFactory,
     operation: Option<Operation>,
     env: EnvState,
-    runtime: Option<tokio::runtime::Runtime>,
+    /// Started by the first transfer: git-lfs starts every agent and waits for each one's
+    /// `init` answer in turn, and most agents of a small push never get an object.
+    runtime: std::sync::OnceLock<tokio::runtime::Runtime>,
     /// One client per CAS URL for the session (connections and caches are reused).
     clients: HashMap<String, (CasClient, Arc<Tokens>)>,
     last_upload: Option<SessionStats>,
@@ -152,7 +154,7 @@ impl XetBackend {
             factory,
             operation: None,
             env: EnvState::None,
-            runtime: None,
+            runtime: std::sync::OnceLock::new(),
             clients: HashMap::new(),
             last_upload: None,
         }
@@ -198,9 +200,20 @@ impl XetBackend {
     }
 
     fn runtime(&self) -> Result<&tokio::runtime::Runtime, LfsError> {
-        self.runtime
-            .as_ref()
-            .ok_or_else(|| LfsError::Internal("transfer before a successful init".into()))
+        if self.operation.is_none() {
+            return Err(LfsError::Internal(
+                "transfer before a successful init".into(),
+            ));
+        }
+        if let Some(runtime) = self.runtime.get() {
+            return Ok(runtime);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("git-xet-agent")
+            .build()
+            .map_err(|e| LfsError::Internal(format!("cannot start the async runtime: {e}")))?;
+        Ok(self.runtime.get_or_init(|| runtime))
     }
 
     /// What the last successful upload sent (for `migrate`'s report).
@@ -361,12 +374,6 @@ impl TransferBackend for XetBackend {
             EnvStart::Ready(env) => self.adopt(env)?,
             EnvStart::Later(handle) => self.env = EnvState::Pending(handle),
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .thread_name("git-xet-agent")
-            .build()
-            .map_err(|e| LfsError::Internal(format!("cannot start the async runtime: {e}")))?;
-        self.runtime = Some(runtime);
         Ok(())
     }
 

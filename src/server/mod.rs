@@ -13,7 +13,7 @@
 //! | `lfs`           | git-lfs Batch API, basic transfers, verify, locks, token refresh  |
 //! | `ingest`        | converting basic uploads to xorbs + shard (server-side dedup)     |
 //! | `file_stream`   | streaming a reconstruction as plain bytes (basic downloads)       |
-//! | `git`           | git smart HTTP via `git http-backend`; hosted repos; hook check   |
+//! | `git`           | git smart HTTP (upload/receive-pack); hosted repos; hook check    |
 //! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
 //! | `http`, `metrics` | router, request accounting, Prometheus text                     |
 

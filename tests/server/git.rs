@@ -341,6 +341,8 @@ fn pre_receive_hook_names_exactly_the_missing_pointers_among_many_blobs() {
     let no_eol = sha256_hex(b"no final newline");
     let text = pointer_text(&no_eol, 77);
     write_file(&work.join("noeol.txt"), text.trim_end().as_bytes());
+    // The same pointer in another blob (with its newline): asked about and named once.
+    write_file(&work.join("same.txt"), text.as_bytes());
     missing.push(no_eol);
     // A binary candidate with NULs, holding a line shaped like a batch header followed by a
     // pointer: a parser that lost its place would report this oid.
@@ -380,4 +382,152 @@ fn pre_receive_hook_names_exactly_the_missing_pointers_among_many_blobs() {
     for oid in [&held, &decoy, &not_first] {
         assert!(!err.contains(oid.as_str()), "does not name {oid}: {err}");
     }
+}
+
+/// The ref advertisement as git's smart HTTP protocol has it: v0 starts with the service
+/// banner, v2 (asked for with `Git-Protocol`) with its capability list; never cacheable.
+#[test]
+fn advertisements_follow_the_smart_http_protocol() {
+    let server = TestServer::start();
+    let env = GitEnv::new(Some(&server.token("org/adv", "write")));
+    let work = env.home.path().join("work");
+    env.new_repo(&work);
+    write_file(&work.join("README.md"), b"hello\n");
+    env.git(&work, &["add", "."]);
+    env.git(&work, &["commit", "-q", "-m", "one"]);
+    env.git(&work, &["push", "-q", &remote(&server, "org/adv"), "main"]);
+    let head = env.git(&work, &["rev-parse", "HEAD"]);
+
+    let http = crate::common::client();
+    let url = format!("{}/info/refs", remote(&server, "org/adv"));
+    let token = server.token("org/adv", "write");
+    for (service, protocol) in [
+        ("git-upload-pack", None),
+        ("git-upload-pack", Some("version=2")),
+        ("git-receive-pack", None),
+    ] {
+        let mut req = http
+            .get(&url)
+            .query(&[("service", service)])
+            .basic_auth("x", Some(&token));
+        if let Some(p) = protocol {
+            req = req.header("Git-Protocol", p);
+        }
+        let resp = req.send().unwrap();
+        assert_eq!(resp.status(), 200, "{service} {protocol:?}");
+        let h = resp.headers();
+        assert_eq!(
+            h["content-type"],
+            format!("application/x-{service}-advertisement").as_str()
+        );
+        assert!(h["cache-control"].to_str().unwrap().contains("no-cache"));
+        let body = resp.text().unwrap();
+        match protocol {
+            None => {
+                let banner = format!("# service={service}\n");
+                let expected = format!("{:04x}{banner}0000", banner.len() + 4);
+                assert!(body.starts_with(&expected), "{service}: {body:?}");
+                assert!(body.contains(head.trim()), "refs are advertised: {body:?}");
+            }
+            Some(_) => assert!(body.starts_with("000eversion 2\n"), "{body:?}"),
+        }
+    }
+    let resp = http
+        .get(&url)
+        .query(&[("service", "git-upload-archive")])
+        .basic_auth("x", Some(&token))
+        .send()
+        .unwrap();
+    assert_eq!(resp.status(), 403, "other services are not served");
+}
+
+/// A fetch of many new branches sends enough `want` lines that git gzips the request
+/// body; the server inflates it, with protocol v0 and v2 alike.
+#[test]
+fn gzipped_fetch_requests_are_understood() {
+    let server = TestServer::start();
+    let env = GitEnv::new(Some(&server.token("org/hist", "write")));
+    let work = env.home.path().join("work");
+    env.new_repo(&work);
+    let url = remote(&server, "org/hist");
+    env.git(&work, &["remote", "add", "origin", &url]);
+    write_file(&work.join("log.txt"), b"start\n");
+    env.git(&work, &["add", "."]);
+    env.git(&work, &["commit", "-q", "-m", "start"]);
+    env.git(&work, &["push", "-q", "origin", "main"]);
+    for version in ["0", "2"] {
+        let clone = env.home.path().join(format!("clone-v{version}"));
+        env.git(
+            env.home.path(),
+            &["clone", "-q", &url, clone.to_str().unwrap()],
+        );
+        // 40 new branches, each with its own commit: 40 `want` lines of 50 bytes.
+        for i in 0..40 {
+            let branch = format!("v{version}-b{i}");
+            env.git(&work, &["checkout", "-q", "-b", &branch, "main"]);
+            write_file(&work.join("log.txt"), branch.as_bytes());
+            env.git(&work, &["commit", "-q", "-am", &branch]);
+        }
+        env.git(&work, &["checkout", "-q", "main"]);
+        env.git(&work, &["push", "-q", "origin", "--all"]);
+
+        let out = env
+            .cmd("git", &clone)
+            .env("GIT_TRACE_CURL", "1")
+            .env("GIT_TRACE_CURL_NO_DATA", "1")
+            .args([
+                "-c",
+                &format!("protocol.version={version}"),
+                "fetch",
+                "-q",
+                "origin",
+            ])
+            .output()
+            .unwrap();
+        let trace = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "fetch v{version}: {trace}");
+        assert!(
+            trace.contains("Content-Encoding: gzip"),
+            "v{version}: the request was not gzipped, so this test tests nothing: {trace}"
+        );
+        let last = format!("origin/v{version}-b39");
+        assert_eq!(
+            env.git(&clone, &["rev-parse", &last]),
+            env.git(&work, &["rev-parse", &last[7..]]),
+            "v{version}"
+        );
+    }
+}
+
+/// A first push of `master` into a repository the server created with `main`: HEAD is
+/// pointed at the branch that exists, so a clone checks it out.
+#[test]
+fn a_first_push_of_another_branch_becomes_head() {
+    let server = TestServer::start();
+    let env = GitEnv::new(Some(&server.token("org/legacy", "write")));
+    let work = env.home.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    env.git(&work, &["init", "-q", "-b", "master"]);
+    write_file(&work.join("README.md"), b"legacy\n");
+    env.git(&work, &["add", "."]);
+    env.git(&work, &["commit", "-q", "-m", "one"]);
+    let url = remote(&server, "org/legacy");
+    env.git(&work, &["push", "-q", &url, "master"]);
+    let bare = server.data.join("repos/org/legacy.git");
+    assert_eq!(
+        std::fs::read_to_string(bare.join("HEAD")).unwrap(),
+        "ref: refs/heads/master\n"
+    );
+    let clone = env.home.path().join("clone");
+    env.git(
+        env.home.path(),
+        &["clone", "-q", &url, clone.to_str().unwrap()],
+    );
+    assert_eq!(std::fs::read(clone.join("README.md")).unwrap(), b"legacy\n");
+    // A later push of `main` leaves HEAD where it is.
+    env.git(&work, &["push", "-q", &url, "master:main"]);
+    assert_eq!(
+        std::fs::read_to_string(bare.join("HEAD")).unwrap(),
+        "ref: refs/heads/master\n"
+    );
 }

@@ -1,9 +1,10 @@
-//! Git over smart HTTP for repositories hosted under the data directory, through
-//! `git http-backend`, and the object check the pre-receive hook calls.
+//! Git over smart HTTP for repositories hosted under the data directory (`git upload-pack`
+//! and `git receive-pack` in stateless-RPC mode), and the object check the pre-receive hook
+//! calls.
 
-mod cgi;
 mod hook_check;
 mod repos;
+mod service;
 
 use axum::extract::Request;
 use axum::http::Method;
@@ -16,6 +17,7 @@ use crate::server::auth::Scope;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::repo_name::RepoName;
 use crate::server::state::SharedState;
+use service::Service;
 
 /// Lifetime of the read token a push hands its pre-receive hook.
 const HOOK_TOKEN_TTL: u64 = 15 * 60;
@@ -39,14 +41,6 @@ impl GitRoute {
         .into_iter()
         .find_map(|(suffix, route)| path.strip_suffix(suffix).map(|repo| (repo, route)))
     }
-
-    fn suffix(self) -> &'static str {
-        match self {
-            GitRoute::InfoRefs => "info/refs",
-            GitRoute::UploadPack => "git-upload-pack",
-            GitRoute::ReceivePack => "git-receive-pack",
-        }
-    }
 }
 
 pub async fn handle(state: SharedState, repo: &str, route: GitRoute, request: Request) -> Response {
@@ -62,26 +56,28 @@ async fn serve(
     request: Request,
 ) -> ServerResult<Response> {
     let repo = RepoName::parse(repo.strip_prefix('/').unwrap_or(repo))?;
-    let query = request.uri().query().unwrap_or("").to_string();
+    let query = request.uri().query().unwrap_or("");
     let method = request.method().clone();
-    let push = match (route, &method) {
-        (GitRoute::InfoRefs, &Method::GET) => match service(&query) {
-            Some("git-upload-pack") => false,
-            Some("git-receive-pack") => true,
-            _ => {
-                return Err(ServerError::Forbidden(
-                    "only git's smart HTTP protocol is served".into(),
-                ))
+    let (service, advertisement) = match (route, &method) {
+        (GitRoute::InfoRefs, &Method::GET) => {
+            match service_param(query).and_then(Service::from_name) {
+                Some(service) => (service, true),
+                None => {
+                    return Err(ServerError::Forbidden(
+                        "only git's smart HTTP protocol is served".into(),
+                    ))
+                }
             }
-        },
-        (GitRoute::UploadPack, &Method::POST) => false,
-        (GitRoute::ReceivePack, &Method::POST) => true,
+        }
+        (GitRoute::UploadPack, &Method::POST) => (Service::UploadPack, false),
+        (GitRoute::ReceivePack, &Method::POST) => (Service::ReceivePack, false),
         _ => {
             return Err(ServerError::MethodNotAllowed(format!(
                 "{method} is not allowed here"
             )))
         }
     };
+    let push = service == Service::ReceivePack;
     let access = state.authorize_repo(
         request.headers(),
         &repo,
@@ -100,15 +96,14 @@ async fn serve(
     let (hook_token, _) =
         crate::server::auth::issue(&state.keys, &repo, Scope::Read, HOOK_TOKEN_TTL);
     let (parts, body) = request.into_parts();
-    let cgi = cgi::CgiRequest {
-        project_root: &root,
-        path_info: format!("/{repo}.git/{}", route.suffix()),
-        method: method.to_string(),
-        query,
+    let run = service::ServiceRequest {
+        repo_dir: &dir,
+        service,
+        advertisement,
         headers: parts.headers,
         body,
         max_body: state.config.max_push_size,
-        remote_user: (!access.anonymous).then(|| "git-xet".to_string()),
+        user: (!access.anonymous).then(|| "git-xet".to_string()),
         env: vec![
             ("GIT_XET_SERVER_URL".into(), state.internal_url.clone()),
             ("GIT_XET_REPO".into(), repo.to_string()),
@@ -116,15 +111,16 @@ async fn serve(
         ],
         home: &state.config.data_dir,
     };
+    let fix_head_of = (push && !advertisement).then(|| dir.clone());
     let after = async move {
-        if route == GitRoute::ReceivePack {
+        if let Some(dir) = fix_head_of {
             repos::fix_head(&dir).await;
         }
     };
-    cgi::run(cgi, after).await
+    service::run(run, after).await
 }
 
-fn service(query: &str) -> Option<&str> {
+fn service_param(query: &str) -> Option<&str> {
     query
         .split('&')
         .find_map(|pair| pair.strip_prefix("service="))

@@ -93,6 +93,9 @@ pub async fn install_hook(repo_dir: &Path) -> ServerResult<()> {
 /// Points HEAD at an existing branch when it names one that does not exist (a first push
 /// of `master` into a repository created with `main`), so clones check something out.
 pub async fn fix_head(repo_dir: &Path) {
+    if head_branch_exists(repo_dir).await {
+        return; // the usual case, seen without starting git twice after every push
+    }
     let result = async {
         let head = git(repo_dir, &["symbolic-ref", "HEAD"]).await?;
         let branches = git(
@@ -116,4 +119,33 @@ pub async fn fix_head(repo_dir: &Path) {
     if let Err(e) = result {
         tracing::warn!("updating HEAD of {}: {e}", repo_dir.display());
     }
+}
+
+/// Whether HEAD names a branch that exists, as far as the files of git's default ref
+/// storage show it (a loose ref or a `packed-refs` line). `false` means "not sure": the
+/// caller asks git.
+async fn head_branch_exists(repo_dir: &Path) -> bool {
+    let Ok(head) = tokio::fs::read_to_string(repo_dir.join("HEAD")).await else {
+        return false;
+    };
+    let Some(branch) = head
+        .strip_prefix("ref: ")
+        .map(str::trim_end)
+        .filter(|r| r.starts_with("refs/heads/") && !r.contains(".."))
+    else {
+        return false;
+    };
+    if tokio::fs::metadata(repo_dir.join(branch))
+        .await
+        .is_ok_and(|m| m.is_file())
+    {
+        return true;
+    }
+    tokio::fs::read_to_string(repo_dir.join("packed-refs"))
+        .await
+        .is_ok_and(|packed| {
+            packed
+                .lines()
+                .any(|line| line.split_once(' ').is_some_and(|(_, name)| name == branch))
+        })
 }
