@@ -85,7 +85,7 @@ impl Fetcher {
     }
 
     /// Brings the objects of many files into `store`: one Batch API request per
-    /// [`BATCH_SIZE`] objects ([`BATCHES_AT_ONCE`] of them at a time), each object
+    /// [`BATCH_SIZE`] objects (`BATCHES_AT_ONCE` of them at a time), each object
     /// downloaded once however many files share it. One result per file, in order.
     pub fn fetch_many(
         &mut self,
