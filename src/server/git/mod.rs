@@ -93,8 +93,18 @@ async fn serve(
             "repository {repo} does not exist"
         )));
     }
-    let (hook_token, _) =
-        crate::server::auth::issue(&state.keys, &repo, Scope::Read, HOOK_TOKEN_TTL);
+    // Only receive-pack runs hooks: only it gets the pre-receive hook's settings.
+    let hook_env = if push && !advertisement {
+        let (token, _) =
+            crate::server::auth::issue(&state.keys, &repo, Scope::Read, HOOK_TOKEN_TTL);
+        vec![
+            ("GIT_XET_SERVER_URL".into(), state.internal_url.clone()),
+            ("GIT_XET_REPO".into(), repo.to_string()),
+            ("GIT_XET_TOKEN".into(), token),
+        ]
+    } else {
+        Vec::new()
+    };
     let (parts, body) = request.into_parts();
     let run = service::ServiceRequest {
         repo_dir: &dir,
@@ -104,11 +114,7 @@ async fn serve(
         body,
         max_body: state.config.max_push_size,
         user: (!access.anonymous).then(|| "git-xet".to_string()),
-        env: vec![
-            ("GIT_XET_SERVER_URL".into(), state.internal_url.clone()),
-            ("GIT_XET_REPO".into(), repo.to_string()),
-            ("GIT_XET_TOKEN".into(), hook_token),
-        ],
+        env: hook_env,
         home: &state.config.data_dir,
     };
     let fix_head_of = (push && !advertisement).then(|| dir.clone());

@@ -191,46 +191,60 @@ where
     Ok(response)
 }
 
-/// Copies the request body into the service's stdin (inflating a gzip body), at most
-/// `max_body` bytes of it; then closes stdin so the service sees the end.
-async fn feed(mut body: Body, mut stdin: tokio::process::ChildStdin, gzipped: bool, max_body: u64) {
+/// Copies the request body into the service's stdin, then closes it so the service sees
+/// the end. A body cut short (too large, bad gzip) reaches the service cut short: it fails
+/// on it, as with `git http-backend`.
+async fn feed(body: Body, mut stdin: tokio::process::ChildStdin, gzipped: bool, max_body: u64) {
+    if let Err(why) = copy_body(body, &mut stdin, gzipped, max_body).await {
+        tracing::warn!("git request body: {why}");
+    }
+    let _ = stdin.shutdown().await;
+}
+
+/// The body, inflated when gzipped, at most `max_body` bytes of it.
+async fn copy_body(
+    mut body: Body,
+    stdin: &mut tokio::process::ChildStdin,
+    gzipped: bool,
+    max_body: u64,
+) -> Result<(), String> {
     use std::io::Write;
     let mut inflater = gzipped.then(|| flate2::write::GzDecoder::new(Vec::new()));
     let mut sent = 0u64;
+    let mut send = async |plain: &[u8]| {
+        sent += plain.len() as u64;
+        if sent > max_body {
+            return Err(format!("over {max_body} bytes; cut off"));
+        }
+        stdin
+            .write_all(plain)
+            .await
+            .map_err(|e| format!("git stopped reading it: {e}"))
+    };
     while let Some(frame) = body.frame().await {
-        let Ok(frame) = frame else { break };
+        let Ok(frame) = frame else {
+            return Err("the client stopped sending it".into());
+        };
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        let plain = match inflater.as_mut() {
-            None => data,
+        match inflater.as_mut() {
+            None => send(&data).await?,
             Some(inflater) => {
-                if let Err(e) = inflater.write_all(&data) {
-                    tracing::warn!("git request body is not valid gzip: {e}");
-                    break;
-                }
-                bytes::Bytes::from(std::mem::take(inflater.get_mut()))
+                inflater
+                    .write_all(&data)
+                    .map_err(|e| format!("not valid gzip: {e}"))?;
+                send(&std::mem::take(inflater.get_mut())).await?;
             }
-        };
-        sent += plain.len() as u64;
-        if sent > max_body {
-            tracing::warn!("git request body over {max_body} bytes; cutting it off");
-            break;
-        }
-        if stdin.write_all(&plain).await.is_err() {
-            break;
         }
     }
     if let Some(inflater) = inflater {
-        match inflater.finish() {
-            Ok(rest) if !rest.is_empty() && sent + rest.len() as u64 <= max_body => {
-                let _ = stdin.write_all(&rest).await;
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!("git request body ends inside its gzip stream: {e}"),
-        }
+        let rest = inflater
+            .finish()
+            .map_err(|e| format!("ends inside its gzip stream: {e}"))?;
+        send(&rest).await?;
     }
-    let _ = stdin.shutdown().await;
+    Ok(())
 }
 
 #[cfg(test)]
