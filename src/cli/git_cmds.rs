@@ -1,4 +1,5 @@
-//! git integration commands: transfer, install, uninstall, migrate, status, quickstart.
+//! git integration commands: transfer, install, uninstall, migrate, status, quickstart,
+//! pre-receive.
 //! Argument parsing and output only; the work is in `git::` and `lfs::`.
 
 use std::process::ExitCode;
@@ -74,6 +75,12 @@ pub struct QuickstartArgs {
     dir: Option<std::path::PathBuf>,
 }
 
+/// `git xet pre-receive` reads its settings from GIT_XET_SERVER_URL, GIT_XET_REPO and
+/// GIT_XET_TOKEN (set by `git xet server`), else from git config xet.serverUrl, xet.repo and
+/// xet.token, as hooks/pre-receive does.
+#[derive(clap::Args, Debug)]
+pub struct PreReceiveArgs {}
+
 /// The program git-lfs should run: this very binary.
 fn agent_program() -> anyhow::Result<String> {
     let exe = std::env::current_exe().context("cannot find the path of the git-xet binary")?;
@@ -144,6 +151,29 @@ pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     logging::init("warn");
     crate::git::status::run(args.remote.as_deref(), args.offline)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Exits 1 with the reason on stderr (git shows it to the pusher) when the push must be
+/// refused, including when the check itself cannot be made: the hook fails closed.
+pub fn pre_receive(_args: PreReceiveArgs) -> anyhow::Result<ExitCode> {
+    use crate::git::pre_receive::{check, HookSettings};
+    logging::init("warn");
+    let git = crate::git::command::Git::new();
+    let verdict = HookSettings::load(&git)
+        .and_then(|settings| Ok((check(std::io::stdin().lock(), &git, &settings)?, settings)));
+    match verdict {
+        Ok((verdict, settings)) => match verdict.message(&settings.repo) {
+            Some(rejection) => {
+                eprint!("{rejection}");
+                Ok(ExitCode::FAILURE)
+            }
+            None => Ok(ExitCode::SUCCESS),
+        },
+        Err(e) => {
+            eprintln!("git-xet pre-receive: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }
 
 pub fn quickstart(args: QuickstartArgs) -> anyhow::Result<ExitCode> {

@@ -62,6 +62,9 @@ enum Command {
     Status(git_cmds::StatusArgs),
     /// Demonstrate the whole workflow against a temporary local server.
     Quickstart(git_cmds::QuickstartArgs),
+    /// The check of hooks/pre-receive, built in: run it from a bare repository's
+    /// hooks/pre-receive (`git xet server` installs it in the repositories it hosts).
+    PreReceive(git_cmds::PreReceiveArgs),
 }
 
 /// Entry point of the binary.
@@ -82,6 +85,7 @@ pub fn main() -> ExitCode {
         Command::Migrate(a) => git_cmds::migrate(a),
         Command::Status(a) => git_cmds::status(a),
         Command::Quickstart(a) => git_cmds::quickstart(a),
+        Command::PreReceive(a) => git_cmds::pre_receive(a),
     };
     match result {
         Ok(code) => code,

@@ -149,6 +149,10 @@ fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     config.max_concurrent_uploads = args.max_concurrent_uploads.max(1);
     config.fsync = !args.no_fsync;
+    // Hosted repositories' pre-receive hook runs this binary's built-in check.
+    config.hook_program = std::env::current_exe()
+        .and_then(|exe| exe.canonicalize())
+        .ok();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("git-xet-server")

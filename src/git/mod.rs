@@ -13,6 +13,7 @@
 //! | [`install`]     | registering the transfer agent, and taking it back            |
 //! | [`filter`]      | `git xet filter-process`: clean/smudge for `filter=lfs` files |
 //! | [`transfer`]    | `git xet transfer`: the agent process git-lfs starts          |
+//! | [`pre_receive`] | `git xet pre-receive`: the server-side check of pushed pointers |
 
 pub mod command;
 pub mod config;
@@ -22,6 +23,7 @@ pub mod filter;
 pub mod install;
 pub mod lfs_objects;
 pub mod migrate;
+pub mod pre_receive;
 pub mod quickstart;
 pub mod repo;
 pub mod status;

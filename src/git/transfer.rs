@@ -30,9 +30,9 @@ pub fn run_stdio() -> anyhow::Result<ExitCode> {
 }
 
 /// The repository the agent runs in, and how to authenticate to its LFS server. When the
-/// directory plainly is a repository, git confirms that in the background and `init` is
-/// answered at once; otherwise the answer waits for git, the authority on what a repository
-/// is, so that outside one `init` fails with code 32.
+/// directory plainly is a repository, git is asked only when a transfer needs it and `init`
+/// is answered at once; otherwise the answer waits for git, the authority on what a
+/// repository is, so that outside one `init` fails with code 32.
 fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
     let cwd = std::env::current_dir()
         .map_err(|e| LfsError::Transfer(format!("cannot read the current directory: {e}")))?;
@@ -43,7 +43,7 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
         Ok(agent_env(&repo, &remote))
     };
     if quick {
-        Ok(EnvStart::Later(std::thread::spawn(discover)))
+        Ok(EnvStart::Later(Box::new(discover)))
     } else {
         discover().map(EnvStart::Ready)
     }
@@ -59,9 +59,8 @@ fn looks_like_repository(dir: &Path) -> bool {
 
 /// The agent environment of `repo` talking to `remote` (a name or URL).
 ///
-/// git-lfs starts its agents one after another, each waiting for the previous one's `init`
-/// answer, so what this asks git costs eight times over: the remote's URL is looked up only
-/// when credentials are first needed (token refresh), and `lfs.storage` once.
+/// Every agent that gets an object asks this of git, so it asks little: the remote's URL is
+/// looked up only when credentials are first needed (token refresh), and `lfs.storage` once.
 pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
     let lookup = (!remote.is_empty()).then(|| (repo.clone(), remote.to_string()));
     let remote_url = std::sync::OnceLock::new();

@@ -46,14 +46,17 @@ pub struct AgentEnv {
     pub chunk_cache: bool,
 }
 
+/// Works out the environment when a transfer first needs it.
+pub type EnvLookup = Box<dyn FnOnce() -> Result<AgentEnv, LfsError> + Send>;
+
 /// The environment as `init` leaves it.
 pub enum EnvStart {
     Ready(AgentEnv),
-    /// Still being worked out (git is asked in the background); transfers wait for it, and
-    /// its failure fails each of them. git-lfs starts its agents one after another, each
-    /// waiting for the previous one's `init` answer, so an answer that does not wait for git
-    /// saves that wait once per agent.
-    Later(std::thread::JoinHandle<Result<AgentEnv, LfsError>>),
+    /// Asked of git by the first transfer; its failure fails each of them. git-lfs starts
+    /// all its agents (eight by default) one after another, each waiting for the previous
+    /// one's `init` answer, and most get no object in a small push: neither the answer nor
+    /// the idle agents should start git.
+    Later(EnvLookup),
 }
 
 /// Starts the environment at `init` (an error is answered with code 32).
@@ -63,7 +66,7 @@ pub type EnvFactory = Box<dyn FnMut(&InitRequest) -> Result<EnvStart, LfsError>>
 enum EnvState {
     /// No successful `init` yet.
     None,
-    Pending(std::thread::JoinHandle<Result<AgentEnv, LfsError>>),
+    Pending(EnvLookup),
     Ready(AgentEnv),
     /// Why it could not be set up, for every transfer that needs it.
     Failed(String),
@@ -170,13 +173,10 @@ impl XetBackend {
     /// The environment, once what `init` started is settled.
     fn env(&mut self) -> Result<&AgentEnv, LfsError> {
         if matches!(self.env, EnvState::Pending(_)) {
-            let EnvState::Pending(handle) = std::mem::replace(&mut self.env, EnvState::None) else {
+            let EnvState::Pending(lookup) = std::mem::replace(&mut self.env, EnvState::None) else {
                 unreachable!("matched above")
             };
-            let found = handle.join().unwrap_or_else(|_| {
-                Err(LfsError::Internal("finding the repository panicked".into()))
-            });
-            if let Err(e) = found.and_then(|env| self.adopt(env)) {
+            if let Err(e) = lookup().and_then(|env| self.adopt(env)) {
                 self.env = EnvState::Failed(e.to_string());
             }
         }
@@ -372,7 +372,7 @@ impl TransferBackend for XetBackend {
         self.operation = Some(init.operation);
         match start {
             EnvStart::Ready(env) => self.adopt(env)?,
-            EnvStart::Later(handle) => self.env = EnvState::Pending(handle),
+            EnvStart::Later(lookup) => self.env = EnvState::Pending(lookup),
         }
         Ok(())
     }

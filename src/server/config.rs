@@ -33,6 +33,9 @@ pub struct ServerConfig {
     pub fsync: bool,
     /// How long shutdown waits for in-flight requests.
     pub shutdown_grace: Duration,
+    /// The git-xet binary whose built-in `pre-receive` check hosted repositories' hook runs;
+    /// without it they get the shell hook, hooks/pre-receive (same check, slower).
+    pub hook_program: Option<PathBuf>,
 }
 
 impl ServerConfig {
@@ -54,6 +57,7 @@ impl ServerConfig {
             max_concurrent_uploads: 8,
             fsync: true,
             shutdown_grace: Duration::from_secs(60),
+            hook_program: None,
         }
     }
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::common::sha256_hex;
 use crate::gitenv::{count_files, GitEnv};
-use crate::support::{random_bytes, write_file, TestServer};
+use crate::support::{git_xet_bin, random_bytes, write_file, TestServer};
 
 fn remote(server: &TestServer, repo: &str) -> String {
     format!("{}/{repo}.git", server.url)
@@ -42,10 +42,16 @@ fn git_lfs_push_and_clone_bit_exact_stored_as_xorbs() {
     );
     assert_eq!(server.metric("git_xet_registered_files"), 2.0);
     assert!(count_files(&server.data.join("xorbs")) >= 1);
-    assert!(server
-        .data
-        .join("repos/org/model.git/hooks/pre-receive")
-        .exists());
+    // Hosted repositories run the binary's built-in check (fewer processes per push).
+    let hook =
+        std::fs::read_to_string(server.data.join("repos/org/model.git/hooks/pre-receive")).unwrap();
+    assert!(hook.starts_with("#!/bin/sh\n"), "{hook}");
+    assert!(hook.ends_with(" pre-receive\n"), "{hook}");
+    let program = git_xet_bin().canonicalize().unwrap();
+    assert!(
+        hook.contains(&format!("exec '{}'", program.display())),
+        "{hook}"
+    );
 
     let clone = env.home.path().join("clone");
     env.git(
@@ -236,14 +242,20 @@ fn pre_receive_hook_rejects_pointers_to_missing_objects() {
     env.git(&work, &["push", "-q", "origin", "main"]);
 }
 
-/// The hook in hooks/ works for any git server: here a plain bare repository pushed to
-/// over the local transport, configured with git config only.
+/// Both hooks work for any git server: here a plain bare repository pushed to over the
+/// local transport, configured with git config only.
 #[test]
 fn pre_receive_hook_works_standalone_with_git_config() {
+    for kind in [Hook::Shell, Hook::BuiltIn] {
+        standalone_hook_with_git_config(kind);
+    }
+}
+
+fn standalone_hook_with_git_config(kind: Hook) {
     let server = TestServer::start();
     let token = server.token("org/model", "write");
     let env = GitEnv::new(Some(&token));
-    let bare = bare_repo_with_hook(&env, &server, "org/model");
+    let bare = bare_repo_with_hook(&env, &server, "org/model", kind);
 
     let work = env.home.path().join("work");
     env.new_repo(&work);
@@ -254,8 +266,8 @@ fn pre_receive_hook_works_standalone_with_git_config() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && err.contains(&oid),
-        "rejected naming {oid}: {err}"
+        !out.status.success() && err.contains(&format!("missing LFS object {oid}")),
+        "{kind:?}: rejected naming {oid}: {err}"
     );
     // Upload the object to the XET server's repository (git-lfs against its LFS endpoint).
     env.git(
@@ -268,7 +280,7 @@ fn pre_receive_hook_works_standalone_with_git_config() {
         .unwrap();
     assert!(
         out.status.success(),
-        "accepted once uploaded: {}",
+        "{kind:?}: accepted once uploaded: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     // Misconfiguration fails closed, with a clear reason.
@@ -281,20 +293,48 @@ fn pre_receive_hook_works_standalone_with_git_config() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("no XET server configured"),
-        "{err}"
+        "{kind:?}: {err}"
     );
 }
 
-/// A bare repository outside the server with hooks/pre-receive installed and configured
-/// (git config only) to check pushes against `repo` on `server`.
-fn bare_repo_with_hook(env: &GitEnv, server: &TestServer, repo: &str) -> std::path::PathBuf {
+/// The two forms of the pre-receive check.
+#[derive(Clone, Copy, Debug)]
+enum Hook {
+    /// hooks/pre-receive, the shell script.
+    Shell,
+    /// `git xet pre-receive`, run from a two-line hook as the server installs it.
+    BuiltIn,
+}
+
+/// A bare repository outside the server with a pre-receive hook of `kind` installed and
+/// configured (git config only) to check pushes against `repo` on `server`.
+fn bare_repo_with_hook(
+    env: &GitEnv,
+    server: &TestServer,
+    repo: &str,
+    kind: Hook,
+) -> std::path::PathBuf {
     let bare = env.home.path().join("elsewhere.git");
     env.git(
         env.home.path(),
         &["init", "-q", "--bare", bare.to_str().unwrap()],
     );
-    let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/pre-receive");
-    std::fs::copy(&hook, bare.join("hooks/pre-receive")).unwrap();
+    let installed = bare.join("hooks/pre-receive");
+    match kind {
+        Hook::Shell => {
+            let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/pre-receive");
+            std::fs::copy(&hook, &installed).unwrap();
+        }
+        Hook::BuiltIn => {
+            use std::os::unix::fs::PermissionsExt;
+            let script = format!(
+                "#!/bin/sh\nexec '{}' pre-receive\n",
+                git_xet_bin().display()
+            );
+            std::fs::write(&installed, script).unwrap();
+            std::fs::set_permissions(&installed, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
     env.git(&bare, &["config", "xet.serverUrl", &server.url]);
     env.git(&bare, &["config", "xet.repo", repo]);
     env.git(&bare, &["config", "xet.token", &server.token(repo, "read")]);
@@ -312,10 +352,16 @@ fn pointer_text(oid: &str, size: usize) -> String {
 /// batches, whose answers all count.
 #[test]
 fn pre_receive_hook_names_exactly_the_missing_pointers_among_many_blobs() {
+    for kind in [Hook::Shell, Hook::BuiltIn] {
+        names_exactly_the_missing_pointers_among_many_blobs(kind);
+    }
+}
+
+fn names_exactly_the_missing_pointers_among_many_blobs(kind: Hook) {
     let server = TestServer::start();
     let token = server.token("org/many", "write");
     let env = GitEnv::new(Some(&token));
-    let bare = bare_repo_with_hook(&env, &server, "org/many");
+    let bare = bare_repo_with_hook(&env, &server, "org/many", kind);
     let work = env.home.path().join("work");
     env.new_repo(&work);
     env.git(
@@ -367,20 +413,23 @@ fn pre_receive_hook_names_exactly_the_missing_pointers_among_many_blobs() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "rejected: {err}");
+    assert!(!out.status.success(), "{kind:?}: rejected: {err}");
     assert!(
         err.contains(&format!("rejected: {} LFS object(s)", missing.len())),
-        "counts {} missing: {err}",
+        "{kind:?}: counts {} missing: {err}",
         missing.len()
     );
     for oid in &missing {
         assert!(
             err.contains(&format!("missing LFS object {oid}")),
-            "names {oid}: {err}"
+            "{kind:?}: names {oid}: {err}"
         );
     }
     for oid in [&held, &decoy, &not_first] {
-        assert!(!err.contains(oid.as_str()), "does not name {oid}: {err}");
+        assert!(
+            !err.contains(oid.as_str()),
+            "{kind:?}: does not name {oid}: {err}"
+        );
     }
 }
 

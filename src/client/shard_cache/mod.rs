@@ -4,10 +4,12 @@
 //! `.git/xet/`; otherwise the user cache directory). It is kept per server because a shard
 //! describes what one server holds.
 //!
-//! At the start of an upload session every cached shard is read once into a compact index:
-//! 24 bytes per chunk (first hash word, shard, xorb and chunk position), with each keyed
-//! shard's entries in a table of its own. A hit loads that shard's xorb descriptions lazily
-//! to confirm the full hash and to follow the run of chunks after it.
+//! At the start of an upload session the chunk lookup table of every cached shard (its
+//! footer says where) is read into a compact index: 20 bytes per chunk (first hash word,
+//! shard, xorb record and chunk position), with each keyed shard's entries in a table of
+//! its own. The rest of a shard is not read then: a hit loads the description of the one
+//! xorb it points at, to confirm the full hash and to follow the run of chunks after it. A
+//! damaged table can therefore only cost hits, never give a wrong one.
 //!
 //! `upkeep` evicts old shards and merges small ones, under a lock readers share.
 
@@ -22,7 +24,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::client::error::{ClientError, Result};
 use crate::xet::hash::keyed_chunk_hash;
-use crate::xet::shard::{read_shard, ParsedShard, XorbBlock};
+use crate::xet::shard::{
+    read_shard, ChunkLookupEntry, ParsedShard, ShardFile, ShardFooter, XorbBlock,
+};
 use crate::xet::MerkleHash;
 
 /// Removes the cache that versions before the per-server layout kept directly in the
@@ -104,7 +108,8 @@ impl CachedChunk {
     }
 }
 
-/// (first word of stored chunk hash, shard, xorb index, chunk index).
+/// (first word of stored chunk hash, shard, record index of the xorb's header in the
+/// shard's CAS section, chunk index): the shard's own chunk lookup entry, plus the shard.
 type Entry = (u64, u32, u32, u32);
 
 #[derive(Debug)]
@@ -119,9 +124,8 @@ enum Insert {
     /// While loading: appended, and every table is sorted once at the end.
     Bulk,
     /// Into a sorted table, by merging: sorting the whole table again after every session
-    /// would cost O(n log n) per file with a large cache. `keep_loaded` keeps the shard's
-    /// xorb descriptions in memory (fresh dedup answers are about to be used).
-    Merge { keep_loaded: bool },
+    /// would cost O(n log n) per file with a large cache.
+    Merge,
 }
 
 /// Merges `new` into the sorted `entries`, in place from the back: O(n + m).
@@ -146,8 +150,9 @@ fn merge_sorted(entries: &mut Vec<Entry>, mut new: Vec<Entry>) {
 pub struct ShardIndex {
     tables: Vec<Table>,
     paths: Vec<PathBuf>,
-    /// Xorb descriptions of shards that had a hit, loaded on demand.
-    loaded: HashMap<u32, Vec<Arc<XorbBlock>>>,
+    /// Xorb descriptions that had a hit, by (shard, record), loaded on demand; `None` when
+    /// the record holds no xorb (a damaged lookup table).
+    loaded: HashMap<(u32, u32), Option<Arc<XorbBlock>>>,
     dedup_dir: Option<PathBuf>,
     /// Held shared while the index may read `shards/` (see [`upkeep`]).
     _read_lock: Option<fs::File>,
@@ -158,6 +163,22 @@ fn now_secs() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+fn open_shard_file(path: &Path) -> Result<ShardFile<BufReader<fs::File>>> {
+    let file =
+        fs::File::open(path).map_err(|e| ClientError::io("opening a cached shard", path, e))?;
+    ShardFile::open(BufReader::new(file))
+        .map_err(|e| ClientError::core(format!("reading cached shard {}", path.display()), e))
+}
+
+/// What the index needs of a cached shard: its footer and chunk lookup table.
+fn read_chunk_lookup(path: &Path) -> Result<(ShardFooter, Vec<ChunkLookupEntry>)> {
+    let mut shard = open_shard_file(path)?;
+    let table = shard
+        .chunk_lookup_table()
+        .map_err(|e| ClientError::core(format!("reading cached shard {}", path.display()), e))?;
+    Ok((shard.footer().clone(), table))
 }
 
 fn read_shard_file(path: &Path) -> Result<ParsedShard> {
@@ -228,15 +249,15 @@ impl ShardIndex {
         let own = shard_files(&shards_dir);
         let dedup = shard_files(&dir.join("dedup-shards"));
         for (path, _) in own.into_iter().chain(dedup) {
-            match read_shard_file(&path) {
-                Ok(parsed) => {
-                    let expiry = parsed.footer.as_ref().map_or(u64::MAX, |f| f.key_expiry);
-                    if expiry <= now_secs() {
+            match read_chunk_lookup(&path) {
+                Ok((footer, lookup)) => {
+                    if footer.key_expiry <= now_secs() {
                         tracing::debug!("dropping expired dedup shard {}", path.display());
                         let _ = fs::remove_file(&path);
                         continue;
                     }
-                    index.insert(path, &parsed, Insert::Bulk);
+                    let entries = lookup.into_iter();
+                    index.insert(path, Some(&footer), entries, Insert::Bulk);
                 }
                 Err(e) => {
                     tracing::warn!("ignoring unreadable cached shard: {e}");
@@ -253,13 +274,10 @@ impl ShardIndex {
     /// Adds a shard file this client just saved, so that a later session of this process
     /// finds it without reloading the whole cache.
     pub fn add_own_shard_file(&mut self, path: &Path) {
-        match read_shard_file(path) {
-            Ok(parsed) => {
-                self.insert(
-                    path.to_path_buf(),
-                    &parsed,
-                    Insert::Merge { keep_loaded: false },
-                );
+        match read_chunk_lookup(path) {
+            Ok((footer, lookup)) => {
+                let entries = lookup.into_iter();
+                self.insert(path.to_path_buf(), Some(&footer), entries, Insert::Merge);
             }
             Err(e) => tracing::warn!("not indexing a shard just saved: {e}"),
         }
@@ -275,13 +293,17 @@ impl ShardIndex {
         self.tables.iter().map(|t| t.entries.len()).sum()
     }
 
-    /// Adds a shard's chunks to the table of its key.
-    fn insert(&mut self, path: PathBuf, parsed: &ParsedShard, how: Insert) -> u32 {
+    /// Adds a shard's chunk lookup entries to the table of its key.
+    fn insert(
+        &mut self,
+        path: PathBuf,
+        footer: Option<&ShardFooter>,
+        lookup: impl Iterator<Item = ChunkLookupEntry>,
+        how: Insert,
+    ) -> u32 {
         let shard_id = self.paths.len() as u32;
         self.paths.push(path);
-        let key = parsed
-            .footer
-            .as_ref()
+        let key = footer
             .filter(|f| f.chunk_hashes_keyed())
             .map(|f| f.chunk_hash_key);
         let table = match self.tables.iter().position(|t| t.key == key) {
@@ -294,24 +316,11 @@ impl ShardIndex {
                 self.tables.len() - 1
             }
         };
-        let mut new = Vec::new();
-        for (x, xorb) in parsed.shard.xorbs.iter().enumerate() {
-            for (c, chunk) in xorb.chunks.iter().enumerate() {
-                new.push((chunk.chunk_hash.truncated(), shard_id, x as u32, c as u32));
-            }
-        }
+        let new = lookup.map(|(word, record, chunk)| (word, shard_id, record, chunk));
         let entries = &mut self.tables[table].entries;
         match how {
-            Insert::Bulk => entries.append(&mut new),
-            Insert::Merge { keep_loaded } => {
-                merge_sorted(entries, new);
-                if keep_loaded {
-                    self.loaded.insert(
-                        shard_id,
-                        parsed.shard.xorbs.iter().cloned().map(Arc::new).collect(),
-                    );
-                }
-            }
+            Insert::Bulk => entries.extend(new),
+            Insert::Merge => merge_sorted(entries, new.collect()),
         }
         shard_id
     }
@@ -328,25 +337,51 @@ impl ShardIndex {
             }
             _ => PathBuf::new(),
         };
-        self.insert(path, &parsed, Insert::Merge { keep_loaded: true });
+        // Indexed from the parsed sections (an answer held in memory may have no lookup
+        // tables), and its xorbs kept: they are about to be used.
+        let mut lookup = Vec::new();
+        let mut record = 0u32;
+        let mut xorbs = Vec::new();
+        for xorb in parsed.shard.xorbs {
+            for (c, chunk) in xorb.chunks.iter().enumerate() {
+                lookup.push((chunk.chunk_hash.truncated(), record, c as u32));
+            }
+            let records = xorb.num_records() as u32;
+            xorbs.push((record, Arc::new(xorb)));
+            record += records;
+        }
+        let shard = self.insert(
+            path,
+            parsed.footer.as_ref(),
+            lookup.into_iter(),
+            Insert::Merge,
+        );
+        for (record, xorb) in xorbs {
+            self.loaded.insert((shard, record), Some(xorb));
+        }
         Ok(())
     }
 
-    fn xorbs_of(&mut self, shard: u32) -> Option<&Vec<Arc<XorbBlock>>> {
-        if !self.loaded.contains_key(&shard) {
-            let path = &self.paths[shard as usize];
-            match read_shard_file(path) {
-                Ok(parsed) => {
-                    let xorbs = parsed.shard.xorbs.into_iter().map(Arc::new).collect();
-                    self.loaded.insert(shard, xorbs);
-                }
-                Err(e) => {
-                    tracing::warn!("cached shard vanished or changed: {e}");
-                    self.loaded.insert(shard, Vec::new());
-                }
-            }
+    /// The xorb described at `record` of a shard's CAS section, read on first use.
+    fn xorb_at(&mut self, shard: u32, record: u32) -> Option<Arc<XorbBlock>> {
+        if let Some(loaded) = self.loaded.get(&(shard, record)) {
+            return loaded.clone();
         }
-        self.loaded.get(&shard)
+        let path = &self.paths[shard as usize];
+        let read = open_shard_file(path).and_then(|mut file| {
+            file.xorb_at(record).map_err(|e| {
+                ClientError::core(format!("reading cached shard {}", path.display()), e)
+            })
+        });
+        let xorb = match read {
+            Ok(xorb) => xorb.map(Arc::new),
+            Err(e) => {
+                tracing::warn!("cached shard vanished or changed: {e}");
+                None
+            }
+        };
+        self.loaded.insert((shard, record), xorb.clone());
+        xorb
     }
 
     /// Finds a cached xorb holding this chunk.
@@ -363,11 +398,8 @@ impl ShardIndex {
                 candidates.push((stored, table.key, e.1, e.2, e.3));
             }
         }
-        for (stored, key, shard, x, c) in candidates {
-            let Some(xorbs) = self.xorbs_of(shard) else {
-                continue;
-            };
-            let Some(xorb) = xorbs.get(x as usize) else {
+        for (stored, key, shard, record, c) in candidates {
+            let Some(xorb) = self.xorb_at(shard, record) else {
                 continue;
             };
             if xorb
@@ -376,7 +408,7 @@ impl ShardIndex {
                 .is_some_and(|ch| ch.chunk_hash == stored)
             {
                 return Some(CachedChunk {
-                    xorb: xorb.clone(),
+                    xorb,
                     index: c,
                     key,
                 });
@@ -403,6 +435,53 @@ mod tests {
             .map(|i| (chunk_hash(&[seed, i as u8]), 1000))
             .collect();
         XorbBlock::from_chunks(chunk_hash(&[seed]), chunks, 0)
+    }
+
+    /// The index is built from the lookup tables alone; xorbs are found by their record
+    /// (not their position) in the CAS section, and a damaged table costs hits, never gives
+    /// a wrong one.
+    #[test]
+    fn lookup_tables_find_every_chunk_and_damage_costs_only_hits() {
+        let shard = Shard {
+            files: vec![],
+            xorbs: vec![xorb(1, 4), xorb(2, 7), xorb(3, 2)],
+        };
+        let mut bytes = shard.to_stored_bytes(&FooterOptions::default());
+        let dir = tempfile::tempdir().unwrap();
+        save_own_shard(dir.path(), &bytes).unwrap();
+        let mut index = ShardIndex::load(dir.path());
+        assert_eq!(index.num_chunks(), 13);
+        for x in &shard.xorbs {
+            for (i, c) in x.chunks.iter().enumerate() {
+                let hit = index.lookup(&c.chunk_hash).expect("every chunk is found");
+                assert_eq!((hit.xorb.xorb_hash, hit.index), (x.xorb_hash, i as u32));
+            }
+        }
+
+        // Entries pointing at the wrong xorb, past the section, and at a wrong chunk.
+        let footer = crate::xet::shard::parse_shard(&bytes)
+            .unwrap()
+            .footer
+            .unwrap();
+        let entry = |k: u64| (footer.chunk_lookup_offset + 16 * k) as usize;
+        bytes[entry(0) + 8..entry(0) + 12].copy_from_slice(&5u32.to_le_bytes());
+        bytes[entry(1) + 8..entry(1) + 12].copy_from_slice(&9_999u32.to_le_bytes());
+        bytes[entry(2) + 12..entry(2) + 16].copy_from_slice(&1u32.to_le_bytes());
+        let damaged = tempfile::tempdir().unwrap();
+        save_own_shard(damaged.path(), &bytes).unwrap();
+        let mut index = ShardIndex::load(damaged.path());
+        let mut misses = 0;
+        for x in &shard.xorbs {
+            for (i, c) in x.chunks.iter().enumerate() {
+                match index.lookup(&c.chunk_hash) {
+                    Some(hit) => {
+                        assert_eq!((hit.xorb.xorb_hash, hit.index), (x.xorb_hash, i as u32))
+                    }
+                    None => misses += 1,
+                }
+            }
+        }
+        assert!((1..=3).contains(&misses), "{misses} misses");
     }
 
     #[test]

@@ -86,8 +86,9 @@ async fn serve(
     let root = state.config.repos_dir();
     let dir = repo.bare_dir(&root);
     if push {
-        repos::ensure_repo(&root, &repo).await?;
-        repos::install_hook(&dir).await?;
+        let hook = repos::hook_script(state.config.hook_program.as_deref());
+        repos::ensure_repo(&root, &repo, &hook).await?;
+        repos::install_hook(&dir, &hook).await?;
     } else if !dir.exists() {
         return Err(ServerError::not_found(format!(
             "repository {repo} does not exist"

@@ -8,8 +8,30 @@ use tokio::process::Command;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::repo_name::RepoName;
 
-/// The hook hosted repositories get (the same file admins of other git servers can use).
+/// The shell hook of this project (the file admins of other git servers can use).
 pub const PRE_RECEIVE_HOOK: &str = include_str!("../../../hooks/pre-receive");
+
+/// The pre-receive hook of hosted repositories. With `program` (the git-xet binary serving
+/// them), a two-line script running that binary's built-in check: a push waits for its
+/// hook, and the shell hook starts nine processes where this starts four. Without, the
+/// shell hook itself.
+pub fn hook_script(program: Option<&Path>) -> String {
+    match program.and_then(Path::to_str) {
+        Some(exe) => format!(
+            "#!/bin/sh\n\
+             # Installed by `git xet server`: refuses pushes that reference LFS objects the\n\
+             # XET server does not hold (the check of git-xet's hooks/pre-receive, built in).\n\
+             exec {} pre-receive\n",
+            shell_quote(exe)
+        ),
+        None => PRE_RECEIVE_HOOK.to_string(),
+    }
+}
+
+/// `s` as one word for sh.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
 
 async fn git(dir: &Path, args: &[&str]) -> ServerResult<String> {
     let out = Command::new("git")
@@ -32,7 +54,7 @@ async fn git(dir: &Path, args: &[&str]) -> ServerResult<String> {
 
 /// Creates the bare repository if it does not exist. Built under a temporary name and
 /// renamed into place, so concurrent first pushes and crashes never leave half a repo.
-pub async fn ensure_repo(root: &Path, repo: &RepoName) -> ServerResult<()> {
+pub async fn ensure_repo(root: &Path, repo: &RepoName, hook: &str) -> ServerResult<()> {
     let dir = repo.bare_dir(root);
     if dir.exists() {
         return Ok(());
@@ -55,7 +77,7 @@ pub async fn ensure_repo(root: &Path, repo: &RepoName) -> ServerResult<()> {
         .await?;
         git(&tmp, &["config", "http.receivepack", "true"]).await?;
         git(&tmp, &["config", "uploadpack.allowFilter", "true"]).await?;
-        install_hook(&tmp).await?;
+        install_hook(&tmp, hook).await?;
         match tokio::fs::rename(&tmp, &dir).await {
             Ok(()) => Ok(()),
             Err(_) if dir.exists() => Ok(()), // someone else created it first
@@ -72,19 +94,19 @@ pub async fn ensure_repo(root: &Path, repo: &RepoName) -> ServerResult<()> {
     result
 }
 
-/// Writes the pre-receive hook unless it is already current.
-pub async fn install_hook(repo_dir: &Path) -> ServerResult<()> {
+/// Writes the pre-receive hook (see [`hook_script`]) unless it is already current.
+pub async fn install_hook(repo_dir: &Path, hook: &str) -> ServerResult<()> {
     use std::os::unix::fs::PermissionsExt;
     let path = repo_dir.join("hooks").join("pre-receive");
     if tokio::fs::read_to_string(&path)
         .await
-        .is_ok_and(|s| s == PRE_RECEIVE_HOOK)
+        .is_ok_and(|s| s == hook)
     {
         return Ok(());
     }
     tokio::fs::create_dir_all(path.parent().expect("hooks dir")).await?;
     let tmp = path.with_extension("tmp");
-    tokio::fs::write(&tmp, PRE_RECEIVE_HOOK).await?;
+    tokio::fs::write(&tmp, hook).await?;
     tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).await?;
     tokio::fs::rename(&tmp, &path).await?;
     Ok(())

@@ -101,7 +101,7 @@ where
     );
     let protocol = git_protocol(headers);
     let user = request.user.as_deref().unwrap_or("anonymous");
-    let mut cmd = Command::new("git");
+    let mut cmd = Command::new(git_program());
     cmd.arg(service.command())
         .arg("--stateless-rpc")
         .args(request.advertisement.then_some("--advertise-refs"))
@@ -245,6 +245,24 @@ async fn copy_body(
         send(&rest).await?;
     }
     Ok(())
+}
+
+/// git's absolute path, found once on PATH. A child given its own PATH by a program named
+/// without a path makes std fork the whole server (posix_spawn cannot search the child's
+/// PATH); with a path it uses posix_spawn, which copies no page tables. Four spawns a push.
+fn git_program() -> &'static std::path::Path {
+    static GIT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    GIT.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("git"))
+            .find(|p| {
+                p.metadata()
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+            .unwrap_or_else(|| "git".into())
+    })
 }
 
 #[cfg(test)]

@@ -14,6 +14,6 @@ mod types;
 mod write;
 
 pub use parse::{parse_shard, read_shard, ParsedShard, ShardLookups};
-pub use reader::ShardFile;
+pub use reader::{ChunkLookupEntry, ShardFile};
 pub use types::*;
 pub use write::FooterOptions;

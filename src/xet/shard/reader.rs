@@ -9,6 +9,10 @@ use crate::xet::hash::{keyed_chunk_hash, MerkleHash};
 use crate::xet::shard::parse::{decode_footer, read_shard, ParsedShard, Records};
 use crate::xet::shard::types::*;
 
+/// A chunk lookup entry: (first word of the stored chunk hash, record index of the xorb's
+/// header in the CAS section, chunk index in the xorb).
+pub type ChunkLookupEntry = (u64, u32, u32);
+
 /// A stored shard opened for lookups.
 pub struct ShardFile<R: Read + Seek> {
     reader: R,
@@ -178,7 +182,30 @@ impl<R: Read + Seek> ShardFile<R> {
         Ok(None)
     }
 
-    fn xorb_at(&mut self, record: u32) -> Result<Option<XorbBlock>> {
+    /// The chunk lookup table, whole, sorted by hash word. Its size was checked against the
+    /// file by [`ShardFile::open`].
+    pub fn chunk_lookup_table(&mut self) -> Result<Vec<ChunkLookupEntry>> {
+        let f = &self.footer;
+        let (offset, n) = (f.chunk_lookup_offset, f.chunk_lookup_num_entries);
+        let len =
+            usize::try_from(n * 16).map_err(|_| err("chunk lookup table too large".into()))?;
+        self.seek(offset)?;
+        let mut raw = vec![0u8; len];
+        self.reader
+            .read_exact(&mut raw)
+            .map_err(|e| err(format!("reading the chunk lookup table at {offset}: {e}")))?;
+        let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
+        Ok(raw
+            .chunks_exact(16)
+            .map(|e| {
+                let key = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
+                (key, word(&e[8..12]), word(&e[12..16]))
+            })
+            .collect())
+    }
+
+    /// The xorb block whose header is record `record` of the CAS section, if one is there.
+    pub fn xorb_at(&mut self, record: u32) -> Result<Option<XorbBlock>> {
         let f = &self.footer;
         let pos = f.cas_info_offset + SHARD_RECORD_LEN as u64 * u64::from(record);
         self.seek(pos)?;
