@@ -93,8 +93,14 @@ impl Repo {
 
     /// git-lfs's storage directory: `lfs.storage` (relative to the git dir) or `<git>/lfs`.
     pub fn lfs_dir(&self) -> PathBuf {
-        match self.config().get(None, "lfs.storage") {
-            Ok(Some(s)) if !s.is_empty() => {
+        let storage = self.config().get(None, "lfs.storage").ok().flatten();
+        self.lfs_dir_from(storage.as_deref())
+    }
+
+    /// git-lfs's storage directory when `lfs.storage` is `storage`.
+    pub fn lfs_dir_from(&self, storage: Option<&str>) -> PathBuf {
+        match storage {
+            Some(s) if !s.is_empty() => {
                 let p = PathBuf::from(s);
                 if p.is_absolute() {
                     p

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::git::command::Git;
 use crate::git::credentials;
 use crate::git::filter::store::LfsStore;
 use crate::git::repo::Repo;
@@ -39,8 +40,18 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
     let quick = looks_like_repository(&cwd);
     let remote = init.remote.clone();
     let discover = move || {
+        // The first transfer waits for both answers: git is asked both at once.
+        let storage = {
+            let cwd = cwd.clone();
+            std::thread::spawn(move || Git::in_dir(cwd).try_run(["config", "--get", "lfs.storage"]))
+        };
         let repo = Repo::discover(&cwd).map_err(|e| LfsError::Transfer(e.to_string()))?;
-        Ok(agent_env(&repo, &remote))
+        let storage = match storage.join() {
+            Ok(Ok(value)) => value,
+            _ => repo.config().get(None, "lfs.storage").ok().flatten(),
+        };
+        let store = LfsStore::in_dir(&repo.lfs_dir_from(storage.as_deref()));
+        Ok(agent_env_with_store(&repo, &remote, store))
     };
     if quick {
         Ok(EnvStart::Later(Box::new(discover)))
@@ -62,6 +73,11 @@ fn looks_like_repository(dir: &Path) -> bool {
 /// Every agent that gets an object asks this of git, so it asks little: the remote's URL is
 /// looked up only when credentials are first needed (token refresh), and `lfs.storage` once.
 pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
+    agent_env_with_store(repo, remote, LfsStore::of(repo))
+}
+
+/// [`agent_env`] with git-lfs's store already found.
+fn agent_env_with_store(repo: &Repo, remote: &str, store: LfsStore) -> AgentEnv {
     let lookup = (!remote.is_empty()).then(|| (repo.clone(), remote.to_string()));
     let remote_url = std::sync::OnceLock::new();
     let git = repo.git().clone();
@@ -72,7 +88,6 @@ pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
         });
         credentials::authorization(&git, remote_url.as_deref(), url).map_err(|e| e.to_string())
     });
-    let store = LfsStore::of(repo);
     AgentEnv {
         lfs_tmp_dir: store.tmp_dir().to_path_buf(),
         lfs_objects_dir: store.objects_dir().to_path_buf(),

@@ -300,3 +300,62 @@ fn agent_and_plain_git_lfs_users_share_a_repository() {
     );
     xet_user.git(&x, &["lfs", "fsck"]);
 }
+
+/// `lfs.storage` moves git-lfs's store, and the agent follows it: a second version is
+/// rebuilt from the first one found there, so only the changed bytes cross the network.
+#[test]
+fn the_agent_follows_a_custom_lfs_storage_directory() {
+    let server = TestServer::start();
+    let remote = remote_url(&server, "org/storage", "write");
+    let env = GitEnv::with_agent(&[]);
+    let a = env.lfs_repo("a", &remote);
+    let mut data = random_bytes(4 << 20, 41);
+    write_file(&a.join("w.bin"), &data);
+    env.git(&a, &["add", "."]);
+    env.git(&a, &["commit", "-qm", "one"]);
+    ok(
+        env.git_logged(&a, &["push", "-q", "origin", "main"]),
+        "push",
+    );
+
+    // A clone whose git-lfs store is elsewhere; git-lfs itself downloads, through the agent.
+    let storage = env.dir("elsewhere");
+    let b = env.dir("b");
+    let no_smudge = |args: &[&str], dir: &std::path::Path| {
+        let out = env
+            .command("git", dir)
+            .args(args)
+            .env("GIT_LFS_SKIP_SMUDGE", "1")
+            .output()
+            .unwrap();
+        ok(out, &args.join(" "));
+    };
+    no_smudge(
+        &["clone", "-q", &remote, b.to_str().unwrap()],
+        &env.dir("."),
+    );
+    env.git(&b, &["config", "lfs.storage", storage.to_str().unwrap()]);
+    ok(env.git_logged(&b, &["lfs", "pull"]), "git lfs pull");
+    assert_file_is(&b.join("w.bin"), &data);
+    assert!(storage.join("objects").is_dir());
+    assert!(!b.join(".git/lfs/objects").exists());
+
+    // A second version: 64 KiB changed.
+    data[1 << 20..(1 << 20) + (64 << 10)].copy_from_slice(&random_bytes(64 << 10, 42));
+    write_file(&a.join("w.bin"), &data);
+    env.git(&a, &["commit", "-qam", "two"]);
+    ok(
+        env.git_logged(&a, &["push", "-q", "origin", "main"]),
+        "push",
+    );
+    no_smudge(&["pull", "-q", "origin", "main"], &b);
+    let served = server.metric(XORB_SERVED);
+    ok(env.git_logged(&b, &["lfs", "pull"]), "git lfs pull");
+    assert_file_is(&b.join("w.bin"), &data);
+    let fetched = server.metric(XORB_SERVED) - served;
+    assert!(
+        fetched < (1 << 20) as f64,
+        "{fetched} bytes fetched: the first version in {} was not reused",
+        storage.display()
+    );
+}

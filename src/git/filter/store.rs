@@ -19,7 +19,11 @@ pub struct LfsStore {
 impl LfsStore {
     pub fn of(repo: &Repo) -> LfsStore {
         // One `lfs.storage` lookup for both paths.
-        let lfs = repo.lfs_dir();
+        LfsStore::in_dir(&repo.lfs_dir())
+    }
+
+    /// The store of git-lfs's storage directory `lfs` (see [`Repo::lfs_dir`]).
+    pub fn in_dir(lfs: &Path) -> LfsStore {
         LfsStore {
             objects: lfs.join("objects"),
             tmp: lfs.join("tmp"),
