@@ -5,7 +5,7 @@
 //! describes what one server holds.
 //!
 //! At the start of an upload session the chunk lookup table of every cached shard (its
-//! footer says where) is read into a compact index: 20 bytes per chunk (first hash word,
+//! footer says where) is read into a compact index: 24 bytes per chunk (first hash word,
 //! shard, xorb record and chunk position), with each keyed shard's entries in a table of
 //! its own. The rest of a shard is not read then: a hit loads the description of the one
 //! xorb it points at, to confirm the full hash and to follow the run of chunks after it. A

@@ -171,3 +171,32 @@ async fn head_branch_exists(repo_dir: &Path) -> bool {
                 .any(|line| line.split_once(' ').is_some_and(|(_, name)| name == branch))
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hosted hook runs the program it names with `pre-receive`, wherever it lives.
+    #[test]
+    fn the_hosted_hook_runs_its_program_even_from_an_awkward_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("it's a $HOME `dir`");
+        std::fs::create_dir_all(&home).unwrap();
+        let program = home.join("git-xet");
+        std::fs::write(&program, "#!/bin/sh\necho \"ran with $*\"\n").unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let hook = dir.path().join("pre-receive");
+        std::fs::write(&hook, hook_script(Some(&program))).unwrap();
+        let out = std::process::Command::new("sh")
+            .arg(&hook)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "ran with pre-receive\n"
+        );
+        assert_eq!(hook_script(None), PRE_RECEIVE_HOOK);
+    }
+}
