@@ -5,7 +5,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use git_xet::xet::chunker::{chunk_lengths, Chunker};
 use git_xet::xet::compression::{compress_with, decompress_into, CompressionScheme};
-use git_xet::xet::hash::{chunk_hash, file_hash};
+use git_xet::xet::hash::{chunk_hash, file_hash, verification_hash};
 use git_xet::xet::pipeline::hash_stream;
 use git_xet::xet::xorb::{CompressedChunk, XorbBuilder};
 use git_xet::xet::MerkleHash;
@@ -98,6 +98,10 @@ fn hashing(c: &mut Criterion) {
     g.throughput(Throughput::Elements(leaves.len() as u64));
     g.bench_function("file hash of 16384 chunk hashes", |b| {
         b.iter(|| file_hash(leaves.clone()))
+    });
+    // A term's verification hash, as the planner and the server's shard check build it.
+    g.bench_function("verification hash of 16384 chunk hashes", |b| {
+        b.iter(|| verification_hash(leaves.iter().map(|(h, _)| h)))
     });
     g.finish();
 }

@@ -194,23 +194,20 @@ pub fn file_hash_from_root(num_chunks: u64, root: MerkleHash) -> MerkleHash {
     }
 }
 
-/// Streaming term verification hash over the raw bytes of consecutive chunk hashes.
-#[derive(Clone)]
-pub struct VerificationHasher(blake3::Hasher);
-
-impl Default for VerificationHasher {
-    fn default() -> Self {
-        VerificationHasher(blake3::Hasher::new_keyed(&VERIFICATION_KEY))
-    }
-}
+/// Term verification hash over the raw bytes of consecutive chunk hashes, built chunk by
+/// chunk. The hashes are gathered and hashed in one call at the end: BLAKE3 fed 32 bytes at
+/// a time cannot hash several blocks at once: 0.78 ms for 16,384 chunks (a 1 GiB file),
+/// against 0.17 ms in one call (`cargo bench --bench core -- merkle/verification`).
+#[derive(Clone, Default)]
+pub struct VerificationHasher(Vec<u8>);
 
 impl VerificationHasher {
     pub fn update(&mut self, chunk_hash: &MerkleHash) {
-        self.0.update(chunk_hash.as_bytes());
+        self.0.extend_from_slice(chunk_hash.as_bytes());
     }
 
     pub fn finish(&self) -> MerkleHash {
-        MerkleHash(*self.0.finalize().as_bytes())
+        keyed(&VERIFICATION_KEY, &self.0)
     }
 }
 
