@@ -136,6 +136,25 @@ impl Git {
         Ok(out.stdout)
     }
 
+    /// Starts git with `stdin`, stdout piped to the caller and stderr passed through: for
+    /// output too large to hold, read as it comes (`cat-file --batch` on a big push).
+    pub fn spawn<I, S>(&self, args: I, stdin: Stdio) -> Result<std::process::Child, GitError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let (mut cmd, shown) = self.command(args);
+        tracing::debug!(command = %shown, "starting");
+        cmd.stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|source| GitError::Spawn {
+                program: "git".into(),
+                source,
+            })
+    }
+
     /// Runs git and returns whether it succeeded, with stdout; for commands whose failure
     /// is an answer (`git config --get` of an absent key exits 1).
     pub fn try_run<I, S>(&self, args: I) -> Result<Option<String>, GitError>

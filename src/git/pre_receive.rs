@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use crate::git::command::Git;
 use crate::git::GitError;
@@ -170,21 +170,6 @@ fn pushed_tips(updates: impl BufRead) -> Result<Vec<String>, GitError> {
     Ok(tips)
 }
 
-fn spawn(git: &Git, args: &[&str], stdin: Stdio) -> Result<Child, GitError> {
-    let mut cmd = Command::new("git");
-    cmd.args(args)
-        .stdin(stdin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    if let Some(dir) = git.dir() {
-        cmd.current_dir(dir);
-    }
-    cmd.spawn().map_err(|source| GitError::Spawn {
-        program: "git".into(),
-        source,
-    })
-}
-
 fn finish(mut child: Child, what: &str) -> Result<(), GitError> {
     let status = child
         .wait()
@@ -202,13 +187,12 @@ fn pointer_sized_blobs(git: &Git, tips: &[String]) -> Result<Vec<String>, GitErr
     let mut args = vec!["rev-list", "--objects"];
     args.extend(tips.iter().map(String::as_str));
     args.extend(["--not", "--all"]);
-    let mut list = spawn(git, &args, Stdio::null())?;
+    let mut list = git.spawn(&args, Stdio::null())?;
     let objects = list.stdout.take().expect("piped stdout");
     // `%(rest)` makes cat-file take the object name up to the first space (rev-list appends
     // paths).
-    let mut check = spawn(
-        git,
-        &[
+    let mut check = git.spawn(
+        [
             "cat-file",
             "--batch-check=%(objecttype) %(objectname) %(objectsize) %(rest)",
         ],
@@ -235,7 +219,7 @@ fn pointer_sized_blobs(git: &Git, tips: &[String]) -> Result<Vec<String>, GitErr
 /// through one `cat-file --batch` (a process per blob would cost seconds on a push of
 /// thousands of files).
 fn referenced_objects(git: &Git, candidates: &[String]) -> Result<Vec<Referenced>, GitError> {
-    let mut batch = spawn(git, &["cat-file", "--batch"], Stdio::piped())?;
+    let mut batch = git.spawn(["cat-file", "--batch"], Stdio::piped())?;
     let mut stdin = batch.stdin.take().expect("piped stdin");
     let names = candidates.join("\n") + "\n";
     // Fed from another thread: cat-file answers while it reads, and both pipes are finite.

@@ -46,11 +46,10 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
             std::thread::spawn(move || Git::in_dir(cwd).try_run(["config", "--get", "lfs.storage"]))
         };
         let repo = Repo::discover(&cwd).map_err(|e| LfsError::Transfer(e.to_string()))?;
-        let storage = match storage.join() {
-            Ok(Ok(value)) => value,
-            _ => repo.config().get(None, "lfs.storage").ok().flatten(),
+        let store = match storage.join() {
+            Ok(Ok(value)) => LfsStore::in_dir(&repo.lfs_dir_from(value.as_deref())),
+            _ => LfsStore::of(&repo), // asked again, the usual way
         };
-        let store = LfsStore::in_dir(&repo.lfs_dir_from(storage.as_deref()));
         Ok(agent_env_with_store(&repo, &remote, store))
     };
     if quick {
