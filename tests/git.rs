@@ -12,6 +12,9 @@ mod env;
 mod failures;
 #[path = "git/filter.rs"]
 mod filter;
+
+#[path = "git/filter_protocol.rs"]
+mod filter_protocol;
 #[path = "git/install.rs"]
 mod install;
 #[path = "git/migrate.rs"]

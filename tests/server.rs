@@ -27,5 +27,8 @@ mod gitenv;
 #[path = "server/lfs.rs"]
 mod lfs;
 
+#[path = "server/lfs_basic.rs"]
+mod lfs_basic;
+
 #[path = "server/git.rs"]
 mod git;
