@@ -318,15 +318,17 @@ impl XetBackend {
     }
 
     /// Downloads one object, handing its bytes to `tap` as they are written (before the
-    /// object is verified: see [`ContentTap`]).
+    /// object is verified: see [`ContentTap`]), and the bytes written so far to `progress`.
     pub fn download_tapped(
         &mut self,
         request: &TransferRequest,
         tap: ContentTap,
+        progress: Option<ProgressFn>,
     ) -> Result<PathBuf, LfsError> {
         let local = LocalObjects::scan(self.env()?);
         let mut job = self.prepare_download(request, None, &local)?;
         job.options.tap = Some(tap);
+        job.options.progress = progress;
         self.runtime()?.block_on(job.run())
     }
 

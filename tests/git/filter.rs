@@ -361,6 +361,55 @@ fn cleans_of_stored_content_compare_without_storing_and_changes_are_still_caught
     env.git(&repo, &["lfs", "fsck"]);
 }
 
+/// A large object can take minutes to come in, while git shows nothing: on a terminal, the
+/// filter names it and shows a progress bar; elsewhere it stays quiet.
+#[test]
+fn a_streamed_download_shows_progress_only_on_a_terminal() {
+    let server = TestServer::start();
+    let remote = remote_url(&server, "org/progress", "write");
+    let alice = GitEnv::with_agent(&[]);
+    let a = alice.lfs_repo("a", &remote);
+    let data = random_bytes(48 << 20, 21);
+    write_file(&a.join("model.bin"), &data);
+    alice.git(&a, &["add", "."]);
+    alice.git(&a, &["commit", "-qm", "v1"]);
+    alice.git(&a, &["push", "-q", "origin", "main"]);
+
+    let bob = GitEnv::with_agent(&[]).with_env("GIT_XET_STREAM_THRESHOLD", "1000000");
+    let dir = bob.dir(".");
+    let b = bob.dir("b");
+    let typescript = dir.join("typescript");
+    // script(1) runs the clone on a pseudo-terminal and records what it showed.
+    let clone = format!("git clone -q '{remote}' '{}'", b.display());
+    let out = bob
+        .command("script", &dir)
+        .args(["-qec", &clone, typescript.to_str().unwrap()])
+        .output()
+        .expect("run script(1) from util-linux");
+    ok(out, "clone on a terminal");
+    assert_file_is(&b.join("model.bin"), &data);
+    let shown = String::from_utf8_lossy(&std::fs::read(&typescript).unwrap()).into_owned();
+    assert!(
+        shown.contains("git-xet: downloading model.bin (48.0 MiB)"),
+        "no download line:\n{shown}"
+    );
+    // The bar moved: a position past zero was drawn.
+    let moved = shown.split("/48.00 MiB").any(|before| {
+        let position = before.rsplit(']').next().unwrap_or("").trim();
+        !position.is_empty() && position != "0 B"
+    });
+    assert!(moved, "the progress bar never moved:\n{shown}");
+
+    let c = bob.dir("c");
+    let out = bob.git_output(&dir, &["clone", "-q", &remote, c.to_str().unwrap()]);
+    assert_file_is(&c.join("model.bin"), &data);
+    let said = stderr(&out);
+    assert!(
+        !said.contains("git-xet") && !said.contains("MiB"),
+        "progress without a terminal:\n{said}"
+    );
+}
+
 /// LFS Batch API requests the server has answered.
 fn batch_requests(server: &TestServer) -> f64 {
     server

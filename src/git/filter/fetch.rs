@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::client::ContentTap;
+use crate::client::{ContentTap, ProgressFn};
 use crate::git::credentials;
 use crate::git::filter::store::LfsStore;
 use crate::git::repo::Repo;
@@ -136,14 +136,16 @@ impl Fetcher {
     }
 
     /// Brings `pointer`'s object into `store`, handing its bytes to `tap` while they are
-    /// written. Nothing passes through the tap unless the object comes through XET; what
-    /// did is the object's content only if the result is `Stored`.
+    /// written, and how far it got to `progress`. Nothing passes through the tap unless the
+    /// object comes through XET; what did is the object's content only if the result is
+    /// `Stored`.
     pub fn fetch_tapped(
         &mut self,
         pointer: &Pointer,
         pathname: &str,
         store: &LfsStore,
         tap: ContentTap,
+        progress: Option<ProgressFn>,
     ) -> Result<Fetched, GitError> {
         let group = [(pathname, pointer)];
         let wanted = self
@@ -155,7 +157,7 @@ impl Fetcher {
             Ok(None) => return Ok(Fetched::NotXet),
             Err(e) => return Err(GitError::Failed(e)),
         };
-        let result = self.backend.download_tapped(&request, tap);
+        let result = self.backend.download_tapped(&request, tap, progress);
         stored(store, pathname, pointer, result).map_err(GitError::Failed)
     }
 

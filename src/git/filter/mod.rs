@@ -16,6 +16,7 @@
 //! | [`fetch`]   | missing objects through the Batch API and XET                       |
 //! | `recheck`   | whether a clean is git re-checking an unchanged, stored file        |
 //! | [`store`]   | `.git/lfs/objects` and its temp directory                           |
+//! | `stream`    | a large object handed to git while it downloads                     |
 //!
 //! Per request, every byte git sends is read before anything is answered (git writes the
 //! whole blob first), and a failure of one file is answered `status=error` for that file
@@ -34,6 +35,7 @@ pub mod pktline;
 mod recheck;
 pub mod smudge;
 pub mod store;
+mod stream;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -42,6 +44,7 @@ use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 
 use crate::client::chunk_lists::ChunkListStore;
+use crate::client::progress::bar_callback;
 use crate::client::ContentTap;
 use crate::git::repo::Repo;
 use crate::git::GitError;
@@ -314,23 +317,22 @@ impl Filter {
             Ok(f) => f,
             Err(e) => return respond(output, request, Err(e)),
         };
-        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            eprintln!(
-                "git-xet: downloading {} ({})",
-                request.pathname,
-                crate::client::stats::human_bytes(pointer.size)
-            );
-        }
+        let bar = stream::announce(&request.pathname, pointer.size);
+        let progress = bar.clone().map(bar_callback);
         let (tap, pieces) = ContentTap::new(STREAM_QUEUE);
         let (fetched, forwarded) = std::thread::scope(|scope| {
-            let forwarder = scope.spawn(|| forward(pieces, &mut *output));
+            let forwarder = scope.spawn(|| stream::forward(pieces, &mut *output));
             // Closed however the fetch ends (a panic too): the forwarder waits for that.
-            let closing = CloseOnDrop(&tap);
-            let fetched = fetcher.fetch_tapped(pointer, &request.pathname, &store, tap.clone());
+            let closing = stream::CloseOnDrop(&tap);
+            let fetched =
+                fetcher.fetch_tapped(pointer, &request.pathname, &store, tap.clone(), progress);
             drop(closing);
             let forwarded = forwarder.join().expect("the forwarding thread panicked");
             (fetched, forwarded)
         });
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
         if !forwarded? {
             // Nothing was sent: answer as for any other file (an error, or git-lfs's turn).
             return respond(output, request, fetched.map(|f| smudged_from(f, text)));
@@ -416,42 +418,6 @@ impl Filter {
         output.flush_packet()?;
         output.send()
     }
-}
-
-struct CloseOnDrop<'a>(&'a ContentTap);
-
-impl Drop for CloseOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.close();
-    }
-}
-
-/// Sends streamed pieces to git as content of a successful answer (the status goes first,
-/// with the first piece). Returns whether anything was sent. A broken pipe to git is
-/// returned only after the stream ended: the download must never wait on a reader that
-/// stopped.
-fn forward<W: Write>(
-    pieces: std::sync::mpsc::Receiver<bytes::Bytes>,
-    output: &mut PktWriter<W>,
-) -> Result<bool, GitError> {
-    let mut started = false;
-    let mut broken = None;
-    for piece in pieces {
-        if broken.is_some() {
-            continue;
-        }
-        let sent = if started {
-            output.data(&piece)
-        } else {
-            started = true;
-            output
-                .line("status=success")
-                .and_then(|_| output.flush_packet())
-                .and_then(|_| output.data(&piece))
-        };
-        broken = sent.err();
-    }
-    broken.map_or(Ok(started), Err)
 }
 
 fn smudged_from(fetched: Fetched, pointer_text: Vec<u8>) -> Smudged {
