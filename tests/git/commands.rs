@@ -10,9 +10,7 @@ fn status_reports_the_agent_the_endpoint_and_xet_hashes() {
     let env = GitEnv::with_agent(&[]);
     let a = env.lfs_repo("a", &remote);
     write_file(&a.join("m.bin"), &random_bytes(300_000, 61));
-    env.git(&a, &["add", "."]);
-    env.git(&a, &["commit", "-qm", "m"]);
-    env.git(&a, &["push", "-q", "origin", "main"]);
+    env.commit_all_and_push(&a, "m");
 
     let out = stdout(&ok(env.xet_output(&a, &["status"]), "status"));
     assert!(

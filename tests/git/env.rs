@@ -172,6 +172,13 @@ impl GitEnv {
         dir
     }
 
+    /// Stages everything in `repo`, commits it as `message` and pushes `main` to origin.
+    pub fn commit_all_and_push(&self, repo: &Path, message: &str) {
+        self.git(repo, &["add", "."]);
+        self.git(repo, &["commit", "-qm", message]);
+        self.git(repo, &["push", "-q", "origin", "main"]);
+    }
+
     /// Runs git with the agent logging to a file in this environment (for failure messages).
     pub fn git_logged(&self, dir: &Path, args: &[&str]) -> Output {
         self.command("git", dir)

@@ -121,9 +121,7 @@ fn corrupt_data_on_the_server_never_reaches_the_working_tree() {
     let a = env.lfs_repo("a", &remote);
     let data = random_bytes(4 << 20, 41);
     write_file(&a.join("data.bin"), &data);
-    env.git(&a, &["add", "."]);
-    env.git(&a, &["commit", "-qm", "data"]);
-    env.git(&a, &["push", "-q", "origin", "main"]);
+    env.commit_all_and_push(&a, "data");
 
     let xorbs = largest_files(&server.data);
     assert!(
@@ -177,9 +175,7 @@ fn the_pre_receive_hook_rejects_pointers_to_objects_the_server_lacks() {
     let env = GitEnv::with_agent(&[]);
     let a = env.lfs_repo("a", &remote);
     write_file(&a.join("ok.bin"), &random_bytes(50_000, 51));
-    env.git(&a, &["add", "."]);
-    env.git(&a, &["commit", "-qm", "ok"]);
-    env.git(&a, &["push", "-q", "origin", "main"]);
+    env.commit_all_and_push(&a, "ok");
 
     // A pointer whose object was never uploaded (--no-verify skips git-lfs's pre-push).
     write_file(&a.join("missing.bin"), &random_bytes(50_000, 52));

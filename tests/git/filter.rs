@@ -175,9 +175,7 @@ fn a_checkout_fetches_missing_objects_through_xet_by_itself() {
     let other = random_bytes(300_000, 12);
     write_file(&a.join("model.bin"), &v1);
     write_file(&a.join("sub/other.bin"), &other);
-    alice.git(&a, &["add", "."]);
-    alice.git(&a, &["commit", "-qm", "v1"]);
-    alice.git(&a, &["push", "-q", "origin", "main"]);
+    alice.commit_all_and_push(&a, "v1");
 
     // Bob has the filter but no transfer agent: git-lfs on its own could only use basic.
     // model.bin is over his streaming threshold: it comes to git while it is downloaded,
@@ -242,9 +240,7 @@ fn servers_without_xet_are_left_to_git_lfs() {
     let a = alice.lfs_repo("a", &remote);
     let data = random_bytes(1 << 20, 21);
     write_file(&a.join("data.bin"), &data);
-    alice.git(&a, &["add", "."]);
-    alice.git(&a, &["commit", "-qm", "data"]);
-    alice.git(&a, &["push", "-q", "origin", "main"]);
+    alice.commit_all_and_push(&a, "data");
 
     let bob = GitEnv::with_agent(&[]);
     let b = bob.dir("b");
@@ -371,9 +367,7 @@ fn a_streamed_download_shows_progress_only_on_a_terminal() {
     let a = alice.lfs_repo("a", &remote);
     let data = random_bytes(48 << 20, 21);
     write_file(&a.join("model.bin"), &data);
-    alice.git(&a, &["add", "."]);
-    alice.git(&a, &["commit", "-qm", "v1"]);
-    alice.git(&a, &["push", "-q", "origin", "main"]);
+    alice.commit_all_and_push(&a, "v1");
 
     let bob = GitEnv::with_agent(&[]).with_env("GIT_XET_STREAM_THRESHOLD", "1000000");
     let dir = bob.dir(".");
@@ -441,9 +435,7 @@ fn a_clone_of_many_files_fetches_them_together() {
     // Two more files with the content of the first: fetched once.
     write_file(&a.join("copy1.bin"), &files[0].1);
     write_file(&a.join("copy2.bin"), &files[0].1);
-    alice.git(&a, &["add", "."]);
-    alice.git(&a, &["commit", "-qm", "many"]);
-    alice.git(&a, &["push", "-q", "origin", "main"]);
+    alice.commit_all_and_push(&a, "many");
 
     let bob = GitEnv::with_agent(&[]);
     let b = bob.dir("b");

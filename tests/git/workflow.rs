@@ -199,9 +199,7 @@ fn a_second_version_moves_only_the_changed_bytes() {
     let a = alice.lfs_repo("a", &remote);
     let v1 = random_bytes(SIZE, 7);
     write_file(&a.join("model.bin"), &v1);
-    alice.git(&a, &["add", "."]);
-    alice.git(&a, &["commit", "-qm", "v1"]);
-    alice.git(&a, &["push", "-q", "origin", "main"]);
+    alice.commit_all_and_push(&a, "v1");
     let b = bob.dir("b");
     bob.git(
         &bob.dir("."),
@@ -264,9 +262,7 @@ fn agent_and_plain_git_lfs_users_share_a_repository() {
     let x = xet_user.lfs_repo("x", &remote);
     let from_xet = random_bytes(2 << 20, 11);
     write_file(&x.join("from-xet.bin"), &from_xet);
-    xet_user.git(&x, &["add", "."]);
-    xet_user.git(&x, &["commit", "-qm", "from the xet user"]);
-    xet_user.git(&x, &["push", "-q", "origin", "main"]);
+    xet_user.commit_all_and_push(&x, "from the xet user");
 
     let l = lfs_user.dir("l");
     ok(
