@@ -1,5 +1,5 @@
-//! The CAS API, exactly as deployed XET servers serve it (xet-protocol.md, "Recommended HTTP
-//! API", under `/v1` of the CAS URL): reconstructions, global dedup queries, xorb and shard
+//! The CAS API, exactly as deployed XET servers serve it (docs/formats.md, "CAS HTTP API",
+//! under `/v1` of the CAS URL): reconstructions, global dedup queries, xorb and shard
 //! uploads, and fetching xorb byte ranges from `fetch_info` URLs.
 
 use bytes::Bytes;

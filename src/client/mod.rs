@@ -1,6 +1,6 @@
 //! CAS client: HTTP with retries and tokens; deduplicating upload sessions; reconstructing
-//! downloads; the local shard and chunk caches. Speaks only the CAS API (xet-protocol.md,
-//! "Recommended HTTP API", under `{cas_url}/v1`), so it works with any conforming XET
+//! downloads; the local shard and chunk caches. Speaks only the CAS API (docs/formats.md,
+//! "CAS HTTP API", under `{cas_url}/v1`), so it works with any conforming XET
 //! server. Depends on the protocol core only.
 //!
 //! # Using it

@@ -1,5 +1,5 @@
-//! The `xet` transfer's batch API action (ARCHITECTURE.md, "git-lfs batch API handshake"):
-//! `href` is a token-refresh URL (GET with the LFS credentials returns
+//! The `xet` transfer's batch API action (docs/formats.md, "The `xet` transfer in the git-lfs
+//! Batch API"): `href` is a token-refresh URL (GET with the LFS credentials returns
 //! `{"accessToken","exp","casUrl"}`); the headers carry the CAS URL, a CAS access token, its
 //! expiry (unix seconds) and a session id; download actions also carry the XET file hash.
 

@@ -1,5 +1,4 @@
-//! Gearhash content-defined chunking (xet-protocol.md, "Content-Defined Chunking";
-//! chunking.md).
+//! Gearhash content-defined chunking (docs/formats.md, "Content-defined chunking").
 //!
 //! The rolling hash is `h = (h << 1) + TABLE[byte]`; a chunk ends at the first position where
 //! it is at least [`MIN_CHUNK_SIZE`] long and `h & MASK == 0`, or when it reaches

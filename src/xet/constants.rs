@@ -1,4 +1,5 @@
-//! Parameters of the `XET-BLAKE3-GEARHASH-LZ4` suite (xet-protocol.md).
+//! Parameters of the `XET-BLAKE3-GEARHASH-LZ4` suite (docs/formats.md, "The suite and its
+//! constants").
 
 /// Content-defined chunking: average, minimum and maximum chunk sizes.
 pub const TARGET_CHUNK_SIZE: usize = 64 * 1024;

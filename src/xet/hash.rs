@@ -1,8 +1,8 @@
 //! The 32-byte hash type, its XET string form, and every hash the protocol defines.
 //!
 //! The string form reads the hash as four little-endian u64 words and prints each as
-//! 16 hex digits, so it is *not* the plain hex of the bytes (xet-protocol.md, "Hash String
-//! Representation").
+//! 16 hex digits, so it is *not* the plain hex of the bytes (docs/formats.md, "Hash string
+//! form"). Every hash is described in docs/formats.md, "Hashes".
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -176,7 +176,8 @@ pub fn xorb_hash(chunks: impl IntoIterator<Item = (MerkleHash, u64)>) -> MerkleH
 ///
 /// A file of zero bytes hashes to 32 zero bytes. The draft says `keyed(ZERO_KEY, ZERO_HASH)`,
 /// but the deployed implementation skips the final step for the empty file, and bit-exact
-/// agreement with deployed data wins (ARCHITECTURE.md).
+/// agreement with deployed data wins (docs/protocol.md, "Facts the specification leaves
+/// open, as deployed").
 pub fn file_hash(chunks: impl IntoIterator<Item = (MerkleHash, u64)>) -> MerkleHash {
     let mut builder = MerkleBuilder::new();
     for (hash, size) in chunks {

@@ -1,4 +1,4 @@
-//! The aggregated hash tree with variable fan-out (xet-protocol.md, "Merkle Tree Construction").
+//! The aggregated hash tree with variable fan-out (docs/formats.md, "Merkle tree").
 //!
 //! Each level groups consecutive nodes: a group ends after a node whose hash's last word is a
 //! multiple of 4 once the group has at least 3 nodes, after 9 nodes, or at the end of the level.

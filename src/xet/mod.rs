@@ -1,8 +1,9 @@
 //! The XET protocol core: chunking, hashing, xorbs, shards and reconstruction types.
 //!
 //! Pure and deterministic: no network, git or async code. Everything here must agree byte
-//! for byte with the specification (`shared/spec`) and the deployed implementation; where the
-//! two differ, the deployed behaviour wins and the code says so (see `hash::file_hash`).
+//! for byte with the public draft specification and the deployed implementation, as
+//! docs/formats.md describes them; where the two differ, the deployed behaviour wins, the code
+//! says so (see `hash::file_hash`) and docs/protocol.md lists it.
 
 pub mod chunker;
 pub mod compression;

@@ -1,5 +1,5 @@
-//! File reconstructions as the CAS API returns them (xet-protocol.md, "Get File
-//! Reconstruction"): ordered terms, and where to fetch each xorb's bytes.
+//! File reconstructions as the CAS API returns them (docs/formats.md, "File
+//! reconstruction"): ordered terms, and where to fetch each xorb's bytes.
 //!
 //! Chunk ranges are end-exclusive; `url_range` is an HTTP byte range and end-inclusive.
 

@@ -1,4 +1,4 @@
-//! The CAS API (xet-protocol.md, "Recommended HTTP API"), mounted under both `/v1` and
+//! The CAS API (docs/formats.md, "CAS HTTP API"), mounted under both `/v1` and
 //! `/api/v1`: xorb and shard uploads, reconstructions, global dedup, and the signed xorb
 //! data route that reconstruction fetch URLs point to.
 

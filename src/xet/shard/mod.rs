@@ -1,5 +1,4 @@
-//! Shards: file reconstructions and xorb descriptions (xet-protocol.md, "Shard Format";
-//! shard-format.md).
+//! Shards: file reconstructions and xorb descriptions (docs/formats.md, "Shard format").
 //!
 //! ```text
 //! header (48) | file info section + bookend | CAS info section + bookend

@@ -1,4 +1,4 @@
-//! Xorbs: containers of compressed chunks (xet-protocol.md, "Xorb Format"; xorb-format.md).
+//! Xorbs: containers of compressed chunks (docs/formats.md, "Xorb format").
 //!
 //! ```text
 //! [chunk header (8) | stored bytes] ... [CasObjectInfo footer] [footer length: u32 LE]
