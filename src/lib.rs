@@ -6,11 +6,16 @@
 //! | module     | job                                                                      |
 //! |------------|--------------------------------------------------------------------------|
 //! | [`cli`]    | argument parsing and output; each command calls into a layer below        |
-//! | [`git`]    | git integration: install, credentials, migrate, status, hooks            |
-//! | [`lfs`]    | git-lfs custom transfer protocol and pointer files; drives the client    |
+//! | [`git`]    | git integration; mostly the filter-process (clean/smudge of LFS files);  |
+//! |            | also install, config and credentials, migrate, status, quickstart, the   |
+//! |            | transfer agent's process, the pre-receive check                          |
+//! | [`lfs`]    | git-lfs custom transfer protocol and agent, pointer files, the Batch API |
+//! |            | client, and the backend that moves LFS objects through XET               |
 //! | [`server`] | HTTP server: CAS API, LFS Batch API, git smart HTTP; storage and index   |
+//! |            | behind traits (files on disk, SQLite)                                    |
 //! | [`client`] | CAS client: HTTP, retries, tokens; upload with dedup; download; caches    |
-//! | [`xet`]    | protocol core: chunker, hashes, xorbs, shards; pure, no I/O or network    |
+//! | [`xet`]    | protocol core: chunker, hashes, xorbs, shards; no network or git (its    |
+//! |            | `pipeline` reads files on threads to chunk and hash them)                |
 //!
 //! `client` and `server` share only the protocol core, never each other.
 
