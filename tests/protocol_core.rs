@@ -12,3 +12,5 @@ mod properties;
 mod rejection;
 #[path = "protocol_core/vectors.rs"]
 mod vectors;
+#[path = "protocol_core/deployed_client.rs"]
+mod deployed_client;
