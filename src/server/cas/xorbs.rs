@@ -23,7 +23,7 @@ use crate::server::metrics::add;
 use crate::server::state::{blocking, SharedState};
 use crate::server::storage::{map_range, BoxFuture, ObjectKey, Staged};
 use crate::xet::constants::MAX_XORB_SIZE;
-use crate::xet::xorb::{XorbFooter, is_footerless, rebuild_footer, validate_xorb};
+use crate::xet::xorb::{is_footerless, rebuild_footer, validate_xorb, XorbFooter};
 use std::io::Write;
 
 pub async fn upload(

@@ -70,7 +70,9 @@ mod tests {
     fn sample() -> crate::xet::xorb::SerializedXorb {
         let mut b = XorbBuilder::new();
         b.push_data(&[7u8; 5000]).unwrap();
-        let noise: Vec<u8> = (0..9000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let noise: Vec<u8> = (0..9000u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
         b.push_data(&noise).unwrap();
         b.finish()
     }
