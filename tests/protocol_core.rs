@@ -6,11 +6,11 @@ mod random;
 
 #[path = "protocol_core/common.rs"]
 mod common;
+#[path = "protocol_core/deployed_client.rs"]
+mod deployed_client;
 #[path = "protocol_core/properties.rs"]
 mod properties;
 #[path = "protocol_core/rejection.rs"]
 mod rejection;
 #[path = "protocol_core/vectors.rs"]
 mod vectors;
-#[path = "protocol_core/deployed_client.rs"]
-mod deployed_client;

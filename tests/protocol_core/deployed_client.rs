@@ -20,7 +20,10 @@ fn footerless_xorb_of_hf_xet_is_rebuilt_as_the_reference_rebuilds_it() {
     assert_eq!(footer.num_chunks(), 3);
     let mut full = sent.clone();
     footer.write_to(&mut full);
-    assert!(full == reference, "rebuilt xorb differs from the reference's");
+    assert!(
+        full == reference,
+        "rebuilt xorb differs from the reference's"
+    );
     assert_eq!(validate_xorb(&full).unwrap(), footer);
 }
 
