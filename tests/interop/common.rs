@@ -18,9 +18,7 @@ pub const REPO: &str = "org/interop";
 pub fn python() -> Option<PathBuf> {
     let path = std::env::var_os("GIT_XET_INTEROP_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-interop/bin/python")
-        });
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-interop/bin/python"));
     let works = Command::new(&path)
         .args(["-c", "import hf_xet"])
         .output()
@@ -117,7 +115,10 @@ impl Env {
         let dest = self.path(name);
         let size = size.to_string();
         let dest_s = dest.display().to_string();
-        self.hfx("read", &["download", &self.endpoint(), hash, &size, &dest_s]);
+        self.hfx(
+            "read",
+            &["download", &self.endpoint(), hash, &size, &dest_s],
+        );
         std::fs::read(dest).unwrap()
     }
 
@@ -128,7 +129,15 @@ impl Env {
         let dest_s = dest.display().to_string();
         self.hfx(
             "read",
-            &["range", &self.endpoint(), hash, &size, &start, &end, &dest_s],
+            &[
+                "range",
+                &self.endpoint(),
+                hash,
+                &size,
+                &start,
+                &end,
+                &dest_s,
+            ],
         );
         std::fs::read(dest).unwrap()
     }

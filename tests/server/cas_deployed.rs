@@ -219,3 +219,41 @@ fn v2_reconstruction_has_the_v1_terms_and_one_range_per_url() {
         .unwrap();
     assert_eq!(r.status(), 404);
 }
+
+/// Transfer negotiation with Hugging Face's agent in mind: it is registered as `xet` for both
+/// directions but refuses downloads, so a download names `xet` only for clients that also
+/// list `xet-download` (ours: `git xet install`, the filter, the batch client).
+#[test]
+fn downloads_name_xet_only_for_clients_whose_agent_downloads() {
+    use crate::lfs::{basic_upload, batch};
+    let server = TestServer::start();
+    let token = server.token(REPO, "write");
+    let data = crate::support::random_bytes(200_000, 21);
+    basic_upload(&server, REPO, &token, &data);
+    let present = (sha256_hex(&data), data.len() as u64);
+    let missing = (sha256_hex(b"not yet"), 7);
+    let name = |op: &str, transfers: &[&str], object: &(String, u64)| {
+        let (status, answer) = batch(
+            &server,
+            REPO,
+            Some(&token),
+            op,
+            transfers,
+            &[(&object.0, object.1)],
+        );
+        assert_eq!(status, 200, "{answer}");
+        answer["transfer"].as_str().unwrap().to_string()
+    };
+    // What git-lfs sends with HF's agent installed, and with ours.
+    let hf = ["basic", "lfs-standalone-file", "xet"];
+    let ours = ["basic", "lfs-standalone-file", "xet", "xet-download"];
+    assert_eq!(name("download", &hf, &present), "basic");
+    assert_eq!(name("download", &ours, &present), "xet");
+    assert_eq!(
+        name("download", &["xet-download", "basic"], &present),
+        "basic"
+    );
+    // Uploads: either agent uploads through xet.
+    assert_eq!(name("upload", &hf, &missing), "xet");
+    assert_eq!(name("upload", &ours, &missing), "xet");
+}
