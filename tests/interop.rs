@@ -7,5 +7,9 @@ mod support;
 
 #[path = "interop/common.rs"]
 mod common;
+#[path = "server/gitenv.rs"]
+mod gitenv;
+#[path = "interop/hf_agent.rs"]
+mod hf_agent;
 #[path = "interop/transfers.rs"]
 mod transfers;
