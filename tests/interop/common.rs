@@ -145,7 +145,7 @@ impl Env {
     /// Our client, with its own metadata directory `meta` and a token of `scope`.
     pub fn ours(&self, meta: &str, scope: &str) -> CasClient {
         let mut config = ClientConfig::new(&self.server.url);
-        config.token = Some(Token::new(&self.server.token(REPO, scope), None));
+        config.token = Some(Token::new(self.server.token(REPO, scope), None));
         config.metadata_dir = Some(self.path(meta));
         config.staging_dir = Some(self.path(meta).join("staging"));
         config.retry = RetryPolicy::fast();
