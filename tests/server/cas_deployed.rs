@@ -206,6 +206,17 @@ fn v2_reconstruction_has_the_v1_terms_and_one_range_per_url() {
             }
         }
     }
+    // Also under /api, like the v1 routes.
+    let r = cas
+        .http
+        .get(format!(
+            "{}/api/v2/reconstructions/{}",
+            cas.base, upload.file_hash
+        ))
+        .bearer_auth(&cas.token)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
     // The file exists in its repository only.
     let stranger = Cas::new(&server, "org/other", "read");
     let r = stranger
