@@ -6,6 +6,8 @@ mod random;
 
 #[path = "protocol_core/common.rs"]
 mod common;
+#[path = "protocol_core/deployed_client.rs"]
+mod deployed_client;
 #[path = "protocol_core/properties.rs"]
 mod properties;
 #[path = "protocol_core/rejection.rs"]

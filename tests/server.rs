@@ -32,3 +32,6 @@ mod lfs_basic;
 
 #[path = "server/git.rs"]
 mod git;
+
+#[path = "server/cas_deployed.rs"]
+mod cas_deployed;

@@ -17,6 +17,12 @@ use crate::git::GitError;
 pub const KEY_PATH: &str = "lfs.customtransfer.xet.path";
 pub const KEY_ARGS: &str = "lfs.customtransfer.xet.args";
 pub const KEY_CONCURRENT: &str = "lfs.customtransfer.xet.concurrent";
+/// Also registered for downloads under the name that tells servers our `xet` agent
+/// downloads (src/xet/constants.rs, `XET_DOWNLOAD_TRANSFER`); git-lfs lists it in download
+/// batches. The server still names `xet`, so git-lfs runs the agent above.
+pub const KEY_DL_PATH: &str = "lfs.customtransfer.xet-download.path";
+pub const KEY_DL_ARGS: &str = "lfs.customtransfer.xet-download.args";
+pub const KEY_DL_DIRECTION: &str = "lfs.customtransfer.xet-download.direction";
 pub const KEY_CONCURRENT_TRANSFERS: &str = "lfs.concurrenttransfers";
 pub const KEY_FILTER_PROCESS: &str = "filter.lfs.process";
 /// What follows the program in `filter.lfs.process`.
@@ -90,6 +96,9 @@ pub fn install(config: &Config, opts: &InstallOptions) -> Result<Vec<Change>, Gi
             KEY_CONCURRENT,
             (opts.concurrency.unwrap_or(8) > 1).to_string(),
         ),
+        (KEY_DL_PATH, opts.program.clone()),
+        (KEY_DL_ARGS, "transfer".to_string()),
+        (KEY_DL_DIRECTION, "download".to_string()),
     ];
     if let Some(n) = opts.concurrency.filter(|&n| n > 1) {
         wanted.push((KEY_CONCURRENT_TRANSFERS, n.to_string()));
@@ -179,6 +188,7 @@ pub fn uninstall(config: &Config, scope: Scope, program: &str) -> Result<Vec<Cha
     config.unset_all(scope, RECORD_LFS)?;
     config.remove_section_if_empty(scope, "xet.install")?;
     config.remove_section_if_empty(scope, "lfs.customtransfer.xet")?;
+    config.remove_section_if_empty(scope, "lfs.customtransfer.xet-download")?;
     config.remove_section_if_empty(scope, "lfs")?;
     Ok(changes)
 }
@@ -187,8 +197,9 @@ pub fn uninstall(config: &Config, scope: Scope, program: &str) -> Result<Vec<Cha
 /// may differ between versions, so any git-xet program counts as ours.
 fn value_is_ours(key: &str, value: &str, program: &str) -> bool {
     match key {
-        KEY_PATH => value == program || value.ends_with("git-xet"),
-        KEY_ARGS => value == "transfer",
+        KEY_PATH | KEY_DL_PATH => value == program || value.ends_with("git-xet"),
+        KEY_ARGS | KEY_DL_ARGS => value == "transfer",
+        KEY_DL_DIRECTION => value == "download",
         KEY_CONCURRENT => value == "true" || value == "false",
         KEY_CONCURRENT_TRANSFERS => value.parse::<u32>().is_ok(),
         KEY_FILTER_PROCESS => {

@@ -164,6 +164,7 @@ impl DemoGit {
              \tprocess = {filter}\n\trequired = true\n\
              [lfs]\n\tlocksverify = false\n\
              [lfs \"customtransfer.xet\"]\n\tpath = {program}\n\targs = transfer\n\tconcurrent = true\n\
+             [lfs \"customtransfer.xet-download\"]\n\tpath = {program}\n\targs = transfer\n\tdirection = download\n\
              [advice]\n\tdetachedHead = false\n"
         );
         std::fs::write(&config, text)

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::xet::constants::{XET_DOWNLOAD_TRANSFER, XET_TRANSFER};
 use serde::{Deserialize, Serialize};
 
 use crate::lfs::pointer::Oid;
@@ -21,10 +22,23 @@ pub struct BatchClient {
     http: reqwest::Client,
 }
 
+/// `transfers`, plus [`XET_DOWNLOAD_TRANSFER`] for a download offering `xet`: our `xet`
+/// downloads, and servers name `xet` for downloads only to clients that say so.
+fn with_download_marker<'a>(operation: Operation, transfers: &[&'a str]) -> Vec<&'a str> {
+    let mut out = transfers.to_vec();
+    if operation == Operation::Download
+        && out.contains(&XET_TRANSFER)
+        && !out.contains(&XET_DOWNLOAD_TRANSFER)
+    {
+        out.push(XET_DOWNLOAD_TRANSFER);
+    }
+    out
+}
+
 #[derive(Serialize)]
 struct RequestBody<'a> {
     operation: &'a str,
-    transfers: &'a [&'a str],
+    transfers: Vec<&'a str>,
     objects: Vec<ObjectSpec>,
     hash_algo: &'a str,
 }
@@ -118,7 +132,7 @@ impl BatchClient {
         let url = format!("{}/objects/batch", self.endpoint);
         let body = RequestBody {
             operation: operation.as_str(),
-            transfers,
+            transfers: with_download_marker(operation, transfers),
             objects: objects
                 .iter()
                 .map(|(oid, size)| ObjectSpec {

@@ -18,6 +18,8 @@ pub fn router(state: SharedState) -> Router {
         .route("/metrics", get(metrics))
         .nest("/v1", cas::router())
         .nest("/api/v1", cas::router())
+        .nest("/v2", cas::router_v2())
+        .nest("/api/v2", cas::router_v2())
         .fallback(repo_routes::dispatch)
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
@@ -67,9 +69,12 @@ async fn observe(State(state): State<SharedState>, request: Request, next: Next)
 /// A fixed label per route, so that metrics have bounded cardinality.
 pub fn route_label(method: &Method, path: &str) -> &'static str {
     let cas = path.strip_prefix("/api").unwrap_or(path);
-    let prefixes: [(&str, &'static str); 5] = [
+    let prefixes: [(&str, &'static str); 8] = [
         ("/v1/xorbs/", "xorb_upload"),
+        ("/v1/xorb-grants/", "xorb_grant"),
+        ("/v1/telemetry", "telemetry"),
         ("/v1/reconstructions/", "reconstruction"),
+        ("/v2/reconstructions/", "reconstruction_v2"),
         ("/v1/chunks/", "dedup_query"),
         ("/v1/xorb-data/", "xorb_data"),
         ("/v1/shards", "shard_upload"),

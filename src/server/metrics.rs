@@ -23,6 +23,8 @@ pub struct Metrics {
     pub stored_xorbs: AtomicU64,
     pub stored_xorb_bytes: AtomicU64,
     pub registered_files: AtomicU64,
+    pub xorb_grants_already_stored: AtomicU64,
+    pub telemetry_reports: AtomicU64,
 }
 
 /// Adds `n` to a counter.
@@ -66,7 +68,7 @@ impl Metrics {
                 "git_xet_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
             );
         }
-        let counters: [(&str, &str, &AtomicU64); 6] = [
+        let counters: [(&str, &str, &AtomicU64); 8] = [
             (
                 "git_xet_xorb_bytes_received_total",
                 "Bytes of xorb bodies accepted by the xorb upload route.",
@@ -96,6 +98,16 @@ impl Metrics {
                 "git_xet_lfs_basic_bytes_served_total",
                 "Bytes sent by git-lfs basic downloads.",
                 &self.lfs_basic_bytes_served,
+            ),
+            (
+                "git_xet_xorb_grants_already_stored_total",
+                "Upload grant requests answered 200: the xorb is stored, the client skips it.",
+                &self.xorb_grants_already_stored,
+            ),
+            (
+                "git_xet_telemetry_reports_total",
+                "Client telemetry reports received (dropped unread).",
+                &self.telemetry_reports,
             ),
         ];
         for (name, help, value) in counters {

@@ -34,3 +34,11 @@ pub const VERIFICATION_KEY: [u8; 32] = [
     0x7f, 0x18, 0x57, 0xd6, 0xce, 0x56, 0xed, 0x66, 0x12, 0x7f, 0xf9, 0x13, 0xe7, 0xa5, 0xc3, 0xf3,
     0xa4, 0xcd, 0x26, 0xd5, 0xb5, 0xdb, 0x49, 0xe6, 0x41, 0x24, 0x98, 0x7f, 0x28, 0xfb, 0x94, 0xc3,
 ];
+
+/// git-lfs Batch API transfer names. Hugging Face's own agent registers itself as the custom
+/// transfer `xet` (no direction) but refuses downloads, so a server must not name `xet` for
+/// a download unless the client also lists [`XET_DOWNLOAD_TRANSFER`], which only clients
+/// whose `xet` agent downloads send (our filter and batch client; `git xet install`
+/// registers it for git-lfs). See docs/protocol.md, "Transfer negotiation".
+pub const XET_TRANSFER: &str = "xet";
+pub const XET_DOWNLOAD_TRANSFER: &str = "xet-download";

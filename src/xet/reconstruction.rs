@@ -96,3 +96,56 @@ impl Reconstruction {
             .find(|f| f.range.contains_range(&term.range))
     }
 }
+
+/// The v2 reconstruction answer (hf-xet 1.8 asks `GET /v2/reconstructions/{file}` first):
+/// the same terms, with fetch URLs per xorb that may each cover several byte ranges.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct ReconstructionV2 {
+    pub offset_into_first_range: u64,
+    pub terms: Vec<ReconstructionTerm>,
+    pub xorbs: HashMap<MerkleHash, Vec<MultiRangeFetch>>,
+}
+
+/// One fetch URL of a v2 answer and the byte ranges of the xorb it covers; the client sends
+/// exactly these ranges as its `Range` header.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MultiRangeFetch {
+    pub url: String,
+    pub ranges: Vec<RangeDescriptor>,
+}
+
+/// A chunk range of a xorb and its bytes (inclusive end, as in `Range` headers).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RangeDescriptor {
+    pub chunks: ChunkRange,
+    pub bytes: HttpRange,
+}
+
+/// One URL per v1 fetch entry, each with its one range: a valid v2 answer that needs no
+/// multi-range responses from the xorb data route.
+impl From<Reconstruction> for ReconstructionV2 {
+    fn from(v1: Reconstruction) -> Self {
+        let xorbs = v1
+            .fetch_info
+            .into_iter()
+            .map(|(hash, fetches)| {
+                let fetches = fetches
+                    .into_iter()
+                    .map(|f| MultiRangeFetch {
+                        url: f.url,
+                        ranges: vec![RangeDescriptor {
+                            chunks: f.range,
+                            bytes: f.url_range,
+                        }],
+                    })
+                    .collect();
+                (hash, fetches)
+            })
+            .collect();
+        ReconstructionV2 {
+            offset_into_first_range: v1.offset_into_first_range,
+            terms: v1.terms,
+            xorbs,
+        }
+    }
+}

@@ -160,7 +160,7 @@ fn xet_is_offered_with_the_handshake_headers() {
         "org/model",
         Some(&token),
         "download",
-        &["xet"],
+        &["xet", "xet-download"],
         &[(&oid, size)],
     );
     assert_eq!(answer["transfer"], "xet");
@@ -199,7 +199,7 @@ fn xet_is_offered_with_the_handshake_headers() {
         "org/model",
         Some(&token),
         "download",
-        &["basic", "xet"],
+        &["basic", "xet", "xet-download"],
         &[(&sha256_hex(b"missing"), 7)],
     );
     assert_eq!(answer["transfer"], "xet", "{answer}");

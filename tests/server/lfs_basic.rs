@@ -62,7 +62,7 @@ fn basic_upload_becomes_xet_content_and_downloads_bit_exact() {
         "org/model",
         Some(&token),
         "download",
-        &["xet", "basic"],
+        &["xet", "basic", "xet-download"],
         &[(&sha256_hex(&v2), v2.len() as u64)],
     );
     let header = &answer["objects"][0]["actions"]["download"]["header"];

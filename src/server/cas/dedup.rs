@@ -1,4 +1,6 @@
-//! `GET /v1/chunks/default-merkledb/{chunk_hash}`: global deduplication.
+//! `GET /v1/chunks/{namespace}/{chunk_hash}`: global deduplication. The namespace is
+//! `default` for hf-xet 1.8 (its one key prefix for xorbs and dedup alike) and
+//! `default-merkledb` for the draft and older clients: both name the same store.
 //!
 //! For a chunk that is eligible (the first chunk of a registered file, or one whose hash
 //! passes the 1-in-1024 rule; the server decides, as deployed clients set no flags) and
@@ -24,6 +26,8 @@ use crate::xet::hash::{is_global_dedup_eligible, keyed_chunk_hash};
 use crate::xet::shard::{FooterOptions, Shard, XorbBlock, XorbChunk};
 use crate::xet::MerkleHash;
 
+/// The dedup namespaces clients use, current (`default`) and draft (`default-merkledb`).
+const DEDUP_NAMESPACES: [&str; 2] = ["default", "default-merkledb"];
 /// Upper bound on chunks described in one answer (about 48 bytes each).
 const MAX_ANSWER_CHUNKS: usize = 64 * 1024;
 /// Files whose xorbs are added when the chunk starts several files.
@@ -35,9 +39,9 @@ pub async fn query(
     headers: HeaderMap,
 ) -> ServerResult<Response> {
     state.authorize_cas(&headers, Scope::Read)?;
-    if namespace != "default-merkledb" {
+    if !DEDUP_NAMESPACES.contains(&namespace.as_str()) {
         return Err(ServerError::not_found(format!(
-            "unknown dedup namespace {namespace:?}"
+            "unknown dedup namespace {namespace:?} (this server has {DEDUP_NAMESPACES:?})"
         )));
     }
     let chunk = parse_hash(&hash, "chunk hash")?;

@@ -1,10 +1,13 @@
 //! The CAS API (docs/formats.md, "CAS HTTP API"), mounted under both `/v1` and
 //! `/api/v1`: xorb and shard uploads, reconstructions, global dedup, and the signed xorb
-//! data route that reconstruction fetch URLs point to.
+//! data route that reconstruction fetch URLs point to; and what hf-xet 1.8 adds (upload
+//! grants, telemetry, v2 reconstructions: docs/protocol.md, "The deployed ecosystem").
 
 mod dedup;
+mod grants;
 mod reconstruction;
 mod shards;
+mod telemetry;
 mod xorb_data;
 mod xorbs;
 
@@ -25,6 +28,13 @@ pub fn router() -> Router<SharedState> {
         .route("/reconstructions/{file_hash}", get(reconstruction::get))
         .route("/chunks/{namespace}/{hash}", get(dedup::query))
         .route("/xorb-data/{hash}", get(xorb_data::get))
+        .route("/xorb-grants/{namespace}/{hash}", post(grants::request))
+        .route("/telemetry", post(telemetry::report))
+}
+
+/// The routes under `/v2` (and `/api/v2`).
+pub fn router_v2() -> Router<SharedState> {
+    Router::new().route("/reconstructions/{file_hash}", get(reconstruction::get_v2))
 }
 
 /// Parses a hash from a URL path, naming what it is in the error.

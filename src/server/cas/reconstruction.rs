@@ -1,5 +1,6 @@
 //! `GET /v1/reconstructions/{file_hash}` with optional `Range`: the terms overlapping the
-//! range and signed, expiring fetch URLs for their xorb bytes.
+//! range and signed, expiring fetch URLs for their xorb bytes. `GET /v2/reconstructions/...`
+//! (what hf-xet 1.8 asks first) answers the same plan in the v2 shape.
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
@@ -12,15 +13,31 @@ use crate::server::error::{ServerError, ServerResult};
 use crate::server::reconstruct::{load_metas, plan, to_reconstruction};
 use crate::server::signing::fetch_url;
 use crate::server::state::{blocking, SharedState};
-use crate::xet::reconstruction::Reconstruction;
+use crate::xet::reconstruction::{Reconstruction, ReconstructionV2};
 
 pub async fn get(
     State(state): State<SharedState>,
     Path(file_hash): Path<String>,
     headers: HeaderMap,
 ) -> ServerResult<Json<Reconstruction>> {
-    let access = state.authorize_cas(&headers, Scope::Read)?;
-    let file_hash = parse_hash(&file_hash, "file hash")?;
+    Ok(Json(answer(&state, &file_hash, &headers).await?))
+}
+
+pub async fn get_v2(
+    State(state): State<SharedState>,
+    Path(file_hash): Path<String>,
+    headers: HeaderMap,
+) -> ServerResult<Json<ReconstructionV2>> {
+    Ok(Json(answer(&state, &file_hash, &headers).await?.into()))
+}
+
+async fn answer(
+    state: &SharedState,
+    file_hash: &str,
+    headers: &HeaderMap,
+) -> ServerResult<Reconstruction> {
+    let access = state.authorize_cas(headers, Scope::Read)?;
+    let file_hash = parse_hash(file_hash, "file hash")?;
     let index = state.index.clone();
     let repo = access.repo.clone();
     let found = blocking(move || {
@@ -41,7 +58,7 @@ pub async fn get(
             access.repo
         )));
     };
-    let range = match parse_range(&headers, file.size)? {
+    let range = match parse_range(headers, file.size)? {
         Some(r) => r,
         None => 0..file.size,
     };
@@ -50,9 +67,9 @@ pub async fn get(
     } else {
         plan(&file, &metas, range)?
     };
-    let base = state.base_url(&headers);
+    let base = state.base_url(headers);
     let expires = now_secs() + state.config.fetch_url_ttl.as_secs();
-    Ok(Json(to_reconstruction(&plan, |xorb| {
+    Ok(to_reconstruction(&plan, |xorb| {
         fetch_url(&state.keys, &base, xorb, expires)
-    })))
+    }))
 }

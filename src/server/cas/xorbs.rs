@@ -1,5 +1,10 @@
 //! `POST /v1/xorbs/default/{hash}`: validate a whole xorb, store it atomically, index it.
 //!
+//! Two forms are accepted: a complete xorb (footer checked against every chunk), and the
+//! chunk records alone, as hf-xet 1.8 sends them: then every chunk is decoded and hashed,
+//! the footer rebuilt and appended, so that the stored object is always the complete form.
+//! Either way the xorb hash is recomputed and must be the one in the URL.
+//!
 //! The body is written to a staging file as it arrives and validated through a mapping of
 //! that file, then the file itself becomes the stored object: no xorb-sized heap buffer per
 //! request, and the bytes are copied once (socket to page cache), not three times.
@@ -18,7 +23,7 @@ use crate::server::metrics::add;
 use crate::server::state::{blocking, SharedState};
 use crate::server::storage::{map_range, BoxFuture, ObjectKey, Staged};
 use crate::xet::constants::MAX_XORB_SIZE;
-use crate::xet::xorb::validate_xorb;
+use crate::xet::xorb::{is_footerless, rebuild_footer, validate_xorb, XorbFooter};
 use std::io::Write;
 
 pub async fn upload(
@@ -37,7 +42,7 @@ pub async fn upload(
     // Bounds the xorbs being received and validated at once, whatever the number of clients.
     let _slot = state.upload_slot().await?;
     let store = state.store.clone();
-    let (staged, len, footer) =
+    let (staged, received, stored_len, footer) =
         read_blocking(body, &headers, MAX_XORB_SIZE as u64, "xorb", move |body| {
             let staged = store.stage()?;
             let mut file = staged.file();
@@ -47,8 +52,16 @@ pub async fn upload(
                 len += data.len() as u64;
             }
             let mapped = map_range(staged.file(), 0, len as usize)?;
-            let footer = validate_xorb(&mapped)?;
-            Ok((staged, len, footer))
+            if !is_footerless(&mapped) {
+                let footer = validate_xorb(&mapped)?;
+                return Ok((staged, len, len, footer));
+            }
+            let footer = rebuild_footer(&mapped)?;
+            drop(mapped);
+            let mut tail = Vec::with_capacity(XorbFooter::encoded_len(footer.num_chunks()) + 4);
+            footer.write_to(&mut tail);
+            file.write_all(&tail)?;
+            Ok((staged, len, len + tail.len() as u64, footer))
         })
         .await?;
     if footer.hash != hash {
@@ -57,12 +70,10 @@ pub async fn upload(
             footer.hash
         )));
     }
-    // Accepted: counted as soon as it is known valid, while it is being written.
-    add(&state.metrics.xorb_bytes_received, len);
-    let meta = XorbMeta {
-        footer,
-        stored_len: len,
-    };
+    // Accepted: counted as soon as it is known valid, while it is being written. What the
+    // client sent, without a footer this server added.
+    add(&state.metrics.xorb_bytes_received, received);
+    let meta = XorbMeta { footer, stored_len };
     let inserted = store_staged_xorb(&state, meta, staged).await?;
     Ok(Json(serde_json::json!({ "was_inserted": inserted })))
 }

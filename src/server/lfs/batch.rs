@@ -18,6 +18,7 @@ use crate::server::error::ServerError;
 use crate::server::lfs::{lfs_base, lfs_json, parse_oid, LfsResult};
 use crate::server::repo_name::RepoName;
 use crate::server::state::{blocking, SharedState};
+use crate::xet::constants::{XET_DOWNLOAD_TRANSFER, XET_TRANSFER};
 
 const MAX_BATCH_BODY: usize = 16 * 1024 * 1024;
 const MAX_OBJECTS: usize = 10_000;
@@ -107,7 +108,12 @@ pub async fn batch(
         ))
         .into());
     }
-    let xet = !state.config.basic_only && request.transfers.iter().any(|t| t == "xet");
+    let lists = |name: &str| request.transfers.iter().any(|t| t == name);
+    // A download goes to `xet` only when the client's `xet` agent can download: Hugging
+    // Face's agent, also registered as `xet`, refuses at init, and its users must get
+    // `basic` (docs/protocol.md, "Transfer negotiation").
+    let xet =
+        !state.config.basic_only && lists(XET_TRANSFER) && (upload || lists(XET_DOWNLOAD_TRANSFER));
     let offers_basic =
         request.transfers.is_empty() || request.transfers.iter().any(|t| t == "basic");
 
@@ -263,7 +269,7 @@ pub async fn batch(
     // ask which transfer the server offers.
     let nothing_to_upload = upload && objects.iter().all(|o| o.actions.is_empty());
     let transfer = if xet && !(nothing_to_upload && offers_basic) {
-        "xet"
+        XET_TRANSFER
     } else {
         "basic"
     };

@@ -1,0 +1,37 @@
+//! `POST /v1/xorb-grants/default/{hash}`: hf-xet 1.8 asks for an upload grant (a URL to put
+//! the xorb to, then a commit) before every xorb upload. This server has no separate upload
+//! store, so it grants none: `200` when the xorb is already stored (the client then skips
+//! the upload, as the reference server answers), `404` otherwise, on which the client
+//! uploads through `POST /v1/xorbs`, where the xorb is validated.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+
+use crate::server::auth::Scope;
+use crate::server::cas::parse_hash;
+use crate::server::error::{ServerError, ServerResult};
+use crate::server::metrics::add;
+use crate::server::state::{blocking, SharedState};
+
+pub async fn request(
+    State(state): State<SharedState>,
+    Path((namespace, hash)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ServerResult<StatusCode> {
+    state.authorize_cas(&headers, Scope::Write)?;
+    if namespace != "default" {
+        return Err(ServerError::not_found(format!(
+            "unknown xorb namespace {namespace:?} (this server has \"default\")"
+        )));
+    }
+    let hash = parse_hash(&hash, "xorb hash")?;
+    let index = state.index.clone();
+    let stored = blocking(move || Ok(index.xorb(&hash)?.is_some())).await?;
+    if stored {
+        add(&state.metrics.xorb_grants_already_stored, 1);
+        return Ok(StatusCode::OK);
+    }
+    Err(ServerError::not_found(format!(
+        "no upload grants here: upload xorb {hash} with POST /v1/xorbs/default/{hash}"
+    )))
+}

@@ -1,0 +1,15 @@
+//! Interoperability with the real reference client, hf-xet from PyPI (pinned in
+//! tests/interop/requirements.txt; `.ci/deps/10-hf-xet.sh` makes the venv), against the
+//! real `git xet server` on loopback: both directions, hashes, ranges, dedup across clients,
+//! and git-lfs with an agent that behaves as Hugging Face's `git-xet` does.
+
+mod support;
+
+#[path = "interop/common.rs"]
+mod common;
+#[path = "server/gitenv.rs"]
+mod gitenv;
+#[path = "interop/hf_agent.rs"]
+mod hf_agent;
+#[path = "interop/transfers.rs"]
+mod transfers;
