@@ -172,32 +172,66 @@ impl Repo {
             .ok_or_else(|| GitError::NoRemote(remote.to_string()))
     }
 
+    /// The URL of a remote for `upload` (its `pushurl` first, as git-lfs) or download.
+    pub fn remote_url_for(&self, remote: &str, upload: bool) -> Result<String, GitError> {
+        if upload && !remote.contains("://") {
+            if let Some(url) = self
+                .config()
+                .get(None, &format!("remote.{remote}.pushurl"))?
+            {
+                return Ok(url);
+            }
+        }
+        self.remote_url(remote)
+    }
+
     /// The git-lfs endpoint of a remote, by git-lfs's rules: `lfs.url`, then
     /// `remote.<name>.lfsurl`, each from git config and then `.lfsconfig`; else derived
     /// from the remote URL.
     pub fn lfs_endpoint(&self, remote: &str) -> Result<String, GitError> {
+        match self.configured_lfs_url(remote, false)? {
+            Some(url) => Ok(url),
+            None => Ok(lfs_endpoint_from_remote_url(&self.remote_url(remote)?)),
+        }
+    }
+
+    /// The LFS endpoint set in configuration, if any: for `upload`, `lfs.pushurl` and
+    /// `remote.<name>.lfspushurl` first; then `lfs.url`, `remote.<name>.lfsurl`; from git
+    /// config, then `.lfsconfig`.
+    pub fn configured_lfs_url(
+        &self,
+        remote: &str,
+        upload: bool,
+    ) -> Result<Option<String>, GitError> {
         let config = self.config();
-        let remote_key = format!("remote.{remote}.lfsurl");
-        for key in ["lfs.url", remote_key.as_str()] {
+        let mut keys = Vec::new();
+        if upload {
+            keys.extend([
+                "lfs.pushurl".to_string(),
+                format!("remote.{remote}.lfspushurl"),
+            ]);
+        }
+        keys.extend(["lfs.url".to_string(), format!("remote.{remote}.lfsurl")]);
+        for key in &keys {
             if let Some(url) = config.get(None, key)? {
-                return Ok(url.trim_end_matches('/').to_string());
+                return Ok(Some(url.trim_end_matches('/').to_string()));
             }
         }
         if let Some(wt) = &self.work_tree {
             let lfsconfig = wt.join(".lfsconfig");
             if lfsconfig.is_file() {
                 let file = lfsconfig.to_string_lossy().into_owned();
-                for key in ["lfs.url", remote_key.as_str()] {
+                for key in &keys {
                     if let Some(url) = self
                         .git
                         .try_run(["config", "--file", &file, "--get", key])?
                     {
-                        return Ok(url.trim_end_matches('/').to_string());
+                        return Ok(Some(url.trim_end_matches('/').to_string()));
                     }
                 }
             }
         }
-        Ok(lfs_endpoint_from_remote_url(&self.remote_url(remote)?))
+        Ok(None)
     }
 }
 
