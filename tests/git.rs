@@ -21,6 +21,8 @@ mod install;
 mod matrix;
 #[path = "git/migrate.rs"]
 mod migrate;
+#[path = "git/ssh_auth.rs"]
+mod ssh_auth;
 #[path = "git/sshd.rs"]
 mod sshd;
 #[path = "git/transfer_protocol.rs"]
