@@ -16,7 +16,12 @@ pub enum Source {
     Http(String),
     /// An ssh remote: `git-lfs-authenticate` names the endpoint; `fallback` is git-lfs's
     /// guess when it names none.
-    Ssh { remote: SshRemote, fallback: String },
+    Ssh {
+        remote: SshRemote,
+        fallback: String,
+        /// The URL as configured (for `lfs.<url>.*` settings).
+        url: String,
+    },
     /// Neither (a local path, `file://`): only git-lfs can move its objects.
     Other(String),
 }
@@ -47,6 +52,7 @@ pub fn source(repo: &Repo, remote: &str, operation: Operation) -> Result<Source,
             Source::Ssh {
                 remote: ssh,
                 fallback,
+                url,
             }
         } else {
             Source::Other(url)
@@ -59,6 +65,7 @@ pub fn source(repo: &Repo, remote: &str, operation: Operation) -> Result<Source,
         Source::Ssh {
             fallback: ssh.https_endpoint(),
             remote: ssh,
+            url,
         }
     } else {
         Source::Other(url)
@@ -80,8 +87,12 @@ pub fn resolve(
                 credentials::authorization(repo.git(), remote_url.as_deref(), &url).ok();
             Ok(Some(Endpoint::new(&url).with_authorization(authorization)))
         }
-        Source::Ssh { remote, fallback } => {
-            let auth = ssh::authenticate(&repo.config(), &remote, operation.as_str())?;
+        Source::Ssh {
+            remote,
+            fallback,
+            url,
+        } => {
+            let auth = ssh::authenticate(&repo.config(), &url, &remote, operation.as_str())?;
             let url = auth.href.unwrap_or(fallback);
             Ok(Some(Endpoint {
                 url: url.trim_end_matches('/').to_string(),
@@ -101,8 +112,13 @@ pub fn authorization(
     url: &str,
 ) -> Result<String, GitError> {
     // No remote (git-lfs gave none) or an unreadable one: git's credentials for the URL.
-    if let Ok(Source::Ssh { remote, .. }) = source(repo, remote, operation) {
-        let auth = ssh::authenticate(&repo.config(), &remote, operation.as_str())?;
+    if let Ok(Source::Ssh {
+        remote,
+        url: ssh_url,
+        ..
+    }) = source(repo, remote, operation)
+    {
+        let auth = ssh::authenticate(&repo.config(), &ssh_url, &remote, operation.as_str())?;
         return auth
             .header
             .into_iter()

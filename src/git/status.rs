@@ -73,7 +73,9 @@ pub fn run(remote: Option<&str>, offline: bool) -> Result<(), GitError> {
         };
         let shown = match &source {
             Source::Http(url) | Source::Other(url) => credentials::strip_userinfo(url),
-            Source::Ssh { remote, fallback } => format!(
+            Source::Ssh {
+                remote, fallback, ..
+            } => format!(
                 "named by git-lfs-authenticate on {} (else {fallback})",
                 remote.display_host()
             ),

@@ -4,6 +4,8 @@
 
 use git_xet::git::endpoint::{self, Source};
 use git_xet::git::repo::Repo;
+use git_xet::git::ssh::SshFailure;
+use git_xet::git::GitError;
 use git_xet::lfs::protocol::Operation;
 
 use crate::env::GitEnv;
@@ -38,6 +40,37 @@ fn token_refresh_authorization_comes_from_git_lfs_authenticate_once() {
         .unwrap()
         .unwrap();
     assert_eq!(resolved.url, url);
+
+    // git's scp-like form with a port reaches the same server, for git and for us.
+    let scp = format!("[{}@127.0.0.1:{}]:org/refresh.git", sshd.user, sshd.port);
+    env.git(&a, &["remote", "add", "scp", &scp]);
+    // (git reaches the forced command with the path; nothing was pushed there yet)
+    let out = env.git_output(&a, &["ls-remote", "scp"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("data/repos/org/refresh.git"), "{said}");
+    let repo = Repo::discover(&a).unwrap();
+    let resolved = endpoint::resolve(&repo, "scp", Operation::Upload)
+        .unwrap()
+        .unwrap();
+    assert_eq!(resolved.url, url);
+    assert_eq!(sshd.authenticate_calls().len(), 2, "a new login for upload");
+
+    // lfs.sshtransfer=always: the pure ssh protocol only, which git-lfs speaks.
+    env.git(&a, &["config", "lfs.sshtransfer", "always"]);
+    let repo = Repo::discover(&a).unwrap();
+    let refused = endpoint::resolve(&repo, "scp", Operation::Download).err();
+    assert!(
+        matches!(
+            refused,
+            Some(GitError::SshAuthenticate {
+                kind: SshFailure::Disabled,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(sshd.authenticate_calls().len(), 2, "no login");
+    env.git(&a, &["config", "--unset", "lfs.sshtransfer"]);
 
     // Uploads go where the push URL says; downloads where the URL says.
     env.git(

@@ -51,6 +51,9 @@ pub enum SshFailure {
     Failed,
     /// It answered something that is not the JSON git-lfs expects.
     BadAnswer,
+    /// `lfs.sshtransfer` (or `lfs.<url>.sshtransfer`) asks for the pure ssh protocol
+    /// (`git-lfs-transfer`) only, which git-lfs speaks.
+    Disabled,
 }
 
 impl fmt::Display for SshFailure {
@@ -60,6 +63,7 @@ impl fmt::Display for SshFailure {
             SshFailure::Unavailable => "the server has no git-lfs-authenticate",
             SshFailure::Failed => "git-lfs-authenticate failed",
             SshFailure::BadAnswer => "git-lfs-authenticate answered something unreadable",
+            SshFailure::Disabled => "git-lfs-authenticate is disabled by lfs.sshtransfer",
         })
     }
 }
