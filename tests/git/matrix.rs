@@ -44,6 +44,8 @@ struct Row<'a> {
     env: Vec<(String, String)>,
     /// The server offers `xet`: the XET setup must use it.
     offers_xet: bool,
+    /// ssh logins so far (ssh rows): the XET clone must log in once, whatever the files.
+    logins: Option<&'a dyn Fn() -> usize>,
 }
 
 /// What a row's run saw, for comparisons between the setups.
@@ -72,8 +74,16 @@ fn run(row: &Row, setup: Setup, faulty_lfs_url: Option<&str>) -> Outcome {
     let mut faulty_clone_ok = None;
     match faulty_lfs_url {
         None => {
+            let logins = row.logins.map(|f| f());
             let out = bob.git_logged(&bob.dir("."), &["clone", "-q", &row.remote, target]);
             ok(out, &format!("{setup:?} clone"));
+            if let (Setup::Xet, Some(before), Some(now)) = (setup, logins, row.logins) {
+                assert_eq!(
+                    now() - before,
+                    1,
+                    "one ssh login for the clone's three files"
+                );
+            }
             if setup == Setup::Xet && row.offers_xet {
                 // The filter itself fetched through XET (git-lfs would use XET too).
                 let log = bob.agent_log();
@@ -157,11 +167,13 @@ fn matrix_ssh_remote_through_git_lfs_authenticate() {
     }
     let server = TestServer::start();
     let sshd = Sshd::start(&server);
+    let logins = || sshd.authenticate_calls().len();
     let row = Row {
         server: &server,
         remote: sshd.url("org/ssh"),
         env: vec![("GIT_SSH_COMMAND".into(), sshd.ssh_command())],
         offers_xet: true,
+        logins: Some(&logins),
     };
     run(&row, Setup::PlainLfs, None);
     let plain_logins = sshd.authenticate_calls().len();
@@ -235,6 +247,52 @@ fn matrix_ssh_status_names_the_path_and_the_authentication() {
     );
 }
 
+/// An ssh server without `git-lfs-authenticate` (as one speaking only `git-lfs-transfer`):
+/// git-lfs fails (3.3) or tries its guessed https endpoint (newer); with git-xet the filter
+/// hands every object to git-lfs, so the clone ends exactly as with git-lfs alone.
+#[test]
+fn matrix_ssh_server_without_git_lfs_authenticate() {
+    if !sshd::available() {
+        return;
+    }
+    let server = TestServer::start();
+    let sshd = Sshd::start(&server);
+    let mut outcomes = Vec::new();
+    for setup in [Setup::PlainLfs, Setup::Xet] {
+        let env = vec![("GIT_SSH_COMMAND".to_string(), sshd.ssh_command())];
+        let alice = user(setup, &env);
+        let repo = format!("org/noauth-{setup:?}");
+        let a = alice.lfs_repo("a", &remote_url(&server, &repo, "write"));
+        let data = random_bytes(1 << 20, 2020);
+        write_file(&a.join("d.bin"), &data);
+        alice.commit_all_and_push(&a, "d");
+        sshd.remove_authenticate();
+        let bob = user(setup, &env);
+        let b = bob.dir("b");
+        let out = bob.git_logged(
+            &bob.dir("."),
+            &["clone", "-q", &sshd.url(&repo), b.to_str().unwrap()],
+        );
+        eprintln!(
+            "{setup:?} clone without git-lfs-authenticate said:\n{}",
+            stderr(&out)
+        );
+        let in_tree = std::fs::read(b.join("d.bin")).unwrap_or_default();
+        outcomes.push((out.status.success(), in_tree == data));
+        if setup == Setup::Xet {
+            let log = bob.agent_log();
+            assert!(
+                log.contains("handing the object to git-lfs: ssh authentication: the server has no git-lfs-authenticate"),
+                "{log}"
+            );
+        }
+    }
+    assert_eq!(
+        outcomes[0], outcomes[1],
+        "git-xet ends the clone as git-lfs does"
+    );
+}
+
 #[test]
 fn matrix_basic_only_server() {
     let server = TestServer::start_with(&["--basic-only"]);
@@ -243,6 +301,7 @@ fn matrix_basic_only_server() {
         remote: remote_url(&server, "org/basic", "write"),
         env: Vec::new(),
         offers_xet: false,
+        logins: None,
     };
     run(&row, Setup::PlainLfs, None);
     let row = Row {
@@ -264,6 +323,7 @@ fn faulty_row(faulty_url: &str, name: &str) {
             remote: remote_url(&server, &format!("org/{name}-{repo}"), "write"),
             env: Vec::new(),
             offers_xet: true,
+            logins: None,
         };
         outcomes.push(run(&row, setup, Some(faulty_url)));
     }

@@ -159,6 +159,12 @@ impl Sshd {
         format!("ssh://{}@127.0.0.1:{}/{repo}.git", self.user, self.port)
     }
 
+    /// From now on the server has no `git-lfs-authenticate` (exit 127, "not found"), as a
+    /// server speaking only `git-lfs-transfer`.
+    pub fn remove_authenticate(&self) {
+        std::fs::write(self.dir.path().join("no-authenticate"), "").unwrap();
+    }
+
     /// The `git-lfs-authenticate` calls so far, one `path operation` line each.
     pub fn authenticate_calls(&self) -> Vec<String> {
         std::fs::read_to_string(self.dir.path().join("authenticate.log"))
@@ -213,6 +219,9 @@ case "$cmd" in
     fi
     exec "$cmd" "$repo" ;;
   git-lfs-authenticate)
+    if [ -e {off} ]; then
+      echo "sh: 1: git-lfs-authenticate: not found" >&2; exit 127
+    fi
     path=$(strip "$1"); path=${{path%.git}}
     case "$2" in upload) scope=write ;; *) scope=read ;; esac
     echo "$path $2" >> "$LOG"
@@ -224,6 +233,7 @@ esac
 "#,
         data = q(data),
         log = q(log),
+        off = q(&log.with_file_name("no-authenticate")),
         xet = q(&git_xet_bin().canonicalize().expect("the git-xet binary")),
         url = url.trim_end_matches('/'),
     )
