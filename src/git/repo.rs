@@ -241,17 +241,8 @@ pub fn lfs_endpoint_from_remote_url(url: &str) -> String {
     let url = url.trim_end_matches('/');
     let http = if url.starts_with("http://") || url.starts_with("https://") {
         url.to_string()
-    } else if let Some(rest) = url.strip_prefix("ssh://") {
-        let rest = rest.split_once('@').map(|(_, r)| r).unwrap_or(rest);
-        let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let host = host.split(':').next().unwrap_or(host);
-        format!("https://{host}/{path}")
-    } else if let Some((user_host, path)) = url.split_once(':') {
-        let host = user_host
-            .split_once('@')
-            .map(|(_, h)| h)
-            .unwrap_or(user_host);
-        format!("https://{host}/{}", path.trim_start_matches('/'))
+    } else if let Some(ssh) = crate::git::ssh::SshRemote::parse(url) {
+        ssh.https_url()
     } else {
         url.to_string()
     };
@@ -326,6 +317,10 @@ mod tests {
             (
                 "ssh://git@host:22/org/repo",
                 "https://host/org/repo.git/info/lfs",
+            ),
+            (
+                "ssh://git@[::1]:22/org/repo",
+                "https://[::1]/org/repo.git/info/lfs",
             ),
         ];
         for (remote, endpoint) in cases {
