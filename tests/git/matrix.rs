@@ -245,6 +245,36 @@ fn matrix_ssh_status_names_the_path_and_the_authentication() {
         out.contains("git-lfs (hand-off: ssh authentication"),
         "{out}"
     );
+
+    // An http LFS server that is down: git-lfs's turn too, and why.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    env.git(
+        &a,
+        &[
+            "remote",
+            "add",
+            "down",
+            &format!("http://127.0.0.1:{port}/org/st.git"),
+        ],
+    );
+    let out = String::from_utf8(
+        ok(
+            env.xet_output(&a, &["status", "--remote", "down"]),
+            "status",
+        )
+        .stdout,
+    )
+    .unwrap();
+    assert!(out.contains("authentication: http credentials"), "{out}");
+    assert!(
+        out.contains("transfers:      git-lfs (hand-off: LFS batch request to"),
+        "{out}"
+    );
+    assert!(out.contains("no answer"), "{out}");
 }
 
 /// An ssh server without `git-lfs-authenticate` (as one speaking only `git-lfs-transfer`):
