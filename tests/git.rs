@@ -17,8 +17,14 @@ mod filter;
 mod filter_protocol;
 #[path = "git/install.rs"]
 mod install;
+#[path = "git/matrix.rs"]
+mod matrix;
 #[path = "git/migrate.rs"]
 mod migrate;
+#[path = "git/ssh_auth.rs"]
+mod ssh_auth;
+#[path = "git/sshd.rs"]
+mod sshd;
 #[path = "git/transfer_protocol.rs"]
 mod transfer_protocol;
 #[path = "git/workflow.rs"]

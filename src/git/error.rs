@@ -26,6 +26,13 @@ pub enum GitError {
     /// The repository has no such remote or it has no URL.
     #[error("remote {0:?} is not configured (see `git remote -v`)")]
     NoRemote(String),
+    /// `git-lfs-authenticate` over ssh gave no answer; `kind` says why.
+    #[error("ssh authentication to {destination} failed ({kind}): {detail}")]
+    SshAuthenticate {
+        destination: String,
+        kind: crate::git::ssh::SshFailure,
+        detail: String,
+    },
     /// git has no credentials for a URL.
     #[error("no credentials for {url}: {reason}")]
     Credentials { url: String, reason: String },

@@ -10,6 +10,8 @@
 //! | [`config`]      | `git config` at an explicit scope                             |
 //! | [`repo`]        | repository discovery; LFS and XET paths; remotes and endpoints |
 //! | [`credentials`] | `git credential fill`                                         |
+//! | [`ssh`]         | ssh remotes: `git-lfs-authenticate` as git-lfs runs it        |
+//! | [`endpoint`]    | a remote's Batch API endpoint, its headers and the way it authenticates |
 //! | [`install`]     | registering the transfer agent, and taking it back            |
 //! | [`filter`]      | `git xet filter-process`: clean/smudge for `filter=lfs` files |
 //! | [`transfer`]    | `git xet transfer`: the agent process git-lfs starts          |
@@ -18,6 +20,7 @@
 pub mod command;
 pub mod config;
 pub mod credentials;
+pub mod endpoint;
 mod error;
 pub mod filter;
 pub mod install;
@@ -26,6 +29,7 @@ pub mod migrate;
 pub mod pre_receive;
 pub mod quickstart;
 pub mod repo;
+pub mod ssh;
 pub mod status;
 pub mod transfer;
 

@@ -172,32 +172,66 @@ impl Repo {
             .ok_or_else(|| GitError::NoRemote(remote.to_string()))
     }
 
+    /// The URL of a remote for `upload` (its `pushurl` first, as git-lfs) or download.
+    pub fn remote_url_for(&self, remote: &str, upload: bool) -> Result<String, GitError> {
+        if upload && !remote.contains("://") {
+            if let Some(url) = self
+                .config()
+                .get(None, &format!("remote.{remote}.pushurl"))?
+            {
+                return Ok(url);
+            }
+        }
+        self.remote_url(remote)
+    }
+
     /// The git-lfs endpoint of a remote, by git-lfs's rules: `lfs.url`, then
     /// `remote.<name>.lfsurl`, each from git config and then `.lfsconfig`; else derived
     /// from the remote URL.
     pub fn lfs_endpoint(&self, remote: &str) -> Result<String, GitError> {
+        match self.configured_lfs_url(remote, false)? {
+            Some(url) => Ok(url),
+            None => Ok(lfs_endpoint_from_remote_url(&self.remote_url(remote)?)),
+        }
+    }
+
+    /// The LFS endpoint set in configuration, if any: for `upload`, `lfs.pushurl` and
+    /// `remote.<name>.lfspushurl` first; then `lfs.url`, `remote.<name>.lfsurl`; from git
+    /// config, then `.lfsconfig`.
+    pub fn configured_lfs_url(
+        &self,
+        remote: &str,
+        upload: bool,
+    ) -> Result<Option<String>, GitError> {
         let config = self.config();
-        let remote_key = format!("remote.{remote}.lfsurl");
-        for key in ["lfs.url", remote_key.as_str()] {
+        let mut keys = Vec::new();
+        if upload {
+            keys.extend([
+                "lfs.pushurl".to_string(),
+                format!("remote.{remote}.lfspushurl"),
+            ]);
+        }
+        keys.extend(["lfs.url".to_string(), format!("remote.{remote}.lfsurl")]);
+        for key in &keys {
             if let Some(url) = config.get(None, key)? {
-                return Ok(url.trim_end_matches('/').to_string());
+                return Ok(Some(url.trim_end_matches('/').to_string()));
             }
         }
         if let Some(wt) = &self.work_tree {
             let lfsconfig = wt.join(".lfsconfig");
             if lfsconfig.is_file() {
                 let file = lfsconfig.to_string_lossy().into_owned();
-                for key in ["lfs.url", remote_key.as_str()] {
+                for key in &keys {
                     if let Some(url) = self
                         .git
                         .try_run(["config", "--file", &file, "--get", key])?
                     {
-                        return Ok(url.trim_end_matches('/').to_string());
+                        return Ok(Some(url.trim_end_matches('/').to_string()));
                     }
                 }
             }
         }
-        Ok(lfs_endpoint_from_remote_url(&self.remote_url(remote)?))
+        Ok(None)
     }
 }
 
@@ -207,17 +241,8 @@ pub fn lfs_endpoint_from_remote_url(url: &str) -> String {
     let url = url.trim_end_matches('/');
     let http = if url.starts_with("http://") || url.starts_with("https://") {
         url.to_string()
-    } else if let Some(rest) = url.strip_prefix("ssh://") {
-        let rest = rest.split_once('@').map(|(_, r)| r).unwrap_or(rest);
-        let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let host = host.split(':').next().unwrap_or(host);
-        format!("https://{host}/{path}")
-    } else if let Some((user_host, path)) = url.split_once(':') {
-        let host = user_host
-            .split_once('@')
-            .map(|(_, h)| h)
-            .unwrap_or(user_host);
-        format!("https://{host}/{}", path.trim_start_matches('/'))
+    } else if let Some(ssh) = crate::git::ssh::SshRemote::parse(url) {
+        ssh.https_url()
     } else {
         url.to_string()
     };
@@ -292,6 +317,10 @@ mod tests {
             (
                 "ssh://git@host:22/org/repo",
                 "https://host/org/repo.git/info/lfs",
+            ),
+            (
+                "ssh://git@[::1]:22/org/repo",
+                "https://[::1]/org/repo.git/info/lfs",
             ),
         ];
         for (remote, endpoint) in cases {

@@ -6,6 +6,7 @@ use std::path::Path;
 use crate::client::records::RecordStore;
 use crate::client::stats::human_bytes;
 use crate::git::credentials;
+use crate::git::endpoint::{self, Source};
 use crate::git::install::{KEY_ARGS, KEY_PATH};
 use crate::git::lfs_objects::tracked_files;
 use crate::git::repo::Repo;
@@ -48,20 +49,43 @@ pub fn run(remote: Option<&str>, offline: bool) -> Result<(), GitError> {
         }
     );
 
-    // The remote's LFS endpoint and what it offers.
-    let remote = match remote {
-        Some(r) => Some(r.to_string()),
-        None => repo.default_remote().ok(),
+    // Each remote's LFS endpoint, how it authenticates and which way transfers go.
+    let remotes: Vec<String> = match remote {
+        Some(r) => vec![r.to_string()],
+        None => repo
+            .git()
+            .run(["remote"])?
+            .lines()
+            .map(str::to_string)
+            .collect(),
     };
-    match &remote {
-        None => println!("remote:         none"),
-        Some(remote) => {
-            let endpoint = repo.lfs_endpoint(remote)?;
-            println!("remote:         {remote}");
-            println!("LFS endpoint:   {}", credentials::strip_userinfo(&endpoint));
-            if !offline {
-                println!("offers xet:     {}", offers_xet(&repo, remote, &endpoint));
+    if remotes.is_empty() {
+        println!("remote:         none");
+    }
+    for remote in &remotes {
+        println!("remote:         {remote}");
+        let source = match endpoint::source(&repo, remote, Operation::Download) {
+            Ok(s) => s,
+            Err(e) => {
+                println!("  (cannot read its configuration: {e})");
+                continue;
             }
+        };
+        let shown = match &source {
+            Source::Http(url) | Source::Other(url) => credentials::strip_userinfo(url),
+            Source::Ssh {
+                remote, fallback, ..
+            } => format!(
+                "named by git-lfs-authenticate on {} (else {fallback})",
+                remote.display_host()
+            ),
+        };
+        println!("LFS endpoint:   {shown}");
+        println!("authentication: {}", source.auth_method());
+        if !offline {
+            let (path, offers) = transfer_path(&repo, remote);
+            println!("transfers:      {path}");
+            println!("offers xet:     {offers}");
         }
     }
 
@@ -106,11 +130,22 @@ pub fn run(remote: Option<&str>, offline: bool) -> Result<(), GitError> {
     Ok(())
 }
 
-/// Asks the LFS server which transfer it picks when offered `basic` and `xet`.
-fn offers_xet(repo: &Repo, remote: &str, endpoint: &str) -> String {
-    let remote_url = repo.remote_url(remote).ok();
-    let auth = credentials::authorization(repo.git(), remote_url.as_deref(), endpoint).ok();
-    let answer = BatchClient::new(endpoint, auth).and_then(|client| {
+/// Which way a download from `remote` goes (xet, or git-lfs and why), and whether the
+/// server offers xet, from one Batch API request offering `basic` and `xet`.
+fn transfer_path(repo: &Repo, remote: &str) -> (String, String) {
+    let handoff = |why: String| format!("git-lfs (hand-off: {why})");
+    let endpoint = match endpoint::resolve(repo, remote, Operation::Download) {
+        Ok(Some(e)) => e,
+        Ok(None) => {
+            let why = "the LFS endpoint is not an HTTP server".to_string();
+            return (handoff(why), "no (not an HTTP server)".into());
+        }
+        Err(e @ GitError::SshAuthenticate { .. }) => {
+            return (handoff(e.to_string()), format!("unknown ({e})"));
+        }
+        Err(e) => return (handoff(e.to_string()), format!("unknown ({e})")),
+    };
+    let answer = BatchClient::for_endpoint(endpoint).and_then(|client| {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -118,9 +153,12 @@ fn offers_xet(repo: &Repo, remote: &str, endpoint: &str) -> String {
         rt.block_on(client.batch(Operation::Download, &["basic", "xet"], &[(Oid([0; 32]), 0)]))
     });
     match answer {
-        Ok(a) if a.transfer == "xet" => "yes".into(),
-        Ok(a) => format!("no (the server chose `{}`)", a.transfer),
-        Err(e) => format!("unknown ({e})"),
+        Ok(a) if a.transfer == "xet" => ("xet".into(), "yes".into()),
+        Ok(a) => (
+            handoff(format!("the server chose `{}`", a.transfer)),
+            format!("no (the server chose `{}`)", a.transfer),
+        ),
+        Err(e) => (handoff(e.to_string()), format!("unknown ({e})")),
     }
 }
 

@@ -7,12 +7,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::git::command::Git;
-use crate::git::credentials;
+use crate::git::endpoint;
 use crate::git::filter::store::LfsStore;
 use crate::git::repo::Repo;
 use crate::lfs::agent::{self, Ending};
 use crate::lfs::progress::AnswerSink;
-use crate::lfs::protocol::InitRequest;
+use crate::lfs::protocol::{InitRequest, Operation};
 use crate::lfs::xet_backend::{AgentEnv, AuthorizationFn, EnvStart, XetBackend};
 use crate::lfs::LfsError;
 
@@ -39,6 +39,7 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
         .map_err(|e| LfsError::Transfer(format!("cannot read the current directory: {e}")))?;
     let quick = looks_like_repository(&cwd);
     let remote = init.remote.clone();
+    let operation = init.operation;
     let discover = move || {
         // The first transfer waits for both answers: git is asked both at once.
         let storage = {
@@ -50,7 +51,7 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
             Ok(Ok(value)) => LfsStore::in_dir(&repo.lfs_dir_from(value.as_deref())),
             _ => LfsStore::of(&repo), // asked again, the usual way
         };
-        Ok(agent_env_with_store(&repo, &remote, store))
+        Ok(agent_env_with_store(&repo, &remote, operation, store))
     };
     if quick {
         Ok(EnvStart::Later(Box::new(discover)))
@@ -67,25 +68,27 @@ fn looks_like_repository(dir: &Path) -> bool {
         || dir.ancestors().any(|d| d.join(".git").exists())
 }
 
-/// The agent environment of `repo` talking to `remote` (a name or URL).
+/// The agent environment of `repo` downloading from `remote` (a name or URL).
 ///
-/// Every agent that gets an object asks this of git, so it asks little: the remote's URL is
-/// looked up only when credentials are first needed (token refresh), and `lfs.storage` once.
+/// Every agent that gets an object asks this of git, so it asks little: the remote and its
+/// credentials are looked up only when first needed (token refresh), and `lfs.storage` once.
 pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
-    agent_env_with_store(repo, remote, LfsStore::of(repo))
+    agent_env_with_store(repo, remote, Operation::Download, LfsStore::of(repo))
 }
 
-/// [`agent_env`] with git-lfs's store already found.
-fn agent_env_with_store(repo: &Repo, remote: &str, store: LfsStore) -> AgentEnv {
-    let lookup = (!remote.is_empty()).then(|| (repo.clone(), remote.to_string()));
-    let remote_url = std::sync::OnceLock::new();
-    let git = repo.git().clone();
+/// [`agent_env`] for `operation` with git-lfs's store already found.
+fn agent_env_with_store(
+    repo: &Repo,
+    remote: &str,
+    operation: Operation,
+    store: LfsStore,
+) -> AgentEnv {
+    let repo_for_auth = repo.clone();
+    let remote = remote.to_string();
+    // For an ssh remote, `git-lfs-authenticate` (as git-lfs got the batch's authorization);
+    // for http, the URL's or git's credentials.
     let authorization: AuthorizationFn = Arc::new(move |url: &str| {
-        let remote_url: &Option<String> = remote_url.get_or_init(|| {
-            let (repo, remote) = lookup.as_ref()?;
-            repo.remote_url(remote).ok()
-        });
-        credentials::authorization(&git, remote_url.as_deref(), url).map_err(|e| e.to_string())
+        endpoint::authorization(&repo_for_auth, &remote, operation, url).map_err(|e| e.to_string())
     });
     AgentEnv {
         lfs_tmp_dir: store.tmp_dir().to_path_buf(),

@@ -8,17 +8,50 @@ use serde::{Deserialize, Serialize};
 
 use crate::lfs::pointer::Oid;
 use crate::lfs::protocol::{Action, Operation};
-use crate::lfs::LfsError;
+use crate::lfs::{BatchFailure, LfsError};
 
 const MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
 /// Objects per batch request (git-lfs's own default batch size).
 pub const BATCH_SIZE: usize = 100;
 
+/// Attempts of a Batch API request that got no answer or a 5xx, and the pause after each.
+const BATCH_RETRY_PAUSES_MS: [u64; 2] = [200, 800];
+
+/// An LFS endpoint (`.../info/lfs`) and the headers its requests carry: from
+/// `git-lfs-authenticate` for ssh remotes, from git's credentials for http ones.
+#[derive(Clone, Default)]
+pub struct Endpoint {
+    pub url: String,
+    /// Header values are credentials: never logged (this type has no `Debug`).
+    pub header: BTreeMap<String, String>,
+}
+
+impl Endpoint {
+    pub fn new(url: &str) -> Endpoint {
+        Endpoint {
+            url: url.trim_end_matches('/').to_string(),
+            header: BTreeMap::new(),
+        }
+    }
+
+    /// Adds `Authorization: value` unless a header already authorizes.
+    pub fn with_authorization(mut self, value: Option<String>) -> Endpoint {
+        let has = self
+            .header
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"));
+        if let (false, Some(v)) = (has, value) {
+            self.header.insert("Authorization".into(), v);
+        }
+        self
+    }
+}
+
 /// An LFS server endpoint (`.../info/lfs`) and how to authenticate to it.
 #[derive(Clone)]
 pub struct BatchClient {
     endpoint: String,
-    authorization: Option<String>,
+    header: BTreeMap<String, String>,
     http: reqwest::Client,
 }
 
@@ -107,15 +140,27 @@ pub struct BatchResponse {
 
 impl BatchClient {
     pub fn new(endpoint: &str, authorization: Option<String>) -> Result<BatchClient, LfsError> {
+        BatchClient::for_endpoint(Endpoint::new(endpoint).with_authorization(authorization))
+    }
+
+    /// A client whose requests carry `endpoint.header`.
+    pub fn for_endpoint(endpoint: Endpoint) -> Result<BatchClient, LfsError> {
         let http = reqwest::Client::builder()
             .user_agent(concat!("git-xet/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| LfsError::Transfer(format!("cannot create an HTTP client: {e}")))?;
         Ok(BatchClient {
-            endpoint: endpoint.trim_end_matches('/').to_string(),
-            authorization,
+            endpoint: endpoint.url.trim_end_matches('/').to_string(),
+            header: endpoint.header,
             http,
         })
+    }
+
+    fn authorization(&self) -> Option<&String> {
+        self.header
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+            .map(|(_, v)| v)
     }
 
     pub fn endpoint(&self) -> &str {
@@ -142,43 +187,64 @@ impl BatchClient {
                 .collect(),
             hash_algo: "sha256",
         };
-        let mut request = self
-            .http
-            .post(&url)
-            .header("Accept", MEDIA_TYPE)
-            .header("Content-Type", MEDIA_TYPE)
-            .body(serde_json::to_vec(&body).expect("batch request serializes"));
-        if let Some(auth) = &self.authorization {
-            request = request.header("Authorization", auth);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| LfsError::Transfer(format!("LFS batch request to {url} failed: {e}")))?;
-        let status = response.status();
-        let text = response.text().await.map_err(|e| {
-            LfsError::Transfer(format!("reading the LFS batch answer from {url}: {e}"))
-        })?;
-        if !status.is_success() {
-            let hint = match status.as_u16() {
-                401 | 403 => " (check the credentials git uses for this remote: a token in the remote URL or a credential helper)",
-                404 => " (is this an LFS server? `git xet status` shows the endpoint in use)",
-                _ => "",
+        let body = serde_json::to_vec(&body).expect("batch request serializes");
+        let failed = |failure| LfsError::Batch {
+            url: url.clone(),
+            failure,
+        };
+        let mut attempt = 0;
+        let text = loop {
+            let mut request = self
+                .http
+                .post(&url)
+                .header("Accept", MEDIA_TYPE)
+                .header("Content-Type", MEDIA_TYPE)
+                .body(body.clone());
+            for (k, v) in &self.header {
+                request = request.header(k, v);
+            }
+            let outcome = match request.send().await {
+                Err(e) => Err(BatchFailure::Unreachable(error_chain(&e))),
+                Ok(response) => {
+                    let status = response.status();
+                    match response.text().await {
+                        Err(e) => Err(BatchFailure::Unreachable(error_chain(&e))),
+                        Ok(text) if status.is_success() => Ok(text),
+                        Ok(text) => Err(BatchFailure::Status {
+                            status: status.as_u16(),
+                            message: server_message(&text),
+                        }),
+                    }
+                }
             };
-            return Err(LfsError::Transfer(format!(
-                "LFS batch request to {url}: HTTP {status}: {}{hint}",
-                server_message(&text)
-            )));
-        }
-        let parsed: ResponseBody = serde_json::from_str(&text).map_err(|e| {
-            LfsError::Transfer(format!("LFS batch answer from {url} is not valid: {e}"))
-        })?;
+            let retry = match &outcome {
+                Err(BatchFailure::Unreachable(_)) => true,
+                Err(BatchFailure::Status { status, .. }) => *status >= 500,
+                _ => false,
+            };
+            match outcome {
+                Ok(text) => break text,
+                Err(e) if !retry || attempt >= BATCH_RETRY_PAUSES_MS.len() => {
+                    return Err(failed(e))
+                }
+                Err(e) => {
+                    tracing::debug!("LFS batch request to {url} failed ({e}); retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(
+                        BATCH_RETRY_PAUSES_MS[attempt],
+                    ))
+                    .await;
+                    attempt += 1;
+                }
+            }
+        };
+        let parsed: ResponseBody = serde_json::from_str(&text)
+            .map_err(|e| failed(BatchFailure::BadAnswer(e.to_string())))?;
         let mut out = Vec::with_capacity(parsed.objects.len());
         for o in parsed.objects {
             let oid = o
                 .oid
                 .parse::<Oid>()
-                .map_err(|e| LfsError::Transfer(format!("LFS batch answer from {url}: {e}")))?;
+                .map_err(|e| failed(BatchFailure::BadAnswer(e.to_string())))?;
             let mut actions = o.actions.unwrap_or_default();
             let take = |actions: &mut BTreeMap<String, RawAction>, name: &str| {
                 actions.remove(name).map(|a| Action {
@@ -213,7 +279,7 @@ impl BatchClient {
             has_auth |= k.eq_ignore_ascii_case("authorization");
             request = request.header(k, v);
         }
-        if let (false, Some(auth)) = (has_auth, &self.authorization) {
+        if let (false, Some(auth)) = (has_auth, self.authorization()) {
             request = request.header("Authorization", auth);
         }
         let response = request
@@ -230,6 +296,18 @@ impl BatchClient {
         }
         Ok(())
     }
+}
+
+/// An error and its causes on one line (reqwest's own message hides the cause, e.g. TLS).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// The `message` of an LFS error body, else the start of the body.

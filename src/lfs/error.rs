@@ -2,6 +2,34 @@
 
 use thiserror::Error;
 
+/// How a Batch API request failed (callers decide by this, e.g. the filter's hand-off).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchFailure {
+    /// No HTTP answer: connection refused, DNS, TLS handshake, timeout.
+    Unreachable(String),
+    /// An HTTP error status (after retries for 5xx).
+    Status { status: u16, message: String },
+    /// An answer that is not a Batch API response.
+    BadAnswer(String),
+}
+
+impl std::fmt::Display for BatchFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BatchFailure::Unreachable(e) => write!(f, "no answer: {e}"),
+            BatchFailure::Status { status, message } => {
+                let hint = match status {
+                    401 | 403 => " (check the credentials git uses for this remote: a token in the remote URL or a credential helper)",
+                    404 => " (is this an LFS server? `git xet status` shows the endpoint in use)",
+                    _ => "",
+                };
+                write!(f, "HTTP {status}: {message}{hint}")
+            }
+            BatchFailure::BadAnswer(e) => write!(f, "the answer is not valid: {e}"),
+        }
+    }
+}
+
 /// Everything that can go wrong in the lfs layer. Messages say what was wrong with which
 /// input, so that git-lfs (which shows them to the user) and logs are useful as they are.
 #[derive(Debug, Error)]
@@ -18,6 +46,9 @@ pub enum LfsError {
     /// Moving an object failed; the message says why and what to do.
     #[error("{0}")]
     Transfer(String),
+    /// A Batch API request got no usable answer; `failure` says how it failed.
+    #[error("LFS batch request to {url}: {failure}")]
+    Batch { url: String, failure: BatchFailure },
     /// A bug: the message asks the user to report it.
     #[error("{0}")]
     Internal(String),

@@ -191,6 +191,37 @@ fn an_expiring_token_is_refreshed_through_href_with_git_credentials() {
             &format!("http://{}/org/refresh.git", server.addr()),
         ],
     );
+    refresh_round_trip(&server, &env, &repo, &token);
+}
+
+/// For an ssh remote, the agent's token refresh is authorized by `git-lfs-authenticate`
+/// over ssh (real sshd), as git-lfs authorized the batch.
+#[test]
+fn an_expiring_token_of_an_ssh_remote_is_refreshed_with_git_lfs_authenticate() {
+    if !crate::sshd::available() {
+        return;
+    }
+    let server = TestServer::start();
+    let sshd = crate::sshd::Sshd::start(&server);
+    let env = GitEnv::new().with_env("GIT_SSH_COMMAND", &sshd.ssh_command());
+    let repo = env.init_repo("repo");
+    env.git(
+        &repo,
+        &["remote", "add", "origin", &sshd.url("org/refresh")],
+    );
+    refresh_round_trip(&server, &env, &repo, "no-token-here");
+    assert_eq!(
+        sshd.authenticate_calls(),
+        ["org/refresh upload", "org/refresh download"],
+        "one login per agent session:\n{}",
+        sshd.log()
+    );
+}
+
+/// An upload and a download through the agent with a stale CAS token and no
+/// `Authorization` in the action: only a refresh through `href`, authorized the way the
+/// remote is, can work.
+fn refresh_round_trip(server: &TestServer, env: &GitEnv, repo: &std::path::Path, token: &str) {
     let data = random_bytes(3 << 20, 71);
     let file = repo.join("f.bin");
     std::fs::write(&file, &data).unwrap();
@@ -211,7 +242,7 @@ fn an_expiring_token_is_refreshed_through_href_with_git_credentials() {
             server.url, server.url
         )
     };
-    let mut agent = Agent::start(&env, &repo);
+    let mut agent = Agent::start(env, repo);
     assert_eq!(agent.exchange(&init("upload")), serde_json::json!({}));
     agent.send(&format!(
         r#"{{"event":"upload","oid":"{oid}","size":{},"path":"{}","action":{}}}"#,
@@ -229,9 +260,9 @@ fn an_expiring_token_is_refreshed_through_href_with_git_credentials() {
     agent.send(r#"{"event":"terminate"}"#);
     assert!(agent.finish().0.success());
 
-    let hash = env.xet(&repo, &["hash", "f.bin"]);
+    let hash = env.xet(repo, &["hash", "f.bin"]);
     let hash = hash.split_whitespace().next().unwrap();
-    let mut agent = Agent::start(&env, &repo);
+    let mut agent = Agent::start(env, repo);
     assert_eq!(agent.exchange(&init("download")), serde_json::json!({}));
     agent.send(&format!(
         r#"{{"event":"download","oid":"{oid}","size":{},"action":{}}}"#,
@@ -253,7 +284,7 @@ fn an_expiring_token_is_refreshed_through_href_with_git_credentials() {
     agent.send(r#"{"event":"terminate"}"#);
     let (status, log) = agent.finish();
     assert!(status.success());
-    assert!(!log.contains(&token), "tokens are never logged");
+    assert!(!log.contains(token), "tokens are never logged");
     let refreshes: f64 = server
         .metrics()
         .lines()

@@ -13,15 +13,17 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::client::{ContentTap, ProgressFn};
-use crate::git::credentials;
+use crate::git::endpoint;
 use crate::git::filter::store::LfsStore;
 use crate::git::repo::Repo;
+use crate::git::ssh::SshFailure;
 use crate::git::GitError;
 use crate::lfs::agent::TransferBackend;
 use crate::lfs::batch::{BatchClient, BatchObject, BATCH_SIZE};
 use crate::lfs::pointer::{Oid, Pointer};
 use crate::lfs::protocol::{InitRequest, Operation, TransferRequest};
 use crate::lfs::xet_backend::XetBackend;
+use crate::lfs::{BatchFailure, LfsError};
 
 /// Objects downloaded at once when many are wanted (a large one is already fetched in
 /// parallel ranges by the client).
@@ -36,8 +38,9 @@ const SMALL_OBJECT: u64 = 1 << 20;
 const BATCHES_AT_ONCE: usize = 10;
 
 pub struct Fetcher {
-    /// `None` when the endpoint is not HTTP(S): everything goes to git-lfs.
-    batch: Option<BatchClient>,
+    /// `Err` when no Batch API request can be made (not an HTTP server, ssh authenticate
+    /// failed): everything goes to git-lfs, for this reason.
+    batch: Result<BatchClient, Handoff>,
     runtime: tokio::runtime::Runtime,
     backend: XetBackend,
 }
@@ -47,23 +50,44 @@ pub struct Fetcher {
 pub enum Fetched {
     /// The object is now in the store, verified.
     Stored(PathBuf),
-    /// The server does not offer `xet` for it (or is not an HTTP server, such as a local
-    /// path git-lfs reads directly): git-lfs must fetch it the way it knows.
-    NotXet,
+    /// XET cannot bring it (the reason says why): git-lfs must fetch it the way it knows.
+    GitLfs(Handoff),
+}
+
+/// Why an object is handed to git-lfs rather than fetched through XET. Decided from typed
+/// errors; shown in the debug log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Handoff {
+    /// The LFS server is not an HTTP server (a local path git-lfs reads directly).
+    NotHttp,
+    /// The server chose another transfer than `xet` (it named this one).
+    NoXet(String),
+    /// `git-lfs-authenticate` over ssh failed (a `git-lfs-transfer`-only server, a refused
+    /// login, ...).
+    SshAuthenticate(SshFailure),
+    /// The Batch API request failed (after its retries).
+    Batch(BatchFailure),
+}
+
+impl std::fmt::Display for Handoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Handoff::NotHttp => write!(f, "the LFS endpoint is not an HTTP server"),
+            Handoff::NoXet(t) => write!(f, "the server chose the `{t}` transfer, not xet"),
+            Handoff::SshAuthenticate(kind) => write!(f, "ssh authentication: {kind}"),
+            Handoff::Batch(failure) => write!(f, "Batch API: {failure}"),
+        }
+    }
 }
 
 impl Fetcher {
     pub fn new(repo: &Repo) -> Result<Fetcher, GitError> {
         let remote = repo.default_remote()?;
-        let endpoint = repo.lfs_endpoint(&remote)?;
-        let http = endpoint.starts_with("http://") || endpoint.starts_with("https://");
-        let batch = if http {
-            let remote_url = repo.remote_url(&remote).ok();
-            let authorization =
-                credentials::authorization(repo.git(), remote_url.as_deref(), &endpoint).ok();
-            Some(BatchClient::new(&endpoint, authorization)?)
-        } else {
-            None
+        let batch = match endpoint::resolve(repo, &remote, Operation::Download) {
+            Ok(Some(endpoint)) => Ok(BatchClient::for_endpoint(endpoint)?),
+            Ok(None) => Err(Handoff::NotHttp),
+            Err(GitError::SshAuthenticate { kind, .. }) => Err(Handoff::SshAuthenticate(kind)),
+            Err(e) => return Err(e),
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -104,12 +128,12 @@ impl Fetcher {
             let mut requested = Vec::new();
             for (&(path, pointer), wanted) in group.iter().zip(self.requests_for(group)) {
                 match wanted {
-                    Ok(Some(r)) => {
+                    Ok(Ok(r)) => {
                         requests.push(r);
                         requested.push((path, pointer));
                     }
-                    Ok(None) => {
-                        outcome.insert(pointer.oid, Ok(Fetched::NotXet));
+                    Ok(Err(why)) => {
+                        outcome.insert(pointer.oid, Ok(Fetched::GitLfs(why)));
                     }
                     Err(e) => {
                         outcome.insert(pointer.oid, Err(e));
@@ -153,8 +177,8 @@ impl Fetcher {
             .pop()
             .expect("one answer per object");
         let request = match wanted {
-            Ok(Some(r)) => r,
-            Ok(None) => return Ok(Fetched::NotXet),
+            Ok(Ok(r)) => r,
+            Ok(Err(why)) => return Ok(Fetched::GitLfs(why)),
             Err(e) => return Err(GitError::Failed(e)),
         };
         let result = self.backend.download_tapped(&request, tap, progress);
@@ -162,25 +186,29 @@ impl Fetcher {
     }
 
     /// One Batch API request per [`BATCH_SIZE`] objects of `group`, all at once; per
-    /// object, its transfer request, `None` when the server does not offer `xet`, or why it
-    /// cannot be fetched.
-    fn requests_for(
-        &self,
-        group: &[(&str, &Pointer)],
-    ) -> Vec<Result<Option<TransferRequest>, String>> {
+    /// object, its transfer request, why git-lfs must fetch it instead, or why it cannot be
+    /// fetched.
+    fn requests_for(&self, group: &[(&str, &Pointer)]) -> Vec<Wanted> {
         let parts: Vec<&[(&str, &Pointer)]> = group.chunks(BATCH_SIZE).collect();
-        let answers = match &self.batch {
-            None => parts.iter().map(|_| Ok(None)).collect(),
-            Some(batch) => self
+        let answers: Vec<Result<BatchAnswer, LfsError>> = match &self.batch {
+            Err(why) => parts.iter().map(|_| Ok(Err(why.clone()))).collect(),
+            Ok(batch) => self
                 .runtime
                 .block_on(futures::future::join_all(parts.iter().map(
                     |part| async move {
                         let specs: Vec<(Oid, u64)> =
                             part.iter().map(|(_, p)| (p.oid, p.size)).collect();
-                        batch
+                        match batch
                             .batch(Operation::Download, &["xet", "basic"], &specs)
                             .await
-                            .map(|a| (a.transfer == "xet").then_some(a))
+                        {
+                            Ok(a) if a.transfer == "xet" => Ok(Ok(a)),
+                            Ok(a) => Ok(Err(Handoff::NoXet(a.transfer))),
+                            Err(LfsError::Batch { failure, .. }) => {
+                                Ok(Err(Handoff::Batch(failure)))
+                            }
+                            Err(e) => Err(e),
+                        }
                     },
                 ))),
         };
@@ -189,11 +217,11 @@ impl Fetcher {
             for &(path, pointer) in part.iter() {
                 requests.push(match &answer {
                     Err(e) => Err(e.to_string()),
-                    Ok(None) => Ok(None),
-                    Ok(Some(answer)) => {
+                    Ok(Err(why)) => Ok(Err(why.clone())),
+                    Ok(Ok(answer)) => {
                         let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
                         self.request(pointer, entry, path)
-                            .map(Some)
+                            .map(Ok)
                             .map_err(|e| e.to_string())
                     }
                 });
@@ -231,6 +259,12 @@ impl Fetcher {
         })
     }
 }
+
+/// One object of a batch: its transfer request, or why git-lfs gets it; `Err` when it
+/// cannot be fetched.
+type Wanted = Result<Result<TransferRequest, Handoff>, String>;
+/// A batch answer offering `xet`, or why git-lfs gets its objects.
+type BatchAnswer = Result<crate::lfs::batch::BatchResponse, Handoff>;
 
 /// A finished download moved into the store.
 fn stored(

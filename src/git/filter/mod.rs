@@ -315,7 +315,10 @@ impl Filter {
         let store = self.store.clone();
         let fetcher = match self.fetcher() {
             Ok(f) => f,
-            Err(e) => return respond(output, request, Err(e)),
+            Err(e) => {
+                let smudged = after_fetch(Err(e), text, &request.pathname);
+                return respond(output, request, Ok(smudged));
+            }
         };
         let bar = stream::announce(&request.pathname, pointer.size);
         let progress = bar.clone().map(bar_callback);
@@ -334,8 +337,9 @@ impl Filter {
             bar.finish_and_clear();
         }
         if !forwarded? {
-            // Nothing was sent: answer as for any other file (an error, or git-lfs's turn).
-            return respond(output, request, fetched.map(|f| smudged_from(f, text)));
+            // Nothing was sent: the stored object, or git-lfs's turn.
+            let smudged = after_fetch(fetched, text, &request.pathname);
+            return respond(output, request, Ok(smudged));
         }
         output.flush_packet()?;
         let verdict = match fetched {
@@ -404,8 +408,8 @@ impl Filter {
                 }
             };
             for ((path, text, _), result) in delayed.into_iter().zip(results) {
-                let answer = result.map(|f| smudged_from(f, text));
-                self.available.insert(path, answer);
+                let answer = after_fetch(result, text, &path);
+                self.available.insert(path, Ok(answer));
             }
         }
         let mut paths: Vec<&String> = self.available.keys().collect();
@@ -420,10 +424,21 @@ impl Filter {
     }
 }
 
-fn smudged_from(fetched: Fetched, pointer_text: Vec<u8>) -> Smudged {
-    match fetched {
-        Fetched::Stored(path) => Smudged::File { path, temp: false },
-        Fetched::NotXet => Smudged::GitLfs(pointer_text),
+/// Where a fetch that sent git nothing leaves the file: the stored object, else git-lfs's
+/// turn, whatever failed (an unreachable or refusing server, a failed ssh login, a failed
+/// download): git-lfs may still get the object its own way, and does what it would have
+/// done without git-xet.
+fn after_fetch(result: Result<Fetched, GitError>, pointer_text: Vec<u8>, path: &str) -> Smudged {
+    match result {
+        Ok(Fetched::Stored(path)) => Smudged::File { path, temp: false },
+        Ok(Fetched::GitLfs(why)) => {
+            tracing::debug!(path, "handing the object to git-lfs: {why}");
+            Smudged::GitLfs(pointer_text)
+        }
+        Err(e) => {
+            tracing::debug!(path, "handing the object to git-lfs after a failure: {e}");
+            Smudged::GitLfs(pointer_text)
+        }
     }
 }
 
