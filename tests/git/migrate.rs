@@ -87,16 +87,30 @@ fn migrate_moves_every_object_and_a_xet_only_clone_checks_out_all_refs() {
         stderr(&out)
     );
 
-    // Nothing left to send on a third run.
+    // Nothing left to send on a third run, here on a terminal (script(1) records what it
+    // showed): a bar with objects and bytes instead of a line per object.
     let received = server.metric("git_xet_xorb_bytes_received_total");
-    let out = ok(
-        env.xet_output(&work, &["migrate", "xet", "--skip-verify"]),
-        "migrate again",
+    let typescript = env.dir(".").join("typescript");
+    let git_xet = crate::support::git_xet_bin();
+    let run = format!("'{}' migrate xet --skip-verify", git_xet.display());
+    let out = env
+        .command("script", &work)
+        .args(["-qec", &run, typescript.to_str().unwrap()])
+        .output()
+        .expect("run script(1) from util-linux");
+    ok(out, "migrate again, on a terminal");
+    let shown = String::from_utf8_lossy(&std::fs::read(&typescript).unwrap()).into_owned();
+    assert!(
+        shown.contains("0 uploaded now, 7 already on the server"),
+        "{shown}"
     );
     assert!(
-        stdout(&out).contains("0 uploaded now, 7 already on the server"),
-        "{}",
-        stdout(&out)
+        shown.contains("7/7 objects") && shown.contains("14.56 MiB/14.56 MiB"),
+        "no bar with objects and bytes:\n{shown}"
+    );
+    assert!(
+        !shown.contains("[7/7]"),
+        "per-object lines on a terminal:\n{shown}"
     );
     assert_eq!(server.metric("git_xet_xorb_bytes_received_total"), received);
 
@@ -153,4 +167,8 @@ fn migrate_explains_a_server_without_xet() {
         "{}",
         stderr(&out)
     );
+    // The remote URL carries a token: no message shows it.
+    let url = env.git(&work, &["remote", "get-url", "plain"]);
+    let token = url.split_once("x:").unwrap().1.split('@').next().unwrap();
+    assert!(!stderr(&out).contains(token), "{}", stderr(&out));
 }

@@ -120,3 +120,55 @@ pub fn next_steps(
     }
     steps
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::git::command::Git;
+
+    fn repo_with(lfsconfig: Option<&str>, remote: &str) -> (tempfile::TempDir, Repo) {
+        let dir = tempfile::tempdir().unwrap();
+        let git = Git::in_dir(dir.path());
+        git.run(["init", "-q"]).unwrap();
+        git.run(["remote", "add", "xet", remote]).unwrap();
+        if let Some(url) = lfsconfig {
+            git.run(["config", "-f", ".lfsconfig", "lfs.url", url])
+                .unwrap();
+        }
+        let repo = Repo::discover(dir.path()).unwrap();
+        (dir, repo)
+    }
+
+    #[test]
+    fn lfsconfig_is_pointed_at_the_destination_or_left_to_the_remote_url() {
+        let old = "https://lfs.example.com/team/r.git/info/lfs";
+        let remote = "http://x:tok@xet.example.com/org/r.git";
+        let derived = "http://x:tok@xet.example.com/org/r.git/info/lfs";
+        let other = "http://x:tok@cas.example.com/org/r.git/info/lfs";
+
+        let (_d, repo) = repo_with(Some(old), remote);
+        assert_eq!(
+            needed_change(&repo, "xet", derived).unwrap(),
+            LfsconfigChange::Unset { old: old.into() }
+        );
+        // Another endpoint is written without its credentials.
+        assert_eq!(
+            needed_change(&repo, "xet", other).unwrap(),
+            LfsconfigChange::Set {
+                old: old.into(),
+                new: "http://cas.example.com/org/r.git/info/lfs".into()
+            }
+        );
+        // Already the destination, or no .lfsconfig: nothing to do.
+        let (_d, repo) = repo_with(Some("http://xet.example.com/org/r.git/info/lfs/"), remote);
+        assert_eq!(
+            needed_change(&repo, "xet", derived).unwrap(),
+            LfsconfigChange::None
+        );
+        let (_d, repo) = repo_with(None, remote);
+        assert_eq!(
+            needed_change(&repo, "xet", derived).unwrap(),
+            LfsconfigChange::None
+        );
+    }
+}

@@ -95,9 +95,13 @@ pub fn run(opts: &Options) -> Result<MigrateReport, GitError> {
     };
     if !objects.is_empty() {
         fetch_missing(&repo, &remote, &objects, &say)?;
-        let authorization =
-            credentials::authorization(repo.git(), Some(&remote_url), &destination).ok();
-        let batch = BatchClient::new(&destination, authorization)?;
+        // Credentials travel in a header only, so that no message shows them: those in the
+        // destination URL itself, else as for any request to that host.
+        let bare = strip_userinfo(&destination);
+        let authorization = credentials::userinfo_for(&destination, &destination)
+            .map(|c| c.basic_auth())
+            .or_else(|| credentials::authorization(repo.git(), Some(&remote_url), &bare).ok());
+        let batch = BatchClient::new(&bare, authorization)?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -214,8 +218,9 @@ fn is_local(repo: &Repo, o: &LfsObject) -> bool {
 fn require_xet(transfer: &str, endpoint: &str) -> Result<(), GitError> {
     if transfer != "xet" {
         return Err(GitError::Failed(format!(
-            "the LFS server at {endpoint} does not offer the `xet` transfer (it chose `{transfer}`); \
-             migrate needs a XET-enabled server such as `git xet server`"
+            "the LFS server at {} does not offer the `xet` transfer (it chose `{transfer}`); \
+             migrate needs a XET-enabled server such as `git xet server`",
+            strip_userinfo(endpoint)
         )));
     }
     Ok(())
