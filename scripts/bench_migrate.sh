@@ -4,14 +4,17 @@
 #
 #   scripts/bench_migrate.sh N TOTAL_MIB        e.g. scripts/bench_migrate.sh 10000 2048
 #   JOBS=4             migrate --jobs (default 4)
-#   SERVER_ARGS="..."  extra server flags (default: --no-fsync)
+#   SERVER_ARGS="..."  extra server flags (default: --no-fsync); IMPORT_ARGS likewise
 #   VERIFY=1           also download every object back (migrate's default; off here)
 #
 # Setup (not timed): N objects of TOTAL_MIB/N bytes each, random, written straight into
 # giftless's store, and one commit of their pointers (git fast-import) in a bare remote; a
 # clone of it with lfs.url = giftless and no object local. Timed, with a release build:
 #   1. migrate: `git lfs fetch --all` of every object from giftless, then the uploads;
-#   2. migrate again: nothing to send (what a resumed run pays to find out).
+#   2. migrate again: nothing to send (what a resumed run pays to find out);
+#   3. `git xet server import-lfs` of giftless's store into another repository of the same
+#      server (server-side; everything is stored already, so each object is hashed, granted);
+#   4. the same into a fresh data directory (every object converted).
 # Prints objects/s, MB/s and peak RSS (largest process, /usr/bin/time -v) for each.
 set -euo pipefail
 
@@ -23,6 +26,7 @@ N="$1"
 TOTAL_MIB="$2"
 JOBS="${JOBS:-4}"
 SERVER_ARGS="${SERVER_ARGS---no-fsync}"
+IMPORT_ARGS="${IMPORT_ARGS---no-fsync}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="$ROOT/target/release/git-xet"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/bench-migrate.XXXXXX")"
@@ -119,3 +123,21 @@ measure "fetch + upload"
 measure "again (nothing to do)"
 grep -q "0 uploaded now, $N already on the server" "$WORK/again (nothing to do).out" \
   || { echo "the second run sent something" >&2; exit 1; }
+
+import() { # import LABEL REPO DATA: import-lfs of giftless's store, timed
+  local label="$1" start end secs rss
+  start=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  /usr/bin/time -v -o "$WORK/time.txt" "$BIN" server import-lfs --repo "$2" \
+    --from "$WORK/store/org/bench" --data "$3" $IMPORT_ARGS > "$WORK/import.out" 2> "$WORK/import.err" \
+    || { cat "$WORK/import.err" >&2; exit 1; }
+  end=$(date +%s.%N)
+  secs=$(echo "$end - $start" | bc -l)
+  rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$WORK/time.txt")
+  printf '%-22s %8.1f s %9.1f objects/s %8.1f MB/s   peak RSS %6.1f MiB\n' "$label" "$secs" \
+    "$(echo "$N / $secs" | bc -l)" "$(echo "$TOTAL_MIB * 1.048576 / $secs" | bc -l)" \
+    "$(echo "$rss / 1024" | bc -l)"
+  sed -n '/^objects:/,/^dedup/p' "$WORK/import.out" | sed 's/^/    /'
+}
+import "import-lfs (granted)" org/imported "$WORK/server"
+import "import-lfs (converted)" org/imported "$WORK/server-fresh"
