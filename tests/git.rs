@@ -15,12 +15,18 @@ mod filter;
 
 #[path = "git/filter_protocol.rs"]
 mod filter_protocol;
+#[path = "git/import_lfs.rs"]
+mod import_lfs;
 #[path = "git/install.rs"]
 mod install;
 #[path = "git/matrix.rs"]
 mod matrix;
 #[path = "git/migrate.rs"]
 mod migrate;
+#[path = "git/migrate_endpoints.rs"]
+mod migrate_endpoints;
+#[path = "git/old_lfs.rs"]
+mod old_lfs;
 #[path = "git/ssh_auth.rs"]
 mod ssh_auth;
 #[path = "git/sshd.rs"]

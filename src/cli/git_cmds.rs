@@ -53,6 +53,18 @@ pub struct MigrateArgs {
     /// Do not download every object back through XET afterwards.
     #[arg(long)]
     skip_verify: bool,
+    /// The XET server's LFS endpoint to move the objects to (default: REMOTE's own,
+    /// `remote.<name>.lfsurl` or derived from its URL; never `lfs.url`, which names where
+    /// they are now).
+    #[arg(long, value_name = "URL")]
+    to: Option<String>,
+    /// Afterwards, commit a `.lfsconfig` whose `lfs.url` names the new endpoint (or none,
+    /// when REMOTE's URL derives it) on the current branch. History is not rewritten.
+    #[arg(long)]
+    update_lfsconfig: bool,
+    /// Objects uploaded at once (each holds at most one 64 MiB xorb in memory).
+    #[arg(long, value_name = "N", default_value_t = crate::git::migrate::DEFAULT_JOBS)]
+    jobs: usize,
 }
 
 #[derive(clap::Args, Debug)]
@@ -141,7 +153,10 @@ pub fn migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     logging::init("info");
     let opts = crate::git::migrate::Options {
         remote: args.remote,
+        to: args.to,
         verify: !args.skip_verify,
+        update_lfsconfig: args.update_lfsconfig,
+        jobs: args.jobs,
     };
     crate::git::migrate::run(&opts)?;
     Ok(ExitCode::SUCCESS)

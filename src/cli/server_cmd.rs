@@ -26,6 +26,31 @@ enum ServerCommand {
     /// Manage access tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Import a whole LFS object store into one repository (server-side, no client): every
+    /// object converted to XET content (deduplicated against everything stored), its sha256
+    /// checked against its name, granted to the repository. Resumable: a re-run skips what
+    /// is done. Then `git push --mirror` the repository to the server.
+    ImportLfs(ImportLfsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ImportLfsArgs {
+    /// Repository the objects are granted to, `name` or `org/name`.
+    #[arg(long)]
+    repo: String,
+    /// Directory of LFS objects, each a file named by its sha256 at any depth (`aa/bb/<oid>`
+    /// as git-lfs, lfs-test-server, Gitea, GitLab; giftless: its `<org>/<repo>` directory).
+    #[arg(long, value_name = "DIR")]
+    from: String,
+    /// The server's data directory.
+    #[arg(long, env = "GIT_XET_SERVER_DATA")]
+    data: Option<PathBuf>,
+    /// Objects converted at once (each holds one 64 MiB xorb in memory).
+    #[arg(long, default_value_t = 2)]
+    jobs: usize,
+    /// Skip fsync (tests and benchmarks only).
+    #[arg(long)]
+    no_fsync: bool,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -111,6 +136,7 @@ fn data_dir(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         Some(ServerCommand::Token(TokenCommand::Create(a))) => token_create(a),
+        Some(ServerCommand::ImportLfs(a)) => import_lfs(a),
         None => serve(args.run),
     }
 }
@@ -125,6 +151,97 @@ fn token_create(args: TokenCreateArgs) -> anyhow::Result<ExitCode> {
     let (token, _exp) = auth::issue(&keys, &repo, scope, args.ttl);
     println!("{token}");
     Ok(ExitCode::SUCCESS)
+}
+
+fn import_lfs(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
+    use crate::client::stats::human_bytes;
+    use crate::server::import_lfs::{import, Counts, ImportOptions};
+    crate::cli::logging::init("warn");
+    anyhow::ensure!(
+        !args.from.contains("://"),
+        "--from {}: only a local directory can be read; copy object storage to one first \
+         (e.g. `aws s3 sync s3://BUCKET/PREFIX DIR`) and import that",
+        args.from
+    );
+    let repo = RepoName::parse(&args.repo).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let opts = ImportOptions {
+        data_dir: data_dir(args.data)?,
+        repo: repo.clone(),
+        from: PathBuf::from(&args.from),
+        fsync: !args.no_fsync,
+        jobs: args.jobs.max(1),
+    };
+    eprintln!(
+        "importing LFS objects from {} into {repo} (data directory {})",
+        opts.from.display(),
+        opts.data_dir.display()
+    );
+    let bar = crate::client::progress::terminal_bar("importing", 0);
+    let started = std::time::Instant::now();
+    let shown = bar.clone();
+    let progress = Box::new(move |c: Counts| match &shown {
+        Some(bar) => {
+            bar.set_length(c.total_bytes);
+            bar.set_position(c.bytes);
+            bar.set_message(format!("{}/{} objects", c.done, c.total));
+        }
+        None if c.done % 100 == 0 || c.done == c.total => {
+            eprintln!("[{}/{}] {} read", c.done, c.total, human_bytes(c.bytes));
+        }
+        None => {}
+    });
+    let report = import(&opts, progress)?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let ratio = if report.stored_bytes > 0 {
+        format!(
+            "{:.2}x",
+            report.imported_bytes as f64 / report.stored_bytes as f64
+        )
+    } else {
+        "n/a (nothing new stored)".into()
+    };
+    println!(
+        "objects:        {} ({} converted now, {} already stored and granted, {} already in {repo})",
+        report.objects, report.imported, report.granted, report.already
+    );
+    println!(
+        "logical bytes:  {} ({})",
+        report.logical_bytes,
+        human_bytes(report.logical_bytes)
+    );
+    println!(
+        "bytes stored:   {} ({})",
+        report.stored_bytes,
+        human_bytes(report.stored_bytes)
+    );
+    println!("dedup ratio:    {ratio} (logical bytes converted now / bytes stored)");
+    println!("time:           {:.1}s", started.elapsed().as_secs_f64());
+    if report.ignored > 0 {
+        eprintln!(
+            "{} files not named by a sha256 were left alone",
+            report.ignored
+        );
+    }
+    if report.mismatched.is_empty() {
+        println!(
+            "next: push the repository's history, e.g. `git push --mirror <server>/{repo}.git` \
+             from a mirror clone of the old one"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for m in &report.mismatched {
+        eprintln!(
+            "not imported: {} holds bytes hashing to {}, not its name",
+            m.path.display(),
+            m.actual
+        );
+    }
+    anyhow::bail!(
+        "{} objects do not match their names and were not imported (the rest were)",
+        report.mismatched.len()
+    )
 }
 
 fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {

@@ -186,8 +186,8 @@ impl Repo {
     }
 
     /// The git-lfs endpoint of a remote, by git-lfs's rules: `lfs.url`, then
-    /// `remote.<name>.lfsurl`, each from git config and then `.lfsconfig`; else derived
-    /// from the remote URL.
+    /// `remote.<name>.lfsurl`, each from git config, else from `.lfsconfig` (git-lfs looks
+    /// a key up in both before the next key); else derived from the remote URL.
     pub fn lfs_endpoint(&self, remote: &str) -> Result<String, GitError> {
         match self.configured_lfs_url(remote, false)? {
             Some(url) => Ok(url),
@@ -212,26 +212,47 @@ impl Repo {
             ]);
         }
         keys.extend(["lfs.url".to_string(), format!("remote.{remote}.lfsurl")]);
+        // git-lfs looks a key up in git config and then in `.lfsconfig` before the next key.
         for key in &keys {
-            if let Some(url) = config.get(None, key)? {
+            let url = match config.get(None, key)? {
+                Some(url) => Some(url),
+                None => self.lfsconfig_get(key)?,
+            };
+            if let Some(url) = url {
                 return Ok(Some(url.trim_end_matches('/').to_string()));
             }
         }
-        if let Some(wt) = &self.work_tree {
-            let lfsconfig = wt.join(".lfsconfig");
-            if lfsconfig.is_file() {
-                let file = lfsconfig.to_string_lossy().into_owned();
-                for key in &keys {
-                    if let Some(url) = self
-                        .git
-                        .try_run(["config", "--file", &file, "--get", key])?
-                    {
-                        return Ok(Some(url.trim_end_matches('/').to_string()));
-                    }
-                }
-            }
-        }
         Ok(None)
+    }
+
+    /// The endpoint a remote names for itself, ignoring `lfs.url` (which git-lfs applies to
+    /// every remote): `remote.<name>.lfsurl` from git config, then `.lfsconfig`; else
+    /// derived from the remote URL. Where `migrate` sends objects.
+    pub fn own_lfs_endpoint(&self, remote: &str) -> Result<String, GitError> {
+        let key = format!("remote.{remote}.lfsurl");
+        let named = match self.config().get(None, &key)? {
+            Some(url) => Some(url),
+            None => self.lfsconfig_get(&key)?,
+        };
+        Ok(match named {
+            Some(url) => url.trim_end_matches('/').to_string(),
+            None => lfs_endpoint_from_remote_url(&self.remote_url(remote)?),
+        })
+    }
+
+    /// The work tree's `.lfsconfig`, when there is one.
+    pub fn lfsconfig_path(&self) -> Option<PathBuf> {
+        let path = self.work_tree.as_ref()?.join(".lfsconfig");
+        path.is_file().then_some(path)
+    }
+
+    /// A key of the work tree's `.lfsconfig` (git-lfs reads it after git config).
+    pub fn lfsconfig_get(&self, key: &str) -> Result<Option<String>, GitError> {
+        let Some(path) = self.lfsconfig_path() else {
+            return Ok(None);
+        };
+        let file = path.to_string_lossy().into_owned();
+        self.git.try_run(["config", "--file", &file, "--get", key])
     }
 }
 

@@ -12,6 +12,7 @@
 //! | `cas`           | CAS API handlers                                                  |
 //! | `lfs`           | git-lfs Batch API, basic transfers, verify, locks, token refresh  |
 //! | `ingest`        | converting basic uploads to xorbs + shard (server-side dedup)     |
+//! | `import_lfs`    | `import-lfs`: a whole LFS object store into a repository, offline |
 //! | `file_stream`   | streaming a reconstruction as plain bytes (basic downloads)       |
 //! | `git`           | git smart HTTP (upload/receive-pack); hosted repos; hook check    |
 //! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
@@ -25,6 +26,7 @@ pub mod error;
 pub mod file_stream;
 pub mod git;
 pub mod http;
+pub mod import_lfs;
 pub mod index;
 pub mod ingest;
 pub mod keys;

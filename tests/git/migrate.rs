@@ -1,116 +1,20 @@
 //! `git xet migrate` of the fixture repository, served by a plain LFS server that is not
-//! ours (giftless) when it can be installed, else by `git xet server --basic-only`.
+//! ours (giftless), named by `remote.origin.lfsurl`; interrupted by kill -9 and resumed.
+//! The other endpoint configurations are in migrate_endpoints.rs.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
-use crate::env::{assert_same_file, ok, remote_url, stderr, stdout, GitEnv};
+use crate::env::{ok, remote_url, stderr, stdout, GitEnv};
+use crate::old_lfs::{build_fixture, clone_and_compare, OldLfs};
 use crate::support::TestServer;
-
-/// The "old" LFS server the fixture lives on.
-enum OldLfs {
-    Giftless {
-        child: Child,
-        port: u16,
-        _store: tempfile::TempDir,
-    },
-    Ours(TestServer),
-}
-
-impl Drop for OldLfs {
-    fn drop(&mut self) {
-        if let OldLfs::Giftless { child, .. } = self {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/repos")
-}
-
-impl OldLfs {
-    fn start() -> OldLfs {
-        match Self::giftless() {
-            Ok(g) => g,
-            Err(why) => {
-                eprintln!("giftless unavailable ({why}); using git xet server --basic-only");
-                OldLfs::Ours(TestServer::start_with(&["--basic-only"]))
-            }
-        }
-    }
-
-    fn giftless() -> Result<OldLfs, String> {
-        let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("giftless-venv");
-        let install = std::process::Command::new(fixtures().join("giftless.sh"))
-            .arg("install")
-            .env("GIFTLESS_VENV", &venv)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !install.status.success() {
-            return Err(String::from_utf8_lossy(&install.stderr).into_owned());
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let store = tempfile::tempdir().unwrap();
-        let child = std::process::Command::new(fixtures().join("giftless.sh"))
-            .args(["serve", &port.to_string()])
-            .arg(store.path())
-            .env("GIFTLESS_VENV", &venv)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err("giftless did not start listening".into());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(OldLfs::Giftless {
-            child,
-            port,
-            _store: store,
-        })
-    }
-
-    fn endpoint(&self) -> String {
-        match self {
-            OldLfs::Giftless { port, .. } => {
-                format!("http://127.0.0.1:{port}/org/fixture.git/info/lfs")
-            }
-            OldLfs::Ours(s) => format!("{}/info/lfs", remote_url(s, "org/fixture", "write")),
-        }
-    }
-}
-
-fn build_fixture(env: &GitEnv, old: &OldLfs) -> PathBuf {
-    let dir = env.dir("fixture");
-    let out = env
-        .command(fixtures().join("build_lfs_repo.sh"), &dir)
-        .arg(&dir)
-        .arg(old.endpoint())
-        .output()
-        .unwrap();
-    ok(out, "build_lfs_repo.sh");
-    dir
-}
-
-const REFS: [&str; 4] = ["main", "feature", "release", "v1.0"];
 
 #[test]
 fn migrate_moves_every_object_and_a_xet_only_clone_checks_out_all_refs() {
     let old = OldLfs::start();
     let server = TestServer::start();
     let env = GitEnv::with_agent(&[]);
-    let fixture = build_fixture(&env, &old);
+    let fixture = build_fixture(&env, &old.endpoint());
     let xet_remote = remote_url(&server, "org/migrated", "write");
 
     // A clone of the old repository (it has only main's objects locally).
@@ -138,7 +42,7 @@ fn migrate_moves_every_object_and_a_xet_only_clone_checks_out_all_refs() {
     // Interrupt a first run after its first upload...
     let mut first = env
         .command(crate::support::git_xet_bin(), &work)
-        .args(["migrate", "xet"])
+        .args(["migrate", "xet", "--jobs", "2"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -153,7 +57,7 @@ fn migrate_moves_every_object_and_a_xet_only_clone_checks_out_all_refs() {
             break;
         }
     }
-    let _ = first.kill();
+    let _ = first.kill(); // SIGKILL: nothing gets to clean up
     let _ = first.wait();
     assert!(
         seen.iter().any(|l| l.contains("uploaded")),
@@ -183,16 +87,30 @@ fn migrate_moves_every_object_and_a_xet_only_clone_checks_out_all_refs() {
         stderr(&out)
     );
 
-    // Nothing left to send on a third run.
+    // Nothing left to send on a third run, here on a terminal (script(1) records what it
+    // showed): a bar with objects and bytes instead of a line per object.
     let received = server.metric("git_xet_xorb_bytes_received_total");
-    let out = ok(
-        env.xet_output(&work, &["migrate", "xet", "--skip-verify"]),
-        "migrate again",
+    let typescript = env.dir(".").join("typescript");
+    let git_xet = crate::support::git_xet_bin();
+    let run = format!("'{}' migrate xet --skip-verify", git_xet.display());
+    let out = env
+        .command("script", &work)
+        .args(["-qec", &run, typescript.to_str().unwrap()])
+        .output()
+        .expect("run script(1) from util-linux");
+    ok(out, "migrate again, on a terminal");
+    let shown = String::from_utf8_lossy(&std::fs::read(&typescript).unwrap()).into_owned();
+    assert!(
+        shown.contains("0 uploaded now, 7 already on the server"),
+        "{shown}"
     );
     assert!(
-        stdout(&out).contains("0 uploaded now, 7 already on the server"),
-        "{}",
-        stdout(&out)
+        shown.contains("7/7 objects") && shown.contains("14.56 MiB/14.56 MiB"),
+        "no bar with objects and bytes:\n{shown}"
+    );
+    assert!(
+        !shown.contains("[7/7]"),
+        "per-object lines on a terminal:\n{shown}"
     );
     assert_eq!(server.metric("git_xet_xorb_bytes_received_total"), received);
 
@@ -200,34 +118,11 @@ fn migrate_moves_every_object_and_a_xet_only_clone_checks_out_all_refs() {
     env.git(&work, &["push", "-q", "xet", "main", "feature", "release"]);
     env.git(&work, &["push", "-q", "xet", "--tags"]);
 
-    // A clone with only XET configured checks out every ref bit-exact.
-    let fresh = GitEnv::with_agent(&[]);
-    let clone = fresh.dir("clone");
+    // Without the old server, a clone with only XET configured checks out every ref
+    // bit-exact.
+    drop(old);
     let basic_before = server.metric("git_xet_lfs_basic_bytes_served_total");
-    fresh.git(
-        &fresh.dir("."),
-        &["clone", "-q", &xet_remote, clone.to_str().unwrap()],
-    );
-    let source = fixture.join("work");
-    for r in REFS {
-        fresh.git(&clone, &["checkout", "-q", r]);
-        env.git(&source, &["checkout", "-q", r]);
-        fresh.git(&clone, &["lfs", "fsck"]);
-        for f in [
-            "models/a.bin",
-            "models/b.bin",
-            "data/shared.bin",
-            "data/shared-copy.bin",
-            "data/part.bin",
-            "data/small.bin",
-        ] {
-            let (x, y) = (source.join(f), clone.join(f));
-            assert_eq!(x.exists(), y.exists(), "{r}: {f}");
-            if x.exists() {
-                assert_same_file(&x, &y);
-            }
-        }
-    }
+    clone_and_compare(&xet_remote, &fixture, &env, &[]);
     assert_eq!(
         server.metric("git_xet_lfs_basic_bytes_served_total"),
         basic_before,
@@ -251,7 +146,7 @@ fn number_after(text: &str, marker: &str) -> u64 {
 fn migrate_explains_a_server_without_xet() {
     let old = OldLfs::Ours(TestServer::start_with(&["--basic-only"]));
     let env = GitEnv::with_agent(&[]);
-    let fixture = build_fixture(&env, &old);
+    let fixture = build_fixture(&env, &old.endpoint());
     let work = fixture.join("work");
     let OldLfs::Ours(server) = &old else {
         unreachable!()
@@ -272,4 +167,8 @@ fn migrate_explains_a_server_without_xet() {
         "{}",
         stderr(&out)
     );
+    // The remote URL carries a token: no message shows it.
+    let url = env.git(&work, &["remote", "get-url", "plain"]);
+    let token = url.split_once("x:").unwrap().1.split('@').next().unwrap();
+    assert!(!stderr(&out).contains(token), "{}", stderr(&out));
 }

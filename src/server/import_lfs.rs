@@ -1,0 +1,324 @@
+//! `git xet server import-lfs`: a whole LFS object store into one repository, server-side.
+//!
+//! Reads a directory of LFS objects, each a file named by its sha256 (`aa/bb/<oid>` as
+//! git-lfs, lfs-test-server, Gitea and GitLab keep them; `<org>/<repo>/<oid>` as giftless
+//! does: any depth is accepted), and puts each through the same path as a git-lfs `basic`
+//! upload ([`crate::server::ingest`]): chunked, deduplicated against everything stored,
+//! new chunks packed into xorbs, sha256 checked against the name before anything is stored,
+//! then registered in the repository. Content already stored elsewhere is only hashed and
+//! granted. Each object is registered on its own, so a re-run (after a crash or kill -9)
+//! skips what is done. Works on the data directory directly, with the server running or not
+//! (the index is SQLite, xorbs are immutable files).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::server::cas::register_shard;
+use crate::server::error::ServerError;
+use crate::server::index::{Index, SqliteIndex};
+use crate::server::ingest::{commit, ingest_stream};
+use crate::server::keys::Keys;
+use crate::server::metrics::Metrics;
+use crate::server::repo_name::RepoName;
+use crate::server::shard_check::validate_built;
+use crate::server::state::{AppState, SharedState};
+use crate::server::storage::FsStore;
+use crate::server::ServerConfig;
+use crate::xet::hash::sha256_hex;
+use crate::xet::pipeline::hash_stream;
+
+/// Why an import could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    // Fields are not named `source`: the message already says it (no repeat in chains).
+    #[error("reading the object store {path}: {cause}")]
+    Source {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("opening the server's data directory {path}: {cause}")]
+    Data {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error(transparent)]
+    Index(#[from] crate::server::index::IndexError),
+    #[error("importing {path}: {cause}")]
+    Object { path: PathBuf, cause: ServerError },
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+pub struct ImportOptions {
+    pub data_dir: PathBuf,
+    pub repo: RepoName,
+    pub from: PathBuf,
+    pub fsync: bool,
+    /// Objects converted at once (each builds one 64 MiB xorb in memory).
+    pub jobs: usize,
+}
+
+/// One object whose bytes do not hash to its name: reported, never stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    pub path: PathBuf,
+    pub actual: String,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ImportReport {
+    /// Objects found (files named by a sha256).
+    pub objects: u64,
+    /// Converted and registered now.
+    pub imported: u64,
+    /// Already stored (elsewhere on the server): hashed and granted to the repository.
+    pub granted: u64,
+    /// Already in the repository (an earlier run).
+    pub already: u64,
+    /// Logical bytes of every object found.
+    pub logical_bytes: u64,
+    /// Logical bytes converted now.
+    pub imported_bytes: u64,
+    /// Bytes the conversions put into new xorbs.
+    pub stored_bytes: u64,
+    /// Files not named by a sha256, left alone.
+    pub ignored: u64,
+    pub mismatched: Vec<Mismatch>,
+}
+
+/// Objects and bytes done so far, of the totals.
+#[derive(Debug, Clone, Copy)]
+pub struct Counts {
+    pub done: u64,
+    pub total: u64,
+    pub bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// Told after each object (the CLI draws a bar or prints lines).
+pub type ProgressFn = Box<dyn Fn(Counts) + Send + Sync>;
+
+/// Imports every object under `opts.from` into `opts.repo`.
+pub fn import(opts: &ImportOptions, progress: ProgressFn) -> Result<ImportReport, ImportError> {
+    let source = |cause| ImportError::Source {
+        path: opts.from.clone(),
+        cause,
+    };
+    let mut found = Vec::new();
+    let mut report = ImportReport::default();
+    list_objects(&opts.from, &mut found, &mut report.ignored).map_err(source)?;
+    found.sort();
+    report.objects = found.len() as u64;
+    report.logical_bytes = found.iter().map(|(_, _, size)| size).sum();
+
+    let (state, tmp) = open_state(opts)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(ImportError::Runtime)?;
+    let (total, total_bytes) = (report.objects, report.logical_bytes);
+    let queue = Mutex::new(found.into_iter());
+    let shared = Mutex::new((report, None::<ImportError>));
+    let (done, bytes) = (AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|scope| {
+        for _ in 0..opts.jobs.max(1) {
+            scope.spawn(|| loop {
+                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
+                let Some((oid, path, size)) = next else {
+                    return;
+                };
+                if shared.lock().unwrap_or_else(|p| p.into_inner()).1.is_some() {
+                    return;
+                }
+                let outcome = import_one(&state, &rt, &opts.repo, &oid, &path);
+                let mut guard = shared.lock().unwrap_or_else(|p| p.into_inner());
+                match outcome {
+                    Ok(outcome) => outcome.account(&mut guard.0, path),
+                    Err(cause) => {
+                        guard.1.get_or_insert(ImportError::Object { path, cause });
+                        return;
+                    }
+                }
+                drop(guard);
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                let b = bytes.fetch_add(size, Ordering::Relaxed) + size;
+                progress(Counts {
+                    done: n,
+                    total,
+                    bytes: b,
+                    total_bytes,
+                });
+            });
+        }
+    });
+    rt.shutdown_timeout(std::time::Duration::from_secs(10));
+    let _ = std::fs::remove_dir_all(tmp);
+    let (report, failure) = shared.into_inner().unwrap_or_else(|p| p.into_inner());
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}
+
+/// What became of one object.
+enum Outcome {
+    Imported { size: u64, stored: u64 },
+    Granted,
+    Already,
+    Mismatch(String),
+}
+
+impl Outcome {
+    fn account(self, report: &mut ImportReport, path: PathBuf) {
+        match self {
+            Outcome::Imported { size, stored } => {
+                report.imported += 1;
+                report.imported_bytes += size;
+                report.stored_bytes += stored;
+            }
+            Outcome::Granted => report.granted += 1,
+            Outcome::Already => report.already += 1,
+            Outcome::Mismatch(actual) => report.mismatched.push(Mismatch { path, actual }),
+        }
+    }
+}
+
+fn import_one(
+    state: &SharedState,
+    rt: &tokio::runtime::Runtime,
+    repo: &RepoName,
+    oid: &[u8; 32],
+    path: &Path,
+) -> Result<Outcome, ServerError> {
+    if state.index.repo_file_by_sha256(repo, oid)?.is_some() {
+        return Ok(Outcome::Already);
+    }
+    let open = || std::fs::File::open(path);
+    if let Some(file) = state.index.file_by_sha256(oid)? {
+        // Stored for another repository: the bytes here must still be what the name says.
+        let summary = hash_stream(open()?, true)?;
+        let actual = summary.sha256.expect("sha256 was asked for");
+        if &actual != oid {
+            return Ok(Outcome::Mismatch(sha256_hex(&actual)));
+        }
+        state.index.grant_file(repo, &file)?;
+        return Ok(Outcome::Granted);
+    }
+    let ingested = ingest_stream(state, open()?)?;
+    if &ingested.sha256 != oid {
+        // Dropping the staged xorbs removes them: nothing of this object is stored.
+        return Ok(Outcome::Mismatch(sha256_hex(&ingested.sha256)));
+    }
+    let stored = ingested.staged.iter().map(|(_, m)| m.stored_len).sum();
+    let size = ingested.size;
+    rt.block_on(commit(state, ingested.staged))?;
+    let validated = validate_built(&*state.index, ingested.shard, repo)?;
+    rt.block_on(register_shard(state, validated, repo))?;
+    Ok(Outcome::Imported { size, stored })
+}
+
+/// Every file under `dir` named by a sha256 (64 lowercase hex digits), with its size;
+/// symbolic links are not followed.
+fn list_objects(
+    dir: &Path,
+    found: &mut Vec<([u8; 32], PathBuf, u64)>,
+    ignored: &mut u64,
+) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let path = entry.path();
+        if kind.is_dir() {
+            list_objects(&path, found, ignored)?;
+        } else if kind.is_file() {
+            match entry.file_name().to_str().and_then(parse_oid) {
+                Some(oid) => found.push((oid, path, entry.metadata()?.len())),
+                None => *ignored += 1,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parse_oid(name: &str) -> Option<[u8; 32]> {
+    if name.len() != 64 || !name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let mut oid = [0u8; 32];
+    for (i, byte) in oid.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&name[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(oid)
+}
+
+/// The server's state on its data directory, without a listener; staged xorbs go to a
+/// directory of this process's own under `tmp/` (returned, removed at the end; a server
+/// start clears `tmp/` of what a killed import left).
+fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportError> {
+    let mut config = ServerConfig::new(([127, 0, 0, 1], 0).into(), opts.data_dir.clone());
+    config.fsync = opts.fsync;
+    let data = config.data_dir.clone();
+    let io = |cause| ImportError::Data {
+        path: data.clone(),
+        cause,
+    };
+    std::fs::create_dir_all(&data).map_err(io)?;
+    let tmp = config
+        .tmp_dir()
+        .join(format!("import-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).map_err(io)?;
+    remove_dead_imports(&config.tmp_dir());
+    let keys = Keys::load_or_create(&data).map_err(io)?;
+    let store = FsStore::open(&data, &tmp, config.fsync).map_err(io)?;
+    let index = SqliteIndex::open(&config.index_path(), config.fsync)?;
+    let metrics = Metrics::with_stats(index.stats()?);
+    let slots = config.max_concurrent_uploads.max(1);
+    let state = AppState {
+        config,
+        store: Arc::new(store),
+        index: Arc::new(index),
+        keys,
+        metrics,
+        upload_slots: tokio::sync::Semaphore::new(slots),
+        conversion_slots: tokio::sync::Semaphore::new(slots),
+        internal_url: "http://127.0.0.1:0".into(),
+    };
+    Ok((Arc::new(state), tmp))
+}
+
+/// Removes the staging directories of imports that were killed (their process is gone).
+fn remove_dead_imports(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("import-")) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_sha256_names_are_objects() {
+        let oid = "ab".repeat(32);
+        assert_eq!(parse_oid(&oid), Some([0xab; 32]));
+        for bad in [
+            "AB".repeat(32),
+            "ab".repeat(31),
+            format!("{oid}.tmp"),
+            "zz".repeat(32),
+        ] {
+            assert_eq!(parse_oid(&bad), None, "{bad}");
+        }
+    }
+}
