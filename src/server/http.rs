@@ -69,7 +69,7 @@ async fn observe(State(state): State<SharedState>, request: Request, next: Next)
 /// A fixed label per route, so that metrics have bounded cardinality.
 pub fn route_label(method: &Method, path: &str) -> &'static str {
     let cas = path.strip_prefix("/api").unwrap_or(path);
-    let prefixes: [(&str, &'static str); 8] = [
+    let prefixes: [(&str, &'static str); 9] = [
         ("/v1/xorbs/", "xorb_upload"),
         ("/v1/xorb-grants/", "xorb_grant"),
         ("/v1/telemetry", "telemetry"),
@@ -78,6 +78,7 @@ pub fn route_label(method: &Method, path: &str) -> &'static str {
         ("/v1/chunks/", "dedup_query"),
         ("/v1/xorb-data/", "xorb_data"),
         ("/v1/shards", "shard_upload"),
+        ("/v2/shards", "shard_upload_v2"),
     ];
     if let Some((_, label)) = prefixes.iter().find(|(p, _)| cas.starts_with(p)) {
         return label;

@@ -45,11 +45,20 @@ async fn hf_xet_uploads_and_both_clients_read_back_bit_exact() {
         let theirs = env.hf_range(&hf.hash, hf.size, s, e);
         assert!(theirs == data[s as usize..e as usize], "hf-xet {s}..{e}");
     }
-    // hf-xet asked v2 reconstructions and was answered (no fallback to v1).
+    // hf-xet asked v2 reconstructions and v2 shard uploads and was answered: no fallback
+    // to v1 for either.
     let metrics = env.server.metrics();
     assert!(
         metrics.contains("route=\"reconstruction_v2\",status=\"200\""),
         "{metrics}"
+    );
+    assert!(
+        metrics.contains("route=\"shard_upload_v2\",status=\"200\""),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("route=\"shard_upload\""),
+        "hf-xet fell back to v1 shard uploads: {metrics}"
     );
 }
 

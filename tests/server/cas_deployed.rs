@@ -268,3 +268,59 @@ fn downloads_name_xet_only_for_clients_whose_agent_downloads() {
     assert_eq!(name("upload", &hf, &missing), "xet");
     assert_eq!(name("upload", &ours, &missing), "xet");
 }
+
+fn post_v2_shard(cas: &Cas, bytes: Vec<u8>) -> reqwest::blocking::Response {
+    cas.http
+        .post(format!("{}/v2/shards", cas.base))
+        .bearer_auth(&cas.token)
+        .body(bytes)
+        .send()
+        .unwrap()
+}
+
+#[test]
+fn v2_shard_upload_registers_and_answers_progress_frames() {
+    let server = TestServer::start();
+    let cas = Cas::new(&server, REPO, "write");
+    let up = Upload::random(700_000, 21, 3);
+    for x in &up.xorbs {
+        cas.post_xorb(x);
+    }
+    // A shard whose file hash is wrong is refused with v1's status, before any frame.
+    let mut bad = up.shard.clone();
+    bad.files[0].file_hash = git_xet::xet::MerkleHash::ZERO;
+    let refused = post_v2_shard(&cas, bad.to_upload_bytes());
+    assert_eq!(refused.status(), 400);
+    assert_eq!(server.metric("git_xet_registered_files"), 0.0);
+    // A reader may not register files.
+    let reader = Cas::new(&server, REPO, "read");
+    assert_eq!(
+        post_v2_shard(&reader, up.shard.to_upload_bytes()).status(),
+        403
+    );
+
+    let answer = post_v2_shard(&cas, up.shard.to_upload_bytes());
+    assert_eq!(answer.status(), 200);
+    assert_eq!(
+        answer.headers()["content-type"].to_str().unwrap(),
+        "application/x-ndjson"
+    );
+    let body = answer.text().unwrap();
+    let frames: Vec<serde_json::Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(frames.first().unwrap()["type"], "validating");
+    assert_eq!(frames.last().unwrap()["type"], "result", "{body}");
+    assert_eq!(server.metric("git_xet_registered_files"), 1.0);
+    assert_eq!(cas.download(&up.file_hash, None), up.data);
+    // The same route under /api/v2.
+    let again = cas
+        .http
+        .post(format!("{}/api/v2/shards", cas.base))
+        .bearer_auth(&cas.token)
+        .body(up.shard.to_upload_bytes())
+        .send()
+        .unwrap();
+    assert_eq!(again.status(), 200);
+}

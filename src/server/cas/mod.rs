@@ -7,6 +7,7 @@ mod dedup;
 mod grants;
 mod reconstruction;
 mod shards;
+mod shards_v2;
 mod telemetry;
 mod xorb_data;
 mod xorbs;
@@ -34,7 +35,9 @@ pub fn router() -> Router<SharedState> {
 
 /// The routes under `/v2` (and `/api/v2`).
 pub fn router_v2() -> Router<SharedState> {
-    Router::new().route("/reconstructions/{file_hash}", get(reconstruction::get_v2))
+    Router::new()
+        .route("/reconstructions/{file_hash}", get(reconstruction::get_v2))
+        .route("/shards", post(shards_v2::upload))
 }
 
 /// Parses a hash from a URL path, naming what it is in the error.

@@ -14,7 +14,7 @@ use crate::server::shard_check::{validate_upload, ValidatedShard};
 use crate::server::state::{blocking, SharedState};
 
 /// Largest shard accepted (the same bound as a xorb: memory per request stays bounded).
-const MAX_SHARD_SIZE: usize = 64 * 1024 * 1024;
+pub(super) const MAX_SHARD_SIZE: usize = 64 * 1024 * 1024;
 
 pub async fn upload(
     State(state): State<SharedState>,
