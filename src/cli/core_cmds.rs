@@ -8,11 +8,11 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 
-use crate::xet::constants::MAX_XORB_SIZE;
-use crate::xet::hash::sha256_hex;
-use crate::xet::pipeline::{
+use crate::io::pipeline::{
     chunk_and_hash, chunk_and_hash_file, HashedChunk, PipelineError, StreamSummary,
 };
+use crate::xet::constants::MAX_XORB_SIZE;
+use crate::xet::hash::sha256_hex;
 use crate::xet::shard::parse_shard;
 use crate::xet::xorb::{extract_chunks, inspect_xorb, CompressedChunk, XorbBuilder, XorbFooter};
 
