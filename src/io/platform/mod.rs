@@ -1,12 +1,16 @@
-//! Every platform-specific call of the crate, each with a portable fallback.
+//! Every platform-specific call of the crate, in one place.
 //!
 //! Linux gets the fast paths (splice(2), `F_SETPIPE_SZ`, `MAP_POPULATE`); other unixes build
-//! the fallbacks (`cfg(target_os = "linux")` picks). Setting [`PORTABLE_ENV`] to `1` makes a
-//! Linux process take the fallbacks too, so tests exercise the code other systems run.
+//! their fallbacks (`cfg(target_os = "linux")` picks: copy through the process, the default
+//! pipe size, pages read when touched). Calls every unix has (mmap, pread, flock, kill, umask)
+//! are plain `cfg(unix)`. Setting [`PORTABLE_ENV`] to `1` makes a Linux process take the
+//! fallbacks, and read ranges with std's positioned reads instead of mapping them or calling
+//! pread, so tests exercise those paths here.
 
 pub mod file;
 pub mod mmap;
 pub mod pipe;
+pub mod process;
 
 use std::sync::OnceLock;
 
