@@ -3,10 +3,10 @@
 //! `cargo bench --bench core` (add a filter such as `chunker` to run one group).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use git_xet::io::pipeline::hash_stream;
 use git_xet::xet::chunker::{chunk_lengths, Chunker};
 use git_xet::xet::compression::{compress_with, decompress_into, CompressionScheme};
 use git_xet::xet::hash::{chunk_hash, file_hash, verification_hash};
-use git_xet::xet::pipeline::hash_stream;
 use git_xet::xet::xorb::{CompressedChunk, XorbBuilder};
 use git_xet::xet::MerkleHash;
 

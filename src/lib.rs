@@ -14,14 +14,18 @@
 //! | [`server`] | HTTP server: CAS API, LFS Batch API, git smart HTTP; storage and index   |
 //! |            | behind traits (files on disk, SQLite)                                    |
 //! | [`client`] | CAS client: HTTP, retries, tokens; upload with dedup; download; caches    |
-//! | [`xet`]    | protocol core: chunker, hashes, xorbs, shards; no network or git (its    |
-//! |            | `pipeline` reads files on threads to chunk and hash them)                |
+//! | [`io`]     | I/O under the core, shared by client and server: the chunk-and-hash      |
+//! |            | `pipeline` (files, threads) and `platform`, every platform-specific call |
+//! |            | with a portable fallback                                                 |
+//! | [`xet`]    | protocol core, pure: chunker, hashes, xorbs, shards; no files, threads,  |
+//! |            | libc or network                                                          |
 //!
-//! `client` and `server` share only the protocol core, never each other.
+//! `client` and `server` share only `io` and the protocol core, never each other.
 
 pub mod cli;
 pub mod client;
 pub mod git;
+pub mod io;
 pub mod lfs;
 pub mod server;
 pub mod xet;

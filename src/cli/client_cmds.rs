@@ -176,7 +176,7 @@ pub fn download(args: DownloadArgs) -> anyhow::Result<ExitCode> {
         .reuse
         .iter()
         .map(|path| {
-            let summary = crate::xet::pipeline::hash_stream(
+            let summary = crate::io::pipeline::hash_stream(
                 std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
                 false,
             )?;

@@ -8,11 +8,11 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 
-use crate::xet::constants::MAX_XORB_SIZE;
-use crate::xet::hash::sha256_hex;
-use crate::xet::pipeline::{
+use crate::io::pipeline::{
     chunk_and_hash, chunk_and_hash_file, HashedChunk, PipelineError, StreamSummary,
 };
+use crate::xet::constants::MAX_XORB_SIZE;
+use crate::xet::hash::sha256_hex;
 use crate::xet::shard::parse_shard;
 use crate::xet::xorb::{extract_chunks, inspect_xorb, CompressedChunk, XorbBuilder, XorbFooter};
 
@@ -110,7 +110,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let mut tmp = tempfile::Builder::new()
         .prefix(".git-xet-")
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(
-            0o666 & !current_umask(),
+            0o666 & !crate::io::platform::process::umask(),
         ))
         .tempfile_in(dir)
         .with_context(|| format!("cannot create a file in {}", dir.display()))?;
@@ -119,15 +119,6 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     tmp.persist(path)
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
-}
-
-fn current_umask() -> u32 {
-    // SAFETY: umask only swaps the process's file mode mask; setting it back at once.
-    unsafe {
-        let mask = libc::umask(0o022);
-        libc::umask(mask);
-        mask as u32
-    }
 }
 
 fn read_limited(path: &Path, limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {

@@ -417,10 +417,7 @@ impl Server {
 
     fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            // SAFETY: signalling our own child process.
-            unsafe {
-                libc::kill(child.id() as i32, libc::SIGTERM);
-            }
+            let _ = crate::io::platform::process::terminate(&child);
             let deadline = Instant::now() + Duration::from_secs(10);
             while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));

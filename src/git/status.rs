@@ -111,7 +111,7 @@ pub fn run(remote: Option<&str>, offline: bool) -> Result<(), GitError> {
             .or_else(|| {
                 let file = std::fs::File::open(&object).ok()?;
                 Some(
-                    crate::xet::pipeline::hash_stream(file, false)
+                    crate::io::pipeline::hash_stream(file, false)
                         .ok()?
                         .file_hash
                         .to_hex(),

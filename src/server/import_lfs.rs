@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::io::pipeline::hash_stream;
 use crate::server::cas::register_shard;
 use crate::server::error::ServerError;
 use crate::server::index::{Index, SqliteIndex};
@@ -26,7 +27,6 @@ use crate::server::state::{AppState, SharedState};
 use crate::server::storage::FsStore;
 use crate::server::ServerConfig;
 use crate::xet::hash::sha256_hex;
-use crate::xet::pipeline::hash_stream;
 
 /// Why an import could not run.
 #[derive(Debug, thiserror::Error)]

@@ -14,13 +14,13 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::sync::Arc;
 
+use crate::io::pipeline::{chunk_and_hash, HashedChunk, PipelineError};
 use crate::server::cas::store_staged_xorb;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::XorbMeta;
 use crate::server::state::SharedState;
 use crate::server::storage::Staged;
 use crate::xet::hash::{sha256_as_merkle, verification_hash};
-use crate::xet::pipeline::{chunk_and_hash, HashedChunk, PipelineError};
 use crate::xet::shard::{FileInfo, FileTerm, Shard, XorbBlock};
 use crate::xet::xorb::{CompressedChunk, XorbBuilder, XorbFooter};
 use crate::xet::MerkleHash;

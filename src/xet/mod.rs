@@ -1,6 +1,7 @@
 //! The XET protocol core: chunking, hashing, xorbs, shards and reconstruction types.
 //!
-//! Pure and deterministic: no network, git or async code. Everything here must agree byte
+//! Pure and deterministic: no files, threads, libc, network, git or async code (reading files
+//! to chunk them is `crate::io::pipeline`'s job). Everything here must agree byte
 //! for byte with the public draft specification and the deployed implementation, as
 //! docs/formats.md describes them; where the two differ, the deployed behaviour wins, the code
 //! says so (see `hash::file_hash`) and docs/protocol.md lists it.
@@ -12,7 +13,6 @@ pub mod error;
 mod gear_table;
 pub mod hash;
 pub mod merkle;
-pub mod pipeline;
 pub mod reconstruction;
 pub mod shard;
 pub mod xorb;

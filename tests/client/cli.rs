@@ -25,7 +25,7 @@ fn upload_prints_hashes_and_download_writes_files_and_ranges() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{stdout}");
     for (line, (path, bytes)) in lines.iter().zip([(&pa, &a), (&pb, &b)]) {
-        let expected = git_xet::xet::pipeline::hash_stream(&bytes[..], false)
+        let expected = git_xet::io::pipeline::hash_stream(&bytes[..], false)
             .unwrap()
             .file_hash;
         assert_eq!(*line, format!("{expected}  {}", path.display()));

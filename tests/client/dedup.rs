@@ -240,7 +240,7 @@ async fn intermediate_shards_register_xorbs_early_and_feed_the_shard_cache() {
 
 /// The chunks of `data` as git-xet's clean filter records them.
 fn chunk_list_of(data: &[u8]) -> git_xet::client::chunk_lists::ChunkList {
-    let mut feed = git_xet::xet::pipeline::ChunkFeed::new();
+    let mut feed = git_xet::io::pipeline::ChunkFeed::new();
     for piece in data.chunks(65_516) {
         feed.feed(piece);
     }
@@ -270,7 +270,7 @@ async fn a_file_with_a_chunk_list_uploads_like_a_chunked_one() {
         .await
         .unwrap();
     let summary = session.finish().await.unwrap();
-    let reference = git_xet::xet::pipeline::hash_stream(&v2[..], true).unwrap();
+    let reference = git_xet::io::pipeline::hash_stream(&v2[..], true).unwrap();
     assert_eq!(listed.file_hash, reference.file_hash);
     assert_eq!(Some(listed.sha256), reference.sha256);
     let changed = changed_bytes(&v1, &v2);

@@ -57,7 +57,7 @@ async fn files_of_assorted_sizes_round_trip() {
     for ((name, bytes), file) in cases.iter().zip(&summary.files) {
         assert_eq!(file.size, bytes.len() as u64);
         assert_eq!(file.sha256, sha256(bytes));
-        let local = git_xet::xet::pipeline::hash_stream(&bytes[..], false).unwrap();
+        let local = git_xet::io::pipeline::hash_stream(&bytes[..], false).unwrap();
         assert_eq!(file.file_hash, local.file_hash, "{name}");
         download(
             &client,

@@ -489,7 +489,7 @@ fn a_push_reads_only_new_chunks_from_the_list_clean_saved_and_survives_a_wrong_l
     let list = lists
         .load(&sha1, v1.len() as u64)
         .expect("clean saved a chunk list");
-    let reference = git_xet::xet::pipeline::hash_stream(&v1[..], false).unwrap();
+    let reference = git_xet::io::pipeline::hash_stream(&v1[..], false).unwrap();
     assert_eq!(list.file_hash, reference.file_hash);
     let small = staged_oid(&alice, &a, "small.bin");
     assert!(
@@ -519,7 +519,7 @@ fn a_push_reads_only_new_chunks_from_the_list_clean_saved_and_survives_a_wrong_l
     alice.git(&a, &["commit", "-qm", "v2"]);
     let sha2 = oid2.parse::<git_xet::lfs::pointer::Oid>().unwrap().0;
     let other = random_bytes(9 << 20, 64);
-    let mut feed = git_xet::xet::pipeline::ChunkFeed::new();
+    let mut feed = git_xet::io::pipeline::ChunkFeed::new();
     feed.feed(&other);
     let chunked = feed.finish().unwrap();
     lists
@@ -550,4 +550,67 @@ fn a_push_reads_only_new_chunks_from_the_list_clean_saved_and_survives_a_wrong_l
     bob.git(&b, &["checkout", "-q", "HEAD~1"]);
     assert_file_is(&b.join("model.bin"), &v1);
     ok(bob.git_output(&b, &["lfs", "fsck"]), "fsck");
+}
+
+/// `GIT_XET_PORTABLE_PLATFORM=1` makes the filter and the agent take the fallbacks that other
+/// unixes build (no splice or pipe resizing, ranges read instead of mapped, std's positioned
+/// reads): a push, a clone and a re-clean of stored content still give git-lfs's bytes.
+#[test]
+fn the_portable_platform_fallbacks_store_and_check_out_the_same_content() {
+    let server = TestServer::start();
+    let remote = remote_url(&server, "org/portable", "write");
+    let portable = || GitEnv::with_agent(&[]).with_env("GIT_XET_PORTABLE_PLATFORM", "1");
+    let alice = portable();
+    let a = alice.lfs_repo("a", &remote);
+    // Over one pipeline block (4 MiB), so the clean filter chunks it as it goes by and the push
+    // plans it from the saved chunk list through the mapper.
+    let v1 = random_bytes(6 << 20, 31);
+    write_file(&a.join("model.bin"), &v1);
+    alice.git(&a, &["add", "."]);
+    alice.git(&a, &["commit", "-qm", "v1"]);
+    let out = alice.git_logged(&a, &["push", "-q", "origin", "main"]);
+    ok(out, "push");
+    assert_eq!(
+        blob(&alice, &a, "HEAD:model.bin"),
+        git_lfs_clean(&alice, &a, &a.join("model.bin")),
+        "the pointer is git-lfs's"
+    );
+    let log = alice.agent_log();
+    assert!(
+        log.contains("taking the portable platform fallbacks"),
+        "the switch took effect:\n{log}"
+    );
+
+    let bob = portable();
+    let dir = bob.dir(".");
+    let b = bob.dir("b");
+    ok(
+        bob.git_logged(&dir, &["clone", "-q", &remote, b.to_str().unwrap()]),
+        "clone",
+    );
+    assert_file_is(&b.join("model.bin"), &v1);
+    assert!(
+        server.metric(XORB_SERVED) > 0.0,
+        "the clone went through XET"
+    );
+    assert_eq!(
+        server.metric(BASIC_SERVED),
+        0.0,
+        "nothing went through basic"
+    );
+    bob.git(&b, &["lfs", "fsck"]);
+    // A racily clean file is cleaned again by comparing with the stored object.
+    let file = std::fs::File::options()
+        .append(true)
+        .open(b.join("model.bin"))
+        .unwrap();
+    file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+        .unwrap();
+    drop(file);
+    assert_eq!(bob.git(&b, &["status", "--porcelain"]), "");
+    let log = bob.agent_log();
+    assert!(
+        log.contains("taking the portable platform fallbacks"),
+        "the switch took effect:\n{log}"
+    );
 }

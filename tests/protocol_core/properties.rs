@@ -4,15 +4,15 @@
 
 use std::io::Read;
 
+use git_xet::io::pipeline::{
+    chunk_and_hash, chunk_and_hash_file, hash_stream, ChunkFeed, PipelineError, READ_BUFFER_SIZE,
+};
 use git_xet::xet::chunker::{chunk_lengths, Chunker};
 use git_xet::xet::compression::{
     bg4_regroup, bg4_split, compress_with, decompress_into, CompressionScheme,
 };
 use git_xet::xet::hash::{chunk_hash, file_hash, keyed_chunk_hash, MerkleHash};
 use git_xet::xet::merkle::{internal_node_hash, merkle_root};
-use git_xet::xet::pipeline::{
-    chunk_and_hash, chunk_and_hash_file, hash_stream, ChunkFeed, PipelineError, READ_BUFFER_SIZE,
-};
 use git_xet::xet::shard::{
     parse_shard, FileInfo, FileTerm, FooterOptions, Shard, ShardFile, XorbBlock, XorbChunk,
 };

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use crate::client::shard_cache::{read_shard_file, shard_files, write_atomically};
+use crate::io::platform::file::{self, Lock};
 use crate::xet::shard::{FooterOptions, Shard};
 
 /// Merging starts when at least this many small shards have gathered.
@@ -50,30 +51,15 @@ pub fn upkeep_then_lock_shared(shards_dir: &Path, max_bytes: u64) -> Option<File
             return None;
         }
     };
-    if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
+    if file::lock(&lock, Lock::ExclusiveNow).is_ok() {
         upkeep(shards_dir, max_bytes);
     }
     // Turns the exclusive lock into a shared one, or waits for another process's upkeep.
-    match flock(&lock, libc::LOCK_SH) {
+    match file::lock(&lock, Lock::Shared) {
         Ok(()) => Some(lock),
         Err(e) => {
             tracing::debug!("cannot lock the shard cache: {e}");
             None
-        }
-    }
-}
-
-/// flock(2) on `file` (std's `File::lock*` is newer than this crate's minimum Rust).
-fn flock(file: &File, operation: libc::c_int) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    loop {
-        // SAFETY: flock on a descriptor `file` owns, with an integer operation.
-        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
         }
     }
 }

@@ -9,12 +9,13 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::Stream;
 use tempfile::TempPath;
+
+use crate::io::platform;
 
 /// Bytes read per block when sending.
 const BLOCK: usize = 1 << 20;
@@ -80,44 +81,6 @@ impl BodyBuilder {
     }
 }
 
-/// Appends `len` bytes of `file` at `offset` to `buf`. Reads straight into the vector's spare
-/// capacity: zero-filling it first would write every uploaded byte twice.
-fn append_from_file(buf: &mut Vec<u8>, file: &File, offset: u64, len: usize) -> io::Result<()> {
-    buf.reserve(len);
-    let start = buf.len();
-    let mut done = 0;
-    while done < len {
-        let spare = &mut buf.spare_capacity_mut()[done..len];
-        // SAFETY: pread writes at most `spare.len()` bytes into capacity this vector owns.
-        let n = unsafe {
-            libc::pread(
-                file.as_raw_fd(),
-                spare.as_mut_ptr().cast(),
-                spare.len(),
-                (offset + done as u64) as libc::off_t,
-            )
-        };
-        match n {
-            n if n > 0 => done += n as usize,
-            0 => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the source file is shorter than when it was chunked",
-                ))
-            }
-            _ => {
-                let err = io::Error::last_os_error();
-                if err.kind() != io::ErrorKind::Interrupted {
-                    return Err(err);
-                }
-            }
-        }
-    }
-    // SAFETY: pread initialised the first `len` bytes after `start`.
-    unsafe { buf.set_len(start + len) };
-    Ok(())
-}
-
 impl XorbBody {
     pub fn len(&self) -> u64 {
         self.len
@@ -137,7 +100,7 @@ impl XorbBody {
             match &self.pieces[i] {
                 Piece::Mem(b) => buf.extend_from_slice(b),
                 Piece::File { file, offset, len } => {
-                    append_from_file(&mut buf, file, *offset, *len as usize)?;
+                    platform::file::append_at(&mut buf, file, *offset, *len as usize)?;
                 }
             }
             i += 1;

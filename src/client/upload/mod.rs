@@ -26,11 +26,10 @@ use crate::client::progress::{ProgressFn, Throttled};
 use crate::client::shard_cache::{self, ShardIndex};
 use crate::client::stats::{DedupStats, SessionStats};
 use crate::client::CasClient;
+use crate::io::pipeline::{chunk_and_hash, chunk_and_hash_file, HashedChunk, PipelineError};
+use crate::io::platform::mmap::Mapper;
 use crate::xet::constants::MAX_CHUNK_SIZE;
 use crate::xet::hash::sha256_as_merkle;
-use crate::xet::pipeline::{
-    chunk_and_hash, chunk_and_hash_file, map_range, HashedChunk, PipelineError,
-};
 use crate::xet::shard::{FileInfo, FileTerm, FooterOptions, Shard, XorbBlock};
 use crate::xet::MerkleHash;
 
@@ -478,6 +477,9 @@ fn plan_chunked(
     let mut planned = planner.file(Some(file.clone()));
     planned.check_new_chunks(name);
     let mut progress = Throttled::new(progress, size);
+    // SAFETY: as for `chunk_and_hash_file`, the file to upload is the caller's and stays whole
+    // for the upload (a git-lfs object, or a file the user named).
+    let mapper = unsafe { Mapper::new() };
     let mut window = Bytes::new();
     let mut window_start = 0u64;
     let mut offset = 0u64;
@@ -486,7 +488,8 @@ fn plan_chunked(
         if end > window_start + window.len() as u64 {
             window_start = offset - offset % LIST_WINDOW;
             let window_len = (size - window_start).min(LIST_WINDOW + MAX_CHUNK_SIZE as u64);
-            window = map_range(&file, window_start, window_len as usize, false)
+            window = mapper
+                .map_range(&file, window_start, window_len as usize, false)
                 .map_err(|e| ClientError::io("mapping the file to upload", name, e))?;
             if end > window_start + window.len() as u64 {
                 return Err(wrong("it is shorter than its chunk list".into()));

@@ -29,8 +29,8 @@ use crate::git::filter::compare::StoredComparison;
 use crate::git::filter::pktline::PktReader;
 use crate::git::filter::store::{LfsStore, TempGuard};
 use crate::git::GitError;
+use crate::io::pipeline::ChunkFeed;
 use crate::lfs::pointer::{Oid, Pointer, MAX_POINTER_SIZE};
-use crate::xet::pipeline::ChunkFeed;
 
 /// Smaller files are never compared: probing the index costs two git commands.
 pub const RECHECK_MIN: u64 = 16 << 20;

@@ -8,13 +8,14 @@
 use std::fs::File;
 use std::path::Path;
 
-use crate::xet::pipeline::map_range;
+use crate::io::platform::mmap::Mapper;
 use bytes::Bytes;
 
 /// Stored bytes are mapped this many at a time.
 const WINDOW: u64 = 8 << 20;
 
 pub struct StoredComparison {
+    mapper: Mapper,
     file: File,
     len: u64,
     /// Content bytes found equal so far.
@@ -29,6 +30,9 @@ impl StoredComparison {
         let file = File::open(path)?;
         let len = file.metadata()?.len();
         Ok(StoredComparison {
+            // SAFETY: objects in the LFS store are written once under their oid and replaced
+            // only by rename, never truncated, so a mapping keeps its pages.
+            mapper: unsafe { Mapper::new() },
             file,
             len,
             matched: 0,
@@ -51,7 +55,9 @@ impl StoredComparison {
             if at >= self.window_start + self.window.len() as u64 {
                 self.window_start = at - at % WINDOW;
                 let len = (self.len - self.window_start).min(WINDOW) as usize;
-                self.window = map_range(&self.file, self.window_start, len, true)?;
+                self.window = self
+                    .mapper
+                    .map_range(&self.file, self.window_start, len, true)?;
             }
             let from = (at - self.window_start) as usize;
             let n = data.len().min(self.window.len() - from);
@@ -77,7 +83,7 @@ impl StoredComparison {
         let mut offset = 0;
         while offset < self.matched {
             let len = (self.matched - offset).min(WINDOW) as usize;
-            if !each(&map_range(&self.file, offset, len, true)?) {
+            if !each(&self.mapper.map_range(&self.file, offset, len, true)?) {
                 break;
             }
             offset += len as u64;

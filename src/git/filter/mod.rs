@@ -89,15 +89,11 @@ pub fn run_stdio() -> anyhow::Result<ExitCode> {
 /// per packet. A bigger pipe (up to the unprivileged limit) lets each side move a megabyte at
 /// a time. Failure (not a pipe, older kernel) only costs speed.
 fn enlarge_pipes() {
-    for fd in [0, 1] {
-        // SAFETY: fcntl on our own standard descriptors with an integer argument.
-        let r = unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, 1 << 20) };
-        if r < 0 {
-            tracing::debug!(
-                fd,
-                "could not enlarge the pipe: {}",
-                std::io::Error::last_os_error()
-            );
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    for (fd, pipe) in [(0, stdin.as_fd()), (1, stdout.as_fd())] {
+        if let Err(e) = crate::io::platform::pipe::enlarge(pipe, 1 << 20) {
+            tracing::debug!(fd, "could not enlarge the pipe: {e}");
         }
     }
 }

@@ -10,6 +10,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::fs::{FileExt, FileTypeExt};
 
 use crate::git::GitError;
+use crate::io::platform::pipe;
 
 /// The largest packet, header included.
 pub const MAX_PACKET: usize = 65520;
@@ -285,43 +286,31 @@ impl<W: Write> PktWriter<W> {
             Ok(m) => m.len(),
             Err(e) => return Ok(Err(GitError::io("reading the content to send", e))),
         };
-        let mut offset: libc::loff_t = 0;
-        while (offset as u64) < size {
-            let len = (size - offset as u64).min(MAX_DATA as u64) as usize;
+        // SAFETY: `pipe` is the descriptor `inner` writes to (see `splicing_into`), open for
+        // as long as this writer.
+        let pipe = unsafe { BorrowedFd::borrow_raw(pipe) };
+        let mut offset = 0u64;
+        while offset < size {
+            let len = (size - offset).min(MAX_DATA as u64) as usize;
             self.write_frame(format!("{:04x}", len + 4).as_bytes())?;
             let mut done = 0;
             while done < len {
-                // SAFETY: both descriptors are open for the call; offset is a valid loff_t.
-                let n = unsafe {
-                    libc::splice(
-                        file.as_raw_fd(),
-                        &mut offset,
-                        pipe,
-                        std::ptr::null_mut(),
-                        len - done,
-                        libc::SPLICE_F_MORE,
-                    )
-                };
-                let failure = match n {
-                    n if n > 0 => {
-                        done += n as usize;
-                        continue;
-                    }
-                    0 => std::io::Error::new(
+                let failure = match pipe::splice_from_file(file, &mut offset, pipe, len - done) {
+                    Ok(0) => std::io::Error::new(
                         std::io::ErrorKind::UnexpectedEof,
                         "the file shrank while it was sent",
                     ),
-                    _ => std::io::Error::last_os_error(),
-                };
-                match failure.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    // The file system cannot splice: read the rest.
-                    Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => {
-                        self.splice_to = None;
-                        return self.copy_rest(file, offset as u64, len - done);
+                    Ok(n) => {
+                        done += n;
+                        continue;
                     }
-                    _ => {}
-                }
+                    // The file system (or this system) cannot splice: read the rest.
+                    Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+                        self.splice_to = None;
+                        return self.copy_rest(file, offset, len - done);
+                    }
+                    Err(e) => e,
+                };
                 // The header promised `len` bytes: keep the stream whole, then fail the file.
                 self.write_frame(&vec![0u8; len - done])?;
                 return Ok(Err(GitError::io("sending the content", failure)));

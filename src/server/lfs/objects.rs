@@ -10,6 +10,7 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use crate::io::pipeline::{hash_stream, StreamSummary};
 use crate::server::auth::Scope;
 use crate::server::body::{check_declared, parse_range, read_blocking};
 use crate::server::cas::register_shard;
@@ -22,7 +23,6 @@ use crate::server::reconstruct::{load_metas, plan, Plan};
 use crate::server::repo_name::RepoName;
 use crate::server::shard_check::validate_built;
 use crate::server::state::{blocking, SharedState};
-use crate::xet::pipeline::{hash_stream, StreamSummary};
 
 pub async fn upload(
     state: &SharedState,

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::StreamExt;
 
-use crate::server::storage::mapped::map_range;
-use crate::server::storage::{BoxFuture, ByteStream, ObjectKey, ObjectKind, ObjectStore, Staged};
+use crate::server::storage::{
+    map_range, BoxFuture, ByteStream, ObjectKey, ObjectKind, ObjectStore, Staged,
+};
 
 /// Size of the blocks a streamed range is sent in.
 const STREAM_BLOCK: u64 = 2 * 1024 * 1024;

@@ -3,7 +3,6 @@
 //! handlers. Objects are immutable and content-addressed: a key names its bytes forever.
 
 mod fs;
-mod mapped;
 
 use std::future::Future;
 use std::ops::Range;
@@ -13,9 +12,20 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 
 pub use fs::FsStore;
-pub use mapped::map_range;
 
+use crate::io::platform::mmap::Mapper;
 use crate::xet::MerkleHash;
+
+/// Bytes `offset..offset + len` of a stored or staged object, which the caller has checked
+/// against the file's size, as a read-only mapping: serving xorb data from it sends page-cache
+/// pages to the socket without copying them into a buffer. The pages are read in before this
+/// returns (no disk wait on the runtime's workers): call it on a blocking thread. Ranges are
+/// small (a few MiB), so memory stays bounded by the blocks in flight.
+pub fn map_range(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<Bytes> {
+    // SAFETY: objects are written once (staged, then renamed into place) and never truncated
+    // or rewritten, so a mapping cannot lose its pages underneath.
+    unsafe { Mapper::new() }.map_range(file, offset, len, true)
+}
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub type ByteStream = BoxStream<'static, std::io::Result<Bytes>>;

@@ -21,6 +21,7 @@ use std::thread;
 use bytes::Bytes;
 use sha2::Digest;
 
+use crate::io::platform::mmap::Mapper;
 use crate::xet::chunker::Chunker;
 use crate::xet::hash::{chunk_hash, file_hash_from_root, MerkleHash};
 use crate::xet::merkle::MerkleBuilder;
@@ -138,37 +139,12 @@ impl<R: Read> BlockSource for ReadBlocks<R> {
     }
 }
 
-/// A read-only mapping of part of a file, unmapped on drop.
-struct Mapping {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-// SAFETY: the mapping is read-only and owned by this value alone.
-unsafe impl Send for Mapping {}
-unsafe impl Sync for Mapping {}
-
-impl AsRef<[u8]> for Mapping {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: ptr..ptr+len is a live PROT_READ mapping for as long as self exists.
-        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what mmap returned.
-        unsafe {
-            libc::munmap(self.ptr, self.len);
-        }
-    }
-}
-
 /// Windows of a regular file, mapped one after another. The size is fixed when the file is
 /// opened; like any reader of a file that another process truncates meanwhile, the result
 /// would then be meaningless (and for a mapping, the process gets SIGBUS), so this is used
 /// only for regular files the caller owns for the duration (as git-lfs's objects are).
 struct MappedBlocks<'a> {
+    mapper: Mapper,
     file: &'a std::fs::File,
     len: u64,
     offset: u64,
@@ -181,47 +157,10 @@ impl BlockSource for MappedBlocks<'_> {
         }
         let len = (self.len - self.offset).min(MAP_WINDOW_SIZE as u64) as usize;
         // The window is read whole right away: populate it in one go.
-        let block = map_range(self.file, self.offset, len, true)?;
+        let block = self.mapper.map_range(self.file, self.offset, len, true)?;
         self.offset += len as u64;
         Ok(Some(block))
     }
-}
-
-/// Bytes `offset..offset + len` of a regular file as a read-only mapping (`offset` a
-/// multiple of the page size). Unless `populate`, pages are read only when touched, so
-/// slicing a few chunks out of a large window reads only those. As with any mapping, the
-/// file must not be truncated while the mapping lives (the process would get SIGBUS).
-pub fn map_range(
-    file: &std::fs::File,
-    offset: u64,
-    len: usize,
-    populate: bool,
-) -> std::io::Result<Bytes> {
-    use std::os::fd::AsRawFd;
-    if len == 0 {
-        return Ok(Bytes::new());
-    }
-    let offset = libc::off_t::try_from(offset)
-        .map_err(|_| std::io::Error::other("offset too large to map"))?;
-    // SAFETY: a fresh private read-only mapping of part of an open file.
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            if populate {
-                libc::MAP_PRIVATE | libc::MAP_POPULATE
-            } else {
-                libc::MAP_PRIVATE
-            },
-            file.as_raw_fd(),
-            offset,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(Bytes::from_owner(Mapping { ptr, len }))
 }
 
 /// Blocks handed over by a [`ChunkFeed`].
@@ -388,7 +327,9 @@ where
 }
 
 /// Like [`chunk_and_hash`] for a file: regular files are mapped window by window instead of
-/// copied through `read()`; anything else (pipes, devices) is read.
+/// copied through `read()`; anything else (pipes, devices) is read. A regular file must not
+/// shrink until this returns (the process would get SIGBUS): callers hash files they own for
+/// the duration, as git-lfs's objects and the files a user asks to upload or hash are.
 pub fn chunk_and_hash_file<E>(
     file: &std::fs::File,
     want_sha256: bool,
@@ -397,6 +338,9 @@ pub fn chunk_and_hash_file<E>(
     let meta = file.metadata()?;
     if meta.is_file() {
         let blocks = MappedBlocks {
+            // SAFETY: the mappings die before this function returns, and the caller keeps
+            // the file whole until then (see above).
+            mapper: unsafe { Mapper::new() },
             file,
             len: meta.len(),
             offset: 0,

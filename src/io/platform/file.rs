@@ -1,0 +1,130 @@
+//! File calls: positioned reads into a vector's spare capacity, and advisory locks.
+
+use std::fs::File;
+use std::io;
+
+/// Appends `len` bytes of `file` at `offset` to `buf`. With pread(2) it reads straight into
+/// the vector's spare capacity: zero-filling it first would write every byte twice. The
+/// portable fallback zero-fills and reads with std's `read_exact_at`.
+pub fn append_at(buf: &mut Vec<u8>, file: &File, offset: u64, len: usize) -> io::Result<()> {
+    if super::portable() {
+        append_at_portable(buf, file, offset, len)
+    } else {
+        append_at_pread(buf, file, offset, len)
+    }
+}
+
+fn shorter() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the source file is shorter than when it was chunked",
+    )
+}
+
+fn append_at_pread(buf: &mut Vec<u8>, file: &File, offset: u64, len: usize) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    buf.reserve(len);
+    let start = buf.len();
+    let mut done = 0;
+    while done < len {
+        let spare = &mut buf.spare_capacity_mut()[done..len];
+        let at = libc::off_t::try_from(offset + done as u64).map_err(io::Error::other)?;
+        // SAFETY: pread writes at most `spare.len()` bytes into capacity this vector owns.
+        let n =
+            unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), at) };
+        match n {
+            n if n > 0 => done += n as usize,
+            0 => return Err(shorter()),
+            _ => {
+                let err = io::Error::last_os_error();
+                if err.kind() != io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+            }
+        }
+    }
+    // SAFETY: the `len` bytes after `start` were all written by pread above.
+    unsafe { buf.set_len(start + len) };
+    Ok(())
+}
+
+fn append_at_portable(buf: &mut Vec<u8>, file: &File, offset: u64, len: usize) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let start = buf.len();
+    buf.resize(start + len, 0);
+    let read = file.read_exact_at(&mut buf[start..], offset);
+    if let Err(e) = read {
+        buf.truncate(start);
+        return Err(if e.kind() == io::ErrorKind::UnexpectedEof {
+            shorter()
+        } else {
+            e
+        });
+    }
+    Ok(())
+}
+
+/// How [`lock`] locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Exclusive; fails at once with `WouldBlock` if another holder exists.
+    ExclusiveNow,
+    /// Shared; waits for an exclusive holder.
+    Shared,
+}
+
+/// An advisory lock on `file` (flock(2), held until the file is closed or locked anew). std's
+/// `File::lock*` is newer than this crate's minimum Rust.
+pub fn lock(file: &File, how: Lock) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let operation = match how {
+        Lock::ExclusiveNow => libc::LOCK_EX | libc::LOCK_NB,
+        Lock::Shared => libc::LOCK_SH,
+    };
+    loop {
+        // SAFETY: flock on a descriptor `file` owns, with an integer operation.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn both_reads_append_the_same_bytes_and_refuse_a_short_file() {
+        let mut file = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 253) as u8).collect();
+        file.write_all(&data).unwrap();
+        type Append = fn(&mut Vec<u8>, &File, u64, usize) -> io::Result<()>;
+        for append in [append_at_pread as Append, append_at_portable] {
+            let mut buf = b"head".to_vec();
+            append(&mut buf, &file, 100, 5000).unwrap();
+            assert_eq!(&buf[..4], b"head");
+            assert_eq!(&buf[4..], &data[100..5100]);
+            let err = append(&mut buf, &file, 9000, 2000).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+            assert_eq!(buf.len(), 5004, "a failed read appends nothing");
+        }
+    }
+
+    #[test]
+    fn an_exclusive_lock_is_refused_while_another_holds_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let a = File::create(&path).unwrap();
+        let b = File::open(&path).unwrap();
+        lock(&a, Lock::Shared).unwrap();
+        let err = lock(&b, Lock::ExclusiveNow).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        drop(a);
+        lock(&b, Lock::ExclusiveNow).unwrap();
+    }
+}

@@ -1,0 +1,122 @@
+//! Read-only memory mappings of byte ranges of files, as `Bytes`.
+//!
+//! Mapping saves copying every byte out of the page cache: hashing a cached file, comparing
+//! with a stored object, serving xorb bytes to a socket. A mapping is unsafe in one way that
+//! the type system cannot see: if the file shrinks while it is mapped, touching the lost
+//! pages kills the process with SIGBUS. Hence the `unsafe` constructor of [`Mapper`], whose
+//! caller vouches for the files it will map.
+
+use std::fs::File;
+
+use bytes::Bytes;
+
+/// Permission to map files. Made only through [`Mapper::new`], whose contract each caller
+/// states where it makes one.
+#[derive(Debug, Clone, Copy)]
+pub struct Mapper {
+    portable: bool,
+}
+
+impl Mapper {
+    /// A mapper that maps files, or reads them when the portable fallbacks are forced
+    /// ([`super::portable`]).
+    ///
+    /// # Safety
+    ///
+    /// No file mapped through this value may be truncated (or otherwise shrink) while a
+    /// returned `Bytes`, or any slice of it, lives: the process would get SIGBUS on touching
+    /// the lost pages. Callers map files that are immutable by construction (stored objects
+    /// replaced only by rename) or that they own for the duration.
+    pub unsafe fn new() -> Mapper {
+        Mapper {
+            portable: super::portable(),
+        }
+    }
+
+    /// A mapper that never maps: every range is read into memory. Safe, as nothing is mapped.
+    pub fn reading() -> Mapper {
+        Mapper { portable: true }
+    }
+
+    /// Bytes `offset..offset + len` of `file` (any offset), read-only. With `populate`, the
+    /// pages are read in before this returns (`MAP_POPULATE` on Linux; elsewhere they are read
+    /// when touched); without it, slicing a few chunks out of a large range reads only those.
+    /// The caller checks the range against the file's size.
+    pub fn map_range(
+        &self,
+        file: &File,
+        offset: u64,
+        len: usize,
+        populate: bool,
+    ) -> std::io::Result<Bytes> {
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        if self.portable {
+            return read_range(file, offset, len);
+        }
+        let mut options = memmap2::MmapOptions::new();
+        options.offset(offset).len(len);
+        if populate {
+            options.populate();
+        }
+        // SAFETY: the caller of `Mapper::new` promised the file does not shrink while the
+        // mapping lives; the mapping is private and read-only.
+        let map = unsafe { options.map_copy_read_only(file)? };
+        Ok(Bytes::from_owner(map))
+    }
+}
+
+/// The fallback: the range read into memory.
+fn read_range(file: &File, offset: u64, len: usize) -> std::io::Result<Bytes> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, offset)?;
+    Ok(Bytes::from(buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn maps_and_reads_unaligned_ranges_alike() {
+        let mut file = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        file.write_all(&data).unwrap();
+        // Constructed directly: a mapping whatever the environment asks (the file is not
+        // truncated while the test runs).
+        let mapper = Mapper { portable: false };
+        for m in [mapper, Mapper::reading()] {
+            for (offset, len) in [
+                (0, 1),
+                (1, 4095),
+                (4095, 2),
+                (5000, 15_000),
+                (0, 20_000),
+                (19_999, 1),
+                (7, 0),
+            ] {
+                for populate in [false, true] {
+                    let bytes = m.map_range(&file, offset as u64, len, populate).unwrap();
+                    assert_eq!(
+                        &bytes[..],
+                        &data[offset..offset + len],
+                        "{m:?} {offset}+{len}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn reading_past_the_end_fails() {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&[1u8; 100]).unwrap();
+        let err = Mapper::reading()
+            .map_range(&file, 50, 100, false)
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+    }
+}

@@ -1,0 +1,30 @@
+//! Every platform-specific call of the crate, in one place.
+//!
+//! Linux gets the fast paths (splice(2), `F_SETPIPE_SZ`, `MAP_POPULATE`); other unixes build
+//! their fallbacks (`cfg(target_os = "linux")` picks: copy through the process, the default
+//! pipe size, pages read when touched). Calls every unix has (mmap, pread, flock, kill, umask)
+//! are plain `cfg(unix)`. Setting [`PORTABLE_ENV`] to `1` makes a Linux process take the
+//! fallbacks, and read ranges with std's positioned reads instead of mapping them or calling
+//! pread, so tests exercise those paths here.
+
+pub mod file;
+pub mod mmap;
+pub mod pipe;
+pub mod process;
+
+use std::sync::OnceLock;
+
+/// Environment variable that, set to `1`, makes this process use the portable fallbacks.
+pub const PORTABLE_ENV: &str = "GIT_XET_PORTABLE_PLATFORM";
+
+/// Whether the portable fallbacks are forced (read once per process).
+pub fn portable() -> bool {
+    static PORTABLE: OnceLock<bool> = OnceLock::new();
+    *PORTABLE.get_or_init(|| {
+        let forced = std::env::var_os(PORTABLE_ENV).is_some_and(|v| v == "1");
+        if forced {
+            tracing::debug!("{PORTABLE_ENV}=1: taking the portable platform fallbacks");
+        }
+        forced
+    })
+}
