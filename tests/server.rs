@@ -32,3 +32,6 @@ mod lfs_basic;
 
 #[path = "server/git.rs"]
 mod git;
+
+#[path = "server/integrity.rs"]
+mod integrity;
