@@ -35,3 +35,6 @@ mod git;
 
 #[path = "server/integrity.rs"]
 mod integrity;
+
+#[path = "server/tokens.rs"]
+mod tokens;

@@ -72,7 +72,7 @@ fn reconstruction_errors() {
         .send()
         .unwrap();
     assert_eq!(anonymous.status(), 401);
-    let expired = Cas::with_token(&server, &server.token_with_ttl("org/repo", "read", Some(0)));
+    let expired = Cas::with_token(&server, &server.expired_token("org/repo", "read"));
     assert_eq!(expired.reconstruction_raw(&h, None).status(), 401);
     // Served under /api/v1 too.
     let r = cas

@@ -23,7 +23,7 @@ const MAX_BATCH_BODY: usize = 16 * 1024 * 1024;
 const MAX_OBJECTS: usize = 10_000;
 
 #[derive(serde::Deserialize)]
-struct BatchRequest {
+pub struct BatchRequest {
     operation: String,
     #[serde(default)]
     transfers: Vec<String>,
@@ -78,6 +78,32 @@ enum Known {
     Present { size: u64, file_hash: String },
 }
 
+/// Parses and checks a batch request body; returns it and whether it is an upload.
+pub fn parse_request(bytes: &[u8]) -> Result<(BatchRequest, bool), ServerError> {
+    let request: BatchRequest = serde_json::from_slice(bytes)
+        .map_err(|e| ServerError::bad_request(format!("malformed batch request: {e}")))?;
+    let upload = match request.operation.as_str() {
+        "upload" => true,
+        "download" => false,
+        other => {
+            return Err(ServerError::bad_request(format!(
+                "unknown operation {other:?}"
+            )))
+        }
+    };
+    if request.hash_algo.as_deref().is_some_and(|a| a != "sha256") {
+        return Err(ServerError::Conflict(
+            "only the sha256 hash algorithm is supported".into(),
+        ));
+    }
+    if request.objects.len() > MAX_OBJECTS {
+        return Err(ServerError::PayloadTooLarge(format!(
+            "at most {MAX_OBJECTS} objects per batch"
+        )));
+    }
+    Ok((request, upload))
+}
+
 pub async fn batch(
     state: &SharedState,
     repo: &RepoName,
@@ -85,28 +111,9 @@ pub async fn batch(
     body: Body,
 ) -> LfsResult<Response> {
     let bytes = read_limited(body, headers, MAX_BATCH_BODY, "batch request").await?;
-    let request: BatchRequest = serde_json::from_slice(&bytes)
-        .map_err(|e| ServerError::bad_request(format!("malformed batch request: {e}")))?;
-    let upload = match request.operation.as_str() {
-        "upload" => true,
-        "download" => false,
-        other => {
-            return Err(ServerError::bad_request(format!("unknown operation {other:?}")).into())
-        }
-    };
+    let (request, upload) = parse_request(&bytes)?;
     let scope = if upload { Scope::Write } else { Scope::Read };
-    state.authorize_repo(headers, repo, scope)?;
-    if request.hash_algo.as_deref().is_some_and(|a| a != "sha256") {
-        return Err(
-            ServerError::Conflict("only the sha256 hash algorithm is supported".into()).into(),
-        );
-    }
-    if request.objects.len() > MAX_OBJECTS {
-        return Err(ServerError::PayloadTooLarge(format!(
-            "at most {MAX_OBJECTS} objects per batch"
-        ))
-        .into());
-    }
+    let access = state.authorize_repo(headers, repo, scope)?;
     let xet = !state.config.basic_only && request.transfers.iter().any(|t| t == "xet");
     let offers_basic =
         request.transfers.is_empty() || request.transfers.iter().any(|t| t == "basic");
@@ -148,7 +155,7 @@ pub async fn batch(
     let base = state.base_url(headers);
     let lfs = lfs_base(&base, repo);
     let max_object_size = state.config.max_object_size;
-    let (token, exp) = state.mint_token(repo, scope);
+    let (token, exp) = state.mint_token(repo, scope, &access);
     let expires_in = state
         .config
         .cas_token_ttl

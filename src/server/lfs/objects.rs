@@ -33,7 +33,7 @@ pub async fn upload(
     headers: &HeaderMap,
     body: Body,
 ) -> LfsResult<Response> {
-    state.authorize_repo(headers, repo, Scope::Write)?;
+    state.authorize_transfer(headers, repo, Scope::Write)?;
     let sha256 = parse_oid(oid)?;
     let max = state.config.max_object_size;
     check_declared(headers, max, "object")?;
@@ -120,7 +120,7 @@ pub async fn download(
     oid: &str,
     headers: &HeaderMap,
 ) -> LfsResult<Response> {
-    state.authorize_repo(headers, repo, Scope::Read)?;
+    state.authorize_transfer(headers, repo, Scope::Read)?;
     let sha256 = parse_oid(oid)?;
     let index = state.index.clone();
     let owned_repo = repo.clone();
