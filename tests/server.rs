@@ -38,3 +38,6 @@ mod integrity;
 
 #[path = "server/tokens.rs"]
 mod tokens;
+
+#[path = "server/slow_clients.rs"]
+mod slow_clients;

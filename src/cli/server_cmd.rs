@@ -95,6 +95,16 @@ struct RunArgs {
     /// once (each conversion holds one 64 MiB xorb in memory); more wait their turn.
     #[arg(long, default_value_t = 8)]
     max_concurrent_uploads: usize,
+    /// Seconds a client has to send a request's headers.
+    #[arg(long, default_value_t = 20)]
+    header_timeout: u64,
+    /// Seconds without a byte either way after which a connection is closed (a silent
+    /// client, a stalled upload, a client that stopped reading).
+    #[arg(long, default_value_t = 60)]
+    idle_timeout: u64,
+    /// Connections open at once from one client address; more are closed on accept.
+    #[arg(long, default_value_t = 256)]
+    max_connections_per_address: usize,
     /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).
     #[arg(long)]
     no_fsync: bool,
@@ -168,6 +178,11 @@ fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     config.max_concurrent_uploads = args.max_concurrent_uploads.max(1);
     config.fsync = !args.no_fsync;
+    config.limits = crate::server::listen::Limits {
+        header_timeout: Duration::from_secs(args.header_timeout.max(1)),
+        idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
+        max_per_address: args.max_connections_per_address.max(1),
+    };
     // Hosted repositories' pre-receive hook runs this binary's built-in check.
     config.hook_program = std::env::current_exe()
         .and_then(|exe| exe.canonicalize())

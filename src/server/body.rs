@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap};
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 
 use crate::server::error::{ServerError, ServerResult};
 
@@ -31,13 +31,22 @@ pub async fn read_limited(
     what: &str,
 ) -> ServerResult<Bytes> {
     let mut frames = LimitedBody::new(body, headers, limit as u64, what)?;
-    let mut buf = Vec::with_capacity(frames.declared.unwrap_or(0) as usize);
+    // What a client declares is not what it sends: reserve little up front.
+    let reserve = frames.declared.unwrap_or(0).min(PREALLOCATE_MAX) as usize;
+    let mut buf = Vec::with_capacity(reserve);
     while let Some(data) = frames.next().await? {
         buf.extend_from_slice(&data);
     }
     frames.finish()?;
     Ok(Bytes::from(buf))
 }
+
+/// The most memory reserved for a body before it arrives.
+const PREALLOCATE_MAX: u64 = 1 << 20;
+
+/// The largest body read from a request without a credential (`--anonymous-read`): a Batch
+/// download request of git-lfs's 100 objects is about 10 KiB.
+pub const ANONYMOUS_BODY_MAX: usize = 64 * 1024;
 
 /// Hands a body, as it arrives, to `work` on a blocking thread (a few frames behind the
 /// network), with the limits of [`read_limited`]. A body that fails, ends short of its
@@ -48,6 +57,40 @@ pub async fn read_blocking<T, F>(
     headers: &HeaderMap,
     limit: u64,
     what: &str,
+    work: F,
+) -> ServerResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut BodyReader) -> ServerResult<T> + Send + 'static,
+{
+    pump_to_blocking(body, headers, limit, what, None, work).await
+}
+
+/// [`read_blocking`], except that `work` sees the end of the body only once one of `slots`
+/// is held, until `work` returns. Receiving takes no slot, so clients that stall in the
+/// middle of a body cannot hold the slots that bound validation (their connections time
+/// out on their own).
+pub async fn read_blocking_then_slot<T, F>(
+    body: Body,
+    headers: &HeaderMap,
+    limit: u64,
+    what: &str,
+    slots: &Semaphore,
+    work: F,
+) -> ServerResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut BodyReader) -> ServerResult<T> + Send + 'static,
+{
+    pump_to_blocking(body, headers, limit, what, Some(slots), work).await
+}
+
+async fn pump_to_blocking<T, F>(
+    body: Body,
+    headers: &HeaderMap,
+    limit: u64,
+    what: &str,
+    slots: Option<&Semaphore>,
     work: F,
 ) -> ServerResult<T>
 where
@@ -66,12 +109,26 @@ where
         frames.finish().map(drop)
     }
     .await;
+    let mut permit = None;
+    let pumped = match (pumped, slots) {
+        (Ok(()), Some(slots)) => match slots.acquire().await {
+            Ok(p) => {
+                permit = Some(p);
+                Ok(())
+            }
+            Err(_) => Err(ServerError::Unavailable(
+                "the server is shutting down".into(),
+            )),
+        },
+        (pumped, _) => pumped,
+    };
     if let Err(e) = &pumped {
         // `work` must not take a cut-short body for a whole one.
         let _ = tx.send(Err(e.to_string())).await;
     }
     drop(tx);
     let worked = worker.await?;
+    drop(permit);
     pumped?;
     worked
 }

@@ -36,6 +36,8 @@ pub struct ServerConfig {
     /// The git-xet binary whose built-in `pre-receive` check hosted repositories' hook runs;
     /// without it they get the shell hook, hooks/pre-receive (same check, slower).
     pub hook_program: Option<PathBuf>,
+    /// Connections per client address, header deadline, inactivity timeout.
+    pub limits: crate::server::listen::Limits,
 }
 
 impl ServerConfig {
@@ -58,6 +60,7 @@ impl ServerConfig {
             fsync: true,
             shutdown_grace: Duration::from_secs(60),
             hook_program: None,
+            limits: crate::server::listen::Limits::default(),
         }
     }
 

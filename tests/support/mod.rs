@@ -142,6 +142,11 @@ impl TestServer {
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
+    /// The server process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// A token signed with the server's secret that expired the second it was made.
     pub fn expired_token(&self, repo: &str, scope: &str) -> String {
         let keys = git_xet::server::keys::Keys::load(&self.data).expect("server secret");

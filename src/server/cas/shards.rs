@@ -22,8 +22,9 @@ pub async fn upload(
     body: Body,
 ) -> ServerResult<Json<serde_json::Value>> {
     let access = state.authorize_cas(&headers, Scope::Write)?;
-    let _slot = state.upload_slot().await?;
     let bytes = read_limited(body, &headers, MAX_SHARD_SIZE, "shard").await?;
+    // Taken once the body is in: a client stalling mid-body holds no slot.
+    let _slot = state.upload_slot().await?;
     let index = state.index.clone();
     let repo = access.repo.clone();
     let validated = blocking(move || validate_upload(&*index, &bytes, &repo)).await?;

@@ -10,7 +10,7 @@ use axum::http::HeaderMap;
 use axum::Json;
 
 use crate::server::auth::Scope;
-use crate::server::body::read_blocking;
+use crate::server::body::read_blocking_then_slot;
 use crate::server::cas::parse_hash;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::XorbMeta;
@@ -34,11 +34,16 @@ pub async fn upload(
         )));
     }
     let hash = parse_hash(&hash, "xorb hash")?;
-    // Bounds the xorbs being received and validated at once, whatever the number of clients.
-    let _slot = state.upload_slot().await?;
     let store = state.store.clone();
-    let (staged, len, footer) =
-        read_blocking(body, &headers, MAX_XORB_SIZE as u64, "xorb", move |body| {
+    // An upload slot bounds the xorbs validated at once; it is taken once the body is in.
+    let slots = &state.upload_slots;
+    let (staged, len, footer) = read_blocking_then_slot(
+        body,
+        &headers,
+        MAX_XORB_SIZE as u64,
+        "xorb",
+        slots,
+        move |body| {
             let staged = store.stage()?;
             let mut file = staged.file();
             let mut len = 0u64;
@@ -49,8 +54,9 @@ pub async fn upload(
             let mapped = map_range(staged.file(), 0, len as usize)?;
             let footer = validate_xorb(&mapped)?;
             Ok((staged, len, footer))
-        })
-        .await?;
+        },
+    )
+    .await?;
     if footer.hash != hash {
         return Err(ServerError::bad_request(format!(
             "xorb hash mismatch: the body is xorb {} but the URL names {hash}",

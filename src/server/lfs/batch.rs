@@ -13,7 +13,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use crate::server::auth::Scope;
-use crate::server::body::read_limited;
+use crate::server::body::{read_limited, ANONYMOUS_BODY_MAX};
 use crate::server::error::ServerError;
 use crate::server::lfs::{lfs_base, lfs_json, parse_oid, LfsResult};
 use crate::server::repo_name::RepoName;
@@ -110,10 +110,20 @@ pub async fn batch(
     headers: &HeaderMap,
     body: Body,
 ) -> LfsResult<Response> {
-    let bytes = read_limited(body, headers, MAX_BATCH_BODY, "batch request").await?;
+    // Authorized before the body is read: without a credential, only `--anonymous-read`
+    // gets that far, and then with a small body.
+    let reader = state.authorize_repo(headers, repo, Scope::Read)?;
+    let max = match reader.anonymous {
+        true => ANONYMOUS_BODY_MAX,
+        false => MAX_BATCH_BODY,
+    };
+    let bytes = read_limited(body, headers, max, "batch request").await?;
     let (request, upload) = parse_request(&bytes)?;
     let scope = if upload { Scope::Write } else { Scope::Read };
-    let access = state.authorize_repo(headers, repo, scope)?;
+    let access = match upload {
+        true => state.authorize_repo(headers, repo, scope)?,
+        false => reader,
+    };
     let xet = !state.config.basic_only && request.transfers.iter().any(|t| t == "xet");
     let offers_basic =
         request.transfers.is_empty() || request.transfers.iter().any(|t| t == "basic");
