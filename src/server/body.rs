@@ -240,45 +240,53 @@ fn too_large(limit: u64, what: &str) -> ServerError {
     ServerError::PayloadTooLarge(format!("{what} is larger than the limit of {limit} bytes"))
 }
 
-/// Parses a single-range `Range: bytes=...` header against an object of `len` bytes, as a
-/// half-open range. `Ok(None)` when there is no header. 400 for a malformed header, 416 for
-/// a range that selects nothing.
+/// Parses a `Range` header against an object of `len` bytes, as a half-open range, the
+/// way RFC 9110 (section 14.2) asks: a header that is not one well-formed `bytes` range
+/// (another unit, `bytes=5-2`, several ranges, garbage) is ignored, `Ok(None)`, and the
+/// whole object is served; a well-formed range that selects nothing is 416. Positions too
+/// large for 64 bits are as good as infinite.
 pub fn parse_range(headers: &HeaderMap, len: u64) -> ServerResult<Option<Range<u64>>> {
     let Some(value) = headers.get(header::RANGE) else {
         return Ok(None);
     };
-    let bad = || {
-        ServerError::bad_request("malformed Range header (expected one range, `bytes=START-END`)")
+    let Some(spec) = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().strip_prefix("bytes="))
+        .map(str::trim)
+    else {
+        return Ok(None);
     };
-    let value = value.to_str().map_err(|_| bad())?.trim();
-    let spec = value.strip_prefix("bytes=").ok_or_else(bad)?.trim();
-    if spec.contains(',') {
-        return Err(ServerError::bad_request(
-            "multiple ranges are not supported",
-        ));
-    }
-    let (start, end) = spec.split_once('-').ok_or_else(bad)?;
+    let Some((start, end)) = spec.split_once('-') else {
+        return Ok(None);
+    };
+    let (start, end) = (start.trim(), end.trim());
     let unsatisfiable = || ServerError::RangeNotSatisfiable {
         message: format!("range {spec} is not satisfiable for {len} bytes"),
         size: len,
     };
-    let number = |s: &str| s.trim().parse::<u64>().map_err(|_| bad());
-    let range = if start.trim().is_empty() {
+    let range = if start.is_empty() {
         // bytes=-N: the last N bytes.
-        let n = number(end)?;
+        let Some(n) = position(end) else {
+            return Ok(None);
+        };
         if n == 0 || len == 0 {
             return Err(unsatisfiable());
         }
         len.saturating_sub(n)..len
     } else {
-        let start = number(start)?;
-        let end = if end.trim().is_empty() {
-            u64::MAX
-        } else {
-            number(end)?
+        let Some(start) = position(start) else {
+            return Ok(None);
+        };
+        let end = match end {
+            "" => u64::MAX,
+            e => match position(e) {
+                Some(e) => e,
+                None => return Ok(None),
+            },
         };
         if end < start {
-            return Err(bad());
+            return Ok(None);
         }
         if start >= len {
             return Err(unsatisfiable());
@@ -286,6 +294,16 @@ pub fn parse_range(headers: &HeaderMap, len: u64) -> ServerResult<Option<Range<u
         start..end.saturating_add(1).min(len)
     };
     Ok(Some(range))
+}
+
+/// A byte position: ASCII digits only, saturating at `u64::MAX`.
+fn position(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(s.bytes().fold(0u64, |n, d| {
+        n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+    }))
 }
 
 #[cfg(test)]
@@ -304,6 +322,7 @@ mod tests {
         assert_eq!(range("bytes=90-200", 100).unwrap(), Some(90..100));
         assert_eq!(range("bytes=10-", 100).unwrap(), Some(10..100));
         assert_eq!(range("bytes=-10", 100).unwrap(), Some(90..100));
+        assert_eq!(range("bytes=-1000", 100).unwrap(), Some(0..100));
         assert!(matches!(
             range("bytes=100-", 100),
             Err(ServerError::RangeNotSatisfiable { .. })
@@ -312,18 +331,37 @@ mod tests {
             range("bytes=0-0", 0),
             Err(ServerError::RangeNotSatisfiable { .. })
         ));
-        assert!(matches!(
-            range("bytes=5-1", 100),
-            Err(ServerError::BadRequest(_))
-        ));
-        assert!(matches!(
-            range("items=0-1", 100),
-            Err(ServerError::BadRequest(_))
-        ));
-        assert!(matches!(
-            range("bytes=0-1,3-4", 100),
-            Err(ServerError::BadRequest(_))
-        ));
         assert!(parse_range(&HeaderMap::new(), 5).unwrap().is_none());
+    }
+
+    #[test]
+    fn odd_ranges_are_ignored_or_saturate_as_rfc_9110_says() {
+        // Not one well-formed bytes range: ignored, the whole object is served.
+        for odd in [
+            "bytes=5-2",
+            "items=0-1",
+            "bytes=0-1,3-4",
+            "bytes=a-b",
+            "bytes=+1-2",
+            "bytes=--1",
+            "bytes=",
+            "bytes=-",
+            "0-1",
+        ] {
+            assert_eq!(range(odd, 100).unwrap(), None, "{odd}");
+        }
+        // Huge numbers are well formed: past the end is 416, a huge end is the end.
+        assert!(matches!(
+            range("bytes=99999999999999999999999-", 100),
+            Err(ServerError::RangeNotSatisfiable { .. })
+        ));
+        assert_eq!(
+            range("bytes=5-99999999999999999999999", 100).unwrap(),
+            Some(5..100)
+        );
+        assert_eq!(
+            range("bytes=-99999999999999999999999", 100).unwrap(),
+            Some(0..100)
+        );
     }
 }
