@@ -41,3 +41,6 @@ mod tokens;
 
 #[path = "server/slow_clients.rs"]
 mod slow_clients;
+
+#[path = "server/discovery.rs"]
+mod discovery;
