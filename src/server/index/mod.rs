@@ -28,7 +28,15 @@ pub type IndexResult<T> = Result<T, IndexError>;
 
 impl From<IndexError> for crate::server::error::ServerError {
     fn from(e: IndexError) -> Self {
-        crate::server::error::ServerError::Internal(e.to_string())
+        use crate::server::error::ServerError;
+        match &e {
+            IndexError::Database(db)
+                if db.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) =>
+            {
+                ServerError::disk_full(&e)
+            }
+            _ => ServerError::Internal(e.to_string()),
+        }
     }
 }
 
