@@ -42,5 +42,5 @@ mod tokens;
 #[path = "server/slow_clients.rs"]
 mod slow_clients;
 
-#[path = "server/discovery.rs"]
-mod discovery;
+#[path = "server/hardening.rs"]
+mod hardening;

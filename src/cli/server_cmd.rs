@@ -88,7 +88,7 @@ struct RunArgs {
     /// Rotation period in seconds of the global-dedup chunk key.
     #[arg(long, default_value_t = 6 * 3600)]
     dedup_key_period: u64,
-    /// Largest git-lfs basic upload accepted, in bytes.
+    /// Largest git-lfs basic upload accepted, in bytes [default: 64 GiB].
     #[arg(long)]
     max_object_size: Option<u64>,
     /// Xorb and shard uploads validated at once, and separately basic uploads converted at

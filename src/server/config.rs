@@ -54,7 +54,9 @@ impl ServerConfig {
             cas_token_ttl: Duration::from_secs(3600),
             fetch_url_ttl: Duration::from_secs(300),
             dedup_key_period: Duration::from_secs(6 * 3600),
-            max_object_size: 1 << 40,
+            // Larger than any model file in practice, small enough that a refused upload
+            // (it is staged while it arrives) does not fill an ordinary disk.
+            max_object_size: 64 << 30,
             max_push_size: 8 << 30,
             max_concurrent_uploads: 8,
             fsync: true,

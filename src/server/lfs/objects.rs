@@ -36,7 +36,9 @@ pub async fn upload(
     state.authorize_transfer(headers, repo, Scope::Write)?;
     let sha256 = parse_oid(oid)?;
     let max = state.config.max_object_size;
-    check_declared(headers, max, "object")?;
+    if let Some(declared) = check_declared(headers, max, "object")? {
+        refuse_if_it_cannot_fit(state, declared)?;
+    }
     let convert = !in_repo(state, repo, sha256).await?;
     // Converting builds a whole xorb in memory: conversions at once are bounded.
     let _slot = match convert {
@@ -65,6 +67,32 @@ pub async fn upload(
         Received::Hashed(_) => {} // already in this repository
     }
     Ok(StatusCode::OK.into_response())
+}
+
+/// 507 before reading a body that the data directory has no room for (converted content may
+/// deduplicate, but an upload that does not would fill the disk before being refused).
+fn refuse_if_it_cannot_fit(state: &SharedState, declared: u64) -> ServerResult<()> {
+    match free_space(&state.config.data_dir) {
+        Some(free) if declared > free => Err(ServerError::disk_full(format!(
+            "an object of {declared} bytes does not fit in the {free} bytes free"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Bytes available to this process on the file system holding `dir`.
+fn free_space(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is NUL-terminated and `stat` is written by statvfs before it is read.
+    let stat = unsafe {
+        if libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) != 0 {
+            return None;
+        }
+        stat.assume_init()
+    };
+    Some((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
 }
 
 /// Whether this repository already has the object. Other repositories are not asked: their
