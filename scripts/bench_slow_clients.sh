@@ -5,8 +5,8 @@
 # Attacks (all at once): STALLERS xorb uploads that declare 1 MB and send 3 bytes (write
 # token); BATCH_HOLDERS Batch API requests without a token declaring 16 MiB and sending
 # 60 kB; SILENT connections that send nothing; PARTIAL connections with half a header.
-# The honest upload is a git-lfs basic PUT of HONEST_MB of new random data (chunked,
-# deduplicated and packed into a xorb by the server), best of RUNS.
+# Two honest uploads, each of HONEST_MB of new random data, best of RUNS: a git-lfs basic PUT
+# (converted by the server) and `git xet upload` (xorbs and a shard through the CAS API).
 #
 #   scripts/bench_slow_clients.sh
 #   BIN=target/debug/git-xet STALLERS=16 scripts/bench_slow_clients.sh
@@ -41,10 +41,10 @@ for _ in $(seq 1 300); do [ -s "$work/ready" ] && break; sleep 0.1; done
 url=$(cat "$work/ready")
 token=$("$BIN" server token create --repo bench/slow --scope write --data "$work/data")
 
-python3 - "$url" "$token" "$server_pid" <<PY
-import hashlib, os, socket, sys, time, urllib.request
+python3 - "$url" "$token" "$server_pid" "$BIN" "$work" <<PY
+import hashlib, os, socket, subprocess, sys, time, urllib.request
 
-url, token, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+url, token, pid, bin, work = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 host, port = url.split("//")[1].split(":")
 port = int(port)
 
@@ -63,16 +63,30 @@ def honest():
         assert r.status == 200, r.status
     return time.monotonic() - t
 
-def best(n):
-    return min(honest() for _ in range(n))
+def honest_cas():
+    path = os.path.join(work, "honest.bin")
+    with open(path, "wb") as f:
+        f.write(os.urandom($HONEST_MB * 1024 * 1024))
+    t = time.monotonic()
+    try:
+        subprocess.run([bin, "upload", "--endpoint", url, "--token", token, "--no-chunk-cache",
+                        "--metadata-dir", os.path.join(work, "meta"), path],
+                       check=True, timeout=60, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return float("inf")
+    return time.monotonic() - t
+
+def best(n, f=honest):
+    return min(f() for _ in range(n))
 
 def raw(head, body=b""):
     s = socket.create_connection((host, port))
     s.sendall(head.encode() + body)
     return s
 
-honest()  # warm up
+honest(); honest_cas()  # warm up
 normal = best($RUNS)
+normal_cas = best($RUNS, honest_cas)
 rss_before = rss_mb()
 held = []
 for i in range($STALLERS):
@@ -91,12 +105,15 @@ for _ in range($PARTIAL):
 time.sleep(1)
 rss_attacks = rss_mb()
 attacked = best($RUNS)
+attacked_cas = best($RUNS, honest_cas)
 rss_during = rss_mb()
 del held
 time.sleep(1)
 rss_after = rss_mb()
 print(f"honest {$HONEST_MB} MiB basic upload, best of {$RUNS}: {normal*1000:.0f} ms normally, "
       f"{attacked*1000:.0f} ms under attack ({attacked/normal:.2f}x)")
+print(f"honest {$HONEST_MB} MiB git xet upload, best of {$RUNS}: {normal_cas*1000:.0f} ms normally, "
+      f"{attacked_cas*1000:.0f} ms under attack ({attacked_cas/normal_cas:.2f}x; inf = timed out at 60 s)")
 print(f"server RSS: {rss_before:.0f} MB before, {rss_attacks:.0f} MB with the attacks held, "
       f"{rss_during:.0f} MB after the honest uploads under attack, {rss_after:.0f} MB once closed")
 print(f"attacks: {$STALLERS} stalled xorb uploads, {$BATCH_HOLDERS} unauthenticated 16 MiB batch "
