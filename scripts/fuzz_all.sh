@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target for a number of executions (or a time limit), one after the
-# other with one job each, and prints executions, time and findings per target. Benchmark-
+# other in one process each, and prints executions, time and findings per target. Benchmark-
 # style: not run by CI. Crash inputs are copied to tests/data/fuzz-regressions/<target>/,
 # where `cargo test --test fuzz_regressions` replays them.
 #
@@ -51,7 +51,7 @@ for t in "${targets[@]}"; do
     log=fuzz/artifacts/$t/run.log
     set +e
     (cd fuzz && cargo +nightly fuzz run "$t" "corpus/$t" -- \
-        -runs="$runs" -max_total_time="$secs" -jobs=1 -workers=1 \
+        -runs="$runs" -max_total_time="$secs" \
         -print_final_stats=1 -artifact_prefix="artifacts/$t/") >"$log" 2>&1
     rc=$?
     set -e
