@@ -35,3 +35,15 @@ mod git;
 
 #[path = "server/cas_deployed.rs"]
 mod cas_deployed;
+
+#[path = "server/integrity.rs"]
+mod integrity;
+
+#[path = "server/tokens.rs"]
+mod tokens;
+
+#[path = "server/slow_clients.rs"]
+mod slow_clients;
+
+#[path = "server/hardening.rs"]
+mod hardening;

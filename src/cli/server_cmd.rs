@@ -69,12 +69,17 @@ struct TokenCreateArgs {
     /// `read` (clone, fetch, downloads) or `write` (also push and uploads).
     #[arg(long, value_parser = ["read", "write"])]
     scope: String,
-    /// Lifetime in seconds.
-    #[arg(long, default_value_t = 30 * 24 * 3600)]
+    /// Lifetime in seconds (at least 1).
+    #[arg(long, default_value_t = 30 * 24 * 3600,
+          value_parser = clap::value_parser!(u64).range(1..))]
     ttl: u64,
     /// The server's data directory.
     #[arg(long, env = "GIT_XET_SERVER_DATA")]
     data: Option<PathBuf>,
+    /// Create the data directory's signing secret if it has none (otherwise that is an
+    /// error: a token signed with a new secret is refused by a server using another).
+    #[arg(long)]
+    init: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -108,13 +113,23 @@ struct RunArgs {
     /// Rotation period in seconds of the global-dedup chunk key.
     #[arg(long, default_value_t = 6 * 3600)]
     dedup_key_period: u64,
-    /// Largest git-lfs basic upload accepted, in bytes.
+    /// Largest git-lfs basic upload accepted, in bytes [default: 64 GiB].
     #[arg(long)]
     max_object_size: Option<u64>,
     /// Xorb and shard uploads validated at once, and separately basic uploads converted at
     /// once (each conversion holds one 64 MiB xorb in memory); more wait their turn.
     #[arg(long, default_value_t = 8)]
     max_concurrent_uploads: usize,
+    /// Seconds a client has to send a request's headers.
+    #[arg(long, default_value_t = 20)]
+    header_timeout: u64,
+    /// Seconds without a byte either way after which a connection is closed (a silent
+    /// client, a stalled upload, a client that stopped reading).
+    #[arg(long, default_value_t = 60)]
+    idle_timeout: u64,
+    /// Connections open at once from one client address; more are closed on accept.
+    #[arg(long, default_value_t = 256)]
+    max_connections_per_address: usize,
     /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).
     #[arg(long)]
     no_fsync: bool,
@@ -145,9 +160,23 @@ fn token_create(args: TokenCreateArgs) -> anyhow::Result<ExitCode> {
     let repo = RepoName::parse(&args.repo).map_err(|e| anyhow::anyhow!("{e}"))?;
     let scope = Scope::parse(&args.scope).context("scope must be read or write")?;
     let data = data_dir(args.data)?;
-    std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
-    let keys = Keys::load_or_create(&data)
-        .with_context(|| format!("loading the server secret in {}", data.display()))?;
+    let keys = if args.init {
+        std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
+        Keys::load_or_create(&data)
+    } else {
+        Keys::load(&data)
+    };
+    let keys = keys.map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => anyhow::anyhow!(
+            "{} has no server secret ({} is missing): pass the data directory the server \
+             uses (--data or GIT_XET_SERVER_DATA), start the server once, or pass --init to \
+             create a new secret there",
+            data.display(),
+            crate::server::keys::secret_path(&data).display()
+        ),
+        _ => anyhow::Error::new(e)
+            .context(format!("loading the server secret in {}", data.display())),
+    })?;
     let (token, _exp) = auth::issue(&keys, &repo, scope, args.ttl);
     println!("{token}");
     Ok(ExitCode::SUCCESS)
@@ -203,8 +232,8 @@ fn import_lfs(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
         "n/a (nothing new stored)".into()
     };
     println!(
-        "objects:        {} ({} converted now, {} already stored and granted, {} already in {repo})",
-        report.objects, report.imported, report.granted, report.already
+        "objects:        {} ({} converted now, {} already in {repo})",
+        report.objects, report.imported, report.already
     );
     println!(
         "logical bytes:  {} ({})",
@@ -266,6 +295,11 @@ fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     config.max_concurrent_uploads = args.max_concurrent_uploads.max(1);
     config.fsync = !args.no_fsync;
+    config.limits = crate::server::listen::Limits {
+        header_timeout: Duration::from_secs(args.header_timeout.max(1)),
+        idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
+        max_per_address: args.max_connections_per_address.max(1),
+    };
     // Hosted repositories' pre-receive hook runs this binary's built-in check.
     config.hook_program = std::env::current_exe()
         .and_then(|exe| exe.canonicalize())

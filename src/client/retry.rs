@@ -1,6 +1,6 @@
 //! When and how long to wait before trying a request again.
 //!
-//! Transient failures (connection errors, timeouts, 429, 5xx) are retried with exponential
+//! Transient failures (connection errors, timeouts, 408, 429, 500, 502, 503, 504) are retried with exponential
 //! backoff and full jitter, bounded both in attempts and in total time, so a dead server
 //! fails a command in bounded time and a flapping one does not fail it at all.
 
@@ -41,9 +41,11 @@ pub enum Verdict {
     GiveUp,
 }
 
-/// Whether an HTTP status is worth retrying.
+/// Whether an HTTP status is worth retrying: only the transient ones. A full disk (507),
+/// a method or version the server does not implement (501, 505), a loop (508) and the like
+/// do not go away by asking again.
 pub fn is_retryable_status(status: u16) -> bool {
-    status == 429 || status == 408 || (500..=599).contains(&status)
+    matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
 }
 
 impl RetryPolicy {
@@ -113,7 +115,7 @@ mod tests {
         for s in [429, 500, 502, 503, 504, 408] {
             assert!(is_retryable_status(s), "{s}");
         }
-        for s in [400, 401, 403, 404, 409, 416, 200] {
+        for s in [400, 401, 403, 404, 409, 416, 200, 501, 505, 507, 508, 511] {
             assert!(!is_retryable_status(s), "{s}");
         }
     }

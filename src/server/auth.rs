@@ -1,10 +1,15 @@
 //! Access tokens and request authorization.
 //!
 //! A token is `xet1.<payload>.<mac>`: the payload is base64url JSON `{repo, scope, iat, exp,
-//! nonce}` and the MAC is keyed BLAKE3 over `xet1.<payload>` with a key derived from the
+//! nonce, transfer?}` and the MAC is keyed BLAKE3 over `xet1.<payload>` with a key derived from the
 //! server secret. Tokens are opaque to clients; they are accepted as `Authorization: Bearer`
 //! or as the password of HTTP Basic (any user name), which is how git and git-lfs send what
 //! a credential helper returns.
+//!
+//! Tokens the server hands out itself (Batch answers, the token-refresh route) are
+//! *transfer* tokens: they allow the CAS API and basic object transfers only, not git, the
+//! Batch API or another refresh, and they never outlive the credential they were minted
+//! for. So an expired or revoked credential cannot be extended by refreshing.
 
 use axum::http::HeaderMap;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -53,6 +58,10 @@ pub struct Claims {
     pub iat: u64,
     pub exp: u64,
     pub nonce: String,
+    /// Minted by the server for transfers (see the module comment). Absent in tokens from
+    /// `token create`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transfer: bool,
 }
 
 /// Seconds since the Unix epoch.
@@ -66,13 +75,39 @@ pub fn now_secs() -> u64 {
 /// A new token for `repo` with `scope`, valid for `ttl_secs`. Returns it and its expiry.
 pub fn issue(keys: &Keys, repo: &RepoName, scope: Scope, ttl_secs: u64) -> (String, u64) {
     let iat = now_secs();
+    sign(keys, repo, scope, iat, iat.saturating_add(ttl_secs), false)
+}
+
+/// A transfer token for `repo` with `scope`, valid for `ttl_secs` but never past
+/// `not_after` (the expiry of the credential it is minted for, if it has one).
+pub fn issue_transfer(
+    keys: &Keys,
+    repo: &RepoName,
+    scope: Scope,
+    ttl_secs: u64,
+    not_after: Option<u64>,
+) -> (String, u64) {
+    let iat = now_secs();
     let exp = iat.saturating_add(ttl_secs);
+    let exp = not_after.map_or(exp, |cap| exp.min(cap));
+    sign(keys, repo, scope, iat, exp, true)
+}
+
+fn sign(
+    keys: &Keys,
+    repo: &RepoName,
+    scope: Scope,
+    iat: u64,
+    exp: u64,
+    transfer: bool,
+) -> (String, u64) {
     let claims = Claims {
         repo: repo.as_str().to_string(),
         scope,
         iat,
         exp,
         nonce: format!("{:016x}", rand::random::<u64>()),
+        transfer,
     };
     let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).expect("claims serialize"));
     let signed = format!("{PREFIX}{payload}");
@@ -135,6 +170,17 @@ pub struct Access {
     pub scope: Scope,
     /// Allowed without a credential because of `--anonymous-read`.
     pub anonymous: bool,
+    /// When the credential expires (`None` for anonymous access).
+    pub exp: Option<u64>,
+}
+
+/// Which tokens a route accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepts {
+    /// Tokens from `token create` only: git, the Batch API, token refresh.
+    UserTokens,
+    /// Also the server's transfer tokens: the CAS API, basic object transfers, verify.
+    TransferTokens,
 }
 
 /// Authorizes a request for `need` on `repo` (or, for CAS routes, on the token's own
@@ -146,6 +192,7 @@ pub fn authorize(
     repo: Option<&RepoName>,
     need: Scope,
     anonymous_read: bool,
+    accepts: Accepts,
 ) -> Result<Access, ServerError> {
     let Some(token) = credential(headers) else {
         if let (Some(repo), Scope::Read, true) = (repo, need, anonymous_read) {
@@ -153,6 +200,7 @@ pub fn authorize(
                 repo: repo.clone(),
                 scope: Scope::Read,
                 anonymous: true,
+                exp: None,
             });
         }
         return Err(ServerError::Unauthorized(
@@ -160,6 +208,11 @@ pub fn authorize(
         ));
     };
     let claims = verify(keys, &token, now_secs())?;
+    if claims.transfer && accepts == Accepts::UserTokens {
+        return Err(ServerError::Forbidden(
+            "this token was handed out for LFS/XET transfers only; use the token from `git xet server token create` (your credential helper's password)".into(),
+        ));
+    }
     let token_repo = RepoName::parse(&claims.repo)
         .map_err(|_| ServerError::Unauthorized("invalid access token".into()))?;
     if let Some(repo) = repo {
@@ -180,6 +233,7 @@ pub fn authorize(
         repo: token_repo,
         scope: claims.scope,
         anonymous: false,
+        exp: Some(claims.exp),
     })
 }
 
@@ -221,29 +275,86 @@ mod tests {
         assert!(verify(&keys(), "garbage", 0).is_err());
     }
 
+    const U: Accepts = Accepts::UserTokens;
+
+    #[test]
+    fn transfer_tokens_are_capped_by_their_parent_and_refused_where_users_are_needed() {
+        let parent_exp = now_secs() + 20;
+        let (token, exp) = issue_transfer(
+            &keys(),
+            &repo("org/m"),
+            Scope::Write,
+            3600,
+            Some(parent_exp),
+        );
+        assert_eq!(exp, parent_exp);
+        let claims = verify(&keys(), &token, now_secs()).unwrap();
+        assert!(claims.transfer);
+        let mut headers = HeaderMap::new();
+        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+        let r = Some(&repo("org/m"));
+        assert!(matches!(
+            authorize(&keys(), &headers, r, Scope::Read, false, U),
+            Err(ServerError::Forbidden(_))
+        ));
+        let ok = authorize(
+            &keys(),
+            &headers,
+            r,
+            Scope::Write,
+            false,
+            Accepts::TransferTokens,
+        );
+        assert_eq!(ok.unwrap().exp, Some(parent_exp));
+        let (_, uncapped) = issue_transfer(&keys(), &repo("org/m"), Scope::Read, 60, None);
+        assert!(uncapped <= now_secs() + 60);
+    }
+
     #[test]
     fn scopes_and_repositories_are_enforced() {
         let (token, _) = issue(&keys(), &repo("org/m"), Scope::Read, 60);
         let mut headers = HeaderMap::new();
         headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
-        assert!(authorize(&keys(), &headers, Some(&repo("org/m")), Scope::Read, false).is_ok());
-        let wrong_scope = authorize(&keys(), &headers, Some(&repo("org/m")), Scope::Write, false);
+        assert!(authorize(
+            &keys(),
+            &headers,
+            Some(&repo("org/m")),
+            Scope::Read,
+            false,
+            U
+        )
+        .is_ok());
+        let wrong_scope = authorize(
+            &keys(),
+            &headers,
+            Some(&repo("org/m")),
+            Scope::Write,
+            false,
+            U,
+        );
         assert!(matches!(wrong_scope, Err(ServerError::Forbidden(_))));
-        let wrong_repo = authorize(&keys(), &headers, Some(&repo("org/x")), Scope::Read, false);
+        let wrong_repo = authorize(
+            &keys(),
+            &headers,
+            Some(&repo("org/x")),
+            Scope::Read,
+            false,
+            U,
+        );
         assert!(matches!(wrong_repo, Err(ServerError::Forbidden(_))));
         let basic = STANDARD.encode(format!("anyone:{token}"));
         headers.insert("authorization", format!("Basic {basic}").parse().unwrap());
-        assert!(authorize(&keys(), &headers, None, Scope::Read, false).is_ok());
+        assert!(authorize(&keys(), &headers, None, Scope::Read, false, U).is_ok());
         let none = HeaderMap::new();
         assert!(matches!(
-            authorize(&keys(), &none, None, Scope::Read, true),
+            authorize(&keys(), &none, None, Scope::Read, true, U),
             Err(ServerError::Unauthorized(_))
         ));
         assert!(
-            authorize(&keys(), &none, Some(&repo("a")), Scope::Read, true)
+            authorize(&keys(), &none, Some(&repo("a")), Scope::Read, true, U)
                 .unwrap()
                 .anonymous
         );
-        assert!(authorize(&keys(), &none, Some(&repo("a")), Scope::Write, true).is_err());
+        assert!(authorize(&keys(), &none, Some(&repo("a")), Scope::Write, true, U).is_err());
     }
 }

@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap};
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 
 use crate::server::error::{ServerError, ServerResult};
 
@@ -31,13 +31,22 @@ pub async fn read_limited(
     what: &str,
 ) -> ServerResult<Bytes> {
     let mut frames = LimitedBody::new(body, headers, limit as u64, what)?;
-    let mut buf = Vec::with_capacity(frames.declared.unwrap_or(0) as usize);
+    // What a client declares is not what it sends: reserve little up front.
+    let reserve = frames.declared.unwrap_or(0).min(PREALLOCATE_MAX) as usize;
+    let mut buf = Vec::with_capacity(reserve);
     while let Some(data) = frames.next().await? {
         buf.extend_from_slice(&data);
     }
     frames.finish()?;
     Ok(Bytes::from(buf))
 }
+
+/// The most memory reserved for a body before it arrives.
+const PREALLOCATE_MAX: u64 = 1 << 20;
+
+/// The largest body read from a request without a credential (`--anonymous-read`): a Batch
+/// download request of git-lfs's 100 objects is about 10 KiB.
+pub const ANONYMOUS_BODY_MAX: usize = 64 * 1024;
 
 /// Hands a body, as it arrives, to `work` on a blocking thread (a few frames behind the
 /// network), with the limits of [`read_limited`]. A body that fails, ends short of its
@@ -48,6 +57,40 @@ pub async fn read_blocking<T, F>(
     headers: &HeaderMap,
     limit: u64,
     what: &str,
+    work: F,
+) -> ServerResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut BodyReader) -> ServerResult<T> + Send + 'static,
+{
+    pump_to_blocking(body, headers, limit, what, None, work).await
+}
+
+/// [`read_blocking`], except that `work` sees the end of the body only once one of `slots`
+/// is held, until `work` returns. Receiving takes no slot, so clients that stall in the
+/// middle of a body cannot hold the slots that bound validation (their connections time
+/// out on their own).
+pub async fn read_blocking_then_slot<T, F>(
+    body: Body,
+    headers: &HeaderMap,
+    limit: u64,
+    what: &str,
+    slots: &Semaphore,
+    work: F,
+) -> ServerResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut BodyReader) -> ServerResult<T> + Send + 'static,
+{
+    pump_to_blocking(body, headers, limit, what, Some(slots), work).await
+}
+
+async fn pump_to_blocking<T, F>(
+    body: Body,
+    headers: &HeaderMap,
+    limit: u64,
+    what: &str,
+    slots: Option<&Semaphore>,
     work: F,
 ) -> ServerResult<T>
 where
@@ -66,12 +109,26 @@ where
         frames.finish().map(drop)
     }
     .await;
+    let mut permit = None;
+    let pumped = match (pumped, slots) {
+        (Ok(()), Some(slots)) => match slots.acquire().await {
+            Ok(p) => {
+                permit = Some(p);
+                Ok(())
+            }
+            Err(_) => Err(ServerError::Unavailable(
+                "the server is shutting down".into(),
+            )),
+        },
+        (pumped, _) => pumped,
+    };
     if let Err(e) = &pumped {
         // `work` must not take a cut-short body for a whole one.
         let _ = tx.send(Err(e.to_string())).await;
     }
     drop(tx);
     let worked = worker.await?;
+    drop(permit);
     pumped?;
     worked
 }
@@ -183,45 +240,53 @@ fn too_large(limit: u64, what: &str) -> ServerError {
     ServerError::PayloadTooLarge(format!("{what} is larger than the limit of {limit} bytes"))
 }
 
-/// Parses a single-range `Range: bytes=...` header against an object of `len` bytes, as a
-/// half-open range. `Ok(None)` when there is no header. 400 for a malformed header, 416 for
-/// a range that selects nothing.
+/// Parses a `Range` header against an object of `len` bytes, as a half-open range, the
+/// way RFC 9110 (section 14.2) asks: a header that is not one well-formed `bytes` range
+/// (another unit, `bytes=5-2`, several ranges, garbage) is ignored, `Ok(None)`, and the
+/// whole object is served; a well-formed range that selects nothing is 416. Positions too
+/// large for 64 bits are as good as infinite.
 pub fn parse_range(headers: &HeaderMap, len: u64) -> ServerResult<Option<Range<u64>>> {
     let Some(value) = headers.get(header::RANGE) else {
         return Ok(None);
     };
-    let bad = || {
-        ServerError::bad_request("malformed Range header (expected one range, `bytes=START-END`)")
+    let Some(spec) = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().strip_prefix("bytes="))
+        .map(str::trim)
+    else {
+        return Ok(None);
     };
-    let value = value.to_str().map_err(|_| bad())?.trim();
-    let spec = value.strip_prefix("bytes=").ok_or_else(bad)?.trim();
-    if spec.contains(',') {
-        return Err(ServerError::bad_request(
-            "multiple ranges are not supported",
-        ));
-    }
-    let (start, end) = spec.split_once('-').ok_or_else(bad)?;
+    let Some((start, end)) = spec.split_once('-') else {
+        return Ok(None);
+    };
+    let (start, end) = (start.trim(), end.trim());
     let unsatisfiable = || ServerError::RangeNotSatisfiable {
         message: format!("range {spec} is not satisfiable for {len} bytes"),
         size: len,
     };
-    let number = |s: &str| s.trim().parse::<u64>().map_err(|_| bad());
-    let range = if start.trim().is_empty() {
+    let range = if start.is_empty() {
         // bytes=-N: the last N bytes.
-        let n = number(end)?;
+        let Some(n) = position(end) else {
+            return Ok(None);
+        };
         if n == 0 || len == 0 {
             return Err(unsatisfiable());
         }
         len.saturating_sub(n)..len
     } else {
-        let start = number(start)?;
-        let end = if end.trim().is_empty() {
-            u64::MAX
-        } else {
-            number(end)?
+        let Some(start) = position(start) else {
+            return Ok(None);
+        };
+        let end = match end {
+            "" => u64::MAX,
+            e => match position(e) {
+                Some(e) => e,
+                None => return Ok(None),
+            },
         };
         if end < start {
-            return Err(bad());
+            return Ok(None);
         }
         if start >= len {
             return Err(unsatisfiable());
@@ -229,6 +294,16 @@ pub fn parse_range(headers: &HeaderMap, len: u64) -> ServerResult<Option<Range<u
         start..end.saturating_add(1).min(len)
     };
     Ok(Some(range))
+}
+
+/// A byte position: ASCII digits only, saturating at `u64::MAX`.
+fn position(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(s.bytes().fold(0u64, |n, d| {
+        n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+    }))
 }
 
 #[cfg(test)]
@@ -247,6 +322,7 @@ mod tests {
         assert_eq!(range("bytes=90-200", 100).unwrap(), Some(90..100));
         assert_eq!(range("bytes=10-", 100).unwrap(), Some(10..100));
         assert_eq!(range("bytes=-10", 100).unwrap(), Some(90..100));
+        assert_eq!(range("bytes=-1000", 100).unwrap(), Some(0..100));
         assert!(matches!(
             range("bytes=100-", 100),
             Err(ServerError::RangeNotSatisfiable { .. })
@@ -255,18 +331,37 @@ mod tests {
             range("bytes=0-0", 0),
             Err(ServerError::RangeNotSatisfiable { .. })
         ));
-        assert!(matches!(
-            range("bytes=5-1", 100),
-            Err(ServerError::BadRequest(_))
-        ));
-        assert!(matches!(
-            range("items=0-1", 100),
-            Err(ServerError::BadRequest(_))
-        ));
-        assert!(matches!(
-            range("bytes=0-1,3-4", 100),
-            Err(ServerError::BadRequest(_))
-        ));
         assert!(parse_range(&HeaderMap::new(), 5).unwrap().is_none());
+    }
+
+    #[test]
+    fn odd_ranges_are_ignored_or_saturate_as_rfc_9110_says() {
+        // Not one well-formed bytes range: ignored, the whole object is served.
+        for odd in [
+            "bytes=5-2",
+            "items=0-1",
+            "bytes=0-1,3-4",
+            "bytes=a-b",
+            "bytes=+1-2",
+            "bytes=--1",
+            "bytes=",
+            "bytes=-",
+            "0-1",
+        ] {
+            assert_eq!(range(odd, 100).unwrap(), None, "{odd}");
+        }
+        // Huge numbers are well formed: past the end is 416, a huge end is the end.
+        assert!(matches!(
+            range("bytes=99999999999999999999999-", 100),
+            Err(ServerError::RangeNotSatisfiable { .. })
+        ));
+        assert_eq!(
+            range("bytes=5-99999999999999999999999", 100).unwrap(),
+            Some(5..100)
+        );
+        assert_eq!(
+            range("bytes=-99999999999999999999999", 100).unwrap(),
+            Some(0..100)
+        );
     }
 }

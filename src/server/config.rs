@@ -36,6 +36,8 @@ pub struct ServerConfig {
     /// The git-xet binary whose built-in `pre-receive` check hosted repositories' hook runs;
     /// without it they get the shell hook, hooks/pre-receive (same check, slower).
     pub hook_program: Option<PathBuf>,
+    /// Connections per client address, header deadline, inactivity timeout.
+    pub limits: crate::server::listen::Limits,
 }
 
 impl ServerConfig {
@@ -52,12 +54,15 @@ impl ServerConfig {
             cas_token_ttl: Duration::from_secs(3600),
             fetch_url_ttl: Duration::from_secs(300),
             dedup_key_period: Duration::from_secs(6 * 3600),
-            max_object_size: 1 << 40,
+            // Larger than any model file in practice, small enough that a refused upload
+            // (it is staged while it arrives) does not fill an ordinary disk.
+            max_object_size: 64 << 30,
             max_push_size: 8 << 30,
             max_concurrent_uploads: 8,
             fsync: true,
             shutdown_grace: Duration::from_secs(60),
             hook_program: None,
+            limits: crate::server::listen::Limits::default(),
         }
     }
 

@@ -33,6 +33,9 @@ pub enum ServerError {
     NotImplemented(String),
     #[error("{0}")]
     Unavailable(String),
+    /// The server's disk (or quota) is full: 507, which clients do not retry.
+    #[error("{0}")]
+    InsufficientStorage(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -64,6 +67,7 @@ impl ServerError {
             ServerError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             ServerError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ServerError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ServerError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ServerError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -110,14 +114,49 @@ impl From<CoreError> for ServerError {
     }
 }
 
+impl ServerError {
+    /// 507 for a full disk or quota.
+    pub fn disk_full(detail: impl std::fmt::Display) -> Self {
+        ServerError::InsufficientStorage(format!(
+            "the server is out of disk space ({detail}); nothing was stored: the server's \
+             administrator must free space, then retry"
+        ))
+    }
+}
+
 impl From<std::io::Error> for ServerError {
     fn from(e: std::io::Error) -> Self {
-        ServerError::Internal(format!("i/o: {e}"))
+        match e.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => ServerError::disk_full(e),
+            _ => ServerError::Internal(format!("i/o: {e}")),
+        }
     }
 }
 
 impl From<tokio::task::JoinError> for ServerError {
     fn from(e: tokio::task::JoinError) -> Self {
         ServerError::Internal(format!("background task failed: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_507_with_its_cause() {
+        for errno in [libc::ENOSPC, libc::EDQUOT] {
+            let e = ServerError::from(std::io::Error::from_raw_os_error(errno));
+            assert_eq!(e.status(), StatusCode::INSUFFICIENT_STORAGE);
+            assert!(e.to_string().contains("out of disk space"), "{e}");
+        }
+        let other = ServerError::from(std::io::Error::from_raw_os_error(libc::EIO));
+        assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let full = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            None,
+        );
+        let e = ServerError::from(crate::server::index::IndexError::from(full));
+        assert_eq!(e.status(), StatusCode::INSUFFICIENT_STORAGE);
     }
 }

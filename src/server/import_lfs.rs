@@ -5,8 +5,9 @@
 //! does: any depth is accepted), and puts each through the same path as a git-lfs `basic`
 //! upload ([`crate::server::ingest`]): chunked, deduplicated against everything stored,
 //! new chunks packed into xorbs, sha256 checked against the name before anything is stored,
-//! then registered in the repository. Content already stored elsewhere is only hashed and
-//! granted. Each object is registered on its own, so a re-run (after a crash or kill -9)
+//! then registered in the repository. Content already stored for another repository is
+//! converted again (its chunks deduplicate, so nothing is stored twice): a repository's file
+//! is never found by another repository's sha256 claim (docs/server.md). Each object is registered on its own, so a re-run (after a crash or kill -9)
 //! skips what is done. Works on the data directory directly, with the server running or not
 //! (the index is SQLite, xorbs are immutable files).
 
@@ -14,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::io::pipeline::hash_stream;
 use crate::server::cas::register_shard;
 use crate::server::error::ServerError;
 use crate::server::index::{Index, SqliteIndex};
@@ -72,8 +72,6 @@ pub struct ImportReport {
     pub objects: u64,
     /// Converted and registered now.
     pub imported: u64,
-    /// Already stored (elsewhere on the server): hashed and granted to the repository.
-    pub granted: u64,
     /// Already in the repository (an earlier run).
     pub already: u64,
     /// Logical bytes of every object found.
@@ -165,7 +163,6 @@ pub fn import(opts: &ImportOptions, progress: ProgressFn) -> Result<ImportReport
 /// What became of one object.
 enum Outcome {
     Imported { size: u64, stored: u64 },
-    Granted,
     Already,
     Mismatch(String),
 }
@@ -178,7 +175,6 @@ impl Outcome {
                 report.imported_bytes += size;
                 report.stored_bytes += stored;
             }
-            Outcome::Granted => report.granted += 1,
             Outcome::Already => report.already += 1,
             Outcome::Mismatch(actual) => report.mismatched.push(Mismatch { path, actual }),
         }
@@ -195,18 +191,7 @@ fn import_one(
     if state.index.repo_file_by_sha256(repo, oid)?.is_some() {
         return Ok(Outcome::Already);
     }
-    let open = || std::fs::File::open(path);
-    if let Some(file) = state.index.file_by_sha256(oid)? {
-        // Stored for another repository: the bytes here must still be what the name says.
-        let summary = hash_stream(open()?, true)?;
-        let actual = summary.sha256.expect("sha256 was asked for");
-        if &actual != oid {
-            return Ok(Outcome::Mismatch(sha256_hex(&actual)));
-        }
-        state.index.grant_file(repo, &file)?;
-        return Ok(Outcome::Granted);
-    }
-    let ingested = ingest_stream(state, open()?)?;
+    let ingested = ingest_stream(state, std::fs::File::open(path)?)?;
     if &ingested.sha256 != oid {
         // Dropping the staged xorbs removes them: nothing of this object is stored.
         return Ok(Outcome::Mismatch(sha256_hex(&ingested.sha256)));

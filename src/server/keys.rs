@@ -43,6 +43,12 @@ impl Keys {
         if !path.exists() {
             create_secret(&path)?;
         }
+        Keys::load(data_dir)
+    }
+
+    /// Loads the secret from the data directory; `NotFound` when it has none.
+    pub fn load(data_dir: &Path) -> std::io::Result<Keys> {
+        let path = secret_path(data_dir);
         let bytes = std::fs::read(&path)?;
         let secret: [u8; SECRET_LEN] = bytes.as_slice().try_into().map_err(|_| {
             std::io::Error::new(

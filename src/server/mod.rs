@@ -17,6 +17,7 @@
 //! | `git`           | git smart HTTP (upload/receive-pack); hosted repos; hook check    |
 //! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
 //! | `http`, `metrics` | router, request accounting, Prometheus text                     |
+//! | `listen`        | connections: per-address cap, header and inactivity timeouts      |
 
 pub mod auth;
 pub mod body;
@@ -31,6 +32,7 @@ pub mod index;
 pub mod ingest;
 pub mod keys;
 pub mod lfs;
+pub mod listen;
 pub mod metrics;
 pub mod reconstruct;
 pub mod repo_name;
@@ -40,7 +42,6 @@ pub mod signing;
 pub mod state;
 pub mod storage;
 
-use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -169,11 +170,8 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
         tracing::info!("shutting down: finishing in-flight requests");
         let _ = stop_tx.send(true);
     });
-    let mut graceful_rx = stop_rx.clone();
-    let listener = without_nagle(listener);
-    let serve = axum::serve(listener, http::router(state)).with_graceful_shutdown(async move {
-        let _ = graceful_rx.wait_for(|stop| *stop).await;
-    });
+    let limits = state.config.limits;
+    let serve = listen::serve(listener, http::router(state), limits, stop_rx.clone());
     let mut deadline_rx = stop_rx;
     let deadline = async move {
         let _ = deadline_rx.wait_for(|stop| *stop).await;
@@ -185,19 +183,6 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
     }
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Streamed bodies (git over HTTP) go out as writes after the headers. With Nagle's
-/// algorithm each such write waited for the client's delayed ACK: 40 ms per response on
-/// loopback, three times in every `git push`.
-fn without_nagle(
-    listener: tokio::net::TcpListener,
-) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
-    listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("cannot set TCP_NODELAY: {e}");
-        }
-    })
 }
 
 async fn wait_for_signal() {
@@ -213,21 +198,5 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::serve::Listener;
-
-    #[tokio::test]
-    async fn accepted_connections_send_without_nagle_delay() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut listener = without_nagle(listener);
-        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (accepted, _) = listener.accept().await;
-        assert!(accepted.nodelay().unwrap());
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use axum::http::HeaderMap;
 
-use crate::server::auth::{self, Access, Scope};
+use crate::server::auth::{self, Accepts, Access, Scope};
 use crate::server::config::ServerConfig;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::Index;
@@ -45,25 +45,48 @@ impl AppState {
             .unwrap_or_else(|| self.internal_url.clone())
     }
 
-    /// Authorizes a request on a named repository.
+    /// Authorizes a request on a named repository with a user's token (git, the Batch API,
+    /// token refresh): the server's transfer tokens are refused.
     pub fn authorize_repo(
         &self,
         headers: &HeaderMap,
         repo: &RepoName,
         need: Scope,
     ) -> ServerResult<Access> {
+        let anonymous = self.config.anonymous_read;
         auth::authorize(
             &self.keys,
             headers,
             Some(repo),
             need,
-            self.config.anonymous_read,
+            anonymous,
+            Accepts::UserTokens,
         )
+    }
+
+    /// Authorizes a basic object transfer or verify on a named repository: a user's token
+    /// or a transfer token from a Batch answer.
+    pub fn authorize_transfer(
+        &self,
+        headers: &HeaderMap,
+        repo: &RepoName,
+        need: Scope,
+    ) -> ServerResult<Access> {
+        let anonymous = self.config.anonymous_read;
+        let accepts = Accepts::TransferTokens;
+        auth::authorize(&self.keys, headers, Some(repo), need, anonymous, accepts)
     }
 
     /// Authorizes a CAS request: the token's repository is the one acted on.
     pub fn authorize_cas(&self, headers: &HeaderMap, need: Scope) -> ServerResult<Access> {
-        auth::authorize(&self.keys, headers, None, need, false)
+        auth::authorize(
+            &self.keys,
+            headers,
+            None,
+            need,
+            false,
+            Accepts::TransferTokens,
+        )
     }
 
     /// Waits for one of the upload slots that bound memory.
@@ -76,9 +99,11 @@ impl AppState {
         acquire(&self.conversion_slots).await
     }
 
-    /// A token the server hands out (LFS actions, hooks).
-    pub fn mint_token(&self, repo: &RepoName, scope: Scope) -> (String, u64) {
-        auth::issue(&self.keys, repo, scope, self.config.cas_token_ttl.as_secs())
+    /// A transfer token the server hands out (LFS actions, token refresh) to the holder of
+    /// `parent`: it expires with `parent` at the latest.
+    pub fn mint_token(&self, repo: &RepoName, scope: Scope, parent: &Access) -> (String, u64) {
+        let ttl = self.config.cas_token_ttl.as_secs();
+        auth::issue_transfer(&self.keys, repo, scope, ttl, parent.exp)
     }
 }
 

@@ -248,10 +248,7 @@ fn xorb_upload_needs_a_valid_write_token() {
         403,
         "read token"
     );
-    let expired = Cas::with_token(
-        &server,
-        &server.token_with_ttl("org/repo", "write", Some(0)),
-    );
+    let expired = Cas::with_token(&server, &server.expired_token("org/repo", "write"));
     let (status, v) = json(expired.post_xorb_raw(&hash, xorb.bytes.clone()));
     assert_eq!(status, 401);
     assert!(reason(&v).contains("expired"), "{v}");

@@ -330,7 +330,7 @@ fn lfs_authentication_and_scopes() {
         &[(&oid, 1)],
     );
     assert_eq!(status, 403, "token for another repository: {v}");
-    let expired = server.token_with_ttl("org/model", "write", Some(0));
+    let expired = server.expired_token("org/model", "write");
     assert_eq!(
         batch(&server, "org/model", Some(&expired), "download", &[], &[]).0,
         401

@@ -42,6 +42,25 @@ fn basic_upload_becomes_xet_content_and_downloads_bit_exact() {
         .unwrap();
     assert_eq!(r.status(), 206);
     assert_eq!(r.bytes().unwrap(), data[1_000_000..]);
+    // Odd Range headers are ignored (RFC 9110): the whole object; a well-formed one past
+    // the end, even with a number too large for 64 bits, is 416.
+    let get = |range: &str| {
+        client()
+            .get(lfs_url(&server, "org/model", &format!("objects/{oid}")))
+            .bearer_auth(&token)
+            .header("Range", range)
+            .send()
+            .unwrap()
+    };
+    for odd in ["bytes=5-2", "items=0-1", "bytes=1-2,4-5"] {
+        let r = get(odd);
+        assert_eq!(r.status(), 200, "{odd}");
+        assert!(r.bytes().unwrap() == data, "{odd}: the whole object");
+    }
+    assert_eq!(get("bytes=99999999999999999999999-").status(), 416);
+    let r = get("bytes=2999990-99999999999999999999999");
+    assert_eq!(r.status(), 206);
+    assert_eq!(r.bytes().unwrap(), data[2_999_990..]);
 
     // A second version with an insertion: the server deduplicates against the first.
     let before = server.metric("git_xet_stored_xorb_bytes");

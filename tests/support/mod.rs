@@ -142,6 +142,19 @@ impl TestServer {
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
+    /// The server process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// A token signed with the server's secret that expired the second it was made.
+    pub fn expired_token(&self, repo: &str, scope: &str) -> String {
+        let keys = git_xet::server::keys::Keys::load(&self.data).expect("server secret");
+        let repo = git_xet::server::repo_name::RepoName::parse(repo).unwrap();
+        let scope = git_xet::server::auth::Scope::parse(scope).unwrap();
+        git_xet::server::auth::issue(&keys, &repo, scope, 0).0
+    }
+
     /// Sends SIGTERM and waits for a graceful exit.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

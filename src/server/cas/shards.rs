@@ -14,21 +14,34 @@ use crate::server::shard_check::{validate_upload, ValidatedShard};
 use crate::server::state::{blocking, SharedState};
 
 /// Largest shard accepted (the same bound as a xorb: memory per request stays bounded).
-pub(super) const MAX_SHARD_SIZE: usize = 64 * 1024 * 1024;
+const MAX_SHARD_SIZE: usize = 64 * 1024 * 1024;
 
 pub async fn upload(
     State(state): State<SharedState>,
     headers: HeaderMap,
     body: Body,
 ) -> ServerResult<Json<serde_json::Value>> {
-    let access = state.authorize_cas(&headers, Scope::Write)?;
+    let (changed, _) = receive(&state, &headers, body).await?;
+    Ok(Json(serde_json::json!({ "result": u8::from(changed) })))
+}
+
+/// The shard upload of both API versions: authorize, read, validate, store and register.
+/// Returns whether anything new was registered, and how many files the shard describes.
+pub(super) async fn receive(
+    state: &SharedState,
+    headers: &HeaderMap,
+    body: Body,
+) -> ServerResult<(bool, usize)> {
+    let access = state.authorize_cas(headers, Scope::Write)?;
+    let bytes = read_limited(body, headers, MAX_SHARD_SIZE, "shard").await?;
+    // Taken once the body is in: a client stalling mid-body holds no slot.
     let _slot = state.upload_slot().await?;
-    let bytes = read_limited(body, &headers, MAX_SHARD_SIZE, "shard").await?;
     let index = state.index.clone();
     let repo = access.repo.clone();
     let validated = blocking(move || validate_upload(&*index, &bytes, &repo)).await?;
-    let changed = register(&state, validated, &access.repo).await?;
-    Ok(Json(serde_json::json!({ "result": u8::from(changed) })))
+    let files = validated.registration.files.len();
+    let changed = register(state, validated, &access.repo).await?;
+    Ok((changed, files))
 }
 
 /// Stores the shard and registers it. Returns whether anything new was registered.

@@ -14,12 +14,9 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::server::auth::Scope;
-use crate::server::body::read_limited;
-use crate::server::cas::shards::{register, MAX_SHARD_SIZE};
+use crate::server::cas::shards::receive;
 use crate::server::error::ServerResult;
-use crate::server::shard_check::validate_upload;
-use crate::server::state::{blocking, SharedState};
+use crate::server::state::SharedState;
 
 /// One frame of the answer, as the reference client reads it (`type` tagged, snake case).
 #[derive(Debug, Serialize)]
@@ -42,14 +39,8 @@ pub async fn upload(
     headers: HeaderMap,
     body: Body,
 ) -> ServerResult<Response> {
-    let access = state.authorize_cas(&headers, Scope::Write)?;
-    let _slot = state.upload_slot().await?;
-    let bytes = read_limited(body, &headers, MAX_SHARD_SIZE, "shard").await?;
-    let index = state.index.clone();
-    let repo = access.repo.clone();
-    let validated = blocking(move || validate_upload(&*index, &bytes, &repo)).await?;
-    let files = validated.registration.files.len().max(1) as u64;
-    register(&state, validated, &access.repo).await?;
+    let (_, files) = receive(&state, &headers, body).await?;
+    let files = files.max(1) as u64;
     let frames = [
         Frame::Validating {
             verified: 0,

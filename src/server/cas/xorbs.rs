@@ -15,7 +15,7 @@ use axum::http::HeaderMap;
 use axum::Json;
 
 use crate::server::auth::Scope;
-use crate::server::body::read_blocking;
+use crate::server::body::read_blocking_then_slot;
 use crate::server::cas::parse_hash;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::XorbMeta;
@@ -39,11 +39,16 @@ pub async fn upload(
         )));
     }
     let hash = parse_hash(&hash, "xorb hash")?;
-    // Bounds the xorbs being received and validated at once, whatever the number of clients.
-    let _slot = state.upload_slot().await?;
     let store = state.store.clone();
-    let (staged, received, stored_len, footer) =
-        read_blocking(body, &headers, MAX_XORB_SIZE as u64, "xorb", move |body| {
+    // An upload slot bounds the xorbs validated at once; it is taken once the body is in.
+    let slots = &state.upload_slots;
+    let (staged, received, stored_len, footer) = read_blocking_then_slot(
+        body,
+        &headers,
+        MAX_XORB_SIZE as u64,
+        "xorb",
+        slots,
+        move |body| {
             let staged = store.stage()?;
             let mut file = staged.file();
             let mut len = 0u64;
@@ -62,8 +67,9 @@ pub async fn upload(
             footer.write_to(&mut tail);
             file.write_all(&tail)?;
             Ok((staged, len, len + tail.len() as u64, footer))
-        })
-        .await?;
+        },
+    )
+    .await?;
     if footer.hash != hash {
         return Err(ServerError::bad_request(format!(
             "xorb hash mismatch: the body is xorb {} but the URL names {hash}",

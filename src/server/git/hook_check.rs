@@ -9,7 +9,7 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
 use crate::server::auth::Scope;
-use crate::server::body::read_limited;
+use crate::server::body::{read_limited, ANONYMOUS_BODY_MAX};
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::lfs::parse_oid;
 use crate::server::repo_name::RepoName;
@@ -24,8 +24,12 @@ pub async fn missing_objects(
     body: Body,
 ) -> ServerResult<Response> {
     let repo = RepoName::parse(repo.strip_prefix('/').unwrap_or(repo))?;
-    state.authorize_repo(headers, &repo, Scope::Read)?;
-    let bytes = read_limited(body, headers, MAX_BODY, "object list").await?;
+    let access = state.authorize_repo(headers, &repo, Scope::Read)?;
+    let max = match access.anonymous {
+        true => ANONYMOUS_BODY_MAX,
+        false => MAX_BODY,
+    };
+    let bytes = read_limited(body, headers, max, "object list").await?;
     let text = String::from_utf8(bytes.to_vec())
         .map_err(|_| ServerError::bad_request("object list is not UTF-8"))?;
     let mut wanted = Vec::new();

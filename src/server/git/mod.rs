@@ -85,7 +85,12 @@ async fn serve(
     )?;
     let root = state.config.repos_dir();
     let dir = repo.bare_dir(&root);
-    if push {
+    let mut serve_dir = dir.clone();
+    if push && advertisement && !dir.exists() {
+        // Discovery creates nothing (a write token's `info/refs` used to leave an empty
+        // repository behind): an empty repository's advertisement, until the push itself.
+        serve_dir = repos::empty_repo(&state.config.tmp_dir()).await?;
+    } else if push {
         let hook = repos::hook_script(state.config.hook_program.as_deref());
         repos::ensure_repo(&root, &repo, &hook).await?;
         repos::install_hook(&dir, &hook).await?;
@@ -108,7 +113,7 @@ async fn serve(
     };
     let (parts, body) = request.into_parts();
     let run = service::ServiceRequest {
-        repo_dir: &dir,
+        repo_dir: &serve_dir,
         service,
         advertisement,
         headers: parts.headers,

@@ -94,6 +94,31 @@ pub async fn ensure_repo(root: &Path, repo: &RepoName, hook: &str) -> ServerResu
     result
 }
 
+/// An empty bare repository under `tmp` (made once), whose receive-pack advertisement stands
+/// in for a repository that does not exist yet: push discovery creates nothing, the push
+/// itself does.
+pub async fn empty_repo(tmp: &Path) -> ServerResult<std::path::PathBuf> {
+    let dir = tmp.join("empty.git");
+    if dir.join("HEAD").exists() {
+        return Ok(dir);
+    }
+    tokio::fs::create_dir_all(tmp).await?;
+    let new = tmp.join(format!(".empty-{:016x}", rand::random::<u64>()));
+    let result = async {
+        git(tmp, &["init", "--bare", "--quiet", &new.to_string_lossy()]).await?;
+        match tokio::fs::rename(&new, &dir).await {
+            Ok(()) => Ok(()),
+            Err(_) if dir.join("HEAD").exists() => Ok(()), // made by a concurrent request
+            Err(e) => Err(ServerError::from(e)),
+        }
+    }
+    .await;
+    if new.exists() {
+        let _ = tokio::fs::remove_dir_all(&new).await;
+    }
+    result.map(|()| dir)
+}
+
 /// Writes the pre-receive hook (see [`hook_script`]) unless it is already current.
 pub async fn install_hook(repo_dir: &Path, hook: &str) -> ServerResult<()> {
     use std::os::unix::fs::PermissionsExt;

@@ -28,7 +28,15 @@ pub type IndexResult<T> = Result<T, IndexError>;
 
 impl From<IndexError> for crate::server::error::ServerError {
     fn from(e: IndexError) -> Self {
-        crate::server::error::ServerError::Internal(e.to_string())
+        use crate::server::error::ServerError;
+        match &e {
+            IndexError::Database(db)
+                if db.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) =>
+            {
+                ServerError::disk_full(&e)
+            }
+            _ => ServerError::Internal(e.to_string()),
+        }
     }
 }
 
@@ -119,18 +127,13 @@ pub trait Index: Send + Sync + 'static {
     /// Registers a shard's files and makes them visible in its repository.
     fn register_shard(&self, registration: &ShardRegistration) -> IndexResult<RegisterOutcome>;
 
-    /// Makes an already registered file visible in a repository (an LFS upload of content
-    /// the server already holds). Returns `true` when it was not visible there before.
-    fn grant_file(&self, repo: &RepoName, file: &FileRecord) -> IndexResult<bool>;
-
     fn file(&self, file_hash: &MerkleHash) -> IndexResult<Option<FileRecord>>;
-
-    /// A registered file with these contents, in any repository.
-    fn file_by_sha256(&self, sha256: &[u8; 32]) -> IndexResult<Option<FileRecord>>;
 
     fn repo_has_file(&self, repo: &RepoName, file_hash: &MerkleHash) -> IndexResult<bool>;
 
-    /// The file with these contents visible in `repo`.
+    /// The file `repo` registered under this sha256. The sha256 is that repository's own
+    /// claim (shard metadata, or the hash of a basic upload); there is deliberately no lookup
+    /// by sha256 across repositories, where one writer's claim would decide another's object.
     fn repo_file_by_sha256(
         &self,
         repo: &RepoName,

@@ -326,29 +326,11 @@ impl Index for SqliteIndex {
         })
     }
 
-    fn grant_file(&self, repo: &RepoName, file: &FileRecord) -> IndexResult<bool> {
-        let now = now_secs() as i64;
-        self.write(|tx| Self::insert_repo_file(tx, repo, file, now))
-    }
-
     fn file(&self, file_hash: &MerkleHash) -> IndexResult<Option<FileRecord>> {
         self.read(|c| {
             c.query_row(
                 "SELECT hash, size, sha256, terms FROM files WHERE hash = ?1",
                 [blob(file_hash)],
-                Self::load_file,
-            )
-            .optional()?
-            .map(Self::file_record)
-            .transpose()
-        })
-    }
-
-    fn file_by_sha256(&self, sha256: &[u8; 32]) -> IndexResult<Option<FileRecord>> {
-        self.read(|c| {
-            c.query_row(
-                "SELECT hash, size, sha256, terms FROM files WHERE sha256 = ?1 LIMIT 1",
-                [&sha256[..]],
                 Self::load_file,
             )
             .optional()?
@@ -376,7 +358,7 @@ impl Index for SqliteIndex {
     ) -> IndexResult<Option<FileRecord>> {
         self.read(|c| {
             c.query_row(
-                "SELECT f.hash, f.size, f.sha256, f.terms FROM repo_files r JOIN files f ON f.hash = r.file_hash
+                "SELECT f.hash, f.size, r.sha256, f.terms FROM repo_files r JOIN files f ON f.hash = r.file_hash
                  WHERE r.repo = ?1 AND r.sha256 = ?2 LIMIT 1",
                 params![repo.as_str(), &sha256[..]],
                 Self::load_file,

@@ -13,7 +13,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use crate::server::auth::Scope;
-use crate::server::body::read_limited;
+use crate::server::body::{read_limited, ANONYMOUS_BODY_MAX};
 use crate::server::error::ServerError;
 use crate::server::lfs::{lfs_base, lfs_json, parse_oid, LfsResult};
 use crate::server::repo_name::RepoName;
@@ -24,7 +24,7 @@ const MAX_BATCH_BODY: usize = 16 * 1024 * 1024;
 const MAX_OBJECTS: usize = 10_000;
 
 #[derive(serde::Deserialize)]
-struct BatchRequest {
+pub struct BatchRequest {
     operation: String,
     #[serde(default)]
     transfers: Vec<String>,
@@ -79,35 +79,52 @@ enum Known {
     Present { size: u64, file_hash: String },
 }
 
+/// Parses and checks a batch request body; returns it and whether it is an upload.
+pub fn parse_request(bytes: &[u8]) -> Result<(BatchRequest, bool), ServerError> {
+    let request: BatchRequest = serde_json::from_slice(bytes)
+        .map_err(|e| ServerError::bad_request(format!("malformed batch request: {e}")))?;
+    let upload = match request.operation.as_str() {
+        "upload" => true,
+        "download" => false,
+        other => {
+            return Err(ServerError::bad_request(format!(
+                "unknown operation {other:?}"
+            )))
+        }
+    };
+    if request.hash_algo.as_deref().is_some_and(|a| a != "sha256") {
+        return Err(ServerError::Conflict(
+            "only the sha256 hash algorithm is supported".into(),
+        ));
+    }
+    if request.objects.len() > MAX_OBJECTS {
+        return Err(ServerError::PayloadTooLarge(format!(
+            "at most {MAX_OBJECTS} objects per batch"
+        )));
+    }
+    Ok((request, upload))
+}
+
 pub async fn batch(
     state: &SharedState,
     repo: &RepoName,
     headers: &HeaderMap,
     body: Body,
 ) -> LfsResult<Response> {
-    let bytes = read_limited(body, headers, MAX_BATCH_BODY, "batch request").await?;
-    let request: BatchRequest = serde_json::from_slice(&bytes)
-        .map_err(|e| ServerError::bad_request(format!("malformed batch request: {e}")))?;
-    let upload = match request.operation.as_str() {
-        "upload" => true,
-        "download" => false,
-        other => {
-            return Err(ServerError::bad_request(format!("unknown operation {other:?}")).into())
-        }
+    // Authorized before the body is read: without a credential, only `--anonymous-read`
+    // gets that far, and then with a small body.
+    let reader = state.authorize_repo(headers, repo, Scope::Read)?;
+    let max = match reader.anonymous {
+        true => ANONYMOUS_BODY_MAX,
+        false => MAX_BATCH_BODY,
     };
+    let bytes = read_limited(body, headers, max, "batch request").await?;
+    let (request, upload) = parse_request(&bytes)?;
     let scope = if upload { Scope::Write } else { Scope::Read };
-    state.authorize_repo(headers, repo, scope)?;
-    if request.hash_algo.as_deref().is_some_and(|a| a != "sha256") {
-        return Err(
-            ServerError::Conflict("only the sha256 hash algorithm is supported".into()).into(),
-        );
-    }
-    if request.objects.len() > MAX_OBJECTS {
-        return Err(ServerError::PayloadTooLarge(format!(
-            "at most {MAX_OBJECTS} objects per batch"
-        ))
-        .into());
-    }
+    let access = match upload {
+        true => state.authorize_repo(headers, repo, scope)?,
+        false => reader,
+    };
     let lists = |name: &str| request.transfers.iter().any(|t| t == name);
     // A download goes to `xet` only when the client's `xet` agent can download: Hugging
     // Face's agent, also registered as `xet`, refuses at init, and its users must get
@@ -154,7 +171,7 @@ pub async fn batch(
     let base = state.base_url(headers);
     let lfs = lfs_base(&base, repo);
     let max_object_size = state.config.max_object_size;
-    let (token, exp) = state.mint_token(repo, scope);
+    let (token, exp) = state.mint_token(repo, scope, &access);
     let expires_in = state
         .config
         .cas_token_ttl

@@ -24,7 +24,7 @@ pub async fn verify(
     headers: &HeaderMap,
     body: Body,
 ) -> LfsResult<Response> {
-    state.authorize_repo(headers, repo, Scope::Read)?;
+    state.authorize_transfer(headers, repo, Scope::Read)?;
     let bytes = read_limited(body, headers, 64 * 1024, "verify request").await?;
     let request: VerifyRequest = serde_json::from_slice(&bytes)
         .map_err(|e| ServerError::bad_request(format!("malformed verify request: {e}")))?;
@@ -63,8 +63,8 @@ pub fn xet_token(
     write: bool,
 ) -> LfsResult<Response> {
     let scope = if write { Scope::Write } else { Scope::Read };
-    state.authorize_repo(headers, repo, scope)?;
-    let (token, exp) = state.mint_token(repo, scope);
+    let access = state.authorize_repo(headers, repo, scope)?;
+    let (token, exp) = state.mint_token(repo, scope, &access);
     Ok(lfs_json(&serde_json::json!({
         "accessToken": token,
         "exp": exp,

@@ -16,6 +16,8 @@ use crate::server::error::ServerError;
 use crate::server::repo_name::RepoName;
 use crate::server::state::SharedState;
 
+pub use batch::parse_request as parse_batch_request;
+
 pub const LFS_MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
 
 /// An error answered the way git-lfs expects (its media type, a `message` field).

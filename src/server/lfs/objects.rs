@@ -2,9 +2,11 @@
 //!
 //! An upload is converted to XET as it arrives (chunked, deduplicated, new chunks packed into
 //! staged xorbs) while its sha256 is computed, so the answer follows the last byte at once;
-//! only when size and sha256 match is anything stored or registered. Content the server
-//! already holds is only hashed, then made visible in the repository. A download streams the
-//! file's reconstruction, honouring a `Range` so git-lfs can resume.
+//! only when size and sha256 match is anything stored or registered. Content already stored
+//! elsewhere costs no storage (the conversion deduplicates against it), but the object id is
+//! bound to the file the uploaded bytes hash to, never to what another repository's shard
+//! claimed for that sha256: a shard's sha256 metadata is an unchecked claim. A download
+//! streams the file's reconstruction, honouring a `Range` so git-lfs can resume.
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -31,17 +33,18 @@ pub async fn upload(
     headers: &HeaderMap,
     body: Body,
 ) -> LfsResult<Response> {
-    state.authorize_repo(headers, repo, Scope::Write)?;
+    state.authorize_transfer(headers, repo, Scope::Write)?;
     let sha256 = parse_oid(oid)?;
     let max = state.config.max_object_size;
-    check_declared(headers, max, "object")?;
-    let known = known_file(state, repo, sha256).await?;
+    if let Some(declared) = check_declared(headers, max, "object")? {
+        refuse_if_it_cannot_fit(state, declared)?;
+    }
+    let convert = !in_repo(state, repo, sha256).await?;
     // Converting builds a whole xorb in memory: conversions at once are bounded.
-    let _slot = match known {
-        Known::No => Some(state.conversion_slot().await?),
-        _ => None,
+    let _slot = match convert {
+        true => Some(state.conversion_slot().await?),
+        false => None,
     };
-    let convert = matches!(known, Known::No);
     let st = state.clone();
     let received = read_blocking(body, headers, max, "object", move |body| {
         Ok(if convert {
@@ -59,37 +62,44 @@ pub async fn upload(
         .into());
     }
     add(&state.metrics.lfs_basic_bytes_received, received.size());
-    match (known, received) {
-        (_, Received::Converted(ingested)) => register(state, repo, *ingested).await?,
-        (Known::Elsewhere(file), Received::Hashed(_)) => {
-            // Uploading the bytes proves possession: the existing file becomes visible here.
-            let (index, repo) = (state.index.clone(), repo.clone());
-            blocking(move || Ok(index.grant_file(&repo, &file)?)).await?;
-        }
-        (_, Received::Hashed(_)) => {} // already in this repository
+    match received {
+        Received::Converted(ingested) => register(state, repo, *ingested).await?,
+        Received::Hashed(_) => {} // already in this repository
     }
     Ok(StatusCode::OK.into_response())
 }
 
-/// Whether the uploaded object is already stored, here or in another repository.
-enum Known {
-    InRepo,
-    Elsewhere(crate::server::index::FileRecord),
-    No,
+/// 507 before reading a body that the data directory has no room for (converted content may
+/// deduplicate, but an upload that does not would fill the disk before being refused).
+fn refuse_if_it_cannot_fit(state: &SharedState, declared: u64) -> ServerResult<()> {
+    match free_space(&state.config.data_dir) {
+        Some(free) if declared > free => Err(ServerError::disk_full(format!(
+            "an object of {declared} bytes does not fit in the {free} bytes free"
+        ))),
+        _ => Ok(()),
+    }
 }
 
-async fn known_file(state: &SharedState, repo: &RepoName, sha256: [u8; 32]) -> ServerResult<Known> {
-    let (index, repo) = (state.index.clone(), repo.clone());
-    blocking(move || {
-        if index.repo_file_by_sha256(&repo, &sha256)?.is_some() {
-            return Ok(Known::InRepo);
+/// Bytes available to this process on the file system holding `dir`.
+fn free_space(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is NUL-terminated and `stat` is written by statvfs before it is read.
+    let stat = unsafe {
+        if libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) != 0 {
+            return None;
         }
-        Ok(match index.file_by_sha256(&sha256)? {
-            Some(file) => Known::Elsewhere(file),
-            None => Known::No,
-        })
-    })
-    .await
+        stat.assume_init()
+    };
+    Some((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
+}
+
+/// Whether this repository already has the object. Other repositories are not asked: their
+/// files are found by the conversion's deduplication, by content.
+async fn in_repo(state: &SharedState, repo: &RepoName, sha256: [u8; 32]) -> ServerResult<bool> {
+    let (index, repo) = (state.index.clone(), repo.clone());
+    blocking(move || Ok(index.repo_file_by_sha256(&repo, &sha256)?.is_some())).await
 }
 
 /// An upload as received: converted to XET as it arrived, or only hashed (known content).
@@ -138,7 +148,7 @@ pub async fn download(
     oid: &str,
     headers: &HeaderMap,
 ) -> LfsResult<Response> {
-    state.authorize_repo(headers, repo, Scope::Read)?;
+    state.authorize_transfer(headers, repo, Scope::Read)?;
     let sha256 = parse_oid(oid)?;
     let index = state.index.clone();
     let owned_repo = repo.clone();

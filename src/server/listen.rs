@@ -1,0 +1,295 @@
+//! Accepting and serving connections with the limits that keep slow or silent clients from
+//! holding the server: a cap on connections per client address, a deadline for a request's
+//! headers, and an inactivity timeout on every connection (no byte either way for that long
+//! closes it, which also bounds a stalled request body). Graceful shutdown stops accepting,
+//! lets requests in flight finish, and closes idle connections.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
+
+/// Connection limits (see the module comment).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_per_address: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_timeout: Duration::from_secs(20),
+            idle_timeout: Duration::from_secs(60),
+            max_per_address: 256,
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `stop` turns true, then waits for the connections
+/// still open (the caller bounds that wait).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let open = Arc::new(Mutex::new(HashMap::<IpAddr, usize>::new()));
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<()>(1);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // Out of file descriptors, usually: wait instead of spinning.
+                tracing::warn!("accepting a connection failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some(slot) = AddressSlot::take(&open, peer.ip(), limits.max_per_address) else {
+            tracing::warn!(
+                peer = %peer.ip(),
+                max = limits.max_per_address,
+                "refused a connection: too many open from this address"
+            );
+            continue; // dropping `tcp` closes it
+        };
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {e}");
+        }
+        let service = TowerToHyperService::new(router.clone());
+        let mut stop = stop.clone();
+        let done = done_tx.clone();
+        tokio::spawn(async move {
+            let io = TokioIo::new(Inactivity::new(tcp, limits.idle_timeout));
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .keep_alive(true)
+                .serve_connection(io, service);
+            let mut conn = std::pin::pin!(conn);
+            let stopping = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            let result = tokio::select! {
+                result = conn.as_mut() => result,
+                _ = stopping => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(peer = %peer, "connection closed: {e}");
+            }
+            drop(slot);
+            drop(done);
+        });
+    }
+    drop(done_tx);
+    // Every connection task holds a sender: this returns once all have ended.
+    let _ = done_rx.recv().await;
+    Ok(())
+}
+
+/// One open connection counted against its address; uncounted on drop.
+struct AddressSlot {
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl AddressSlot {
+    fn take(open: &Arc<Mutex<HashMap<IpAddr, usize>>>, ip: IpAddr, max: usize) -> Option<Self> {
+        let mut map = open.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(ip).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot {
+            open: open.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut map = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// A stream that fails with `TimedOut` once it has waited `idle` for a byte in either
+/// direction: a silent client, a stalled body, or a client that stopped reading.
+pub struct Inactivity<S> {
+    inner: S,
+    idle: Duration,
+    deadline: Pin<Box<Sleep>>,
+}
+
+impl<S> Inactivity<S> {
+    pub fn new(inner: S, idle: Duration) -> Self {
+        Inactivity {
+            inner,
+            idle,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+        }
+    }
+
+    fn progressed(&mut self) {
+        self.deadline.as_mut().reset(Instant::now() + self.idle);
+    }
+
+    /// After the inner stream said Pending: an error once the deadline has passed (the
+    /// sleep is polled, so the task wakes up when it does).
+    fn expired(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        match self.deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Some(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no data either way for {} s", self.idle.as_secs()),
+            )),
+            Poll::Pending => None,
+        }
+    }
+}
+
+impl AsyncRead for Inactivity<TcpStream> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    this.progressed();
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending => match this.expired(cx) {
+                Some(e) => Poll::Ready(Err(e)),
+                None => Poll::Pending,
+            },
+            other => other,
+        }
+    }
+}
+
+impl AsyncWrite for Inactivity<TcpStream> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_write(cx, data) {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    this.progressed();
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Pending => match this.expired(cx) {
+                Some(e) => Poll::Ready(Err(e)),
+                None => Poll::Pending,
+            },
+            other => other,
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    this.progressed();
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Pending => match this.expired(cx) {
+                Some(e) => Poll::Ready(Err(e)),
+                None => Poll::Pending,
+            },
+            other => other,
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn a_silent_peer_times_out_and_traffic_keeps_a_connection_alive() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let mut server = Inactivity::new(server, Duration::from_millis(300));
+        let mut buf = [0u8; 4];
+        for _ in 0..4 {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            client.write_all(b"x").await.unwrap();
+            assert_eq!(server.read(&mut buf).await.unwrap(), 1);
+        }
+        let started = std::time::Instant::now();
+        let err = server.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= Duration::from_millis(250));
+    }
+
+    #[test]
+    fn connections_are_counted_per_address() {
+        let open = Arc::new(Mutex::new(HashMap::new()));
+        let a: IpAddr = [127, 0, 0, 1].into();
+        let b: IpAddr = [127, 0, 0, 2].into();
+        let first = AddressSlot::take(&open, a, 2).unwrap();
+        let _second = AddressSlot::take(&open, a, 2).unwrap();
+        assert!(AddressSlot::take(&open, a, 2).is_none());
+        assert!(AddressSlot::take(&open, b, 2).is_some());
+        drop(first);
+        assert!(AddressSlot::take(&open, a, 2).is_some());
+    }
+}

@@ -1,0 +1,135 @@
+//! Token lifetimes: what the server mints never outlives the credential that asked for it,
+//! is good for transfers only, and `token create` refuses tokens that could never work.
+
+use serde_json::Value;
+
+use crate::common::*;
+use crate::lfs::{batch, lfs_url};
+use crate::support::{git_xet, TestServer};
+
+fn refresh(server: &TestServer, repo: &str, token: &str) -> (u16, Value) {
+    json(
+        client()
+            .get(lfs_url(server, repo, "xet-write-token"))
+            .basic_auth("x", Some(token))
+            .send()
+            .unwrap(),
+    )
+}
+
+fn info_refs_status(server: &TestServer, repo: &str, token: &str) -> u16 {
+    client()
+        .get(format!(
+            "{}/{repo}.git/info/refs?service=git-receive-pack",
+            server.url
+        ))
+        .basic_auth("x", Some(token))
+        .send()
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// The CAS answer to a reconstruction of a file that does not exist: 404 when the token is
+/// accepted, 401/403 when not.
+fn cas_status(server: &TestServer, token: &str) -> u16 {
+    Cas::with_token(server, token)
+        .reconstruction_raw(&"ab".repeat(32), None)
+        .status()
+        .as_u16()
+}
+
+#[test]
+fn minted_tokens_expire_with_their_parent_and_cannot_mint_or_push() {
+    let server = TestServer::start();
+    let parent = server.token_with_ttl("org/m", "write", Some(3));
+    let parent_exp = git_xet::server::auth::now_secs() + 3;
+    let (status, minted) = refresh(&server, "org/m", &parent);
+    assert_eq!(status, 200, "{minted}");
+    let child = minted["accessToken"].as_str().unwrap().to_string();
+    let exp = minted["exp"].as_u64().unwrap();
+    assert!(
+        exp <= parent_exp,
+        "minted exp {exp} past the parent's {parent_exp}"
+    );
+    // Good for the CAS API while the parent lives, for nothing else.
+    assert_eq!(cas_status(&server, &child), 404);
+    assert_eq!(
+        info_refs_status(&server, "org/m", &child),
+        403,
+        "no git access"
+    );
+    assert_eq!(
+        refresh(&server, "org/m", &child).0,
+        403,
+        "cannot mint another"
+    );
+    let (status, _) = batch(&server, "org/m", Some(&child), "upload", &["basic"], &[]);
+    assert_eq!(status, 403, "no Batch API");
+    // Batch answers hand out the same kind of token.
+    let oid = sha256_hex(b"tokens");
+    let (status, answer) = batch(
+        &server,
+        "org/m",
+        Some(&parent),
+        "upload",
+        &["xet"],
+        &[(&oid, 6)],
+    );
+    assert_eq!(status, 200, "{answer}");
+    let action = &answer["objects"][0]["actions"]["upload"]["header"];
+    let cas_token = action["X-Xet-Access-Token"].as_str().unwrap().to_string();
+    let cas_exp: u64 = action["X-Xet-Token-Expiration"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(cas_exp <= parent_exp);
+    assert_eq!(info_refs_status(&server, "org/m", &cas_token), 403);
+    assert_eq!(refresh(&server, "org/m", &cas_token).0, 403);
+    // Once the parent expired, so did everything minted from it.
+    while git_xet::server::auth::now_secs() <= parent_exp {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(cas_status(&server, &child), 401);
+    assert_eq!(cas_status(&server, &cas_token), 401);
+    assert_eq!(refresh(&server, "org/m", &parent).0, 401);
+}
+
+#[test]
+fn token_create_refuses_a_zero_lifetime_and_a_data_directory_without_a_secret() {
+    let server = TestServer::start();
+    let create = |args: &[&str]| {
+        git_xet()
+            .args([
+                "server", "token", "create", "--repo", "org/m", "--scope", "read",
+            ])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let data = server.data.to_str().unwrap();
+    let out = create(&["--data", data, "--ttl", "0"]);
+    assert!(!out.status.success(), "--ttl 0 must fail");
+    assert!(out.stdout.is_empty(), "no token printed");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--ttl"));
+
+    let home = tempfile::tempdir().unwrap();
+    let typo = home.path().join("typo");
+    let out = create(&["--data", typo.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    assert!(
+        err.contains("no server secret") && err.contains("--init"),
+        "{err}"
+    );
+    assert!(!typo.exists(), "nothing created at a mistyped path");
+
+    let out = create(&["--data", typo.to_str().unwrap(), "--init"]);
+    assert!(out.status.success(), "--init creates a secret");
+    assert!(typo.join("keys/secret").exists());
+    // And the real data directory still works.
+    let out = create(&["--data", data, "--ttl", "60"]);
+    let token = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(cas_status(&server, token.trim()), 404);
+}
