@@ -85,14 +85,21 @@ fn a_giftless_store_imports_server_side_and_clones_bit_exact() {
         stdout(&out)
     );
     // git-lfs's layout into another repository: converted again (no repository's file is
-    // found by another's sha256 claim), but every chunk deduplicates: nothing new stored.
+    // found by another's sha256 claim), but its chunks deduplicate: almost nothing is stored
+    // (only runs too short to reference, which the server stores again against fragmentation).
     let out = ok(
         import(&server, "org/second", &git_lfs_store),
         "import-lfs aa/bb",
     );
     let report = stdout(&out);
-    assert!(report.contains("(7 converted now, 0 already in"), "{report}");
-    assert_eq!(number_after(&report, "bytes stored:"), 0.0, "{report}");
+    assert!(
+        report.contains("(7 converted now, 0 already in"),
+        "{report}"
+    );
+    assert!(
+        number_after(&report, "bytes stored:") < logical * 0.02,
+        "{report}"
+    );
 
     // Without the old server, every ref checks out bit-exact from ours.
     drop(old);
