@@ -77,6 +77,7 @@ pub mod retry;
 pub mod shard_cache;
 pub mod stats;
 mod token;
+pub mod transport;
 mod upload;
 
 pub use blocking::{BlockingClient, BlockingUpload};
@@ -90,6 +91,7 @@ pub use progress::ProgressFn;
 pub use retry::RetryPolicy;
 pub use stats::{DedupStats, SessionStats};
 pub use token::{RefreshFn, RefreshFuture, Token, TokenSource};
+pub use transport::{HttpFactory, HttpSettings, TransportError};
 pub use upload::{
     compress_parallel, FileUpload, UploadSession, UploadSummary, MIN_RUN_BYTES, MIN_RUN_CHUNKS,
 };

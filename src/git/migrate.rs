@@ -13,7 +13,6 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::client::stats::human_bytes;
-use crate::git::credentials;
 use crate::git::lfs_objects::{reachable_objects, LfsObject};
 use crate::git::repo::Repo;
 use crate::git::GitError;
@@ -51,7 +50,7 @@ pub fn run(opts: &Options) -> Result<MigrateReport, GitError> {
         None => repo.default_remote()?,
     };
     let endpoint = repo.lfs_endpoint(&remote)?;
-    let remote_url = repo.remote_url(&remote)?;
+    repo.remote_url(&remote)?; // a remote without a URL is an error before anything else
     let say = |msg: String| {
         let _ = writeln!(std::io::stderr(), "{msg}");
     };
@@ -72,8 +71,8 @@ pub fn run(opts: &Options) -> Result<MigrateReport, GitError> {
     }
     fetch_missing(&repo, &remote, &objects, &say)?;
 
-    let authorization = credentials::authorization(repo.git(), Some(&remote_url), &endpoint).ok();
-    let batch = BatchClient::new(&endpoint, authorization)?;
+    let remote_http = crate::git::http::RemoteHttp::of(&repo, &remote)?;
+    let batch = remote_http.batch_client()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -81,7 +80,7 @@ pub fn run(opts: &Options) -> Result<MigrateReport, GitError> {
 
     // Upload what the server lacks.
     let mut backend = new_backend(
-        crate::git::transfer::agent_env(&repo, &remote),
+        crate::git::transfer::agent_env(&repo, &remote)?,
         Operation::Upload,
     )?;
     let total = objects.len();
@@ -256,7 +255,7 @@ fn verify_all(
                 .tempdir_in(repo.xet_dir().join("tmp"))
         })
         .map_err(|e| GitError::io("creating a scratch directory under .git/xet", e))?;
-    let mut env = crate::git::transfer::agent_env(repo, remote);
+    let mut env = crate::git::transfer::agent_env(repo, remote)?;
     // Fresh metadata, no local objects, no chunk cache: every byte comes from the server.
     env.lfs_tmp_dir = scratch.path().join("out");
     env.lfs_objects_dir = PathBuf::from("/nonexistent");

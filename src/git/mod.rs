@@ -9,7 +9,8 @@
 //! | [`command`]     | running `git` / `git lfs` as child processes                 |
 //! | [`config`]      | `git config` at an explicit scope                             |
 //! | [`repo`]        | repository discovery; LFS and XET paths; remotes and endpoints |
-//! | [`credentials`] | `git credential fill`                                         |
+//! | [`credentials`] | `git credential fill`/`approve`/`reject`                      |
+//! | [`http`]        | git's HTTP settings and credentials for the client's requests |
 //! | [`install`]     | registering the transfer agent, and taking it back            |
 //! | [`filter`]      | `git xet filter-process`: clean/smudge for `filter=lfs` files |
 //! | [`transfer`]    | `git xet transfer`: the agent process git-lfs starts          |
@@ -20,6 +21,7 @@ pub mod config;
 pub mod credentials;
 mod error;
 pub mod filter;
+pub mod http;
 pub mod install;
 pub mod lfs_objects;
 pub mod migrate;

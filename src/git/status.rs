@@ -10,7 +10,6 @@ use crate::git::install::{KEY_ARGS, KEY_PATH};
 use crate::git::lfs_objects::tracked_files;
 use crate::git::repo::Repo;
 use crate::git::GitError;
-use crate::lfs::batch::BatchClient;
 use crate::lfs::pointer::Oid;
 use crate::lfs::protocol::Operation;
 
@@ -108,15 +107,23 @@ pub fn run(remote: Option<&str>, offline: bool) -> Result<(), GitError> {
 
 /// Asks the LFS server which transfer it picks when offered `basic` and `xet`.
 fn offers_xet(repo: &Repo, remote: &str, endpoint: &str) -> String {
-    let remote_url = repo.remote_url(remote).ok();
-    let auth = credentials::authorization(repo.git(), remote_url.as_deref(), endpoint).ok();
-    let answer = BatchClient::new(endpoint, auth).and_then(|client| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| crate::lfs::LfsError::Internal(e.to_string()))?;
-        rt.block_on(client.batch(Operation::Download, &["basic", "xet"], &[(Oid([0; 32]), 0)]))
-    });
+    let answer = crate::git::http::RemoteHttp::of(repo, remote)
+        .and_then(|r| {
+            let mut r = r;
+            r.endpoint = endpoint.to_string();
+            r.batch_client()
+        })
+        .and_then(|client| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
+            Ok(rt.block_on(client.batch(
+                Operation::Download,
+                &["basic", "xet"],
+                &[(Oid([0; 32]), 0)],
+            ))?)
+        });
     match answer {
         Ok(a) if a.transfer == "xet" => "yes".into(),
         Ok(a) => format!("no (the server chose `{}`)", a.transfer),

@@ -6,14 +6,17 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::client::transport::Authenticator;
 use crate::git::command::Git;
-use crate::git::credentials;
+use crate::git::config::ConfigSnapshot;
 use crate::git::filter::store::LfsStore;
+use crate::git::http::RemoteHttp;
 use crate::git::repo::Repo;
+use crate::git::GitError;
 use crate::lfs::agent::{self, Ending};
 use crate::lfs::progress::AnswerSink;
 use crate::lfs::protocol::InitRequest;
-use crate::lfs::xet_backend::{AgentEnv, AuthorizationFn, EnvStart, XetBackend};
+use crate::lfs::xet_backend::{AgentEnv, EnvStart, XetBackend};
 use crate::lfs::LfsError;
 
 /// Runs the agent on stdin/stdout until git-lfs sends `terminate`.
@@ -40,17 +43,25 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
     let quick = looks_like_repository(&cwd);
     let remote = init.remote.clone();
     let discover = move || {
-        // The first transfer waits for both answers: git is asked both at once.
-        let storage = {
+        // The first transfer waits for both answers: git is asked both at once. The
+        // configuration (lfs.storage, remotes, http.*) is read once, as git-lfs does.
+        let snapshot = {
             let cwd = cwd.clone();
-            std::thread::spawn(move || Git::in_dir(cwd).try_run(["config", "--get", "lfs.storage"]))
+            std::thread::spawn(move || ConfigSnapshot::load(&Git::in_dir(cwd)))
         };
         let repo = Repo::discover(&cwd).map_err(|e| LfsError::Transfer(e.to_string()))?;
-        let store = match storage.join() {
-            Ok(Ok(value)) => LfsStore::in_dir(&repo.lfs_dir_from(value.as_deref())),
-            _ => LfsStore::of(&repo), // asked again, the usual way
+        let (repo, store) = match snapshot.join() {
+            Ok(Ok(snapshot)) => {
+                let storage = snapshot.get("lfs.storage").map(str::to_string);
+                let store = LfsStore::in_dir(&repo.lfs_dir_from(storage.as_deref()));
+                (repo.with_config_snapshot(Arc::new(snapshot)), store)
+            }
+            _ => {
+                let store = LfsStore::of(&repo); // asked again, the usual way
+                (repo, store)
+            }
         };
-        Ok(agent_env_with_store(&repo, &remote, store))
+        agent_env_with_store(&repo, &remote, store).map_err(|e| LfsError::Transfer(e.to_string()))
     };
     if quick {
         Ok(EnvStart::Later(Box::new(discover)))
@@ -68,30 +79,37 @@ fn looks_like_repository(dir: &Path) -> bool {
 }
 
 /// The agent environment of `repo` talking to `remote` (a name or URL).
-///
-/// Every agent that gets an object asks this of git, so it asks little: the remote's URL is
-/// looked up only when credentials are first needed (token refresh), and `lfs.storage` once.
-pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
+pub fn agent_env(repo: &Repo, remote: &str) -> Result<AgentEnv, GitError> {
     agent_env_with_store(repo, remote, LfsStore::of(repo))
 }
 
 /// [`agent_env`] with git-lfs's store already found.
-fn agent_env_with_store(repo: &Repo, remote: &str, store: LfsStore) -> AgentEnv {
-    let lookup = (!remote.is_empty()).then(|| (repo.clone(), remote.to_string()));
-    let remote_url = std::sync::OnceLock::new();
-    let git = repo.git().clone();
-    let authorization: AuthorizationFn = Arc::new(move |url: &str| {
-        let remote_url: &Option<String> = remote_url.get_or_init(|| {
-            let (repo, remote) = lookup.as_ref()?;
-            repo.remote_url(remote).ok()
-        });
-        credentials::authorization(&git, remote_url.as_deref(), url).map_err(|e| e.to_string())
-    });
+fn agent_env_with_store(repo: &Repo, remote: &str, store: LfsStore) -> Result<AgentEnv, GitError> {
+    let remote_http = match RemoteHttp::of(repo, remote) {
+        Ok(r) => r,
+        // No remote to ask credentials for (a URL git-lfs was given...): git's HTTP
+        // settings still apply; the token refresh goes without credentials.
+        Err(e) if !matches!(e, GitError::Config(_)) => {
+            tracing::debug!("no LFS endpoint for {remote:?}: {e}");
+            RemoteHttp {
+                endpoint: String::new(),
+                http: crate::git::http::factory(repo)?,
+                auth: Arc::new(Authenticator::anonymous()),
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(agent_env_for(repo, store, &remote_http))
+}
+
+/// The agent environment of `repo` with the HTTP settings and credentials of `remote`.
+pub fn agent_env_for(repo: &Repo, store: LfsStore, remote: &RemoteHttp) -> AgentEnv {
     AgentEnv {
         lfs_tmp_dir: store.tmp_dir().to_path_buf(),
         lfs_objects_dir: store.objects_dir().to_path_buf(),
         xet_dir: repo.xet_dir(),
-        authorization,
+        auth: remote.auth.clone(),
+        http: remote.http.clone(),
         // The object store is the cache: with the reconstruction records under .git/xet,
         // a new version reuses the previous one from there. Writing every download a second
         // time into a chunk cache made a 1 GiB clone 15-25% slower (measured on this VM).

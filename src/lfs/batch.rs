@@ -3,7 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
+use reqwest::Method;
 use serde::{Deserialize, Serialize};
+
+use crate::client::transport::{shown_url, Authenticator, HttpFactory};
 
 use crate::lfs::pointer::Oid;
 use crate::lfs::protocol::{Action, Operation};
@@ -17,8 +22,8 @@ pub const BATCH_SIZE: usize = 100;
 #[derive(Clone)]
 pub struct BatchClient {
     endpoint: String,
-    authorization: Option<String>,
-    http: reqwest::Client,
+    auth: Arc<Authenticator>,
+    http: HttpFactory,
 }
 
 #[derive(Serialize)]
@@ -92,16 +97,23 @@ pub struct BatchResponse {
 }
 
 impl BatchClient {
-    pub fn new(endpoint: &str, authorization: Option<String>) -> Result<BatchClient, LfsError> {
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("git-xet/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| LfsError::Transfer(format!("cannot create an HTTP client: {e}")))?;
+    /// A client of `endpoint`, whose HTTP clients come from `http`, authenticated by `auth`.
+    pub fn new(
+        endpoint: &str,
+        http: &HttpFactory,
+        auth: Arc<Authenticator>,
+    ) -> Result<BatchClient, LfsError> {
+        // Unusable settings (a missing CA file...) show here, before any request.
+        http.client_for(endpoint)?;
         Ok(BatchClient {
             endpoint: endpoint.trim_end_matches('/').to_string(),
-            authorization,
-            http,
+            auth,
+            http: http.clone(),
         })
+    }
+
+    pub fn authenticator(&self) -> &Arc<Authenticator> {
+        &self.auth
     }
 
     pub fn endpoint(&self) -> &str {
@@ -128,33 +140,30 @@ impl BatchClient {
                 .collect(),
             hash_algo: "sha256",
         };
-        let mut request = self
-            .http
-            .post(&url)
-            .header("Accept", MEDIA_TYPE)
-            .header("Content-Type", MEDIA_TYPE)
-            .body(serde_json::to_vec(&body).expect("batch request serializes"));
-        if let Some(auth) = &self.authorization {
-            request = request.header("Authorization", auth);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| LfsError::Transfer(format!("LFS batch request to {url} failed: {e}")))?;
+        let body = serde_json::to_vec(&body).expect("batch request serializes");
+        let response = self
+            .auth
+            .send(&self.http, &url, || {
+                Ok(self
+                    .http
+                    .request(Method::POST, &url)?
+                    .header("Accept", MEDIA_TYPE)
+                    .header("Content-Type", MEDIA_TYPE)
+                    .body(body.clone()))
+            })
+            .await?;
         let status = response.status();
-        let text = response.text().await.map_err(|e| {
-            LfsError::Transfer(format!("reading the LFS batch answer from {url}: {e}"))
-        })?;
+        let text = response
+            .text()
+            .await
+            .map_err(|e| LfsError::from(self.http.classify(&url, &e)))?;
         if !status.is_success() {
-            let hint = match status.as_u16() {
-                401 | 403 => " (check the credentials git uses for this remote: a token in the remote URL or a credential helper)",
-                404 => " (is this an LFS server? `git xet status` shows the endpoint in use)",
-                _ => "",
-            };
-            return Err(LfsError::Transfer(format!(
-                "LFS batch request to {url}: HTTP {status}: {}{hint}",
-                server_message(&text)
-            )));
+            return Err(LfsError::status(
+                "LFS batch request",
+                shown_url(&url),
+                status.as_u16(),
+                server_message(&text),
+            ));
         }
         let parsed: ResponseBody = serde_json::from_str(&text).map_err(|e| {
             LfsError::Transfer(format!("LFS batch answer from {url} is not valid: {e}"))
@@ -188,31 +197,40 @@ impl BatchClient {
 
     /// Calls a `verify` action after an upload, as git-lfs does.
     pub async fn verify(&self, action: &Action, oid: &Oid, size: u64) -> Result<(), LfsError> {
-        let mut request = self
-            .http
-            .post(&action.href)
-            .header("Accept", MEDIA_TYPE)
-            .header("Content-Type", MEDIA_TYPE)
-            .body(serde_json::json!({"oid": oid.to_hex(), "size": size}).to_string());
-        let mut has_auth = false;
-        for (k, v) in &action.header {
-            has_auth |= k.eq_ignore_ascii_case("authorization");
-            request = request.header(k, v);
-        }
-        if let (false, Some(auth)) = (has_auth, &self.authorization) {
-            request = request.header("Authorization", auth);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| LfsError::Transfer(format!("verify of {oid} failed: {e}")))?;
+        let body = serde_json::json!({"oid": oid.to_hex(), "size": size}).to_string();
+        let build = || {
+            let mut request = self
+                .http
+                .request(Method::POST, &action.href)?
+                .header("Accept", MEDIA_TYPE)
+                .header("Content-Type", MEDIA_TYPE)
+                .body(body.clone());
+            for (k, v) in &action.header {
+                request = request.header(k, v);
+            }
+            Ok(request)
+        };
+        let has_auth = action
+            .header
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"));
+        let response = if has_auth {
+            build()?
+                .send()
+                .await
+                .map_err(|e| self.http.classify(&action.href, &e))?
+        } else {
+            self.auth.send(&self.http, &action.href, build).await?
+        };
         if !response.status().is_success() {
-            let status = response.status();
+            let status = response.status().as_u16();
             let text = response.text().await.unwrap_or_default();
-            return Err(LfsError::Transfer(format!(
-                "the LFS server did not verify {oid}: HTTP {status}: {}",
-                server_message(&text)
-            )));
+            return Err(LfsError::status(
+                "verify",
+                shown_url(&action.href),
+                status,
+                server_message(&text),
+            ));
         }
         Ok(())
     }

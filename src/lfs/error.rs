@@ -24,7 +24,53 @@ pub enum LfsError {
     /// The XET client engine failed; its message says what and why.
     #[error(transparent)]
     Client(#[from] crate::client::ClientError),
+    /// An HTTP request to the LFS server could not be made or was refused: TLS, proxy,
+    /// unreachable, credentials (see the variants of [`TransportError`]).
+    ///
+    /// [`TransportError`]: crate::client::TransportError
+    #[error(transparent)]
+    Http(Box<crate::client::TransportError>),
+    /// The LFS server answered a request with an error status (other than 401).
+    #[error("{}", .0)]
+    Status(Box<StatusError>),
     /// Reading stdin or writing stdout failed: the connection to git-lfs is gone.
     #[error("i/o with git-lfs failed: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl From<crate::client::TransportError> for LfsError {
+    fn from(e: crate::client::TransportError) -> Self {
+        LfsError::Http(Box::new(e))
+    }
+}
+
+/// An error status from the LFS server.
+#[derive(Debug, Error)]
+#[error("{what} at {url}: HTTP {status}: {message}{}", status_hint(*.status))]
+pub struct StatusError {
+    /// The request: `LFS batch request`, `verify`, `token refresh`.
+    pub what: &'static str,
+    pub url: String,
+    pub status: u16,
+    /// The server's own explanation.
+    pub message: String,
+}
+
+impl LfsError {
+    pub fn status(what: &'static str, url: String, status: u16, message: String) -> LfsError {
+        LfsError::Status(Box::new(StatusError {
+            what,
+            url,
+            status,
+            message,
+        }))
+    }
+}
+
+fn status_hint(status: u16) -> &'static str {
+    match status {
+        401 | 403 => " (check the credentials git uses for this remote: a credential helper, or user:token in the remote URL)",
+        404 => " (is this an LFS server? `git xet status` shows the endpoint in use)",
+        _ => "",
+    }
 }

@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::client::{ContentTap, ProgressFn};
-use crate::git::credentials;
 use crate::git::filter::store::LfsStore;
+use crate::git::http::RemoteHttp;
 use crate::git::repo::Repo;
 use crate::git::GitError;
 use crate::lfs::agent::TransferBackend;
@@ -55,13 +55,9 @@ pub enum Fetched {
 impl Fetcher {
     pub fn new(repo: &Repo) -> Result<Fetcher, GitError> {
         let remote = repo.default_remote()?;
-        let endpoint = repo.lfs_endpoint(&remote)?;
-        let http = endpoint.starts_with("http://") || endpoint.starts_with("https://");
-        let batch = if http {
-            let remote_url = repo.remote_url(&remote).ok();
-            let authorization =
-                credentials::authorization(repo.git(), remote_url.as_deref(), &endpoint).ok();
-            Some(BatchClient::new(&endpoint, authorization)?)
+        let remote_http = RemoteHttp::of(repo, &remote)?;
+        let batch = if remote_http.is_http() {
+            Some(remote_http.batch_client()?)
         } else {
             None
         };
@@ -69,7 +65,7 @@ impl Fetcher {
             .enable_all()
             .build()
             .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
-        let env = crate::git::transfer::agent_env(repo, &remote);
+        let env = crate::git::transfer::agent_env_for(repo, LfsStore::of(repo), &remote_http);
         let mut backend = XetBackend::for_env(env);
         backend.init(&InitRequest {
             operation: Operation::Download,
