@@ -103,12 +103,14 @@ impl BatchClient {
         http: &HttpFactory,
         auth: Arc<Authenticator>,
     ) -> Result<BatchClient, LfsError> {
-        // Unusable settings (a missing CA file...) show here, before any request.
+        // Unusable settings (a missing CA file...) show here, before any request; the
+        // client made is the one the requests use.
+        let http = http.clone();
         http.client_for(endpoint)?;
         Ok(BatchClient {
-            endpoint: endpoint.trim_end_matches('/').to_string(),
+            endpoint: without_userinfo(endpoint.trim_end_matches('/')),
             auth,
-            http: http.clone(),
+            http,
         })
     }
 
@@ -233,6 +235,20 @@ impl BatchClient {
             ));
         }
         Ok(())
+    }
+}
+
+/// `url` without `user:password@`: the authenticator sends credentials (written in the
+/// URL or not) as one `Authorization` header, and a second one from the URL would make
+/// proxies refuse the request.
+fn without_userinfo(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string().trim_end_matches('/').to_string()
+        }
+        _ => url.to_string(),
     }
 }
 

@@ -12,11 +12,24 @@ use reqwest::{Method, RequestBuilder};
 use super::error::{classify, TransportError};
 use super::settings::{HttpSettings, Resolved};
 
-/// Builds (and keeps, per TLS configuration) the HTTP clients. Cheap to clone.
-#[derive(Clone, Default)]
+/// Builds (and keeps, per TLS configuration) the HTTP clients.
+///
+/// A clone shares the settings but not the clients: a client's pooled connections are
+/// driven by the runtime that opened them, and the filter runs the Batch API and the CAS
+/// client on different runtimes, so each user of the factory holds its own clone.
+#[derive(Default)]
 pub struct HttpFactory {
     settings: Arc<HttpSettings>,
-    clients: Arc<Mutex<HashMap<TlsKey, reqwest::Client>>>,
+    clients: Mutex<HashMap<TlsKey, reqwest::Client>>,
+}
+
+impl Clone for HttpFactory {
+    fn clone(&self) -> Self {
+        HttpFactory {
+            settings: self.settings.clone(),
+            clients: Mutex::default(),
+        }
+    }
 }
 
 impl std::fmt::Debug for HttpFactory {
@@ -41,7 +54,7 @@ impl HttpFactory {
     pub fn new(settings: HttpSettings) -> HttpFactory {
         HttpFactory {
             settings: Arc::new(settings),
-            clients: Arc::default(),
+            clients: Mutex::default(),
         }
     }
 
@@ -206,10 +219,11 @@ mod tests {
     }
 
     #[test]
-    fn clients_are_shared_per_tls_configuration() {
+    fn clients_are_kept_per_tls_configuration_and_not_shared_by_clones() {
         let f = HttpFactory::default();
         f.client_for("https://a/").unwrap();
         f.client_for("https://b/").unwrap();
         assert_eq!(f.clients.lock().unwrap().len(), 1);
+        assert_eq!(f.clone().clients.lock().unwrap().len(), 0);
     }
 }
