@@ -163,6 +163,44 @@ fn make_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
             "server.pem",
         ],
     );
+    // A client certificate from the same CA, for the rows that require one (with an
+    // extension, so that openssl makes an X.509 v3 certificate: webpki refuses v1).
+    std::fs::write(dir.join("client.cnf"), "extendedKeyUsage=clientAuth\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=git-xet test client",
+            "-keyout",
+            "client.key",
+            "-out",
+            "client.csr",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "client.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "client.cnf",
+            "-out",
+            "client.pem",
+        ],
+    );
     (
         dir.join("ca.pem"),
         dir.join("server.pem"),
@@ -191,7 +229,22 @@ impl Drop for TlsFront {
 }
 
 impl TlsFront {
-    fn start(dir: &Path, port: u16, backend: &str, cert: &Path, key: &Path) -> TlsFront {
+    /// With `client_ca`, clients must present a certificate it signed.
+    fn start(
+        dir: &Path,
+        port: u16,
+        backend: &str,
+        (cert, key): (&Path, &Path),
+        client_ca: Option<&Path>,
+    ) -> TlsFront {
+        let verify_clients = client_ca
+            .map(|ca| {
+                format!(
+                    "ssl_client_certificate {};\nssl_verify_client on;\n",
+                    ca.display()
+                )
+            })
+            .unwrap_or_default();
         let access_log = dir.join("access.log");
         let error_log = dir.join("error.log");
         let conf = dir.join("nginx.conf");
@@ -215,6 +268,7 @@ impl TlsFront {
                      listen 127.0.0.1:{port} ssl;\n\
                      ssl_certificate {cert};\n\
                      ssl_certificate_key {key};\n\
+                     {verify_clients}\
                      location / {{\n\
                        proxy_pass http://{backend};\n\
                        proxy_http_version 1.1;\n\
@@ -427,8 +481,9 @@ impl Server {
     }
 }
 
-/// The server behind nginx with the test's CA: `(server, front, ca, front port)`.
-fn tls_setup(dir: &Path) -> (Server, TlsFront, PathBuf, u16) {
+/// The server behind nginx with the test's CA: `(server, front, ca, front port)`; with
+/// `client_certs`, nginx requires a client certificate (`client.pem`/`client.key` in `dir`).
+fn tls_setup(dir: &Path, client_certs: bool) -> (Server, TlsFront, PathBuf, u16) {
     let (ca, cert, key) = make_ca(dir);
     let port = free_port();
     let addr = format!("127.0.0.1:{}", free_port());
@@ -436,7 +491,8 @@ fn tls_setup(dir: &Path) -> (Server, TlsFront, PathBuf, u16) {
         Some(&addr),
         &["--public-url", &format!("https://127.0.0.1:{port}")],
     );
-    let front = TlsFront::start(dir, port, &addr, &cert, &key);
+    let client_ca = client_certs.then_some(ca.as_path());
+    let front = TlsFront::start(dir, port, &addr, (&cert, &key), client_ca);
     (Server { inner, addr }, front, ca, port)
 }
 
@@ -445,7 +501,27 @@ fn tls_row(client: Client) {
         return;
     }
     let env = client.env();
-    let (server, front, ca, port) = tls_setup(&env.dir("tls"));
+    let (server, front, ca, port) = tls_setup(&env.dir("tls"), false);
+    if client == Client::Xet {
+        // Without git's setting the CA is unknown: a TLS error that says what to set.
+        let out = env
+            .command(crate::support::git_xet_bin(), &env.dir("."))
+            .env_remove("SSL_CERT_FILE")
+            .env_remove("SSL_CERT_DIR")
+            .args([
+                "download",
+                "--endpoint",
+                &format!("https://127.0.0.1:{port}"),
+            ])
+            .args(["--token", "t", &"ab".repeat(32), "-o", "out.bin"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("TLS failed") && err.contains("http.sslCAInfo"),
+            "{err}"
+        );
+    }
     git_ok(
         &env,
         &env.dir("."),
@@ -475,13 +551,54 @@ fn tls_proxy_with_internal_ca_git_xet() {
     tls_row(Client::Xet);
 }
 
+/// nginx requires a client certificate, given by `http.sslCert` and `http.sslKey`.
+fn client_cert_row(client: Client) {
+    if !have("nginx") || !have("openssl") {
+        return;
+    }
+    let env = client.env();
+    let dir = env.dir("tls");
+    let (server, front, ca, port) = tls_setup(&dir, true);
+    let global = env.dir(".");
+    for (key, value) in [
+        ("http.sslCAInfo", ca),
+        ("http.sslCert", dir.join("client.pem")),
+        ("http.sslKey", dir.join("client.key")),
+    ] {
+        git_ok(
+            &env,
+            &global,
+            &["config", "--global", key, value.to_str().unwrap()],
+        );
+    }
+    let remote = format!(
+        "https://x:{}@127.0.0.1:{port}/org/certs.git",
+        server.token("org/certs", "write")
+    );
+    let moved = workflow(&server, &env, &remote);
+    check_second_version(client, moved);
+    if client == Client::Xet {
+        assert!(front.count("127.0.0.1", "git-xet/") > 0);
+    }
+}
+
+#[test]
+fn tls_client_certificate_plain_git_lfs() {
+    client_cert_row(Client::PlainLfs);
+}
+
+#[test]
+fn tls_client_certificate_git_xet() {
+    client_cert_row(Client::Xet);
+}
+
 fn connect_proxy_row(client: Client) {
     if !have("nginx") || !have("openssl") || !have("tinyproxy") {
         return;
     }
     let env = client.env();
     let dir = env.dir("proxy");
-    let (server, front, ca, port) = tls_setup(&dir);
+    let (server, front, ca, port) = tls_setup(&dir, false);
     let proxy_port = free_port();
     let proxy = ConnectProxy::start(&dir, proxy_port);
     let global = env.dir(".");

@@ -97,23 +97,22 @@ pub fn classify(url: &str, proxy: Option<&str>, e: &reqwest::Error) -> Transport
     TransportError::Connection { url, detail }
 }
 
-/// Whether a rustls error is in the source chain (directly or inside an `io::Error`, as
-/// tokio-rustls reports handshake failures).
+/// Whether a rustls error is in the source chain. Handshake failures come wrapped in
+/// `io::Error`s (tokio-rustls's, then hyper-rustls's), whose `source()` skips the error
+/// they wrap: look inside them instead.
 fn is_tls(e: &reqwest::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if s.downcast_ref::<rustls::Error>().is_some() {
             return true;
         }
-        if let Some(inner) = s
+        source = match s
             .downcast_ref::<std::io::Error>()
             .and_then(|io| io.get_ref())
         {
-            if inner.downcast_ref::<rustls::Error>().is_some() {
-                return true;
-            }
-        }
-        source = s.source();
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => s.source(),
+        };
     }
     false
 }

@@ -149,9 +149,21 @@ impl HttpFactory {
         }
         builder.build().map_err(|e| TransportError::Settings {
             setting: "HTTP client".into(),
-            detail: e.to_string(),
+            detail: chain(&e),
         })
     }
+}
+
+/// An error with its causes (reqwest's own text is only "builder error").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 fn read_certificates(
