@@ -15,6 +15,8 @@ pub struct GitCredentials {
     git: Git,
     /// Whether `fill` may prompt (git asks on the terminal when no helper answers).
     prompt: bool,
+    /// The user named in the remote URL (`https://user@host/...`), given to `fill`.
+    username: Option<String>,
 }
 
 impl GitCredentials {
@@ -31,11 +33,18 @@ impl GitCredentials {
         GitCredentials {
             git,
             prompt: allowed && has_terminal(),
+            username: None,
         }
     }
 
+    /// Asks for `user`'s credentials (the user named in the remote URL).
+    pub fn for_user(mut self, user: Option<String>) -> GitCredentials {
+        self.username = user.filter(|u| !u.is_empty());
+        self
+    }
+
     /// The `git credential` description of `url` (git reads the parts from `url=`).
-    fn describe(url: &str, credential: Option<&Credential>) -> String {
+    fn describe(&self, url: &str, credential: Option<&Credential>) -> String {
         let mut out = match credential {
             Some(c) if !c.attributes.is_empty() => c
                 .attributes
@@ -44,6 +53,9 @@ impl GitCredentials {
                 .collect(),
             _ => format!("url={url}\n"),
         };
+        if let (None, Some(user)) = (credential, &self.username) {
+            out.push_str(&format!("username={user}\n"));
+        }
         if let Some(c) = credential {
             if c.attributes.is_empty() {
                 out.push_str(&format!(
@@ -69,7 +81,7 @@ fn has_terminal() -> bool {
 
 impl CredentialStore for GitCredentials {
     fn fill(&self, url: &str) -> Result<Credential, TransportError> {
-        let input = Self::describe(url, None);
+        let input = self.describe(url, None);
         let git = if self.prompt {
             self.git.clone().allowing_prompt()
         } else {
@@ -90,7 +102,7 @@ impl CredentialStore for GitCredentials {
     }
 
     fn approve(&self, url: &str, credential: &Credential) {
-        let input = Self::describe(url, Some(credential));
+        let input = self.describe(url, Some(credential));
         if let Err(e) = self
             .git
             .run_with_input(["credential", "approve"], Some(input.as_bytes()))
@@ -100,7 +112,7 @@ impl CredentialStore for GitCredentials {
     }
 
     fn reject(&self, url: &str, credential: &Credential) {
-        let input = Self::describe(url, Some(credential));
+        let input = self.describe(url, Some(credential));
         if let Err(e) = self
             .git
             .run_with_input(["credential", "reject"], Some(input.as_bytes()))
@@ -195,14 +207,20 @@ mod tests {
     fn fill_answers_are_kept_for_approve_and_reject() {
         let c = parse_fill("protocol=https\nhost=h\nusername=u\npassword=p=q\n").unwrap();
         assert_eq!((c.username.as_str(), c.password.as_str()), ("u", "p=q"));
+        let store = GitCredentials::new(Git::new());
         assert_eq!(
-            GitCredentials::describe("https://h/r", Some(&c)),
+            store.describe("https://h/r", Some(&c)),
             "protocol=https\nhost=h\nusername=u\npassword=p=q\n\n"
         );
         assert!(parse_fill("username=u\n").is_none());
         assert_eq!(
-            GitCredentials::describe("https://h/r", Some(&Credential::new("a", "b"))),
+            store.describe("https://h/r", Some(&Credential::new("a", "b"))),
             "url=https://h/r\nusername=a\npassword=b\n\n"
+        );
+        let store = store.for_user(Some("me@corp".into()));
+        assert_eq!(
+            store.describe("https://h/r", None),
+            "url=https://h/r\nusername=me@corp\n\n"
         );
     }
 }

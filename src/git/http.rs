@@ -115,8 +115,9 @@ pub fn authenticator(
 ) -> Result<Arc<Authenticator>, GitError> {
     let from_url = remote_url.and_then(|r| credentials::userinfo_for(r, endpoint));
     let access = access(&repo.config(), endpoint)?;
+    let user = remote_url.and_then(UrlParts::parse).and_then(|u| u.user);
     let store: Arc<dyn crate::client::transport::CredentialStore> =
-        Arc::new(GitCredentials::new(repo.git().clone()));
+        Arc::new(GitCredentials::new(repo.git().clone()).for_user(user));
     Ok(Arc::new(Authenticator::new(access, from_url, Some(store))))
 }
 
