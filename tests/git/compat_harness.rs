@@ -36,11 +36,7 @@ pub const UNSET: &[&str] = &[
 
 /// Whether `program` is installed; under CI its absence fails the test.
 pub fn have(program: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let found = find(program).is_some();
     if !found {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -49,6 +45,19 @@ pub fn have(program: &str) -> bool {
         eprintln!("skipping: {program} is not installed (see .ci/deps/proxies.sh)");
     }
     found
+}
+
+/// `program` on PATH, else in /usr/sbin (nginx's place, off a normal user's PATH).
+fn find(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+}
+
+fn command(program: &str) -> Command {
+    Command::new(find(program).unwrap_or_else(|| program.into()))
 }
 
 /// A free port on loopback (bound, then released for the program that takes it).
@@ -85,7 +94,7 @@ impl Drop for Guard {
 }
 
 pub fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
+    let out = command("openssl")
         .current_dir(dir)
         .args(args)
         .output()
@@ -281,7 +290,7 @@ impl TlsFront {
             ),
         )
         .unwrap();
-        let mut child = Command::new("nginx")
+        let mut child = command("nginx")
             .arg("-p")
             .arg(dir)
             .arg("-e")
@@ -333,7 +342,7 @@ impl ConnectProxy {
             ),
         )
         .unwrap();
-        let mut child = Command::new("tinyproxy")
+        let mut child = command("tinyproxy")
             .arg("-d")
             .arg("-c")
             .arg(&conf)
