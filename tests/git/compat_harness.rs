@@ -259,7 +259,7 @@ impl TlsFront {
                  error_log {err} info;\n\
                  events {{ worker_connections 256; }}\n\
                  http {{\n\
-                   log_format who '$remote_addr \"$http_user_agent\" $request_method $uri $status';\n\
+                   log_format who '$remote_addr \"$http_user_agent\" $request_method $uri $status \"$http_x_compat\"';\n\
                    access_log {access} who;\n\
                    client_body_temp_path {dir}/body;\n\
                    proxy_temp_path {dir}/proxy;\n\
@@ -312,6 +312,21 @@ impl TlsFront {
     }
 
     /// Requests logged whose client address and user agent start as given.
+    /// Requests from `agent` (any address) with and without the `X-Compat` header.
+    pub fn with_header(&self, agent: &str) -> (usize, usize) {
+        let log = std::fs::read_to_string(&self.access_log).unwrap_or_default();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(&format!(" \"{agent}")))
+            .collect();
+        let with = lines.iter().filter(|l| l.ends_with(" \"yes\"")).count();
+        (with, lines.len() - with)
+    }
+
+    pub fn access_log(&self) -> &Path {
+        &self.access_log
+    }
+
     pub fn count(&self, from: &str, agent: &str) -> usize {
         std::fs::read_to_string(&self.access_log)
             .unwrap_or_default()

@@ -118,18 +118,77 @@ fn tls_row(client: Client) {
         &env.dir("."),
         &["config", "--global", "http.sslCAInfo", ca.to_str().unwrap()],
     );
+    // A header for this server only (http.<url>.extraHeader, matched by git's rules).
+    let header_key = format!("http.https://127.0.0.1:{port}/org.extraHeader");
+    git_ok(
+        &env,
+        &env.dir("."),
+        &["config", "--global", &header_key, "X-Compat: yes"],
+    );
     let remote = format!(
         "https://x:{}@127.0.0.1:{port}/org/tls.git",
         server.token("org/tls", "write")
     );
     let moved = workflow(&server, &env, &remote);
     check_second_version(client, moved);
+    let (with, without) = front.with_header("git/");
+    assert!(with > 0 && without == 0, "git sent the extra header");
     if client == Client::Xet {
         assert!(
             front.count("127.0.0.1", "git-xet/") > 0,
             "git-xet's requests went through the TLS front"
         );
+        // The header's URL (/org) matches the Batch API's; the CAS routes (/v1) are
+        // outside it and go without.
+        let log = std::fs::read_to_string(front.access_log()).unwrap();
+        let batch: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("\"git-xet/") && l.contains("/info/lfs/objects/batch"))
+            .collect();
+        assert!(
+            !batch.is_empty() && batch.iter().all(|l| l.ends_with(" \"yes\"")),
+            "git-xet's Batch API requests carry the header:\n{log}"
+        );
+        assert!(
+            log.lines()
+                .filter(|l| l.contains("\"git-xet/") && l.contains(" /v1/"))
+                .all(|l| l.ends_with(" \"-\"")),
+            "no header outside its URL:\n{log}"
+        );
     }
+}
+
+/// `http.sslVerify = false`: no CA configured, the certificate is not checked.
+fn ssl_verify_false_row(client: Client) {
+    if !have("nginx") || !have("openssl") {
+        return;
+    }
+    let env = client.env();
+    let (server, front, _ca, port) = tls_setup(&env.dir("tls"), false);
+    git_ok(
+        &env,
+        &env.dir("."),
+        &["config", "--global", "http.sslVerify", "false"],
+    );
+    let remote = format!(
+        "https://x:{}@127.0.0.1:{port}/org/noverify.git",
+        server.token("org/noverify", "write")
+    );
+    let moved = workflow(&server, &env, &remote);
+    check_second_version(client, moved);
+    if client == Client::Xet {
+        assert!(front.count("127.0.0.1", "git-xet/") > 0);
+    }
+}
+
+#[test]
+fn tls_ssl_verify_false_plain_git_lfs() {
+    ssl_verify_false_row(Client::PlainLfs);
+}
+
+#[test]
+fn tls_ssl_verify_false_git_xet() {
+    ssl_verify_false_row(Client::Xet);
 }
 
 #[test]
