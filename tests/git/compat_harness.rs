@@ -382,11 +382,14 @@ impl ConnectProxy {
     }
 }
 
-/// Runs git in `env` without the test environment's CA and proxy variables.
+/// Runs git in `env` without the test environment's CA and proxy variables (but with
+/// those the row set in `env`).
 pub fn git(env: &GitEnv, dir: &Path, args: &[&str]) -> Output {
     let mut cmd = env.command("git", dir);
     for var in UNSET {
-        cmd.env_remove(var);
+        if !env.extra_env.iter().any(|(k, _)| k == var) {
+            cmd.env_remove(var);
+        }
     }
     cmd.args(args)
         .env("GIT_XET_LOG", env.root.path().join("agent.log"))

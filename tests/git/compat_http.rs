@@ -291,6 +291,50 @@ fn connect_proxy_row(client: Client) {
     );
 }
 
+/// curl's variables when no `http.proxy` is set: `HTTPS_PROXY` is used, and `NO_PROXY`
+/// sends the same host around it.
+#[test]
+fn connect_proxy_from_environment_and_no_proxy_git_xet() {
+    if !have("nginx") || !have("openssl") || !have("tinyproxy") {
+        return;
+    }
+    let proxy_port = free_port();
+    let env = Client::Xet
+        .env()
+        .with_env("HTTPS_PROXY", &format!("http://127.0.0.1:{proxy_port}"));
+    let dir = env.dir("proxy");
+    let (server, front, ca, port) = tls_setup(&dir, false);
+    let _proxy = ConnectProxy::start(&dir, proxy_port);
+    git_ok(
+        &env,
+        &env.dir("."),
+        &["config", "--global", "http.sslCAInfo", ca.to_str().unwrap()],
+    );
+    let remote = format!(
+        "https://x:{}@127.0.0.1:{port}/org/env.git",
+        server.token("org/env", "write")
+    );
+    let moved = workflow(&server, &env, &remote);
+    check_second_version(Client::Xet, moved);
+    assert!(
+        front.count(PROXY_SOURCE, "git-xet/") > 0,
+        "through HTTPS_PROXY"
+    );
+    assert_eq!(front.count("127.0.0.1", "git-xet/"), 0);
+
+    let env = env.with_env("NO_PROXY", "localhost,127.0.0.1");
+    let c = env.dir("c");
+    git_ok(
+        &env,
+        &env.dir("."),
+        &["clone", "-q", &remote, c.to_str().unwrap()],
+    );
+    assert!(
+        front.count("127.0.0.1", "git-xet/") > 0,
+        "NO_PROXY: git-xet went direct"
+    );
+}
+
 #[test]
 fn connect_proxy_from_http_proxy_plain_git_lfs() {
     connect_proxy_row(Client::PlainLfs);
