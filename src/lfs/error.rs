@@ -93,7 +93,10 @@ mod tests {
         };
         let forbidden = LfsError::status("verify", "https://h/x".into(), 403, "no".into());
         assert!(refused.to_string().ends_with(CREDENTIALS_HINT), "{refused}");
-        assert!(forbidden.to_string().contains(CREDENTIALS_HINT), "{forbidden}");
+        assert!(
+            forbidden.to_string().contains(CREDENTIALS_HINT),
+            "{forbidden}"
+        );
         assert!(CREDENTIALS_HINT.contains("credential helper, or user:token"));
     }
 }

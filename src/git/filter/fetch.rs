@@ -311,3 +311,60 @@ impl Drop for Fetcher {
         self.backend.terminate();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::TransportError;
+
+    /// Every failure of the Batch API request that git-lfs may get past is handed to it,
+    /// by kind; a failure of ours (a bug, the local engine) is not hidden behind git-lfs.
+    #[test]
+    fn batch_failures_hand_off_by_kind() {
+        let url = || "https://h/info/lfs/objects/batch".to_string();
+        let transport = [
+            TransportError::Tls {
+                url: url(),
+                detail: "unknown issuer".into(),
+            },
+            TransportError::Proxy {
+                url: url(),
+                proxy: "http://p:3128".into(),
+                detail: "refused".into(),
+            },
+            TransportError::Unreachable {
+                url: url(),
+                detail: "refused".into(),
+            },
+            TransportError::AuthRefused {
+                url: url(),
+                status: 401,
+            },
+            TransportError::Settings {
+                setting: "http.sslCAInfo".into(),
+                detail: "no such file".into(),
+            },
+        ];
+        for e in transport {
+            let e = LfsError::from(e);
+            assert!(hands_off(&e), "{e}");
+        }
+        for status in [403, 404, 500, 503] {
+            let e = LfsError::status("LFS batch request", url(), status, "no".into());
+            assert!(hands_off(&e), "{e}");
+        }
+        let bad = LfsError::BadAnswer {
+            url: url(),
+            detail: "expected value".into(),
+        };
+        assert!(hands_off(&bad));
+        assert!(!hands_off(&LfsError::Internal("a bug".into())));
+        assert!(!hands_off(&LfsError::Transfer("disk full".into())));
+        // The debug log's reason names the failure.
+        let why = Handoff::Batch(Arc::new(LfsError::from(TransportError::Tls {
+            url: url(),
+            detail: "unknown issuer".into(),
+        })));
+        assert!(why.to_string().contains("TLS failed"), "{why}");
+    }
+}
