@@ -6,6 +6,10 @@ mod support;
 
 #[path = "git/commands.rs"]
 mod commands;
+#[path = "git/compat_harness.rs"]
+mod compat_harness;
+#[path = "git/compat_http.rs"]
+mod compat_http;
 #[path = "git/env.rs"]
 mod env;
 #[path = "git/failures.rs"]

@@ -12,6 +12,7 @@ use crate::client::records::RecordStore;
 use crate::client::retry::RetryPolicy;
 use crate::client::shard_cache::ShardIndex;
 use crate::client::token::{RefreshFn, Token, TokenSource};
+use crate::client::transport::HttpFactory;
 
 /// Xorbs uploaded at once. Each is streamed from a staging file, so this costs sockets, not
 /// memory; 4 keeps a fast link busy while the next xorb is packed.
@@ -49,6 +50,8 @@ pub struct ClientConfig {
     /// Once closed xorbs hold this many chunks, they are registered with an intermediate
     /// shard and their metadata leaves memory (default about 16 GiB of new data).
     pub shard_flush_chunks: usize,
+    /// Where HTTP clients come from (git's TLS, proxy and header settings).
+    pub http: HttpFactory,
 }
 
 impl fmt::Debug for ClientConfig {
@@ -65,6 +68,7 @@ impl fmt::Debug for ClientConfig {
             .field("staging_dir", &self.staging_dir)
             .field("global_dedup", &self.global_dedup)
             .field("shard_flush_chunks", &self.shard_flush_chunks)
+            .field("http", &self.http)
             .finish()
     }
 }
@@ -90,6 +94,7 @@ impl ClientConfig {
             staging_dir: None,
             global_dedup: true,
             shard_flush_chunks: DEFAULT_SHARD_FLUSH_CHUNKS,
+            http: HttpFactory::default(),
         }
     }
 
@@ -140,7 +145,12 @@ impl CasClient {
             (Some(token), None) => TokenSource::fixed(token.clone()),
             (None, None) => TokenSource::anonymous(),
         };
-        let http = Http::new(&config.cas_url, Arc::new(tokens), config.retry)?;
+        let http = Http::new(
+            &config.cas_url,
+            Arc::new(tokens),
+            config.retry,
+            &config.http,
+        )?;
         // The cache only saves bandwidth: one that cannot be opened is skipped, not fatal.
         let chunk_cache = match &config.chunk_cache {
             Some((dir, max)) => match ChunkCache::open(dir, *max) {

@@ -58,6 +58,10 @@ pub enum ClientError {
     #[error("{0}")]
     InvalidArgument(String),
 
+    /// A request could not be made at all: TLS, a proxy, or an unusable HTTP setting.
+    #[error(transparent)]
+    Transport(#[from] crate::client::transport::TransportError),
+
     /// The operation was abandoned (a worker stopped, the session was dropped).
     #[error("{0}")]
     Aborted(String),

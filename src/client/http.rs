@@ -13,6 +13,7 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use crate::client::error::{ClientError, Result};
 use crate::client::retry::{is_retryable_status, parse_retry_after, RetryPolicy, Verdict};
 use crate::client::token::{Token, TokenSource};
+use crate::client::transport::{HttpFactory, TransportError};
 
 /// How one attempt ended, as far as retrying is concerned.
 #[derive(Debug)]
@@ -69,6 +70,7 @@ pub fn describe_transport_error(e: &reqwest::Error) -> String {
 #[derive(Debug, Clone)]
 pub struct Http {
     client: reqwest::Client,
+    factory: HttpFactory,
     tokens: Arc<TokenSource>,
     policy: RetryPolicy,
     /// `scheme://host:port` of the CAS server: the only origin that gets the token.
@@ -84,17 +86,13 @@ pub fn origin_of(url: &str) -> String {
 }
 
 impl Http {
-    pub fn new(cas_url: &str, tokens: Arc<TokenSource>, policy: RetryPolicy) -> Result<Self> {
-        let client = reqwest::Client::builder()
-            .use_rustls_tls()
-            .user_agent(concat!("git-xet/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(15))
-            .read_timeout(Duration::from_secs(120))
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| {
-                ClientError::InvalidArgument(format!("cannot build the HTTP client: {e}"))
-            })?;
+    pub fn new(
+        cas_url: &str,
+        tokens: Arc<TokenSource>,
+        policy: RetryPolicy,
+        factory: &HttpFactory,
+    ) -> Result<Self> {
+        let client = factory.client_for(cas_url)?;
         let origin = origin_of(cas_url);
         if origin.is_empty() || origin == "null" {
             return Err(ClientError::InvalidArgument(format!(
@@ -103,6 +101,7 @@ impl Http {
         }
         Ok(Http {
             client,
+            factory: factory.clone(),
             tokens,
             policy,
             origin,
@@ -143,9 +142,8 @@ impl Http {
             } else {
                 None
             };
-            let outcome = self
-                .attempt(what, build(&self.client)?, token.as_ref())
-                .await;
+            let request = self.factory.with_extra_headers(build(&self.client)?, url);
+            let outcome = self.attempt(what, url, request, token.as_ref()).await;
             let outcome = match outcome {
                 Ok(response) => consume(response).await,
                 Err(e) => Err(e),
@@ -187,6 +185,7 @@ impl Http {
     async fn attempt(
         &self,
         what: &str,
+        url: &str,
         request: RequestBuilder,
         token: Option<&Token>,
     ) -> std::result::Result<Response, AttemptError> {
@@ -196,9 +195,14 @@ impl Http {
         };
         let response = request.send().await.map_err(|e| {
             if e.is_builder() {
-                AttemptError::Fatal(ClientError::InvalidArgument(format!("{what}: {e}")))
-            } else {
-                AttemptError::retry(describe_transport_error(&e))
+                return AttemptError::Fatal(ClientError::InvalidArgument(format!("{what}: {e}")));
+            }
+            match self.factory.classify(url, &e) {
+                // Retrying does not change a certificate or a setting.
+                e @ (TransportError::Tls { .. } | TransportError::Settings { .. }) => {
+                    AttemptError::Fatal(e.into())
+                }
+                _ => AttemptError::retry(describe_transport_error(&e)),
             }
         })?;
         let status = response.status();

@@ -56,6 +56,12 @@
 //!   `.git/lfs/objects`, identified by its XET hash or sha256) are read instead of fetching
 //!   the chunks they share, when this client recorded their reconstruction (it does for
 //!   everything it uploads or downloads whole with a `metadata_dir`).
+//! - **HTTP** ([`transport`]): every HTTP client of the client side comes from one
+//!   [`HttpFactory`], built from plain [`HttpSettings`] (git's `http.*` keys and variables,
+//!   filled by the git layer; [`ClientConfig::http`]): trusted CAs, client certificates,
+//!   proxies, extra headers. [`transport::Authenticator`] runs the credential protocol;
+//!   failures are typed ([`TransportError`], as [`ClientError::Transport`] when retrying
+//!   cannot help).
 //! - **Progress**: a [`ProgressFn`] `(bytes done, total)` per file, for both directions.
 //! - **Blocking callers**: [`BlockingClient`].
 //! - **Errors**: one type, [`ClientError`], whose messages say what failed and why (server
@@ -77,6 +83,7 @@ pub mod retry;
 pub mod shard_cache;
 pub mod stats;
 mod token;
+pub mod transport;
 mod upload;
 
 pub use blocking::{BlockingClient, BlockingUpload};
@@ -90,6 +97,7 @@ pub use progress::ProgressFn;
 pub use retry::RetryPolicy;
 pub use stats::{DedupStats, SessionStats};
 pub use token::{RefreshFn, RefreshFuture, Token, TokenSource};
+pub use transport::{HttpFactory, HttpSettings, TransportError};
 pub use upload::{
     compress_parallel, FileUpload, UploadSession, UploadSummary, MIN_RUN_BYTES, MIN_RUN_CHUNKS,
 };

@@ -14,6 +14,8 @@ use crate::git::GitError;
 pub struct Git {
     dir: Option<PathBuf>,
     env: Vec<(String, String)>,
+    /// Let git prompt on the terminal (`git credential fill` with nobody else to ask).
+    prompt: bool,
 }
 
 impl Git {
@@ -27,11 +29,18 @@ impl Git {
         Git {
             dir: Some(dir.into()),
             env: Vec::new(),
+            prompt: false,
         }
     }
 
     pub fn with_env(mut self, key: &str, value: &str) -> Git {
         self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// This git allowed to prompt on the terminal, as the user's environment says.
+    pub fn allowing_prompt(mut self) -> Git {
+        self.prompt = true;
         self
     }
 
@@ -58,7 +67,9 @@ impl Git {
             cmd.env(k, v);
         }
         // Never let a child git wait for a password on a terminal nobody watches.
-        cmd.env("GIT_TERMINAL_PROMPT", "0");
+        if !self.prompt {
+            cmd.env("GIT_TERMINAL_PROMPT", "0");
+        }
         (cmd, shown)
     }
 

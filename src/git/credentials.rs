@@ -1,79 +1,149 @@
-//! Credentials through git's credential helpers (`git credential fill`), the same source
-//! git-lfs uses, so the agent authenticates exactly as git-lfs did.
+//! Credentials through git's credential helpers (`git credential fill|approve|reject`), the
+//! same source and the same protocol git-lfs uses, so that the agent and the filter
+//! authenticate exactly as git-lfs would.
 
-use std::fmt;
+use std::io::IsTerminal;
 
-use base64::Engine;
-
+use crate::client::transport::urlmatch::percent_decode;
+use crate::client::transport::{shown_url, CredentialStore, TransportError};
 use crate::git::command::Git;
-use crate::git::GitError;
 
-/// A user name and password (for our server: any name, and a token as the password).
-#[derive(Clone, PartialEq, Eq)]
-pub struct Credential {
-    pub username: String,
-    pub password: String,
+pub use crate::client::transport::Credential;
+
+/// git's credential helpers, through `git credential`.
+pub struct GitCredentials {
+    git: Git,
+    /// Whether `fill` may prompt (git asks on the terminal when no helper answers).
+    prompt: bool,
+    /// The user named in the remote URL (`https://user@host/...`), given to `fill`.
+    username: Option<String>,
 }
 
-impl fmt::Debug for Credential {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Credential {{ username: {:?}, password: <redacted> }}",
-            self.username
-        )
-    }
-}
-
-impl Credential {
-    /// The value of an HTTP `Authorization` header.
-    pub fn basic_auth(&self) -> String {
-        let raw = format!("{}:{}", self.username, self.password);
-        format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(raw)
-        )
-    }
-}
-
-/// Asks git's credential helpers for `url`'s credentials, without prompting on a terminal.
-pub fn fill(git: &Git, url: &str) -> Result<Credential, GitError> {
-    let input = format!("url={url}\n\n");
-    let out = git
-        .run_with_input(["credential", "fill"], Some(input.as_bytes()))
-        .map_err(|e| GitError::Credentials {
-            url: strip_userinfo(url),
-            reason: format!(
-                "{e} (configure a credential helper, or put the token in the remote URL)"
-            ),
-        })?;
-    let mut username = String::new();
-    let mut password = None;
-    for line in out.lines() {
-        if let Some(v) = line.strip_prefix("username=") {
-            username = v.to_string();
-        } else if let Some(v) = line.strip_prefix("password=") {
-            password = Some(v.to_string());
+impl GitCredentials {
+    /// Prompts only where git would: a terminal is there and `GIT_TERMINAL_PROMPT` allows.
+    pub fn new(git: Git) -> GitCredentials {
+        let allowed = std::env::var("GIT_TERMINAL_PROMPT")
+            .map(|v| {
+                !matches!(
+                    v.to_ascii_lowercase().as_str(),
+                    "0" | "false" | "no" | "off"
+                )
+            })
+            .unwrap_or(true);
+        GitCredentials {
+            git,
+            prompt: allowed && has_terminal(),
+            username: None,
         }
     }
-    let password = password.ok_or_else(|| GitError::Credentials {
-        url: strip_userinfo(url),
-        reason: "the credential helper returned no password".into(),
-    })?;
-    Ok(Credential { username, password })
-}
 
-/// The `Authorization` header for `url`: credentials written into the remote URL
-/// (`http://user:token@host/...`, which git-lfs uses for that host), else git's credential
-/// helpers.
-pub fn authorization(git: &Git, remote_url: Option<&str>, url: &str) -> Result<String, GitError> {
-    if let Some(c) = remote_url.and_then(|r| userinfo_for(r, url)) {
-        return Ok(c.basic_auth());
+    /// Asks for `user`'s credentials (the user named in the remote URL).
+    pub fn for_user(mut self, user: Option<String>) -> GitCredentials {
+        self.username = user.filter(|u| !u.is_empty());
+        self
     }
-    fill(git, url).map(|c| c.basic_auth())
+
+    /// The `git credential` description of `url` (git reads the parts from `url=`).
+    fn describe(&self, url: &str, credential: Option<&Credential>) -> String {
+        let mut out = match credential {
+            Some(c) if !c.attributes.is_empty() => c
+                .attributes
+                .iter()
+                .map(|(k, v)| format!("{k}={v}\n"))
+                .collect(),
+            _ => format!("url={url}\n"),
+        };
+        if let (None, Some(user)) = (credential, &self.username) {
+            out.push_str(&format!("username={user}\n"));
+        }
+        if let Some(c) = credential {
+            if c.attributes.is_empty() {
+                out.push_str(&format!(
+                    "username={}\npassword={}\n",
+                    c.username, c.password
+                ));
+            }
+        }
+        out.push('\n');
+        out
+    }
 }
 
-/// Credentials in `remote_url`'s authority, when `url` is on the same scheme and host.
+/// Whether the process has a controlling terminal git could prompt on.
+fn has_terminal() -> bool {
+    std::io::stderr().is_terminal()
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .is_ok()
+}
+
+impl CredentialStore for GitCredentials {
+    fn fill(&self, url: &str) -> Result<Credential, TransportError> {
+        let input = self.describe(url, None);
+        let git = if self.prompt {
+            self.git.clone().allowing_prompt()
+        } else {
+            self.git.clone()
+        };
+        let out = git
+            .run_with_input(["credential", "fill"], Some(input.as_bytes()))
+            .map_err(|e| TransportError::NoCredentials {
+                url: shown_url(url),
+                reason: format!(
+                    "{e} (configure a credential helper, or put the token in the remote URL)"
+                ),
+            })?;
+        parse_fill(&out).ok_or_else(|| TransportError::NoCredentials {
+            url: shown_url(url),
+            reason: "the credential helper returned no password".into(),
+        })
+    }
+
+    fn approve(&self, url: &str, credential: &Credential) {
+        let input = self.describe(url, Some(credential));
+        if let Err(e) = self
+            .git
+            .run_with_input(["credential", "approve"], Some(input.as_bytes()))
+        {
+            tracing::debug!("git credential approve for {}: {e}", shown_url(url));
+        }
+    }
+
+    fn reject(&self, url: &str, credential: &Credential) {
+        let input = self.describe(url, Some(credential));
+        if let Err(e) = self
+            .git
+            .run_with_input(["credential", "reject"], Some(input.as_bytes()))
+        {
+            tracing::debug!("git credential reject for {}: {e}", shown_url(url));
+        }
+    }
+}
+
+/// The answer of `git credential fill`; `None` without a password.
+fn parse_fill(out: &str) -> Option<Credential> {
+    let attributes: Vec<(String, String)> = out
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let get = |key: &str| {
+        attributes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    Some(Credential {
+        username: get("username").unwrap_or_default(),
+        password: get("password")?,
+        attributes,
+    })
+}
+
+/// Credentials in `remote_url`'s authority (percent-decoded, as git reads them), when `url`
+/// is on the same scheme and host.
 pub fn userinfo_for(remote_url: &str, url: &str) -> Option<Credential> {
     let (scheme, rest) = remote_url.split_once("://")?;
     let authority = rest.split('/').next()?;
@@ -85,10 +155,8 @@ pub fn userinfo_for(remote_url: &str, url: &str) -> Option<Credential> {
         .rsplit_once('@')
         .map(|(_, h)| h)
         .unwrap_or(url_host);
-    (scheme == url_scheme && host == url_host).then(|| Credential {
-        username: user.to_string(),
-        password: password.to_string(),
-    })
+    (scheme.eq_ignore_ascii_case(url_scheme) && host.eq_ignore_ascii_case(url_host))
+        .then(|| Credential::new(percent_decode(user), percent_decode(password)))
 }
 
 /// `url` without `user:password@`, for messages.
@@ -128,15 +196,31 @@ mod tests {
         assert_eq!(c.unwrap().password, "tok");
         assert!(userinfo_for("http://x:tok@127.0.0.1:9/r", "http://127.0.0.1:10/r").is_none());
         assert!(userinfo_for("http://127.0.0.1:9/r", "http://127.0.0.1:9/r").is_none());
+        let c = userinfo_for("https://me%40corp:p%3Aw%2Fd@h/r", "https://h/r").unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password.as_str()),
+            ("me@corp", "p:w/d")
+        );
     }
 
     #[test]
-    fn basic_auth_header() {
-        let c = Credential {
-            username: "x".into(),
-            password: "tok".into(),
-        };
-        assert_eq!(c.basic_auth(), "Basic eDp0b2s=");
-        assert!(!format!("{c:?}").contains("tok"));
+    fn fill_answers_are_kept_for_approve_and_reject() {
+        let c = parse_fill("protocol=https\nhost=h\nusername=u\npassword=p=q\n").unwrap();
+        assert_eq!((c.username.as_str(), c.password.as_str()), ("u", "p=q"));
+        let store = GitCredentials::new(Git::new());
+        assert_eq!(
+            store.describe("https://h/r", Some(&c)),
+            "protocol=https\nhost=h\nusername=u\npassword=p=q\n\n"
+        );
+        assert!(parse_fill("username=u\n").is_none());
+        assert_eq!(
+            store.describe("https://h/r", Some(&Credential::new("a", "b"))),
+            "url=https://h/r\nusername=a\npassword=b\n\n"
+        );
+        let store = store.for_user(Some("me@corp".into()));
+        assert_eq!(
+            store.describe("https://h/r", None),
+            "url=https://h/r\nusername=me@corp\n\n"
+        );
     }
 }

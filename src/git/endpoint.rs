@@ -2,7 +2,10 @@
 //! authenticates: `git-lfs-authenticate` over ssh for ssh remotes (as git-lfs), git's
 //! credentials for http ones.
 
-use crate::git::credentials;
+use std::sync::Arc;
+
+use crate::client::transport::{Authenticator, HeaderSource, TransportError};
+use crate::git::http::{self, RemoteHttp};
 use crate::git::repo::{lfs_endpoint_from_remote_url, Repo};
 use crate::git::ssh::{self, SshRemote};
 use crate::git::GitError;
@@ -72,66 +75,93 @@ pub fn source(repo: &Repo, remote: &str, operation: Operation) -> Result<Source,
     })
 }
 
-/// The endpoint to send Batch API requests to and their headers; `None` for a server
-/// only git-lfs can reach. An ssh remote whose `git-lfs-authenticate` fails is an error
+/// The endpoint to send Batch API requests to, their headers, and how they authenticate;
+/// `None` for a server only git-lfs can reach. An http endpoint authenticates with git's
+/// credentials; an ssh one with `git-lfs-authenticate`'s answer only (git's credentials
+/// are never asked for it). An ssh remote whose `git-lfs-authenticate` fails is an error
 /// ([`GitError::SshAuthenticate`]): git-lfs may still reach it (`git-lfs-transfer`).
 pub fn resolve(
     repo: &Repo,
     remote: &str,
     operation: Operation,
-) -> Result<Option<Endpoint>, GitError> {
-    match source(repo, remote, operation)? {
+) -> Result<Option<RemoteHttp>, GitError> {
+    let (endpoint, auth) = match source(repo, remote, operation)? {
         Source::Http(url) => {
             let remote_url = repo.remote_url(remote).ok();
-            let authorization =
-                credentials::authorization(repo.git(), remote_url.as_deref(), &url).ok();
-            Ok(Some(Endpoint::new(&url).with_authorization(authorization)))
+            let auth = http::authenticator(repo, remote_url.as_deref(), &url)?;
+            (Endpoint::new(&url), auth)
         }
         Source::Ssh {
             remote,
             fallback,
             url,
         } => {
-            let auth = ssh::authenticate(&repo.config(), &url, &remote, operation.as_str())?;
-            let url = auth.href.unwrap_or(fallback);
-            Ok(Some(Endpoint {
-                url: url.trim_end_matches('/').to_string(),
-                header: auth.header,
-            }))
+            let answer = ssh::authenticate(&repo.config(), &url, &remote, operation.as_str())?;
+            let mut endpoint = Endpoint {
+                url: answer
+                    .href
+                    .unwrap_or(fallback)
+                    .trim_end_matches('/')
+                    .to_string(),
+                header: answer.header,
+            };
+            // The Authorization is asked again (from the cache, or over ssh once it
+            // expired) for each request.
+            let _ = endpoint.take_authorization();
+            (endpoint, ssh_authenticator(repo, url, remote, operation))
         }
-        Source::Other(_) => Ok(None),
-    }
+        Source::Other(_) => return Ok(None),
+    };
+    Ok(Some(RemoteHttp {
+        endpoint,
+        http: http::factory(repo)?,
+        auth,
+    }))
 }
 
-/// The `Authorization` header for a request to `url` (the agent's token refresh): from
-/// `git-lfs-authenticate` for an ssh remote, else git's credentials.
-pub fn authorization(
+/// How the requests of `remote` (a name or URL) authenticate, found only when a request
+/// is made (the agent's token refresh): `git-lfs-authenticate` for an ssh remote, else
+/// git's credentials for the request's URL.
+pub fn authenticator(
     repo: &Repo,
     remote: &str,
     operation: Operation,
-    url: &str,
-) -> Result<String, GitError> {
-    // No remote (git-lfs gave none) or an unreadable one: git's credentials for the URL.
-    if let Ok(Source::Ssh {
-        remote,
-        url: ssh_url,
-        ..
-    }) = source(repo, remote, operation)
-    {
-        let auth = ssh::authenticate(&repo.config(), &ssh_url, &remote, operation.as_str())?;
-        return auth
-            .header
-            .into_iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
-            .map(|(_, v)| v)
-            .ok_or_else(|| GitError::Credentials {
-                url: credentials::strip_userinfo(url),
-                reason: format!(
-                    "git-lfs-authenticate on {} gave no Authorization header",
-                    remote.display_host()
-                ),
-            });
+) -> Result<Arc<Authenticator>, GitError> {
+    match source(repo, remote, operation) {
+        Ok(Source::Ssh { remote, url, .. }) => Ok(ssh_authenticator(repo, url, remote, operation)),
+        Ok(Source::Http(url)) => {
+            let remote_url = repo.remote_url(remote).ok();
+            http::authenticator(repo, remote_url.as_deref(), &url)
+        }
+        // A local path: no credentials.
+        Ok(Source::Other(_)) => Ok(Arc::new(Authenticator::anonymous())),
+        Err(e) => Err(e),
     }
-    let remote_url = repo.remote_url(remote).ok();
-    credentials::authorization(repo.git(), remote_url.as_deref(), url)
+}
+
+/// An authenticator sending the `Authorization` header of `git-lfs-authenticate`'s
+/// answer for `remote` (kept until it expires, see [`ssh::authenticate`]).
+fn ssh_authenticator(
+    repo: &Repo,
+    url: String,
+    remote: SshRemote,
+    operation: Operation,
+) -> Arc<Authenticator> {
+    let config = repo.config();
+    let source: HeaderSource = Arc::new(move || {
+        let failed = |reason: String| TransportError::NoCredentials {
+            url: remote.display_host(),
+            reason,
+        };
+        let mut answer = ssh::authenticate(&config, &url, &remote, operation.as_str())
+            .map_err(|e| failed(e.to_string()))?;
+        let endpoint_header = std::mem::take(&mut answer.header);
+        Endpoint {
+            url: String::new(),
+            header: endpoint_header,
+        }
+        .take_authorization()
+        .ok_or_else(|| failed("git-lfs-authenticate gave no Authorization header".into()))
+    });
+    Arc::new(Authenticator::with_header_source(source))
 }

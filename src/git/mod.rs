@@ -9,7 +9,8 @@
 //! | [`command`]     | running `git` / `git lfs` as child processes                 |
 //! | [`config`]      | `git config` at an explicit scope                             |
 //! | [`repo`]        | repository discovery; LFS and XET paths; remotes and endpoints |
-//! | [`credentials`] | `git credential fill`                                         |
+//! | [`credentials`] | `git credential fill`/`approve`/`reject`                      |
+//! | [`http`]        | git's HTTP settings and credentials for the client's requests |
 //! | [`ssh`]         | ssh remotes: `git-lfs-authenticate` as git-lfs runs it        |
 //! | [`endpoint`]    | a remote's Batch API endpoint, its headers and the way it authenticates |
 //! | [`install`]     | registering the transfer agent, and taking it back            |
@@ -23,6 +24,7 @@ pub mod credentials;
 pub mod endpoint;
 mod error;
 pub mod filter;
+pub mod http;
 pub mod install;
 pub mod lfs_objects;
 pub mod migrate;

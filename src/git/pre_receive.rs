@@ -8,6 +8,7 @@
 //! settings, send the same requests, print the same messages and recognise pointers by the
 //! same lenient rule.
 
+use crate::client::transport::{HttpFactory, TransportError};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};
@@ -318,10 +319,18 @@ fn ask_server(settings: &HookSettings, objects: &[Referenced]) -> Result<Vec<Str
         "{}/{}.git/info/xet/missing-objects",
         settings.server_url, settings.repo
     );
-    let http = reqwest::blocking::Client::builder()
-        .timeout(std::time::Duration::from_secs(300))
+    // The hook talks to its own server: the factory's defaults, not a user's git settings.
+    let http = HttpFactory::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
-        .map_err(|e| GitError::Http(format!("cannot set up HTTP: {e}")))?;
+        .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
+    let unreachable = |e: TransportError| {
+        GitError::Http(format!(
+            "cannot reach the XET server at {}: {e}",
+            settings.server_url
+        ))
+    };
     let mut missing = Vec::new();
     for batch in objects.chunks(settings.batch_lines) {
         let body: String = batch
@@ -329,22 +338,22 @@ fn ask_server(settings: &HookSettings, objects: &[Referenced]) -> Result<Vec<Str
             .map(|o| format!("{} {}\n", o.oid, o.size))
             .collect();
         let mut request = http
-            .post(&url)
+            .request(reqwest::Method::POST, &url)
+            .map_err(unreachable)?
+            .timeout(std::time::Duration::from_secs(300))
             .header("Content-Type", "text/plain")
             .body(body);
         if let Some(token) = &settings.token {
             request = request.bearer_auth(token);
         }
-        let response = request.send().map_err(|e| {
-            GitError::Http(format!(
-                "cannot reach the XET server at {}: {e}",
-                settings.server_url
-            ))
-        })?;
-        let status = response.status();
-        let text = response
-            .text()
-            .map_err(|e| GitError::Http(format!("reading the XET server's answer: {e}")))?;
+        let (status, text) = rt
+            .block_on(async {
+                let response = request.send().await.map_err(|e| http.classify(&url, &e))?;
+                let status = response.status();
+                let text = response.text().await.map_err(|e| http.classify(&url, &e))?;
+                Ok((status, text))
+            })
+            .map_err(unreachable)?;
         if !status.is_success() {
             let shown: String = text.chars().take(300).collect();
             return Err(GitError::Http(format!(

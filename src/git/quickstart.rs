@@ -379,9 +379,27 @@ impl Server {
 
     fn metric(&self, name: &str) -> Result<f64, GitError> {
         let url = format!("{}/metrics", self.url);
-        let text = reqwest::blocking::get(&url)
-            .and_then(|r| r.error_for_status())
-            .and_then(|r| r.text())
+        // The quickstart's own server on loopback: the factory's defaults.
+        let http = crate::client::HttpFactory::default();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
+        let text = rt
+            .block_on(async {
+                let request = http
+                    .request(reqwest::Method::GET, &url)
+                    .map_err(|e| e.to_string())?;
+                let response = request
+                    .send()
+                    .await
+                    .map_err(|e| http.classify(&url, &e).to_string())?;
+                let response = response.error_for_status().map_err(|e| e.to_string())?;
+                response
+                    .text()
+                    .await
+                    .map_err(|e| http.classify(&url, &e).to_string())
+            })
             .map_err(|e| GitError::Http(format!("reading {url}: {e}")))?;
         Ok(text
             .lines()

@@ -72,6 +72,12 @@ impl Repo {
         Ok(self)
     }
 
+    /// Reads effective configuration from `snapshot` (taken in this repository).
+    pub fn with_config_snapshot(mut self, snapshot: Arc<ConfigSnapshot>) -> Repo {
+        self.config_snapshot = Some(snapshot);
+        self
+    }
+
     /// The repository containing the current directory.
     pub fn current() -> Result<Repo, GitError> {
         let cwd = std::env::current_dir()

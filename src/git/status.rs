@@ -11,7 +11,6 @@ use crate::git::install::{KEY_ARGS, KEY_PATH};
 use crate::git::lfs_objects::tracked_files;
 use crate::git::repo::Repo;
 use crate::git::GitError;
-use crate::lfs::batch::BatchClient;
 use crate::lfs::pointer::Oid;
 use crate::lfs::protocol::Operation;
 
@@ -134,8 +133,8 @@ pub fn run(remote: Option<&str>, offline: bool) -> Result<(), GitError> {
 /// server offers xet, from one Batch API request offering `basic` and `xet`.
 fn transfer_path(repo: &Repo, remote: &str) -> (String, String) {
     let handoff = |why: String| format!("git-lfs (hand-off: {why})");
-    let endpoint = match endpoint::resolve(repo, remote, Operation::Download) {
-        Ok(Some(e)) => e,
+    let resolved = match endpoint::resolve(repo, remote, Operation::Download) {
+        Ok(Some(r)) => r,
         Ok(None) => {
             let why = "the LFS endpoint is not an HTTP server".to_string();
             return (handoff(why), "no (not an HTTP server)".into());
@@ -145,12 +144,16 @@ fn transfer_path(repo: &Repo, remote: &str) -> (String, String) {
         }
         Err(e) => return (handoff(e.to_string()), format!("unknown ({e})")),
     };
-    let answer = BatchClient::for_endpoint(endpoint).and_then(|client| {
+    let answer = resolved.batch_client().and_then(|client| {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| crate::lfs::LfsError::Internal(e.to_string()))?;
-        rt.block_on(client.batch(Operation::Download, &["basic", "xet"], &[(Oid([0; 32]), 0)]))
+            .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
+        Ok(rt.block_on(client.batch(
+            Operation::Download,
+            &["basic", "xet"],
+            &[(Oid([0; 32]), 0)],
+        ))?)
     });
     match answer {
         Ok(a) if a.transfer == "xet" => ("xet".into(), "yes".into()),
@@ -158,7 +161,10 @@ fn transfer_path(repo: &Repo, remote: &str) -> (String, String) {
             handoff(format!("the server chose `{}`", a.transfer)),
             format!("no (the server chose `{}`)", a.transfer),
         ),
-        Err(e) => (handoff(e.to_string()), format!("unknown ({e})")),
+        Err(e) => (
+            handoff(format!("LFS batch request failed: {e}")),
+            format!("unknown ({e})"),
+        ),
     }
 }
 

@@ -6,14 +6,18 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::client::transport::{Authenticator, HttpFactory};
 use crate::git::command::Git;
+use crate::git::config::ConfigSnapshot;
 use crate::git::endpoint;
 use crate::git::filter::store::LfsStore;
+use crate::git::http;
 use crate::git::repo::Repo;
+use crate::git::GitError;
 use crate::lfs::agent::{self, Ending};
 use crate::lfs::progress::AnswerSink;
 use crate::lfs::protocol::{InitRequest, Operation};
-use crate::lfs::xet_backend::{AgentEnv, AuthorizationFn, EnvStart, XetBackend};
+use crate::lfs::xet_backend::{AgentEnv, EnvStart, XetBackend};
 use crate::lfs::LfsError;
 
 /// Runs the agent on stdin/stdout until git-lfs sends `terminate`.
@@ -41,17 +45,26 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
     let remote = init.remote.clone();
     let operation = init.operation;
     let discover = move || {
-        // The first transfer waits for both answers: git is asked both at once.
-        let storage = {
+        // The first transfer waits for both answers: git is asked both at once. The
+        // configuration (lfs.storage, remotes, http.*) is read once, as git-lfs does.
+        let snapshot = {
             let cwd = cwd.clone();
-            std::thread::spawn(move || Git::in_dir(cwd).try_run(["config", "--get", "lfs.storage"]))
+            std::thread::spawn(move || ConfigSnapshot::load(&Git::in_dir(cwd)))
         };
         let repo = Repo::discover(&cwd).map_err(|e| LfsError::Transfer(e.to_string()))?;
-        let store = match storage.join() {
-            Ok(Ok(value)) => LfsStore::in_dir(&repo.lfs_dir_from(value.as_deref())),
-            _ => LfsStore::of(&repo), // asked again, the usual way
+        let (repo, store) = match snapshot.join() {
+            Ok(Ok(snapshot)) => {
+                let storage = snapshot.get("lfs.storage").map(str::to_string);
+                let store = LfsStore::in_dir(&repo.lfs_dir_from(storage.as_deref()));
+                (repo.with_config_snapshot(Arc::new(snapshot)), store)
+            }
+            _ => {
+                let store = LfsStore::of(&repo); // asked again, the usual way
+                (repo, store)
+            }
         };
-        Ok(agent_env_with_store(&repo, &remote, operation, store))
+        agent_env_with_store(&repo, &remote, operation, store)
+            .map_err(|e| LfsError::Transfer(e.to_string()))
     };
     if quick {
         Ok(EnvStart::Later(Box::new(discover)))
@@ -69,10 +82,7 @@ fn looks_like_repository(dir: &Path) -> bool {
 }
 
 /// The agent environment of `repo` downloading from `remote` (a name or URL).
-///
-/// Every agent that gets an object asks this of git, so it asks little: the remote and its
-/// credentials are looked up only when first needed (token refresh), and `lfs.storage` once.
-pub fn agent_env(repo: &Repo, remote: &str) -> AgentEnv {
+pub fn agent_env(repo: &Repo, remote: &str) -> Result<AgentEnv, GitError> {
     agent_env_with_store(repo, remote, Operation::Download, LfsStore::of(repo))
 }
 
@@ -82,19 +92,35 @@ fn agent_env_with_store(
     remote: &str,
     operation: Operation,
     store: LfsStore,
+) -> Result<AgentEnv, GitError> {
+    // For an ssh remote, `git-lfs-authenticate` (as git-lfs got the batch's authorization),
+    // asked only when the token refresh needs it; for http, the URL's or git's credentials.
+    let auth = match endpoint::authenticator(repo, remote, operation) {
+        Ok(auth) => auth,
+        // No remote to ask credentials for (a URL git-lfs was given...): git's HTTP
+        // settings still apply; the token refresh goes without credentials.
+        Err(e) if !matches!(e, GitError::Config(_)) => {
+            tracing::debug!("no LFS endpoint for {remote:?}: {e}");
+            Arc::new(Authenticator::anonymous())
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(agent_env_for(repo, store, &http::factory(repo)?, auth))
+}
+
+/// The agent environment of `repo` with git's HTTP settings and `auth` for its requests.
+pub fn agent_env_for(
+    repo: &Repo,
+    store: LfsStore,
+    http: &HttpFactory,
+    auth: Arc<Authenticator>,
 ) -> AgentEnv {
-    let repo_for_auth = repo.clone();
-    let remote = remote.to_string();
-    // For an ssh remote, `git-lfs-authenticate` (as git-lfs got the batch's authorization);
-    // for http, the URL's or git's credentials.
-    let authorization: AuthorizationFn = Arc::new(move |url: &str| {
-        endpoint::authorization(&repo_for_auth, &remote, operation, url).map_err(|e| e.to_string())
-    });
     AgentEnv {
         lfs_tmp_dir: store.tmp_dir().to_path_buf(),
         lfs_objects_dir: store.objects_dir().to_path_buf(),
         xet_dir: repo.xet_dir(),
-        authorization,
+        auth,
+        http: http.clone(),
         // The object store is the cache: with the reconstruction records under .git/xet,
         // a new version reuses the previous one from there. Writing every download a second
         // time into a chunk cache made a 1 GiB clone 15-25% slower (measured on this VM).

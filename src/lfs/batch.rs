@@ -2,13 +2,16 @@
 //! talk to an LFS server themselves (`migrate`, `status`) rather than through git-lfs.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use crate::xet::constants::{XET_DOWNLOAD_TRANSFER, XET_TRANSFER};
+use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
+use crate::client::transport::{shown_url, Authenticator, HttpFactory};
 use crate::lfs::pointer::Oid;
 use crate::lfs::protocol::{Action, Operation};
-use crate::lfs::{BatchFailure, LfsError};
+use crate::lfs::LfsError;
+use crate::xet::constants::{XET_DOWNLOAD_TRANSFER, XET_TRANSFER};
 
 const MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
 /// Objects per batch request (git-lfs's own default batch size).
@@ -17,8 +20,9 @@ pub const BATCH_SIZE: usize = 100;
 /// Attempts of a Batch API request that got no answer or a 5xx, and the pause after each.
 const BATCH_RETRY_PAUSES_MS: [u64; 2] = [200, 800];
 
-/// An LFS endpoint (`.../info/lfs`) and the headers its requests carry: from
-/// `git-lfs-authenticate` for ssh remotes, from git's credentials for http ones.
+/// An LFS endpoint (`.../info/lfs`) and the headers its requests carry (from
+/// `git-lfs-authenticate` for ssh remotes). Credentials go through the client's
+/// [`Authenticator`], not in `header`.
 #[derive(Clone, Default)]
 pub struct Endpoint {
     pub url: String,
@@ -34,16 +38,14 @@ impl Endpoint {
         }
     }
 
-    /// Adds `Authorization: value` unless a header already authorizes.
-    pub fn with_authorization(mut self, value: Option<String>) -> Endpoint {
-        let has = self
+    /// Takes the `Authorization` header out of `header` (it goes to an [`Authenticator`]).
+    pub fn take_authorization(&mut self) -> Option<String> {
+        let key = self
             .header
             .keys()
-            .any(|k| k.eq_ignore_ascii_case("authorization"));
-        if let (false, Some(v)) = (has, value) {
-            self.header.insert("Authorization".into(), v);
-        }
-        self
+            .find(|k| k.eq_ignore_ascii_case("authorization"))?
+            .clone();
+        self.header.remove(&key)
     }
 }
 
@@ -51,8 +53,11 @@ impl Endpoint {
 #[derive(Clone)]
 pub struct BatchClient {
     endpoint: String,
+    /// Headers every Batch API request carries (from `git-lfs-authenticate`); the
+    /// `Authorization` comes from `auth`.
     header: BTreeMap<String, String>,
-    http: reqwest::Client,
+    auth: Arc<Authenticator>,
+    http: HttpFactory,
 }
 
 /// `transfers`, plus [`XET_DOWNLOAD_TRANSFER`] for a download offering `xet`: our `xet`
@@ -139,28 +144,32 @@ pub struct BatchResponse {
 }
 
 impl BatchClient {
-    pub fn new(endpoint: &str, authorization: Option<String>) -> Result<BatchClient, LfsError> {
-        BatchClient::for_endpoint(Endpoint::new(endpoint).with_authorization(authorization))
-    }
-
-    /// A client whose requests carry `endpoint.header`.
-    pub fn for_endpoint(endpoint: Endpoint) -> Result<BatchClient, LfsError> {
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("git-xet/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| LfsError::Transfer(format!("cannot create an HTTP client: {e}")))?;
+    /// A client of `endpoint` (its requests carry `endpoint.header`), whose HTTP clients
+    /// come from `http`, authenticated by `auth`.
+    pub fn new(
+        endpoint: Endpoint,
+        http: &HttpFactory,
+        auth: Arc<Authenticator>,
+    ) -> Result<BatchClient, LfsError> {
+        // Unusable settings (a missing CA file...) show here, before any request; the
+        // client made is the one the requests use.
+        let http = http.clone();
+        http.client_for(&endpoint.url)?;
         Ok(BatchClient {
-            endpoint: endpoint.url.trim_end_matches('/').to_string(),
+            endpoint: without_userinfo(endpoint.url.trim_end_matches('/')),
             header: endpoint.header,
+            auth,
             http,
         })
     }
 
-    fn authorization(&self) -> Option<&String> {
-        self.header
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
-            .map(|(_, v)| v)
+    pub fn authenticator(&self) -> &Arc<Authenticator> {
+        &self.auth
+    }
+
+    /// The factory of the client's HTTP clients (git's settings).
+    pub fn http(&self) -> &HttpFactory {
+        &self.http
     }
 
     pub fn endpoint(&self) -> &str {
@@ -188,63 +197,45 @@ impl BatchClient {
             hash_algo: "sha256",
         };
         let body = serde_json::to_vec(&body).expect("batch request serializes");
-        let failed = |failure| LfsError::Batch {
-            url: url.clone(),
-            failure,
-        };
         let mut attempt = 0;
-        let text = loop {
-            let mut request = self
-                .http
-                .post(&url)
-                .header("Accept", MEDIA_TYPE)
-                .header("Content-Type", MEDIA_TYPE)
-                .body(body.clone());
-            for (k, v) in &self.header {
-                request = request.header(k, v);
-            }
-            let outcome = match request.send().await {
-                Err(e) => Err(BatchFailure::Unreachable(error_chain(&e))),
-                Ok(response) => {
-                    let status = response.status();
-                    match response.text().await {
-                        Err(e) => Err(BatchFailure::Unreachable(error_chain(&e))),
-                        Ok(text) if status.is_success() => Ok(text),
-                        Ok(text) => Err(BatchFailure::Status {
-                            status: status.as_u16(),
-                            message: server_message(&text),
-                        }),
-                    }
-                }
-            };
+        let (status, text) = loop {
+            let outcome = self.send_batch(&url, &body).await;
+            // No answer (not a TLS or settings problem: those stay) or a 5xx: again.
             let retry = match &outcome {
-                Err(BatchFailure::Unreachable(_)) => true,
-                Err(BatchFailure::Status { status, .. }) => *status >= 500,
-                _ => false,
+                Err(LfsError::Http(e)) => e.is_transient(),
+                Ok((status, _)) => *status >= 500,
+                Err(_) => false,
             };
-            match outcome {
-                Ok(text) => break text,
-                Err(e) if !retry || attempt >= BATCH_RETRY_PAUSES_MS.len() => {
-                    return Err(failed(e))
-                }
-                Err(e) => {
-                    tracing::debug!("LFS batch request to {url} failed ({e}); retrying");
-                    tokio::time::sleep(std::time::Duration::from_millis(
-                        BATCH_RETRY_PAUSES_MS[attempt],
-                    ))
-                    .await;
-                    attempt += 1;
-                }
+            if !retry || attempt >= BATCH_RETRY_PAUSES_MS.len() {
+                break outcome?;
             }
+            tracing::debug!("LFS batch request to {} failed; retrying", shown_url(&url));
+            tokio::time::sleep(std::time::Duration::from_millis(
+                BATCH_RETRY_PAUSES_MS[attempt],
+            ))
+            .await;
+            attempt += 1;
         };
-        let parsed: ResponseBody = serde_json::from_str(&text)
-            .map_err(|e| failed(BatchFailure::BadAnswer(e.to_string())))?;
+        if !(200..300).contains(&status) {
+            return Err(LfsError::status(
+                "LFS batch request",
+                shown_url(&url),
+                status,
+                server_message(&text),
+            ));
+        }
+        let bad_answer = |detail: String| LfsError::BadAnswer {
+            url: shown_url(&url),
+            detail,
+        };
+        let parsed: ResponseBody =
+            serde_json::from_str(&text).map_err(|e| bad_answer(e.to_string()))?;
         let mut out = Vec::with_capacity(parsed.objects.len());
         for o in parsed.objects {
             let oid = o
                 .oid
                 .parse::<Oid>()
-                .map_err(|e| failed(BatchFailure::BadAnswer(e.to_string())))?;
+                .map_err(|e| bad_answer(e.to_string()))?;
             let mut actions = o.actions.unwrap_or_default();
             let take = |actions: &mut BTreeMap<String, RawAction>, name: &str| {
                 actions.remove(name).map(|a| Action {
@@ -266,48 +257,87 @@ impl BatchClient {
         })
     }
 
+    /// One Batch API request: the answer's status and body.
+    async fn send_batch(&self, url: &str, body: &[u8]) -> Result<(u16, String), LfsError> {
+        let response = self
+            .auth
+            .send(&self.http, url, || {
+                let mut request = self
+                    .http
+                    .request(Method::POST, url)?
+                    .header("Accept", MEDIA_TYPE)
+                    .header("Content-Type", MEDIA_TYPE)
+                    .body(body.to_vec());
+                for (k, v) in &self.header {
+                    request = request.header(k, v);
+                }
+                Ok(request)
+            })
+            .await?;
+        let status = response.status().as_u16();
+        let text = response
+            .text()
+            .await
+            .map_err(|e| LfsError::from(self.http.classify(url, &e)))?;
+        Ok((status, text))
+    }
+
     /// Calls a `verify` action after an upload, as git-lfs does.
     pub async fn verify(&self, action: &Action, oid: &Oid, size: u64) -> Result<(), LfsError> {
-        let mut request = self
-            .http
-            .post(&action.href)
-            .header("Accept", MEDIA_TYPE)
-            .header("Content-Type", MEDIA_TYPE)
-            .body(serde_json::json!({"oid": oid.to_hex(), "size": size}).to_string());
-        let mut has_auth = false;
-        for (k, v) in &action.header {
-            has_auth |= k.eq_ignore_ascii_case("authorization");
-            request = request.header(k, v);
-        }
-        if let (false, Some(auth)) = (has_auth, self.authorization()) {
-            request = request.header("Authorization", auth);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| LfsError::Transfer(format!("verify of {oid} failed: {e}")))?;
+        let body = serde_json::json!({"oid": oid.to_hex(), "size": size}).to_string();
+        let build = || {
+            let mut request = self
+                .http
+                .request(Method::POST, &action.href)?
+                .header("Accept", MEDIA_TYPE)
+                .header("Content-Type", MEDIA_TYPE)
+                .body(body.clone());
+            for (k, v) in &self.header {
+                request = request.header(k, v);
+            }
+            for (k, v) in &action.header {
+                request = request.header(k, v);
+            }
+            Ok(request)
+        };
+        let has_auth = action
+            .header
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"));
+        let response = if has_auth {
+            build()?
+                .send()
+                .await
+                .map_err(|e| self.http.classify(&action.href, &e))?
+        } else {
+            self.auth.send(&self.http, &action.href, build).await?
+        };
         if !response.status().is_success() {
-            let status = response.status();
+            let status = response.status().as_u16();
             let text = response.text().await.unwrap_or_default();
-            return Err(LfsError::Transfer(format!(
-                "the LFS server did not verify {oid}: HTTP {status}: {}",
-                server_message(&text)
-            )));
+            return Err(LfsError::status(
+                "verify",
+                shown_url(&action.href),
+                status,
+                server_message(&text),
+            ));
         }
         Ok(())
     }
 }
 
-/// An error and its causes on one line (reqwest's own message hides the cause, e.g. TLS).
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
+/// `url` without `user:password@`: the authenticator sends credentials (written in the
+/// URL or not) as one `Authorization` header, and a second one from the URL would make
+/// proxies refuse the request.
+fn without_userinfo(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string().trim_end_matches('/').to_string()
+        }
+        _ => url.to_string(),
     }
-    text
 }
 
 /// The `message` of an LFS error body, else the start of the body.

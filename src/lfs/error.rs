@@ -2,34 +2,6 @@
 
 use thiserror::Error;
 
-/// How a Batch API request failed (callers decide by this, e.g. the filter's hand-off).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BatchFailure {
-    /// No HTTP answer: connection refused, DNS, TLS handshake, timeout.
-    Unreachable(String),
-    /// An HTTP error status (after retries for 5xx).
-    Status { status: u16, message: String },
-    /// An answer that is not a Batch API response.
-    BadAnswer(String),
-}
-
-impl std::fmt::Display for BatchFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BatchFailure::Unreachable(e) => write!(f, "no answer: {e}"),
-            BatchFailure::Status { status, message } => {
-                let hint = match status {
-                    401 | 403 => " (check the credentials git uses for this remote: a token in the remote URL or a credential helper)",
-                    404 => " (is this an LFS server? `git xet status` shows the endpoint in use)",
-                    _ => "",
-                };
-                write!(f, "HTTP {status}: {message}{hint}")
-            }
-            BatchFailure::BadAnswer(e) => write!(f, "the answer is not valid: {e}"),
-        }
-    }
-}
-
 /// Everything that can go wrong in the lfs layer. Messages say what was wrong with which
 /// input, so that git-lfs (which shows them to the user) and logs are useful as they are.
 #[derive(Debug, Error)]
@@ -46,16 +18,85 @@ pub enum LfsError {
     /// Moving an object failed; the message says why and what to do.
     #[error("{0}")]
     Transfer(String),
-    /// A Batch API request got no usable answer; `failure` says how it failed.
-    #[error("LFS batch request to {url}: {failure}")]
-    Batch { url: String, failure: BatchFailure },
+    /// A Batch API answer that is not one (not JSON, missing fields).
+    #[error("LFS batch answer from {url} is not valid: {detail}")]
+    BadAnswer { url: String, detail: String },
     /// A bug: the message asks the user to report it.
     #[error("{0}")]
     Internal(String),
     /// The XET client engine failed; its message says what and why.
     #[error(transparent)]
     Client(#[from] crate::client::ClientError),
+    /// An HTTP request to the LFS server could not be made or was refused: TLS, proxy,
+    /// unreachable, credentials (see the variants of [`TransportError`]).
+    ///
+    /// [`TransportError`]: crate::client::TransportError
+    #[error(transparent)]
+    Http(Box<crate::client::TransportError>),
+    /// The LFS server answered a request with an error status (other than 401).
+    #[error("{}", .0)]
+    Status(Box<StatusError>),
     /// Reading stdin or writing stdout failed: the connection to git-lfs is gone.
     #[error("i/o with git-lfs failed: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl From<crate::client::TransportError> for LfsError {
+    fn from(e: crate::client::TransportError) -> Self {
+        LfsError::Http(Box::new(e))
+    }
+}
+
+/// An error status from the LFS server.
+#[derive(Debug, Error)]
+#[error("{what} at {url}: HTTP {status}: {message}{}", status_hint(*.status))]
+pub struct StatusError {
+    /// The request: `LFS batch request`, `verify`, `token refresh`.
+    pub what: &'static str,
+    pub url: String,
+    pub status: u16,
+    /// The server's own explanation.
+    pub message: String,
+}
+
+impl LfsError {
+    pub fn status(what: &'static str, url: String, status: u16, message: String) -> LfsError {
+        LfsError::Status(Box::new(StatusError {
+            what,
+            url,
+            status,
+            message,
+        }))
+    }
+}
+
+fn status_hint(status: u16) -> String {
+    match status {
+        401 | 403 => format!(" ({})", crate::client::transport::CREDENTIALS_HINT),
+        404 => " (is this an LFS server? `git xet status` shows the endpoint in use)".into(),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::transport::{TransportError, CREDENTIALS_HINT};
+
+    /// A refused request says what to check in one wording, whether it was a 401 the
+    /// transport saw or a 403 the server answered.
+    #[test]
+    fn one_credentials_hint() {
+        let refused = TransportError::AuthRefused {
+            url: "https://h/info/lfs".into(),
+            status: 401,
+        };
+        let forbidden = LfsError::status("verify", "https://h/x".into(), 403, "no".into());
+        assert!(refused.to_string().ends_with(CREDENTIALS_HINT), "{refused}");
+        assert!(
+            forbidden.to_string().contains(CREDENTIALS_HINT),
+            "{forbidden}"
+        );
+        assert!(CREDENTIALS_HINT.contains("credential helper, or user:token"));
+    }
 }

@@ -20,4 +20,4 @@ pub mod progress;
 pub mod protocol;
 pub mod xet_backend;
 
-pub use error::{BatchFailure, LfsError};
+pub use error::{LfsError, StatusError};

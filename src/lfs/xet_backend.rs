@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::client::chunk_lists::ChunkListStore;
+use crate::client::transport::{Authenticator, HttpFactory};
 use crate::client::{
     CasClient, ClientConfig, ClientError, ContentTap, DownloadOptions, LocalSource, ProgressFn,
     RefreshFn, SessionStats, Token,
@@ -23,9 +24,6 @@ use crate::lfs::pointer::Oid;
 use crate::lfs::progress::Progress;
 use crate::lfs::protocol::{InitRequest, Operation, TransferRequest};
 use crate::lfs::LfsError;
-
-/// Produces the `Authorization` header value for a URL (the git credentials git-lfs used).
-pub type AuthorizationFn = Arc<dyn Fn(&str) -> Result<String, String> + Send + Sync>;
 
 /// Recent local objects offered to the client as sources of chunks on download.
 const MAX_LOCAL_SOURCES: usize = 16;
@@ -40,8 +38,10 @@ pub struct AgentEnv {
     /// git-xet's per-repository directory (`.git/xet`): shard cache and reconstruction
     /// records of the client engine.
     pub xet_dir: PathBuf,
-    /// Credentials for the token-refresh URL.
-    pub authorization: AuthorizationFn,
+    /// Credentials for the token-refresh URL (git's, as git-lfs uses them).
+    pub auth: Arc<Authenticator>,
+    /// Where HTTP clients come from (git's TLS, proxy and header settings).
+    pub http: HttpFactory,
     /// Whether to use the per-user chunk cache.
     pub chunk_cache: bool,
 }
@@ -88,7 +88,8 @@ pub struct XetBackend {
 struct Tokens {
     refresh_url: String,
     action_authorization: Option<String>,
-    authorization: AuthorizationFn,
+    auth: Arc<Authenticator>,
+    http: HttpFactory,
     /// A token from a later action that the client has not used yet.
     pending: Mutex<Option<Token>>,
     last_seen: Mutex<String>,
@@ -120,27 +121,16 @@ impl Tokens {
                     .into(),
             ));
         }
-        let authorization = match &self.action_authorization {
-            Some(a) => Some(a.clone()),
-            None => {
-                let this = self.clone();
-                let url = self.refresh_url.clone();
-                let found = tokio::task::spawn_blocking(move || (this.authorization)(&url))
-                    .await
-                    .map_err(|e| ClientError::Auth(format!("credential lookup failed: {e}")))?;
-                match found {
-                    Ok(a) => Some(a),
-                    Err(e) => {
-                        // The refresh route may allow anonymous reads; try without.
-                        tracing::debug!("no credentials for the token refresh: {e}");
-                        None
-                    }
-                }
-            }
+        let auth = match &self.action_authorization {
+            Some(a) => Arc::new(Authenticator::with_header(a.clone())),
+            None => self.auth.clone(),
         };
-        let t: RefreshedToken = refresh_token(&self.refresh_url, authorization)
+        let t: RefreshedToken = refresh_token(&self.http, &self.refresh_url, &auth)
             .await
-            .map_err(|e| ClientError::Auth(e.to_string()))?;
+            .map_err(|e| match e {
+                LfsError::Http(t) => ClientError::Transport(*t),
+                other => ClientError::Auth(other.to_string()),
+            })?;
         Ok(Token::with_unix_expiry(t.access_token, t.exp))
     }
 }
@@ -231,7 +221,8 @@ impl XetBackend {
         let tokens = Arc::new(Tokens {
             refresh_url: action.refresh_url.clone(),
             action_authorization: action.authorization.clone(),
-            authorization: env.authorization.clone(),
+            auth: env.auth.clone(),
+            http: env.http.clone(),
             pending: Mutex::new(None),
             last_seen: Mutex::new(action.access_token.clone()),
         });
@@ -244,6 +235,7 @@ impl XetBackend {
         ));
         config.refresh = Some(refresh);
         config.metadata_dir = Some(env.xet_dir.clone());
+        config.http = env.http.clone();
         if env.chunk_cache {
             config = config.with_user_caches();
         }
@@ -554,30 +546,26 @@ fn check_upload_file(path: &Path, size: u64) -> Result<(), LfsError> {
 
 /// Fetches a fresh CAS token from the action's `href` with the LFS credentials.
 pub async fn refresh_token(
+    http: &HttpFactory,
     url: &str,
-    authorization: Option<String>,
+    auth: &Authenticator,
 ) -> Result<RefreshedToken, LfsError> {
-    let client = reqwest::Client::new();
-    let mut request = client.get(url).header("Accept", "application/json");
-    if let Some(auth) = authorization {
-        request = request.header("Authorization", auth);
-    }
-    let response = request
-        .send()
-        .await
-        .map_err(|e| LfsError::Transfer(format!("token refresh at {url} failed: {e}")))?;
+    let response = auth
+        .send(http, url, || {
+            Ok(http
+                .request(reqwest::Method::GET, url)?
+                .header("Accept", "application/json"))
+        })
+        .await?;
     let status = response.status();
     if !status.is_success() {
         let body = response.text().await.unwrap_or_default();
-        let hint = if status.as_u16() == 401 || status.as_u16() == 403 {
-            " (check the credentials git uses for this remote)"
-        } else {
-            ""
-        };
-        return Err(LfsError::Transfer(format!(
-            "token refresh at {url}: HTTP {status}: {}{hint}",
-            body.chars().take(200).collect::<String>()
-        )));
+        return Err(LfsError::status(
+            "token refresh",
+            crate::client::transport::shown_url(url),
+            status.as_u16(),
+            body.chars().take(200).collect(),
+        ));
     }
     response
         .json::<RefreshedToken>()

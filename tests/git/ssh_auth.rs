@@ -25,9 +25,16 @@ fn token_refresh_authorization_comes_from_git_lfs_authenticate_once() {
     env.git(&a, &["config", "core.sshCommand", &sshd.ssh_command()]);
     let repo = Repo::discover(&a).unwrap();
     let url = format!("{}/org/refresh.git/info/lfs", server.url);
-    let first = endpoint::authorization(&repo, "origin", Operation::Download, &url).unwrap();
+    let given = |repo: &Repo| {
+        endpoint::authenticator(repo, "origin", Operation::Download)
+            .unwrap()
+            .given_authorization()
+            .expect("an ssh remote's authenticator sends git-lfs-authenticate's header")
+            .unwrap()
+    };
+    let first = given(&repo);
     assert!(first.starts_with("Bearer "), "the server's token");
-    let again = endpoint::authorization(&repo, "origin", Operation::Download, &url).unwrap();
+    let again = given(&repo);
     assert_eq!(first, again);
     assert_eq!(
         sshd.authenticate_calls(),
@@ -35,11 +42,18 @@ fn token_refresh_authorization_comes_from_git_lfs_authenticate_once() {
         "one login for both:\n{}",
         sshd.log()
     );
-    // The Batch API endpoint is the href git-lfs-authenticate named.
+    // The Batch API endpoint is the href git-lfs-authenticate named; its Authorization
+    // is the same answer's (never git's credentials), not a header of the endpoint.
     let resolved = endpoint::resolve(&repo, "origin", Operation::Download)
         .unwrap()
         .unwrap();
-    assert_eq!(resolved.url, url);
+    assert_eq!(resolved.endpoint.url, url);
+    assert_eq!(resolved.auth.given_authorization().unwrap().unwrap(), first);
+    assert!(!resolved
+        .endpoint
+        .header
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("authorization")));
 
     // git's scp-like form with a port reaches the same server, for git and for us.
     let scp = format!("[{}@127.0.0.1:{}]:org/refresh.git", sshd.user, sshd.port);
@@ -52,7 +66,7 @@ fn token_refresh_authorization_comes_from_git_lfs_authenticate_once() {
     let resolved = endpoint::resolve(&repo, "scp", Operation::Upload)
         .unwrap()
         .unwrap();
-    assert_eq!(resolved.url, url);
+    assert_eq!(resolved.endpoint.url, url);
     assert_eq!(sshd.authenticate_calls().len(), 2, "a new login for upload");
 
     // lfs.sshtransfer=always: the pure ssh protocol only, which git-lfs speaks.

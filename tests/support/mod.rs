@@ -37,6 +37,12 @@ impl TestServer {
 
     /// Starts a server with extra command-line arguments.
     pub fn start_with(args: &[&str]) -> Self {
+        Self::start_on(None, args)
+    }
+
+    /// Starts a server listening on `listen` (for a test that must know the address, e.g.
+    /// behind a proxy with `--public-url`: `url` is then the public URL).
+    pub fn start_on(listen: Option<&str>, args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let data = dir.path().join("data");
         let log = dir.path().join("server.log");
@@ -48,7 +54,7 @@ impl TestServer {
             child: None,
             log,
         };
-        server.spawn(None);
+        server.spawn(listen);
         server
     }
 

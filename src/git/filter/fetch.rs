@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::client::{ContentTap, ProgressFn};
 use crate::git::endpoint;
@@ -23,7 +24,7 @@ use crate::lfs::batch::{BatchClient, BatchObject, BATCH_SIZE};
 use crate::lfs::pointer::{Oid, Pointer};
 use crate::lfs::protocol::{InitRequest, Operation, TransferRequest};
 use crate::lfs::xet_backend::XetBackend;
-use crate::lfs::{BatchFailure, LfsError};
+use crate::lfs::LfsError;
 
 /// Objects downloaded at once when many are wanted (a large one is already fetched in
 /// parallel ranges by the client).
@@ -56,7 +57,7 @@ pub enum Fetched {
 
 /// Why an object is handed to git-lfs rather than fetched through XET. Decided from typed
 /// errors; shown in the debug log.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Handoff {
     /// The LFS server is not an HTTP server (a local path git-lfs reads directly).
     NotHttp,
@@ -65,8 +66,10 @@ pub enum Handoff {
     /// `git-lfs-authenticate` over ssh failed (a `git-lfs-transfer`-only server, a refused
     /// login, ...).
     SshAuthenticate(SshFailure),
-    /// The Batch API request failed (after its retries).
-    Batch(BatchFailure),
+    /// The Batch API request failed before any byte came (after its retries): TLS,
+    /// proxy, unreachable, credentials, an error status, an answer that is not one. The
+    /// error is one [`hands_off`] accepts.
+    Batch(Arc<LfsError>),
 }
 
 impl std::fmt::Display for Handoff {
@@ -75,25 +78,50 @@ impl std::fmt::Display for Handoff {
             Handoff::NotHttp => write!(f, "the LFS endpoint is not an HTTP server"),
             Handoff::NoXet(t) => write!(f, "the server chose the `{t}` transfer, not xet"),
             Handoff::SshAuthenticate(kind) => write!(f, "ssh authentication: {kind}"),
-            Handoff::Batch(failure) => write!(f, "Batch API: {failure}"),
+            Handoff::Batch(e) => write!(f, "Batch API: {e}"),
         }
     }
+}
+
+/// Whether a failed Batch API request is one git-lfs may get past (its own settings,
+/// credentials, retries, transfers): every transport failure and error status, and an
+/// answer that is not a Batch API answer.
+fn hands_off(e: &LfsError) -> bool {
+    matches!(
+        e,
+        LfsError::Http(_) | LfsError::Status(_) | LfsError::BadAnswer { .. }
+    )
 }
 
 impl Fetcher {
     pub fn new(repo: &Repo) -> Result<Fetcher, GitError> {
         let remote = repo.default_remote()?;
-        let batch = match endpoint::resolve(repo, &remote, Operation::Download) {
-            Ok(Some(endpoint)) => Ok(BatchClient::for_endpoint(endpoint)?),
+        let resolved = match endpoint::resolve(repo, &remote, Operation::Download) {
+            Ok(Some(r)) => Ok(r),
             Ok(None) => Err(Handoff::NotHttp),
             Err(GitError::SshAuthenticate { kind, .. }) => Err(Handoff::SshAuthenticate(kind)),
             Err(e) => return Err(e),
+        };
+        let batch = match &resolved {
+            Ok(r) => match r.batch_client() {
+                Ok(b) => Ok(b),
+                // Settings that cannot be used (a CA file that is not there...): git-lfs
+                // reads the same settings and says what is wrong with them.
+                Err(GitError::Lfs(e)) if hands_off(&e) => Err(Handoff::Batch(Arc::new(e))),
+                Err(e) => return Err(e),
+            },
+            Err(why) => Err(why.clone()),
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
-        let env = crate::git::transfer::agent_env(repo, &remote);
+        // The requests of the objects' downloads (token refresh) authenticate as the
+        // batch's did, with the same credentials.
+        let env = match resolved {
+            Ok(r) => crate::git::transfer::agent_env_for(repo, LfsStore::of(repo), &r.http, r.auth),
+            Err(_) => crate::git::transfer::agent_env(repo, &remote)?,
+        };
         let mut backend = XetBackend::for_env(env);
         backend.init(&InitRequest {
             operation: Operation::Download,
@@ -204,9 +232,7 @@ impl Fetcher {
                         {
                             Ok(a) if a.transfer == "xet" => Ok(Ok(a)),
                             Ok(a) => Ok(Err(Handoff::NoXet(a.transfer))),
-                            Err(LfsError::Batch { failure, .. }) => {
-                                Ok(Err(Handoff::Batch(failure)))
-                            }
+                            Err(e) if hands_off(&e) => Ok(Err(Handoff::Batch(Arc::new(e)))),
                             Err(e) => Err(e),
                         }
                     },
@@ -283,5 +309,62 @@ fn stored(
 impl Drop for Fetcher {
     fn drop(&mut self) {
         self.backend.terminate();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::TransportError;
+
+    /// Every failure of the Batch API request that git-lfs may get past is handed to it,
+    /// by kind; a failure of ours (a bug, the local engine) is not hidden behind git-lfs.
+    #[test]
+    fn batch_failures_hand_off_by_kind() {
+        let url = || "https://h/info/lfs/objects/batch".to_string();
+        let transport = [
+            TransportError::Tls {
+                url: url(),
+                detail: "unknown issuer".into(),
+            },
+            TransportError::Proxy {
+                url: url(),
+                proxy: "http://p:3128".into(),
+                detail: "refused".into(),
+            },
+            TransportError::Unreachable {
+                url: url(),
+                detail: "refused".into(),
+            },
+            TransportError::AuthRefused {
+                url: url(),
+                status: 401,
+            },
+            TransportError::Settings {
+                setting: "http.sslCAInfo".into(),
+                detail: "no such file".into(),
+            },
+        ];
+        for e in transport {
+            let e = LfsError::from(e);
+            assert!(hands_off(&e), "{e}");
+        }
+        for status in [403, 404, 500, 503] {
+            let e = LfsError::status("LFS batch request", url(), status, "no".into());
+            assert!(hands_off(&e), "{e}");
+        }
+        let bad = LfsError::BadAnswer {
+            url: url(),
+            detail: "expected value".into(),
+        };
+        assert!(hands_off(&bad));
+        assert!(!hands_off(&LfsError::Internal("a bug".into())));
+        assert!(!hands_off(&LfsError::Transfer("disk full".into())));
+        // The debug log's reason names the failure.
+        let why = Handoff::Batch(Arc::new(LfsError::from(TransportError::Tls {
+            url: url(),
+            detail: "unknown issuer".into(),
+        })));
+        assert!(why.to_string().contains("TLS failed"), "{why}");
     }
 }

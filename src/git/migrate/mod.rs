@@ -24,11 +24,12 @@ use std::io::Write;
 
 use crate::client::stats::human_bytes;
 use crate::git::credentials::{self, strip_userinfo};
+use crate::git::http;
 use crate::git::lfs_objects::{reachable_objects, LfsObject};
 use crate::git::repo::Repo;
 use crate::git::GitError;
 use crate::lfs::agent::TransferBackend;
-use crate::lfs::batch::BatchClient;
+use crate::lfs::batch::{BatchClient, Endpoint};
 use crate::lfs::protocol::{InitRequest, Operation};
 use crate::lfs::xet_backend::{AgentEnv, XetBackend};
 
@@ -98,17 +99,18 @@ pub fn run(opts: &Options) -> Result<MigrateReport, GitError> {
         // Credentials travel in a header only, so that no message shows them: those in the
         // destination URL itself, else as for any request to that host.
         let bare = strip_userinfo(&destination);
-        let authorization = credentials::userinfo_for(&destination, &destination)
-            .map(|c| c.basic_auth())
-            .or_else(|| credentials::authorization(repo.git(), Some(&remote_url), &bare).ok());
-        let batch = BatchClient::new(&bare, authorization)?;
+        let credentials_from = match credentials::userinfo_for(&destination, &destination) {
+            Some(_) => &destination,
+            None => &remote_url,
+        };
+        let auth = http::authenticator(&repo, Some(credentials_from), &bare)?;
+        let batch = BatchClient::new(Endpoint::new(&bare), &http::factory(&repo)?, auth)?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
         let progress = progress::MigrateProgress::new(&objects);
-        let uploaded =
-            upload::upload_missing(&repo, &remote, &batch, &rt, &objects, opts.jobs, &progress);
+        let uploaded = upload::upload_missing(&repo, &batch, &rt, &objects, opts.jobs, &progress);
         progress.finish();
         let uploaded = uploaded?;
         report.uploaded = uploaded.uploaded;
@@ -116,7 +118,7 @@ pub fn run(opts: &Options) -> Result<MigrateReport, GitError> {
         report.uploaded_bytes = uploaded.uploaded_bytes;
         report.bytes_stored = uploaded.bytes_stored;
         if opts.verify {
-            report.verified = verify::verify_all(&repo, &remote, &batch, &rt, &objects, &say)?;
+            report.verified = verify::verify_all(&repo, &batch, &rt, &objects, &say)?;
         }
     }
     print_report(&report);

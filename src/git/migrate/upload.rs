@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use crate::client::stats::human_bytes;
+use crate::git::filter::store::LfsStore;
 use crate::git::lfs_objects::LfsObject;
 use crate::git::migrate::progress::MigrateProgress;
 use crate::git::repo::Repo;
@@ -58,7 +59,6 @@ struct Tally<'a> {
 /// Uploads every object of `objects` the server at `batch` lacks.
 pub fn upload_missing(
     repo: &Repo,
-    remote: &str,
     batch: &BatchClient,
     rt: &tokio::runtime::Runtime,
     objects: &[LfsObject],
@@ -80,7 +80,12 @@ pub fn upload_missing(
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             let (rx, tx, stop) = (job_rx.clone(), done_tx.clone(), stop.clone());
-            let env = crate::git::transfer::agent_env(repo, remote);
+            let env = crate::git::transfer::agent_env_for(
+                repo,
+                LfsStore::of(repo),
+                batch.http(),
+                batch.authenticator().clone(),
+            );
             scope.spawn(move || worker(repo, env, &rx, &tx, &stop));
         }
         // Only the workers hold the queue's receiver: if they all end, sending fails.

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::git::filter::store::LfsStore;
 use crate::git::lfs_objects::LfsObject;
 use crate::git::repo::Repo;
 use crate::git::GitError;
@@ -15,7 +16,6 @@ use crate::lfs::protocol::{Operation, TransferRequest};
 /// Downloads every object through XET from the server alone and checks its sha256.
 pub fn verify_all(
     repo: &Repo,
-    remote: &str,
     batch: &BatchClient,
     rt: &tokio::runtime::Runtime,
     objects: &[LfsObject],
@@ -31,7 +31,12 @@ pub fn verify_all(
                 .tempdir_in(repo.xet_dir().join("tmp"))
         })
         .map_err(|e| GitError::io("creating a scratch directory under .git/xet", e))?;
-    let mut env = crate::git::transfer::agent_env(repo, remote);
+    let mut env = crate::git::transfer::agent_env_for(
+        repo,
+        LfsStore::of(repo),
+        batch.http(),
+        batch.authenticator().clone(),
+    );
     // Fresh metadata, no local objects, no chunk cache: every byte comes from the server.
     env.lfs_tmp_dir = scratch.path().join("out");
     env.lfs_objects_dir = PathBuf::from("/nonexistent");
