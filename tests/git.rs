@@ -31,6 +31,8 @@ mod migrate;
 mod migrate_endpoints;
 #[path = "git/old_lfs.rs"]
 mod old_lfs;
+#[path = "git/prompt.rs"]
+mod prompt;
 #[path = "git/ssh_auth.rs"]
 mod ssh_auth;
 #[path = "git/sshd.rs"]
