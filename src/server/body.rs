@@ -85,6 +85,71 @@ where
     pump_to_blocking(body, headers, limit, what, Some(slots), work).await
 }
 
+/// [`read_blocking`] for work that holds much memory while it runs (basic-upload
+/// conversions): the body is held back, without a slot, until `start_after` bytes of it (or
+/// all of it) have arrived; only then is one of `slots` taken and `work` started, and the
+/// slot is held until `work` returns. A client that declares a large body and sends a few
+/// bytes holds no slot (its connection times out on its own); the memory held back per
+/// request is at most `start_after` plus one frame.
+pub async fn read_blocking_slot_when_flowing<T, F>(
+    body: Body,
+    headers: &HeaderMap,
+    limit: u64,
+    what: &str,
+    slots: &Semaphore,
+    start_after: u64,
+    work: F,
+) -> ServerResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut BodyReader) -> ServerResult<T> + Send + 'static,
+{
+    let mut frames = LimitedBody::new(body, headers, limit, what)?;
+    let mut held = Vec::new();
+    let mut ended = false;
+    while frames.received < start_after {
+        match frames.next().await? {
+            Some(data) => held.push(data),
+            None => {
+                frames.finish()?;
+                ended = true;
+                break;
+            }
+        }
+    }
+    let _permit = slots
+        .acquire()
+        .await
+        .map_err(|_| ServerError::Unavailable("the server is shutting down".into()))?;
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let worker = tokio::task::spawn_blocking(move || work(&mut BodyReader::new(rx)));
+    let pumped = async {
+        for data in held {
+            if tx.send(Ok(data)).await.is_err() {
+                return Ok(());
+            }
+        }
+        if ended {
+            return Ok(());
+        }
+        while let Some(data) = frames.next().await? {
+            if tx.send(Ok(data)).await.is_err() {
+                return Ok(()); // `work` stopped; its result says why
+            }
+        }
+        frames.finish().map(drop)
+    }
+    .await;
+    if let Err(e) = &pumped {
+        // `work` must not take a cut-short body for a whole one.
+        let _ = tx.send(Err(e.to_string())).await;
+    }
+    drop(tx);
+    let worked = worker.await?;
+    pumped?;
+    worked
+}
+
 async fn pump_to_blocking<T, F>(
     body: Body,
     headers: &HeaderMap,

@@ -9,7 +9,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::support::TestServer;
+use crate::lfs::lfs_url;
+use crate::support::{random_bytes, TestServer};
 
 /// Waits until the server closes `stream` (EOF or reset); returns how long it took, or
 /// `None` if it is still open after `limit`.
@@ -83,6 +84,46 @@ fn stalled_xorb_uploads_do_not_hold_the_upload_slots() {
         "an honest upload waited {:?} behind stalled ones",
         started.elapsed()
     );
+    drop(stallers);
+}
+
+#[test]
+fn stalled_basic_uploads_do_not_hold_the_conversion_slots() {
+    let server = TestServer::start_with(&["--max-concurrent-uploads", "2"]);
+    let token = server.token("org/m", "write");
+    // Eight basic PUTs of new objects that declare 1 MB, send 3 bytes and stall.
+    let stallers: Vec<TcpStream> = (0..8)
+        .map(|i| {
+            let oid = format!("{:02x}", 0x10 + i).repeat(32);
+            let path = format!("/org/m.git/info/lfs/objects/{oid}");
+            let mut s = raw_request(&server, "PUT", &path, &token, 1_000_000);
+            s.write_all(b"abc").unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let data = random_bytes(600_000, 2417);
+    let oid = sha256_hex(&data);
+    let started = Instant::now();
+    let r = timed_client()
+        .put(lfs_url(&server, "org/m", &format!("objects/{oid}")))
+        .bearer_auth(&token)
+        .body(data.clone())
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "an honest basic upload waited {:?} behind stalled ones",
+        started.elapsed()
+    );
+    let back = timed_client()
+        .get(lfs_url(&server, "org/m", &format!("objects/{oid}")))
+        .bearer_auth(&token)
+        .send()
+        .unwrap();
+    assert_eq!(back.status(), 200);
+    assert!(back.bytes().unwrap() == data);
     drop(stallers);
 }
 

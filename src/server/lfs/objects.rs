@@ -14,7 +14,9 @@ use axum::response::{IntoResponse, Response};
 
 use crate::io::pipeline::{hash_stream, StreamSummary};
 use crate::server::auth::Scope;
-use crate::server::body::{check_declared, parse_range, read_blocking};
+use crate::server::body::{
+    check_declared, parse_range, read_blocking, read_blocking_slot_when_flowing,
+};
 use crate::server::cas::register_shard;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::file_stream::stream_plan;
@@ -40,20 +42,26 @@ pub async fn upload(
         refuse_if_it_cannot_fit(state, declared)?;
     }
     let convert = !in_repo(state, repo, sha256).await?;
-    // Converting builds a whole xorb in memory: conversions at once are bounded.
-    let _slot = match convert {
-        true => Some(state.conversion_slot().await?),
-        false => None,
-    };
     let st = state.clone();
-    let received = read_blocking(body, headers, max, "object", move |body| {
-        Ok(if convert {
-            Received::Converted(Box::new(ingest_stream(&st, body)?))
-        } else {
-            Received::Hashed(hash_stream(body, true)?)
+    let received = if convert {
+        // Converting builds a whole xorb in memory: conversions at once are bounded, and a
+        // conversion takes its slot only once data flows, so stalled uploads hold none.
+        read_blocking_slot_when_flowing(
+            body,
+            headers,
+            max,
+            "object",
+            &state.conversion_slots,
+            CONVERT_AFTER,
+            move |body| Ok(Received::Converted(Box::new(ingest_stream(&st, body)?))),
+        )
+        .await?
+    } else {
+        read_blocking(body, headers, max, "object", move |body| {
+            Ok(Received::Hashed(hash_stream(body, true)?))
         })
-    })
-    .await?;
+        .await?
+    };
     if received.sha256() != sha256 {
         return Err(ServerError::bad_request(format!(
             "sha256 mismatch: the uploaded bytes hash to {}, not to the object id {oid}",
@@ -68,6 +76,10 @@ pub async fn upload(
     }
     Ok(StatusCode::OK.into_response())
 }
+
+/// Bytes of a basic upload received before it takes a conversion slot (or all of it, if
+/// smaller): what a stalled upload can hold without a slot.
+const CONVERT_AFTER: u64 = 256 * 1024;
 
 /// 507 before reading a body that the data directory has no room for (converted content may
 /// deduplicate, but an upload that does not would fill the disk before being refused).
