@@ -174,6 +174,28 @@ impl<S> Inactivity<S> {
             Poll::Pending => None,
         }
     }
+
+    /// Accounts for a write of the inner stream: bytes written are progress; a write that
+    /// waits fails once the deadline has passed.
+    fn after_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match polled {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.progressed();
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Pending => match self.expired(cx) {
+                Some(e) => Poll::Ready(Err(e)),
+                None => Poll::Pending,
+            },
+            other => other,
+        }
+    }
 }
 
 impl AsyncRead for Inactivity<TcpStream> {
@@ -207,19 +229,8 @@ impl AsyncWrite for Inactivity<TcpStream> {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_write(cx, data) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    this.progressed();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Pending => match this.expired(cx) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
-            other => other,
-        }
+        let polled = Pin::new(&mut this.inner).poll_write(cx, data);
+        this.after_write(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -228,19 +239,8 @@ impl AsyncWrite for Inactivity<TcpStream> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    this.progressed();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Pending => match this.expired(cx) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
-            other => other,
-        }
+        let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.after_write(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -94,11 +94,6 @@ impl AppState {
         acquire(&self.upload_slots).await
     }
 
-    /// Waits for one of the slots that bound basic-upload conversions.
-    pub async fn conversion_slot(&self) -> ServerResult<tokio::sync::SemaphorePermit<'_>> {
-        acquire(&self.conversion_slots).await
-    }
-
     /// A transfer token the server hands out (LFS actions, token refresh) to the holder of
     /// `parent`: it expires with `parent` at the latest.
     pub fn mint_token(&self, repo: &RepoName, scope: Scope, parent: &Access) -> (String, u64) {
