@@ -223,14 +223,7 @@ fn import_lfs(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let ratio = if report.stored_bytes > 0 {
-        format!(
-            "{:.2}x",
-            report.imported_bytes as f64 / report.stored_bytes as f64
-        )
-    } else {
-        "n/a (nothing new stored)".into()
-    };
+    let ratio = crate::client::stats::dedup_ratio(report.imported_bytes, report.stored_bytes);
     println!(
         "objects:        {} ({} converted now, {} already in {repo})",
         report.objects, report.imported, report.already

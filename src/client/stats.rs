@@ -70,6 +70,15 @@ pub struct SessionStats {
 }
 
 /// `1.5 GiB`-style sizes for people.
+/// `logical / stored` as a dedup ratio (`1.63x`), or why there is none.
+pub fn dedup_ratio(logical: u64, stored: u64) -> String {
+    if stored > 0 {
+        format!("{:.2}x", logical as f64 / stored as f64)
+    } else {
+        "n/a (nothing new stored)".into()
+    }
+}
+
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut value = n as f64;

@@ -126,89 +126,57 @@ pub fn make_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
             "ca.pem",
         ],
     );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-        ],
-    );
     std::fs::write(
         dir.join("ext.cnf"),
         "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
     )
     .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "ext.cnf",
-            "-out",
-            "server.pem",
-        ],
-    );
+    signed_by_ca(dir, "server", "/CN=127.0.0.1", "ext.cnf");
     // A client certificate from the same CA, for the rows that require one (with an
     // extension, so that openssl makes an X.509 v3 certificate: webpki refuses v1).
     std::fs::write(dir.join("client.cnf"), "extendedKeyUsage=clientAuth\n").unwrap();
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=git-xet test client",
-            "-keyout",
-            "client.key",
-            "-out",
-            "client.csr",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "client.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "client.cnf",
-            "-out",
-            "client.pem",
-        ],
-    );
+    signed_by_ca(dir, "client", "/CN=git-xet test client", "client.cnf");
     (
         dir.join("ca.pem"),
         dir.join("server.pem"),
         dir.join("server.key"),
     )
+}
+
+/// A key `NAME.key` and a certificate `NAME.pem` for `subject`, signed by the CA in `dir`
+/// with the extensions in `extensions`.
+fn signed_by_ca(dir: &Path, name: &str, subject: &str, extensions: &str) {
+    let (key, csr, pem) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.pem"),
+    );
+    openssl(
+        dir,
+        &[
+            "req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", &key, "-out", &csr,
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            extensions,
+            "-out",
+            &pem,
+        ],
+    );
 }
 
 /// nginx terminating TLS on `port` in front of `backend` (`host:port`), logging the client

@@ -22,7 +22,7 @@ mod verify;
 
 use std::io::Write;
 
-use crate::client::stats::human_bytes;
+use crate::client::stats::{dedup_ratio, human_bytes};
 use crate::git::credentials::{self, strip_userinfo};
 use crate::git::http;
 use crate::git::lfs_objects::{reachable_objects, LfsObject};
@@ -241,11 +241,7 @@ fn new_backend(env: AgentEnv, operation: Operation) -> Result<XetBackend, GitErr
 }
 
 fn print_report(r: &MigrateReport) {
-    let ratio = if r.bytes_stored > 0 {
-        format!("{:.2}x", r.uploaded_bytes as f64 / r.bytes_stored as f64)
-    } else {
-        "n/a (nothing new stored)".into()
-    };
+    let ratio = dedup_ratio(r.uploaded_bytes, r.bytes_stored);
     println!(
         "files:          {} ({} uploaded now, {} already on the server)",
         r.files, r.uploaded, r.already_present
