@@ -7,7 +7,11 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
+    /// This process's working space (staging files under `tmp/`, hosted repositories) and,
+    /// by default, everything else.
     pub data_dir: PathBuf,
+    /// Where the object store, index and secret live.
+    pub deployment: crate::server::deployment::DeploymentConfig,
     /// Base URL clients reach this server at (no trailing slash). Without it, URLs are
     /// built from the request's `Host` header.
     pub public_url: Option<String>,
@@ -46,6 +50,7 @@ impl ServerConfig {
         let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
         ServerConfig {
             listen,
+            deployment: crate::server::deployment::DeploymentConfig::embedded(&data_dir),
             data_dir,
             public_url: None,
             ready_file: None,
@@ -72,9 +77,5 @@ impl ServerConfig {
 
     pub fn tmp_dir(&self) -> PathBuf {
         self.data_dir.join("tmp")
-    }
-
-    pub fn index_path(&self) -> PathBuf {
-        self.data_dir.join("index.sqlite")
     }
 }

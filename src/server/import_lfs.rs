@@ -16,15 +16,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::server::cas::register_shard;
+use crate::server::deployment::{self, Deployment};
 use crate::server::error::ServerError;
-use crate::server::index::{Index, SqliteIndex};
 use crate::server::ingest::{commit, ingest_stream};
-use crate::server::keys::Keys;
 use crate::server::metrics::Metrics;
 use crate::server::repo_name::RepoName;
 use crate::server::shard_check::validate_built;
 use crate::server::state::{AppState, SharedState};
-use crate::server::storage::FsStore;
 use crate::server::ServerConfig;
 use crate::xet::hash::sha256_hex;
 
@@ -44,6 +42,8 @@ pub enum ImportError {
     },
     #[error(transparent)]
     Index(#[from] crate::server::index::IndexError),
+    #[error(transparent)]
+    Deployment(#[from] crate::server::deployment::DeploymentError),
     #[error("importing {path}: {cause}")]
     Object { path: PathBuf, cause: ServerError },
     #[error("cannot start the async runtime: {0}")]
@@ -255,15 +255,14 @@ fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportErro
         .join(format!("import-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(io)?;
     remove_dead_imports(&config.tmp_dir());
-    let keys = Keys::load_or_create(&data).map_err(io)?;
-    let store = FsStore::open(&data, &tmp, config.fsync).map_err(io)?;
-    let index = SqliteIndex::open(&config.index_path(), config.fsync)?;
+    let Deployment { store, index, keys } =
+        deployment::open(&config.deployment, &tmp, config.fsync)?;
     let metrics = Metrics::with_stats(index.stats()?);
     let slots = config.max_concurrent_uploads.max(1);
     let state = AppState {
         config,
-        store: Arc::new(store),
-        index: Arc::new(index),
+        store,
+        index,
         keys,
         metrics,
         upload_slots: tokio::sync::Semaphore::new(slots),

@@ -4,6 +4,7 @@
 //! | module          | job                                                               |
 //! |-----------------|-------------------------------------------------------------------|
 //! | `config`        | settings                                                          |
+//! | `deployment`    | where the store, index and secret live; opening them              |
 //! | `keys`, `auth`, `signing` | server secret, access tokens, signed fetch URLs         |
 //! | `storage`       | object store trait; local directory backend                       |
 //! | `index`         | index trait; SQLite backend                                       |
@@ -23,6 +24,7 @@ pub mod auth;
 pub mod body;
 pub mod cas;
 pub mod config;
+pub mod deployment;
 pub mod error;
 pub mod file_stream;
 pub mod git;
@@ -48,11 +50,8 @@ use std::sync::Arc;
 
 pub use config::ServerConfig;
 
-use crate::server::index::{Index, SqliteIndex};
-use crate::server::keys::Keys;
 use crate::server::metrics::Metrics;
 use crate::server::state::AppState;
-use crate::server::storage::FsStore;
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +63,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Index(#[from] index::IndexError),
+    #[error(transparent)]
+    Deployment(#[from] deployment::DeploymentError),
 }
 
 fn io_context(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
@@ -93,17 +94,15 @@ fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, Start
         data.display()
     )))?;
     clean_tmp(&config.tmp_dir()).map_err(io_context("cleaning the temporary directory"))?;
-    let keys = Keys::load_or_create(data).map_err(io_context("loading the server secret"))?;
-    let store = FsStore::open(data, &config.tmp_dir(), config.fsync)
-        .map_err(io_context("opening object storage"))?;
-    let index = SqliteIndex::open(&config.index_path(), config.fsync)?;
+    let deployment::Deployment { store, index, keys } =
+        deployment::open(&config.deployment, &config.tmp_dir(), config.fsync)?;
     let metrics = Metrics::with_stats(index.stats()?);
     let internal_url = internal_url(bound);
     let max_uploads = config.max_concurrent_uploads.max(1);
     Ok(AppState {
         config,
-        store: Arc::new(store),
-        index: Arc::new(index),
+        store,
+        index,
         keys,
         metrics,
         upload_slots: tokio::sync::Semaphore::new(max_uploads),

@@ -1,0 +1,111 @@
+//! `git xet server import-lfs`: a whole LFS object store into one repository, offline.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::data_dir;
+use crate::server::repo_name::RepoName;
+
+#[derive(clap::Args, Debug)]
+pub(super) struct ImportLfsArgs {
+    /// Repository the objects are granted to, `name` or `org/name`.
+    #[arg(long)]
+    repo: String,
+    /// Directory of LFS objects, each a file named by its sha256 at any depth (`aa/bb/<oid>`
+    /// as git-lfs, lfs-test-server, Gitea, GitLab; giftless: its `<org>/<repo>` directory).
+    #[arg(long, value_name = "DIR")]
+    from: String,
+    /// The server's data directory.
+    #[arg(long, env = "GIT_XET_SERVER_DATA")]
+    data: Option<PathBuf>,
+    /// Objects converted at once (each holds one 64 MiB xorb in memory).
+    #[arg(long, default_value_t = 2)]
+    jobs: usize,
+    /// Skip fsync (tests and benchmarks only).
+    #[arg(long)]
+    no_fsync: bool,
+}
+
+pub(super) fn run(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
+    use crate::client::stats::human_bytes;
+    use crate::server::import_lfs::{import, Counts, ImportOptions};
+    crate::cli::logging::init("warn");
+    anyhow::ensure!(
+        !args.from.contains("://"),
+        "--from {}: only a local directory can be read; copy object storage to one first \
+         (e.g. `aws s3 sync s3://BUCKET/PREFIX DIR`) and import that",
+        args.from
+    );
+    let repo = RepoName::parse(&args.repo).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let opts = ImportOptions {
+        data_dir: data_dir(args.data)?,
+        repo: repo.clone(),
+        from: PathBuf::from(&args.from),
+        fsync: !args.no_fsync,
+        jobs: args.jobs.max(1),
+    };
+    eprintln!(
+        "importing LFS objects from {} into {repo} (data directory {})",
+        opts.from.display(),
+        opts.data_dir.display()
+    );
+    let bar = crate::client::progress::terminal_bar("importing", 0);
+    let started = std::time::Instant::now();
+    let shown = bar.clone();
+    let progress = Box::new(move |c: Counts| match &shown {
+        Some(bar) => {
+            bar.set_length(c.total_bytes);
+            bar.set_position(c.bytes);
+            bar.set_message(format!("{}/{} objects", c.done, c.total));
+        }
+        None if c.done % 100 == 0 || c.done == c.total => {
+            eprintln!("[{}/{}] {} read", c.done, c.total, human_bytes(c.bytes));
+        }
+        None => {}
+    });
+    let report = import(&opts, progress)?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let ratio = crate::client::stats::dedup_ratio(report.imported_bytes, report.stored_bytes);
+    println!(
+        "objects:        {} ({} converted now, {} already in {repo})",
+        report.objects, report.imported, report.already
+    );
+    println!(
+        "logical bytes:  {} ({})",
+        report.logical_bytes,
+        human_bytes(report.logical_bytes)
+    );
+    println!(
+        "bytes stored:   {} ({})",
+        report.stored_bytes,
+        human_bytes(report.stored_bytes)
+    );
+    println!("dedup ratio:    {ratio} (logical bytes converted now / bytes stored)");
+    println!("time:           {:.1}s", started.elapsed().as_secs_f64());
+    if report.ignored > 0 {
+        eprintln!(
+            "{} files not named by a sha256 were left alone",
+            report.ignored
+        );
+    }
+    if report.mismatched.is_empty() {
+        println!(
+            "next: push the repository's history, e.g. `git push --mirror <server>/{repo}.git` \
+             from a mirror clone of the old one"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for m in &report.mismatched {
+        eprintln!(
+            "not imported: {} holds bytes hashing to {}, not its name",
+            m.path.display(),
+            m.actual
+        );
+    }
+    anyhow::bail!(
+        "{} objects do not match their names and were not imported (the rest were)",
+        report.mismatched.len()
+    )
+}

@@ -1,0 +1,106 @@
+//! `git xet server` with no subcommand: run the server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::deployment::DeploymentArgs;
+use crate::server::ServerConfig;
+
+#[derive(clap::Args, Debug)]
+pub(super) struct RunArgs {
+    /// Address to listen on (loopback only by default).
+    #[arg(long, default_value = "127.0.0.1:8484")]
+    listen: SocketAddr,
+    #[command(flatten)]
+    deployment: DeploymentArgs,
+    /// Base URL clients reach the server at, e.g. `https://xet.example.com` [default: from
+    /// each request's Host header].
+    #[arg(long)]
+    public_url: Option<String>,
+    /// Once listening, write the base URL to this file (atomically).
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+    /// Allow reads (clone, fetch, LFS downloads) without a token.
+    #[arg(long)]
+    anonymous_read: bool,
+    /// Act as a plain git-lfs server: never offer the `xet` transfer.
+    #[arg(long)]
+    basic_only: bool,
+    /// Lifetime in seconds of the tokens handed out in LFS Batch API answers.
+    #[arg(long, default_value_t = 3600)]
+    token_ttl: u64,
+    /// Lifetime in seconds of signed xorb fetch URLs.
+    #[arg(long, default_value_t = 300)]
+    fetch_url_ttl: u64,
+    /// Rotation period in seconds of the global-dedup chunk key.
+    #[arg(long, default_value_t = 6 * 3600)]
+    dedup_key_period: u64,
+    /// Largest git-lfs basic upload accepted, in bytes [default: 64 GiB].
+    #[arg(long)]
+    max_object_size: Option<u64>,
+    /// Xorb and shard uploads validated at once, and separately basic uploads converted at
+    /// once (each conversion holds one 64 MiB xorb in memory); more wait their turn.
+    #[arg(long, default_value_t = 8)]
+    max_concurrent_uploads: usize,
+    /// Seconds a client has to send a request's headers.
+    #[arg(long, default_value_t = 20)]
+    header_timeout: u64,
+    /// Seconds without a byte either way after which a connection is closed (a silent
+    /// client, a stalled upload, a client that stopped reading).
+    #[arg(long, default_value_t = 60)]
+    idle_timeout: u64,
+    /// Connections open at once from one client address; more are closed on accept.
+    #[arg(long, default_value_t = 256)]
+    max_connections_per_address: usize,
+    /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).
+    #[arg(long)]
+    no_fsync: bool,
+}
+
+pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
+    crate::cli::logging::init("info");
+    let mut config = ServerConfig::new(args.listen, args.deployment.data_dir()?);
+    config.deployment = args.deployment.config()?;
+    if let Some(url) = args.public_url {
+        let url = url.trim_end_matches('/').to_string();
+        anyhow::ensure!(
+            url.starts_with("http://") || url.starts_with("https://"),
+            "--public-url must start with http:// or https://"
+        );
+        config.public_url = Some(url);
+    }
+    config.ready_file = args.ready_file;
+    config.anonymous_read = args.anonymous_read;
+    config.basic_only = args.basic_only;
+    config.cas_token_ttl = Duration::from_secs(args.token_ttl.max(60));
+    config.fetch_url_ttl = Duration::from_secs(args.fetch_url_ttl.max(1));
+    config.dedup_key_period = Duration::from_secs(args.dedup_key_period.max(60));
+    if let Some(max) = args.max_object_size {
+        config.max_object_size = max;
+    }
+    config.max_concurrent_uploads = args.max_concurrent_uploads.max(1);
+    config.fsync = !args.no_fsync;
+    config.limits = crate::server::listen::Limits {
+        header_timeout: Duration::from_secs(args.header_timeout.max(1)),
+        idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
+        max_per_address: args.max_connections_per_address.max(1),
+    };
+    // Hosted repositories' pre-receive hook runs this binary's built-in check.
+    config.hook_program = std::env::current_exe()
+        .and_then(|exe| exe.canonicalize())
+        .ok();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("git-xet-server")
+        .build()
+        .context("starting the async runtime")?;
+    let result = runtime.block_on(crate::server::run(config));
+    // Blocking work still running (a large upload being registered) gets a moment to finish.
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    result?;
+    Ok(ExitCode::SUCCESS)
+}

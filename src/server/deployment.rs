@@ -1,0 +1,215 @@
+//! Where a server's shared state lives, and opening it: the object store (xorbs, shards),
+//! the index (registrations, tokens, keys, locks) and the signing secret.
+//!
+//! The embedded default keeps everything under one data directory (`objects` as files,
+//! the index in SQLite, the secret in `keys/secret`). A deployment that outgrows one machine
+//! points `--object-store` at S3-compatible storage and `--index` at PostgreSQL; the server
+//! processes then hold no state of their own, and the admin commands (`token`, `gc`, `check`,
+//! `repo delete`) act on the same deployment through the same options.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::server::index::{Index, IndexError, SqliteIndex};
+use crate::server::keys::Keys;
+use crate::server::storage::{FsStore, ObjectStore};
+
+/// Where xorbs and shards are stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// A local directory (`xorbs/`, `shards/`); staging files go to the data directory's `tmp/`,
+    /// which must be on the same filesystem.
+    Dir(PathBuf),
+    /// An S3-compatible bucket, with an optional key prefix (no leading or trailing `/`).
+    S3 { bucket: String, prefix: String },
+}
+
+/// Where the index lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexLocation {
+    Sqlite(PathBuf),
+    /// A `postgres://` or `postgresql://` connection URL.
+    Postgres(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeploymentError {
+    #[error("--object-store {0}: expected a directory or s3://BUCKET[/PREFIX]")]
+    BadStoreLocation(String),
+    #[error("--index {0}: expected sqlite:PATH or postgres://USER@HOST/DB")]
+    BadIndexLocation(String),
+    #[error("{what} is not supported by this build yet")]
+    Unsupported { what: String },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+fn io_context(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DeploymentError {
+    let context = context.into();
+    move |source| DeploymentError::Io { context, source }
+}
+
+impl StoreLocation {
+    /// `s3://BUCKET[/PREFIX]`, or a directory path (`file://` optional).
+    pub fn parse(text: &str) -> Result<StoreLocation, DeploymentError> {
+        let bad = || DeploymentError::BadStoreLocation(text.to_string());
+        if let Some(rest) = text.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(bad());
+            }
+            return Ok(StoreLocation::S3 {
+                bucket: bucket.to_string(),
+                prefix: prefix.trim_matches('/').to_string(),
+            });
+        }
+        let path = text.strip_prefix("file://").unwrap_or(text);
+        if path.is_empty() || path.contains("://") {
+            return Err(bad());
+        }
+        Ok(StoreLocation::Dir(PathBuf::from(path)))
+    }
+}
+
+impl IndexLocation {
+    /// `sqlite:PATH` or a `postgres://` / `postgresql://` URL.
+    pub fn parse(text: &str) -> Result<IndexLocation, DeploymentError> {
+        if let Some(path) = text.strip_prefix("sqlite:") {
+            if !path.is_empty() {
+                return Ok(IndexLocation::Sqlite(PathBuf::from(path)));
+            }
+        } else if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            return Ok(IndexLocation::Postgres(text.to_string()));
+        }
+        Err(DeploymentError::BadIndexLocation(text.to_string()))
+    }
+}
+
+/// Where a deployment's parts are; the defaults put everything under `data_dir`.
+#[derive(Debug, Clone)]
+pub struct DeploymentConfig {
+    /// Local working space of this process (staging files, and everything of the embedded
+    /// default).
+    pub data_dir: PathBuf,
+    pub object_store: StoreLocation,
+    pub index: IndexLocation,
+}
+
+impl DeploymentConfig {
+    /// The embedded default: everything under `data_dir`.
+    pub fn embedded(data_dir: &Path) -> DeploymentConfig {
+        DeploymentConfig {
+            data_dir: data_dir.to_path_buf(),
+            object_store: StoreLocation::Dir(data_dir.to_path_buf()),
+            index: IndexLocation::Sqlite(data_dir.join("index.sqlite")),
+        }
+    }
+
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.data_dir.join("tmp")
+    }
+}
+
+/// An opened deployment.
+pub struct Deployment {
+    pub store: Arc<dyn ObjectStore>,
+    pub index: Arc<dyn Index>,
+    pub keys: Keys,
+}
+
+/// Opens (creating what is missing) the deployment's store, index and secret. Staging files
+/// go to `staging`, a directory of the caller's on the data directory's filesystem. Without
+/// `fsync` a power loss may lose recent writes (tests and benchmarks only).
+pub fn open(
+    config: &DeploymentConfig,
+    staging: &Path,
+    fsync: bool,
+) -> Result<Deployment, DeploymentError> {
+    let data = &config.data_dir;
+    std::fs::create_dir_all(data).map_err(io_context(format!(
+        "creating data directory {}",
+        data.display()
+    )))?;
+    let store: Arc<dyn ObjectStore> = match &config.object_store {
+        StoreLocation::Dir(root) => Arc::new(FsStore::open(root, staging, fsync).map_err(
+            io_context(format!("opening object storage in {}", root.display())),
+        )?),
+        StoreLocation::S3 { .. } => {
+            return Err(DeploymentError::Unsupported {
+                what: "S3 object storage".into(),
+            })
+        }
+    };
+    let index: Arc<dyn Index> = match &config.index {
+        IndexLocation::Sqlite(path) => Arc::new(SqliteIndex::open(path, fsync)?),
+        IndexLocation::Postgres(_) => {
+            return Err(DeploymentError::Unsupported {
+                what: "a PostgreSQL index".into(),
+            })
+        }
+    };
+    let keys = Keys::load_or_create(data).map_err(io_context("loading the server secret"))?;
+    Ok(Deployment { store, index, keys })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_locations() {
+        assert_eq!(
+            StoreLocation::parse("s3://models/xet/").unwrap(),
+            StoreLocation::S3 {
+                bucket: "models".into(),
+                prefix: "xet".into()
+            }
+        );
+        assert_eq!(
+            StoreLocation::parse("s3://models").unwrap(),
+            StoreLocation::S3 {
+                bucket: "models".into(),
+                prefix: String::new()
+            }
+        );
+        assert_eq!(
+            StoreLocation::parse("/srv/xet").unwrap(),
+            StoreLocation::Dir("/srv/xet".into())
+        );
+        for bad in ["s3://", "", "gs://bucket", "file://"] {
+            assert!(
+                matches!(
+                    StoreLocation::parse(bad),
+                    Err(DeploymentError::BadStoreLocation(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn index_locations() {
+        assert_eq!(
+            IndexLocation::parse("sqlite:/srv/index.sqlite").unwrap(),
+            IndexLocation::Sqlite("/srv/index.sqlite".into())
+        );
+        assert!(matches!(
+            IndexLocation::parse("postgres://xet@db/xet").unwrap(),
+            IndexLocation::Postgres(_)
+        ));
+        for bad in ["sqlite:", "mysql://db", "/srv/index.sqlite"] {
+            assert!(
+                matches!(
+                    IndexLocation::parse(bad),
+                    Err(DeploymentError::BadIndexLocation(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
+}
