@@ -13,8 +13,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use crate::server::storage::{
-    map_range, BoxFuture, ByteStream, ObjectKey, ObjectKind, ObjectStore, Staged,
+    map_range, BoxFuture, ByteStream, ObjectInfo, ObjectKey, ObjectKind, ObjectStore, Staged,
 };
+use crate::xet::MerkleHash;
 
 /// Size of the blocks a streamed range is sent in.
 const STREAM_BLOCK: u64 = 2 * 1024 * 1024;
@@ -41,10 +42,7 @@ impl FsStore {
     }
 
     pub fn path(&self, key: &ObjectKey) -> PathBuf {
-        let (dir, ext) = match key.kind {
-            ObjectKind::Xorb => ("xorbs", "xorb"),
-            ObjectKind::Shard => ("shards", "shard"),
-        };
+        let (dir, ext) = layout(key.kind);
         let hex = key.hash.to_hex();
         self.root
             .join(dir)
@@ -84,6 +82,55 @@ impl FsStore {
         }
         Ok(true)
     }
+}
+
+/// Directory and file extension of a kind of object.
+fn layout(kind: ObjectKind) -> (&'static str, &'static str) {
+    match kind {
+        ObjectKind::Xorb => ("xorbs", "xorb"),
+        ObjectKind::Shard => ("shards", "shard"),
+    }
+}
+
+/// Every object of `kind` under `root`: `DIR/ab/<hash>.EXT`. Other names (a stray file, an
+/// editor's backup) are skipped, never deleted or reported as objects.
+fn list_blocking(root: &Path, kind: ObjectKind) -> std::io::Result<Vec<ObjectInfo>> {
+    let (dir, ext) = layout(kind);
+    let mut out = Vec::new();
+    let top = match std::fs::read_dir(root.join(dir)) {
+        Ok(top) => top,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for sub in top {
+        let sub = sub?;
+        if !sub.file_type()?.is_dir() {
+            continue;
+        }
+        for entry in std::fs::read_dir(sub.path())? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(hash) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(ext)?.strip_suffix('.'))
+                .and_then(|hex| MerkleHash::from_hex(hex).ok())
+            else {
+                continue;
+            };
+            let meta = match entry.metadata() {
+                Ok(meta) => meta,
+                // Deleted since the directory was read.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            out.push(ObjectInfo {
+                key: ObjectKey { kind, hash },
+                len: meta.len(),
+                modified: meta.modified()?,
+            });
+        }
+    }
+    Ok(out)
 }
 
 fn check_range(range: &Range<u64>, len: u64) -> std::io::Result<()> {
@@ -183,6 +230,46 @@ impl ObjectStore for FsStore {
             Ok(blocks.boxed())
         })
     }
+
+    fn list(
+        &self,
+        kind: ObjectKind,
+    ) -> futures::stream::BoxStream<'_, std::io::Result<ObjectInfo>> {
+        let root = self.root.clone();
+        let listing = async move {
+            let found = tokio::task::spawn_blocking(move || list_blocking(&root, kind))
+                .await
+                .map_err(std::io::Error::other)
+                .and_then(|r| r);
+            let items: Vec<std::io::Result<ObjectInfo>> = match found {
+                Ok(found) => found.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            };
+            futures::stream::iter(items)
+        };
+        futures::stream::once(listing).flatten().boxed()
+    }
+
+    fn delete(&self, key: ObjectKey) -> BoxFuture<'_, std::io::Result<bool>> {
+        let path = self.path(&key);
+        let fsync = self.fsync;
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    if fsync {
+                        if let Some(dir) = path.parent() {
+                            std::fs::File::open(dir)?.sync_all()?;
+                        }
+                    }
+                    Ok(true)
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(e),
+            })
+            .await
+            .map_err(std::io::Error::other)?
+        })
+    }
 }
 
 /// Opens an object, checking `range` against its size.
@@ -224,5 +311,30 @@ mod tests {
             std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
             0
         );
+    }
+
+    #[tokio::test]
+    async fn lists_and_deletes_objects_of_one_kind() {
+        use futures::TryStreamExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsStore::open(dir.path(), &dir.path().join("tmp"), false).unwrap();
+        let xorb = ObjectKey::xorb(MerkleHash::from_bytes([7; 32]));
+        let shard = ObjectKey::shard(MerkleHash::from_bytes([8; 32]));
+        store.put(xorb, Bytes::from_static(b"xorb")).await.unwrap();
+        store
+            .put(shard, Bytes::from_static(b"shard!"))
+            .await
+            .unwrap();
+        // Not an object: skipped by the listing.
+        std::fs::write(dir.path().join("xorbs/07/notes.txt"), b"x").unwrap();
+        let xorbs: Vec<_> = store.list(ObjectKind::Xorb).try_collect().await.unwrap();
+        assert_eq!(xorbs.len(), 1);
+        assert_eq!((xorbs[0].key, xorbs[0].len), (xorb, 4));
+        let shards: Vec<_> = store.list(ObjectKind::Shard).try_collect().await.unwrap();
+        assert_eq!((shards[0].key, shards[0].len), (shard, 6));
+        assert!(store.delete(xorb).await.unwrap());
+        assert!(!store.delete(xorb).await.unwrap());
+        assert_eq!(store.len(xorb).await.unwrap(), None);
+        assert!(dir.path().join("xorbs/07/notes.txt").exists());
     }
 }

@@ -59,6 +59,16 @@ impl ObjectKey {
     }
 }
 
+/// A stored object as a listing sees it (garbage collection, checks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub key: ObjectKey,
+    pub len: u64,
+    /// When it was stored: gc keeps objects younger than its grace period, since an upload
+    /// stores xorbs before the shard that references them.
+    pub modified: std::time::SystemTime,
+}
+
 /// A local file receiving an object's bytes before they are validated and stored: large
 /// uploads are written here as they arrive and validated through a mapping of it, so the
 /// server never holds a whole xorb in its heap. Dropped without being stored, it is deleted.
@@ -114,4 +124,11 @@ pub trait ObjectStore: Send + Sync + 'static {
         key: ObjectKey,
         range: Range<u64>,
     ) -> BoxFuture<'_, std::io::Result<ByteStream>>;
+
+    /// Every stored object of `kind`, in no particular order. Objects stored or deleted
+    /// while the listing runs may or may not appear.
+    fn list(&self, kind: ObjectKind) -> BoxStream<'_, std::io::Result<ObjectInfo>>;
+
+    /// Deletes the object; `Ok(false)` when it was already absent.
+    fn delete(&self, key: ObjectKey) -> BoxFuture<'_, std::io::Result<bool>>;
 }
