@@ -1,6 +1,6 @@
 //! The S3 object store on a real 3-node Garage cluster (tests/support/garage.rs): the store's
-//! operations, the server on it (push and clone with git-lfs, validation), and a node
-//! stopped and restarted under load.
+//! operations, the server on it (push and clone with git-lfs, validation, presigned fetch
+//! URLs), and a node stopped and restarted under load.
 
 use std::io::Write;
 
@@ -9,10 +9,10 @@ use git_xet::server::storage::{ObjectKey, ObjectKind, ObjectStore, S3Store};
 use git_xet::xet::MerkleHash;
 use object_store::ObjectStore as _;
 
-use crate::common::{json, Cas, Upload};
+use crate::common::{json, rebuild, Cas, Upload};
 use crate::gitenv::{count_files, GitEnv};
 use crate::support::garage::{self, Garage};
-use crate::support::{random_bytes, write_file, TestServer};
+use crate::support::{git_xet, random_bytes, write_file, TestServer};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -240,4 +240,47 @@ fn one_garage_node_down_then_back_loses_nothing() {
     let keys = keys_under(&garage, "nodes");
     let xorbs = before.xorbs.len() + during.xorbs.len() + after.xorbs.len();
     assert_eq!(keys.iter().filter(|k| k.ends_with(".xorb")).count(), xorbs);
+}
+
+#[test]
+fn presigned_fetch_urls_download_straight_from_garage() {
+    let Some(garage) = garage::shared() else {
+        return;
+    };
+    let prefix = garage::unique_prefix("presign");
+    let server = TestServer::start_on_garage(garage, &prefix, &["--presign"]);
+    let cas = Cas::new(&server, "org/model", "write");
+    let upload = Upload::random(3_000_000, 91, 200);
+    cas.upload(&upload);
+    let rec = cas.reconstruction(&upload.file_hash, None);
+    assert!(!rec.terms.is_empty());
+    for fetch in rec.fetch_info.values().flatten() {
+        assert!(
+            fetch.url.starts_with(&format!(
+                "{}/{}/{prefix}/xorbs/",
+                garage.endpoint, garage.bucket
+            )),
+            "{}",
+            fetch.url
+        );
+        assert!(fetch.url.contains("X-Amz-Signature="), "{}", fetch.url);
+    }
+    assert!(rebuild(&cas.http, &rec) == upload.data);
+    assert!(
+        cas.download(&upload.file_hash, Some((1000, 2_500_000))) == upload.data[1000..=2_500_000]
+    );
+    assert_eq!(server.metric("git_xet_xorb_bytes_served_total"), 0.0);
+}
+
+#[test]
+fn presign_needs_an_s3_store() {
+    let data = tempfile::tempdir().unwrap();
+    let out = git_xet()
+        .args(["server", "--presign", "--listen", "127.0.0.1:0", "--data"])
+        .arg(data.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--presign needs an S3 object store"), "{err}");
 }
