@@ -41,5 +41,7 @@ mod sshd;
 mod tls_native;
 #[path = "git/transfer_protocol.rs"]
 mod transfer_protocol;
+#[path = "git/trusted_proxy.rs"]
+mod trusted_proxy;
 #[path = "git/workflow.rs"]
 mod workflow;

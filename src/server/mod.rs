@@ -19,6 +19,7 @@
 //! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
 //! | `http`, `metrics` | router, request accounting, Prometheus text                     |
 //! | `listen`        | connections: per-address cap, header and inactivity timeouts      |
+//! | `status`        | the status page (`GET /`, a browser's `GET /ORG/REPO`)            |
 //! | `tls`, `proxy`  | native HTTPS; trusted reverse proxies' forwarding headers         |
 
 pub mod auth;
@@ -44,6 +45,7 @@ pub mod repo_routes;
 pub mod shard_check;
 pub mod signing;
 pub mod state;
+pub mod status;
 pub mod storage;
 pub mod tls;
 
