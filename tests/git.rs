@@ -37,6 +37,8 @@ mod prompt;
 mod ssh_auth;
 #[path = "git/sshd.rs"]
 mod sshd;
+#[path = "git/status_page.rs"]
+mod status_page;
 #[path = "git/tls_native.rs"]
 mod tls_native;
 #[path = "git/transfer_protocol.rs"]

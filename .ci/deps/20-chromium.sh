@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# chromium (Debian's package): tests/server/status_page.rs loads the status page in headless
+# chromium (Debian's package): tests/git/status_page.rs loads the status page in headless
 # Chromium. Skipped when present.
 set -euo pipefail
 command -v chromium >/dev/null 2>&1 && exit 0
