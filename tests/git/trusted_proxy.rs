@@ -168,14 +168,18 @@ fn forwarding_headers_count_only_from_a_trusted_proxy() {
     drop(nginx);
 
     // --public-url wins over a trusted proxy.
-    let pinned = TestServer::start_with(&[
-        "--trusted-proxy",
-        PROXY_SOURCE,
-        "--public-url",
-        "https://xet.example.test",
-    ]);
+    let backend = format!("127.0.0.1:{}", free_port());
+    let pinned = TestServer::start_on(
+        Some(&backend),
+        &[
+            "--trusted-proxy",
+            PROXY_SOURCE,
+            "--public-url",
+            "https://xet.example.test",
+        ],
+    );
     let port = free_port();
-    let _nginx = Nginx::start(dir.path(), port, &pinned.addr(), "http");
+    let _nginx = Nginx::start(dir.path(), port, &backend, "http");
     let token = pinned.token("org/p", "write");
     let href = upload_href(&format!("http://127.0.0.1:{port}"), &token, &[]);
     assert!(href.starts_with("https://xet.example.test/"), "{href}");
