@@ -151,3 +151,71 @@ fn native_tls_hands_out_https_hrefs() {
         .send();
     assert!(plain.map(|r| !r.status().is_success()).unwrap_or(true));
 }
+
+/// Unusable certificate or key files stop the server at start with a message naming them.
+#[test]
+fn native_tls_refuses_bad_certificate_files() {
+    if !have("openssl") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_ca, cert, key) = make_ca(dir.path());
+    // client.key belongs to the client certificate make_ca also made, not to server.pem.
+    let other_key = dir.path().join("client.key");
+    let missing = dir.path().join("missing.pem");
+    let cases: [(&std::path::Path, &std::path::Path, &str); 3] = [
+        (&cert, &other_key, "does not fit the certificate"),
+        (&missing, &key, "cannot read the TLS certificate"),
+        (&key, &key, "holds no certificate"),
+    ];
+    for (cert, key, expected) in cases {
+        let out = crate::support::git_xet()
+            .args(["server", "--listen", "127.0.0.1:0", "--no-fsync", "--data"])
+            .arg(dir.path().join("data"))
+            .arg("--tls-cert")
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(key)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(expected),
+            "{expected}: {err}"
+        );
+    }
+}
+
+/// A client that connects and never starts the handshake is closed after the header
+/// timeout.
+#[test]
+fn native_tls_handshake_is_bounded_by_the_header_timeout() {
+    if !have("openssl") {
+        return;
+    }
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let (_ca, cert, key) = make_ca(dir.path());
+    let server = TestServer::start_with(&[
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--header-timeout",
+        "1",
+    ]);
+    let mut silent = std::net::TcpStream::connect(server.addr()).unwrap();
+    silent
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 16];
+    let n = silent.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "closed without a byte");
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(900)
+            && waited < std::time::Duration::from_secs(5),
+        "closed after {waited:?}"
+    );
+}
