@@ -44,6 +44,10 @@ pub struct ServerConfig {
     pub hook_program: Option<PathBuf>,
     /// Connections per client address, header deadline, inactivity timeout.
     pub limits: crate::server::listen::Limits,
+    /// Serve HTTPS with this certificate and key; plain HTTP without.
+    pub tls: Option<crate::server::tls::TlsFiles>,
+    /// Peers whose `Forwarded`/`X-Forwarded-*` headers say the scheme and host of URLs.
+    pub trusted_proxies: crate::server::proxy::TrustedProxies,
 }
 
 impl ServerConfig {
@@ -71,6 +75,8 @@ impl ServerConfig {
             shutdown_grace: Duration::from_secs(60),
             hook_program: None,
             limits: crate::server::listen::Limits::default(),
+            tls: None,
+            trusted_proxies: Default::default(),
         }
     }
 

@@ -61,6 +61,34 @@ pub(super) struct RunArgs {
     /// Connections open at once from one client address; more are closed on accept.
     #[arg(long, default_value_t = 256)]
     max_connections_per_address: usize,
+    /// Serve HTTPS with this PEM certificate chain (server certificate first); needs
+    /// --tls-key. Without both, plain HTTP (for a reverse proxy in front).
+    #[arg(
+        long,
+        env = "GIT_XET_SERVER_TLS_CERT",
+        value_name = "PEM",
+        requires = "tls_key"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(
+        long,
+        env = "GIT_XET_SERVER_TLS_KEY",
+        value_name = "PEM",
+        requires = "tls_cert"
+    )]
+    tls_key: Option<PathBuf>,
+    /// A reverse proxy (address or network, `ADDR[/PREFIX]`; repeatable, or comma-separated
+    /// in the variable) whose `Forwarded` / `X-Forwarded-Proto` / `X-Forwarded-Host` headers
+    /// set the scheme and host of the URLs the server hands out. From other peers those
+    /// headers are ignored. --public-url wins over both.
+    #[arg(
+        long,
+        env = "GIT_XET_SERVER_TRUSTED_PROXY",
+        value_name = "ADDR[/PREFIX]",
+        value_delimiter = ','
+    )]
+    trusted_proxy: Vec<crate::server::proxy::Network>,
     /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).
     #[arg(long)]
     no_fsync: bool,
@@ -99,6 +127,10 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     config.max_concurrent_uploads = args.max_concurrent_uploads.max(1);
     config.fsync = !args.no_fsync;
+    if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
+        config.tls = Some(crate::server::tls::TlsFiles { cert, key });
+    }
+    config.trusted_proxies = crate::server::proxy::TrustedProxies(args.trusted_proxy);
     config.limits = crate::server::listen::Limits {
         header_timeout: Duration::from_secs(args.header_timeout.max(1)),
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),

@@ -6,6 +6,7 @@
 //! Every `register_*` call is one transaction: after a crash it either happened or not.
 
 mod sqlite;
+pub mod stats;
 
 use std::sync::Arc;
 
@@ -117,7 +118,7 @@ pub struct IndexStats {
     pub files: u64,
 }
 
-pub trait Index: Send + Sync + 'static {
+pub trait Index: stats::StatsIndex + Send + Sync + 'static {
     /// Records a stored xorb and its chunks. Returns `false` when it was already known.
     fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool>;
 
