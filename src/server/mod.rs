@@ -19,6 +19,7 @@
 //! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
 //! | `http`, `metrics` | router, request accounting, Prometheus text                     |
 //! | `listen`        | connections: per-address cap, header and inactivity timeouts      |
+//! | `ssh`           | `git xet shell`: git and git-lfs over OpenSSH (forced command)    |
 
 pub mod auth;
 pub mod body;
@@ -41,6 +42,7 @@ pub mod repo_name;
 pub mod repo_routes;
 pub mod shard_check;
 pub mod signing;
+pub mod ssh;
 pub mod state;
 pub mod storage;
 
@@ -158,6 +160,13 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
     {
         tracing::warn!("git is not on PATH: git over HTTP will answer 500 until it is installed");
     }
+    // `git xet shell` finds the running server through this file.
+    let urls = ssh::endpoint::ServerUrls {
+        internal_url: state.internal_url.clone(),
+        public_url: state.config.public_url.clone(),
+    };
+    ssh::endpoint::write(&state.config.data_dir, &urls)
+        .map_err(io_context("writing the server's URLs for git xet shell"))?;
     if let Some(path) = ready_file {
         write_atomically(&path, &base)
             .map_err(io_context(format!("writing ready file {}", path.display())))?;
