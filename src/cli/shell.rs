@@ -25,6 +25,10 @@ pub struct ShellArgs {
     /// Lifetime in seconds of the token git-lfs-authenticate hands out.
     #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(60..))]
     token_ttl: u64,
+    /// Refuse git-lfs-transfer (git-lfs's pure ssh protocol): git-lfs then asks
+    /// git-lfs-authenticate and moves objects over HTTP(S) directly.
+    #[arg(long)]
+    no_lfs_transfer: bool,
 }
 
 fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
@@ -44,6 +48,7 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
         program: std::env::current_exe()
             .and_then(|exe| exe.canonicalize())
             .ok(),
+        no_lfs_transfer: args.no_lfs_transfer,
     })
 }
 

@@ -43,6 +43,9 @@ pub(super) struct UserAddArgs {
     /// Base URL git-lfs-authenticate hands out [default: the running server's].
     #[arg(long)]
     url: Option<String>,
+    /// Refuse git-lfs-transfer for this key: git-lfs uses git-lfs-authenticate and HTTP.
+    #[arg(long)]
+    no_lfs_transfer: bool,
     /// The git-xet binary sshd runs [default: this one].
     #[arg(long)]
     program: Option<PathBuf>,
@@ -77,6 +80,7 @@ fn add(args: UserAddArgs) -> anyhow::Result<ExitCode> {
             data_dir: &data,
             grants: &grants,
             public_url: args.url.as_deref(),
+            no_lfs_transfer: args.no_lfs_transfer,
         },
         &key,
     )?;

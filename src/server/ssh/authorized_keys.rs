@@ -88,6 +88,8 @@ pub struct ShellCommand<'a> {
     pub data_dir: &'a Path,
     pub grants: &'a [Grant],
     pub public_url: Option<&'a str>,
+    /// `--no-lfs-transfer`: LFS over git-lfs-authenticate and HTTP only.
+    pub no_lfs_transfer: bool,
 }
 
 /// One word for sh, refusing what cannot sit inside authorized_keys' `command="..."`.
@@ -131,6 +133,9 @@ pub fn line(command: &ShellCommand<'_>, key: &PublicKey) -> Result<String, Shell
         crate::server::ssh::endpoint::check_url(url).map_err(ShellError::BadSetting)?;
         words.push("--url".into());
         words.push(word(url, "the URL")?);
+    }
+    if command.no_lfs_transfer {
+        words.push("--no-lfs-transfer".into());
     }
     for grant in command.grants {
         words.push("--repo".into());
@@ -209,6 +214,7 @@ mod tests {
             data_dir: Path::new("/srv/xet data"),
             grants: &grants,
             public_url: Some("https://xet.example"),
+            no_lfs_transfer: false,
         };
         assert_eq!(
             line(&cmd, &key).unwrap(),

@@ -87,6 +87,9 @@ pub struct Settings {
     pub token_ttl: u64,
     /// The git-xet binary the pre-receive hook runs (this one).
     pub program: Option<PathBuf>,
+    /// Refuse `git-lfs-transfer`, so that git-lfs uses `git-lfs-authenticate` and HTTP
+    /// (git-lfs before 3.4 has no client-side switch for it).
+    pub no_lfs_transfer: bool,
 }
 
 impl Settings {
@@ -136,6 +139,13 @@ pub fn run(settings: &Settings, original: Option<&str>) -> Result<i32, ShellErro
         }
         SshCommand::LfsTransfer(repo, op) => {
             settings.rules.require(&repo, op.scope())?;
+            if settings.no_lfs_transfer {
+                return Err(ShellError::Refused(
+                    "git-lfs-transfer is turned off for this key (--no-lfs-transfer); \
+                     git-lfs falls back to git-lfs-authenticate"
+                        .into(),
+                ));
+            }
             let keys = settings.keys()?;
             let urls = endpoint::read(&settings.data_dir)?;
             let upstream =
