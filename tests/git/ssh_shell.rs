@@ -190,15 +190,19 @@ fn hostile_and_unknown_commands_are_refused_and_run_nothing() {
         (Some(format!("sh -c 'touch {m}'")), "unsupported character"),
         (
             Some(format!("git-upload-pack '--upload-pack=touch {m}'")),
-            (
-                Some("git-upload-pack '--upload-pack=id'".into()),
-                "invalid repository name",
-            ),
+            "unsupported character",
+        ),
+        (
+            Some("git-upload-pack '--upload-pack=id'".into()),
+            "invalid repository name",
+        ),
+        (
+            Some("git-upload-pack org/m;touch".into()),
             "invalid repository name",
         ),
         (
             Some(format!("git-upload-pack 'org/m';touch {m}")),
-            "invalid repository name",
+            "unsupported character",
         ),
         (
             Some(format!("git-upload-pack \"$(touch {m})\"")),
