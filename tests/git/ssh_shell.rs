@@ -406,3 +406,176 @@ fn user_add_prints_a_line_sshd_accepts_and_refuses_bad_keys() {
         assert!(!dir.path().join("never").exists(), "nothing written");
     }
 }
+
+/// One git-lfs-transfer session spoken by hand over the real ssh channel.
+struct Session {
+    child: std::process::Child,
+    out: std::process::ChildStdout,
+    input: std::process::ChildStdin,
+}
+
+impl Session {
+    fn start(site: &Site, user: &str, command: &str) -> Session {
+        let ssh = site.sshd.ssh_command_as(user);
+        let mut words = ssh.split_whitespace();
+        let mut child = Command::new(words.next().unwrap())
+            .args(words)
+            .args(["-p", &site.sshd.port.to_string()])
+            .arg(format!("{}@127.0.0.1", site.sshd.user))
+            .arg(command)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let input = child.stdin.take().unwrap();
+        Session { child, out, input }
+    }
+
+    fn send(&mut self, packets: &[&[u8]]) {
+        use std::io::Write;
+        for p in packets {
+            match *p {
+                b"FLUSH" => self.input.write_all(b"0000").unwrap(),
+                b"DELIM" => self.input.write_all(b"0001").unwrap(),
+                data => {
+                    write!(self.input, "{:04x}", data.len() + 4).unwrap();
+                    self.input.write_all(data).unwrap();
+                }
+            }
+        }
+        self.input.flush().unwrap();
+    }
+
+    /// Packets up to the next flush, as text (`DELIM` for a delimiter).
+    fn answer(&mut self) -> Vec<String> {
+        use std::io::Read;
+        let mut lines = Vec::new();
+        loop {
+            let mut head = [0u8; 4];
+            self.out.read_exact(&mut head).unwrap();
+            let len = usize::from_str_radix(std::str::from_utf8(&head).unwrap(), 16).unwrap();
+            match len {
+                0 => return lines,
+                1 => lines.push("DELIM".into()),
+                n => {
+                    let mut data = vec![0u8; n - 4];
+                    self.out.read_exact(&mut data).unwrap();
+                    lines.push(String::from_utf8_lossy(&data).trim_end().to_string());
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn git_lfs_transfer_refuses_wrong_bytes_and_stays_in_step() {
+    let Some(site) = site(&[("alice", &["org/raw:write"])]) else {
+        return;
+    };
+    let mut s = Session::start(&site, "alice", "git-lfs-transfer org/raw upload");
+    assert_eq!(s.answer(), ["version=1"]);
+    s.send(&[b"version 1\n", b"FLUSH"]);
+    assert_eq!(s.answer(), ["status 200"]);
+    // sha256("hello\n")
+    let oid = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
+    let put = format!("put-object {oid}\n");
+    let verify = format!("verify-object {oid}\n");
+    let batch_line = format!("{oid} 6\n");
+
+    s.send(&[
+        b"batch\n",
+        b"transfer=ssh\n",
+        b"DELIM",
+        batch_line.as_bytes(),
+        b"FLUSH",
+    ]);
+    assert_eq!(
+        s.answer(),
+        [
+            "status 200",
+            "hash-algo=sha256",
+            "DELIM",
+            &format!("{oid} 6 upload")
+        ]
+    );
+    // Other bytes under the oid: refused by the server, nothing stored, still in step.
+    s.send(&[put.as_bytes(), b"size=6\n", b"DELIM", b"HELLO\n", b"FLUSH"]);
+    let refused = s.answer();
+    assert!(refused[0].starts_with("status 4"), "{refused:?}");
+    s.send(&[verify.as_bytes(), b"size=6\n", b"FLUSH"]);
+    assert_eq!(s.answer()[0], "status 404");
+    // More bytes than the size: refused (its first six bytes are that object, which the
+    // server may keep: they are its content).
+    let world = "e258d248fda94c63753607f7c4494ee0fcbe92f1a76bfdac795c9d84101eb317";
+    let put_world = format!("put-object {world}\n");
+    s.send(&[
+        put_world.as_bytes(),
+        b"size=6\n",
+        b"DELIM",
+        b"world\n",
+        b"and more",
+        b"FLUSH",
+    ]);
+    assert_eq!(
+        s.answer(),
+        [
+            "status 400",
+            "DELIM",
+            &format!("more data than the size of {world} (6 bytes)")
+        ]
+    );
+    // The right bytes, in two packets: stored and verified.
+    s.send(&[
+        put.as_bytes(),
+        b"size=6\n",
+        b"DELIM",
+        b"hel",
+        b"lo\n",
+        b"FLUSH",
+    ]);
+    assert_eq!(s.answer(), ["status 200"]);
+    s.send(&[verify.as_bytes(), b"size=6\n", b"FLUSH"]);
+    assert_eq!(s.answer(), ["status 200"]);
+    s.send(&[b"batch\n", b"DELIM", batch_line.as_bytes(), b"FLUSH"]);
+    assert_eq!(
+        s.answer(),
+        [
+            "status 200",
+            "hash-algo=sha256",
+            "DELIM",
+            &format!("{oid} 6 noop")
+        ]
+    );
+    s.send(&[b"list-lock\n", b"FLUSH"]);
+    assert_eq!(s.answer()[0], "status 501");
+    s.send(&[b"quit\n", b"FLUSH"]);
+    assert_eq!(s.answer(), ["status 200"]);
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "the shell ends cleanly after quit");
+
+    // A download session serves the stored bytes with their size.
+    let mut d = Session::start(&site, "alice", "git-lfs-transfer org/raw download");
+    assert_eq!(d.answer(), ["version=1"]);
+    d.send(&[b"version 1\n", b"FLUSH"]);
+    assert_eq!(d.answer(), ["status 200"]);
+    let get = format!("get-object {oid}\n");
+    d.send(&[get.as_bytes(), b"size=6\n", b"FLUSH"]);
+    assert_eq!(d.answer(), ["status 200", "size=6", "DELIM", "hello"]);
+    let missing = format!("get-object {}\n", "0".repeat(64));
+    d.send(&[missing.as_bytes(), b"size=6\n", b"FLUSH"]);
+    assert_eq!(d.answer()[0], "status 404");
+    d.send(&[put.as_bytes(), b"size=6\n", b"DELIM", b"hello\n", b"FLUSH"]);
+    assert_eq!(
+        d.answer()[0],
+        "status 405",
+        "no uploads in a download session"
+    );
+}
