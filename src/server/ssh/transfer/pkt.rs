@@ -13,6 +13,10 @@ use crate::server::ssh::ShellError;
 
 /// Largest payload of one pkt-line.
 pub const MAX_DATA: usize = 65516;
+/// Most arguments one request may carry (git-lfs sends at most a handful).
+const MAX_ARGS: usize = 64;
+/// Longest text line of a body (an object line is `<64 hex> <size>` and a few `key=value`).
+const MAX_BODY_LINE: usize = 1024;
 
 /// One packet as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,6 +113,9 @@ impl<R: Read + Send + 'static, W: Write> PktIo<R, W> {
         let mut args = Vec::new();
         loop {
             match self.packet()? {
+                Some(Packet::Data(_)) if args.len() == MAX_ARGS => {
+                    return Err(protocol(format!("more than {MAX_ARGS} arguments")))
+                }
                 Some(Packet::Data(d)) => args.push(text(d)?),
                 Some(Packet::Flush) => {
                     return Ok(Some(Request {
@@ -134,6 +141,11 @@ impl<R: Read + Send + 'static, W: Write> PktIo<R, W> {
         let mut lines = Vec::new();
         loop {
             match self.packet()? {
+                Some(Packet::Data(d)) if d.len() > MAX_BODY_LINE => {
+                    return Err(protocol(format!(
+                        "a line longer than {MAX_BODY_LINE} bytes"
+                    )))
+                }
                 Some(Packet::Data(d)) if lines.len() < max => lines.push(text(d)?),
                 Some(Packet::Data(_)) => {
                     return Err(protocol(format!("more than {max} lines in one request")))

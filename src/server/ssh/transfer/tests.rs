@@ -121,6 +121,26 @@ fn malformed_batches_are_refused_without_asking_the_server() {
             "still in step: {out}"
         );
     }
+    // Oversized bodies are refused before they are held: the session stays in step.
+    let long = format!("{oid} 1 {}", "k=v ".repeat(400));
+    let many: Vec<String> = (0..10_001).map(|_| format!("{oid} 1")).collect();
+    let mut parts = vec!["batch", "DELIM", &long, "FLUSH", "batch", "DELIM"];
+    parts.extend(many.iter().map(String::as_str));
+    parts.extend(["FLUSH", "quit", "FLUSH"]);
+    let (out, result) = session(request(&parts), LfsOperation::Download);
+    result.unwrap();
+    assert!(out.contains("a line longer than 1024 bytes"), "{out}");
+    assert!(out.contains("more than 10000 lines"), "{out}");
+    assert!(out.ends_with("000fstatus 200\n0000"), "{out}");
+    let args: Vec<String> = (0..65).map(|i| format!("a{i}=1")).collect();
+    let mut parts = vec!["version 1"];
+    parts.extend(args.iter().map(String::as_str));
+    parts.push("FLUSH");
+    let (_, result) = session(request(&parts), LfsOperation::Download);
+    assert!(
+        matches!(result, Err(ShellError::Protocol(_))),
+        "too many arguments"
+    );
     // A valid batch reaches the server; its error is passed on as the batch's status.
     let line = format!("{oid} 5");
     let parts = ["batch", "DELIM", &line, "FLUSH"];
