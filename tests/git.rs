@@ -35,6 +35,8 @@ mod old_lfs;
 mod prompt;
 #[path = "git/ssh_auth.rs"]
 mod ssh_auth;
+#[path = "git/ssh_shell.rs"]
+mod ssh_shell;
 #[path = "git/sshd.rs"]
 mod sshd;
 #[path = "git/status_page.rs"]

@@ -21,6 +21,7 @@
 //! | `listen`        | connections: per-address cap, header and inactivity timeouts      |
 //! | `status`        | the status page (`GET /`, a browser's `GET /ORG/REPO`)            |
 //! | `tls`, `proxy`  | native HTTPS; trusted reverse proxies' forwarding headers         |
+//! | `ssh`           | `git xet shell`: git and git-lfs over OpenSSH (forced command)    |
 
 pub mod auth;
 pub mod body;
@@ -44,6 +45,7 @@ pub mod repo_name;
 pub mod repo_routes;
 pub mod shard_check;
 pub mod signing;
+pub mod ssh;
 pub mod state;
 pub mod status;
 pub mod storage;
@@ -199,6 +201,13 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
     {
         tracing::warn!("git is not on PATH: git over HTTP will answer 500 until it is installed");
     }
+    // `git xet shell` finds the running server through this file.
+    let urls = ssh::endpoint::ServerUrls {
+        internal_url: state.internal_url.clone(),
+        public_url: state.config.public_url.clone(),
+    };
+    ssh::endpoint::write(&state.config.data_dir, &urls)
+        .map_err(io_context("writing the server's URLs for git xet shell"))?;
     if let Some(path) = ready_file {
         write_atomically(&path, &base)
             .map_err(io_context(format!("writing ready file {}", path.display())))?;
