@@ -14,6 +14,7 @@
 //! | `lfs`           | git-lfs Batch API, basic transfers, verify, locks, token refresh  |
 //! | `ingest`        | converting basic uploads to xorbs + shard (server-side dedup)     |
 //! | `import_lfs`    | `import-lfs`: a whole LFS object store into a repository, offline |
+//! | `gc`, `check`   | upkeep: garbage collection; checking every file rebuilds          |
 //! | `file_stream`   | streaming a reconstruction as plain bytes (basic downloads)       |
 //! | `git`           | git smart HTTP (upload/receive-pack); hosted repos; hook check    |
 //! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
@@ -23,10 +24,12 @@
 pub mod auth;
 pub mod body;
 pub mod cas;
+pub mod check;
 pub mod config;
 pub mod deployment;
 pub mod error;
 pub mod file_stream;
+pub mod gc;
 pub mod git;
 pub mod http;
 pub mod import_lfs;
