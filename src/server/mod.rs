@@ -68,6 +68,11 @@ pub enum StartError {
     Index(#[from] index::IndexError),
     #[error(transparent)]
     Deployment(#[from] deployment::DeploymentError),
+    #[error("data directory {} is in use by another git xet server{}: stop it, or give this one another --data", .data.display(), .pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    DataDirInUse {
+        data: std::path::PathBuf,
+        pid: Option<u32>,
+    },
 }
 
 fn io_context(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
@@ -89,6 +94,40 @@ fn clean_tmp(tmp: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Takes the data directory's lock (`DATA/server.lock`, held for the process's life) and
+/// writes this process's id in it: a second server on the same directory would share its
+/// SQLite index unsafely and its start-up cleanup would delete this one's staging files.
+/// Admin commands (`gc`, `check`, `token`) do not take it.
+fn lock_data_dir(data: &Path) -> Result<std::fs::File, StartError> {
+    use crate::io::platform::file::{lock, Lock};
+    use std::io::{Read, Seek, Write};
+    let path = data.join("server.lock");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io_context(format!("opening {}", path.display())))?;
+    match lock(&file, Lock::ExclusiveNow) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            return Err(StartError::DataDirInUse {
+                data: data.to_path_buf(),
+                pid: text.trim().parse().ok(),
+            });
+        }
+        Err(e) => return Err(io_context(format!("locking {}", path.display()))(e)),
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .map_err(io_context(format!("writing {}", path.display())))?;
+    Ok(file)
+}
+
 /// Opens the data directory and builds the shared state.
 fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, StartError> {
     let data = &config.data_dir;
@@ -96,6 +135,7 @@ fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, Start
         "creating data directory {}",
         data.display()
     )))?;
+    let data_lock = lock_data_dir(data)?;
     clean_tmp(&config.tmp_dir()).map_err(io_context("cleaning the temporary directory"))?;
     let deployment::Deployment { store, index, keys } =
         deployment::open(&config.deployment, &config.tmp_dir(), config.fsync)?;
@@ -111,6 +151,7 @@ fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, Start
         upload_slots: tokio::sync::Semaphore::new(max_uploads),
         conversion_slots: tokio::sync::Semaphore::new(max_uploads),
         internal_url,
+        data_lock: Some(data_lock),
     })
 }
 

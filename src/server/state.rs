@@ -28,6 +28,8 @@ pub struct AppState {
     pub conversion_slots: tokio::sync::Semaphore,
     /// Base URL of the bound listener on loopback, for the server's own helpers (hooks).
     pub internal_url: String,
+    /// The data directory's lock, held while the server runs (none for import-lfs).
+    pub data_lock: Option<std::fs::File>,
 }
 
 impl AppState {
