@@ -25,10 +25,12 @@ pub(super) struct RunArgs {
     #[arg(long, env = "GIT_XET_SERVER_READY_FILE")]
     ready_file: Option<PathBuf>,
     /// Allow reads (clone, fetch, LFS downloads) without a token.
-    #[arg(long, env = "GIT_XET_SERVER_ANONYMOUS_READ")]
+    #[arg(long, env = "GIT_XET_SERVER_ANONYMOUS_READ",
+          value_parser = clap::builder::BoolishValueParser::new())]
     anonymous_read: bool,
     /// Act as a plain git-lfs server: never offer the `xet` transfer.
-    #[arg(long, env = "GIT_XET_SERVER_BASIC_ONLY")]
+    #[arg(long, env = "GIT_XET_SERVER_BASIC_ONLY",
+          value_parser = clap::builder::BoolishValueParser::new())]
     basic_only: bool,
     /// Lifetime in seconds of the tokens handed out in LFS Batch API answers.
     #[arg(long, default_value_t = 3600, env = "GIT_XET_SERVER_TOKEN_TTL")]
@@ -75,10 +77,12 @@ pub(super) struct RunArgs {
     git_dir: Option<PathBuf>,
     /// Host no git repositories (git over HTTP answers 404): git-lfs and XET only, for
     /// teams whose git lives elsewhere and who point `lfs.url` at this server.
-    #[arg(long, env = "GIT_XET_SERVER_NO_GIT")]
+    #[arg(long, env = "GIT_XET_SERVER_NO_GIT",
+          value_parser = clap::builder::BoolishValueParser::new())]
     no_git: bool,
     /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).
-    #[arg(long, env = "GIT_XET_SERVER_NO_FSYNC")]
+    #[arg(long, env = "GIT_XET_SERVER_NO_FSYNC",
+          value_parser = clap::builder::BoolishValueParser::new())]
     no_fsync: bool,
 }
 
