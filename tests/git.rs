@@ -39,5 +39,7 @@ mod ssh_auth;
 mod sshd;
 #[path = "git/transfer_protocol.rs"]
 mod transfer_protocol;
+#[path = "git/upkeep.rs"]
+mod upkeep;
 #[path = "git/workflow.rs"]
 mod workflow;
