@@ -50,3 +50,6 @@ mod hardening;
 
 #[path = "server/upkeep.rs"]
 mod upkeep;
+
+#[path = "server/claims.rs"]
+mod claims;

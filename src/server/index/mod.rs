@@ -7,6 +7,7 @@
 
 pub mod gc;
 mod sqlite;
+pub mod verify;
 
 use std::sync::Arc;
 
@@ -122,7 +123,7 @@ pub struct IndexStats {
     pub files: u64,
 }
 
-pub trait Index: gc::GcIndex + Send + Sync + 'static {
+pub trait Index: gc::GcIndex + verify::Sha256Index + Send + Sync + 'static {
     /// Records a stored xorb and its chunks. Returns `false` when it was already known.
     fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool>;
 

@@ -93,6 +93,10 @@ impl GcIndex for SqliteIndex {
                 "DELETE FROM first_chunks WHERE NOT EXISTS (SELECT 1 FROM files f WHERE f.hash = first_chunks.file_hash)",
                 [],
             )?;
+            tx.execute(
+                "DELETE FROM verified_sha256 WHERE NOT EXISTS (SELECT 1 FROM files f WHERE f.hash = verified_sha256.file_hash)",
+                [],
+            )?;
             Ok(n as u64)
         })
     }

@@ -5,6 +5,7 @@
 //! cached in memory, bounded by their total chunk count.
 
 mod gc;
+mod verify;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -136,6 +137,7 @@ impl SqliteIndex {
         let writer = open_connection(path, fsync)?;
         writer.execute_batch(SCHEMA)?;
         writer.execute_batch(gc::SCHEMA)?;
+        writer.execute_batch(verify::SCHEMA)?;
         let version: Option<i64> = writer
             .query_row("SELECT version FROM schema_info", [], |r| r.get(0))
             .optional()?;
