@@ -199,8 +199,12 @@ fn import_one(
     let stored = ingested.staged.iter().map(|(_, m)| m.stored_len).sum();
     let size = ingested.size;
     rt.block_on(commit(state, ingested.staged))?;
+    let file = ingested.shard.files.first().map(|f| f.file_hash);
     let validated = validate_built(&*state.index, ingested.shard, repo)?;
     rt.block_on(register_shard(state, validated, repo))?;
+    if let Some(file) = file {
+        state.index.record_verified_sha256(&file, oid)?;
+    }
     Ok(Outcome::Imported { size, stored })
 }
 

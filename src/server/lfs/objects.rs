@@ -148,10 +148,23 @@ async fn register(state: &SharedState, repo: &RepoName, ingested: Ingested) -> S
         deduplicated_bytes = ingested.deduplicated_bytes,
         "converted an LFS upload to XET"
     );
+    let file = ingested.shard.files.first().map(|f| f.file_hash);
     let (index, shard, owned_repo) = (state.index.clone(), ingested.shard, repo.clone());
     let validated = blocking(move || validate_built(&*index, shard, &owned_repo)).await?;
     register_shard(state, validated, repo).await?;
-    Ok(())
+    record_sha256(state, file, ingested.sha256).await
+}
+
+/// Records a sha256 this server computed from a file's bytes (a basic upload's): claims
+/// matching it need no check at download.
+pub async fn record_sha256(
+    state: &SharedState,
+    file: Option<crate::xet::MerkleHash>,
+    sha256: [u8; 32],
+) -> ServerResult<()> {
+    let Some(file) = file else { return Ok(()) };
+    let index = state.index.clone();
+    blocking(move || Ok(index.record_verified_sha256(&file, &sha256)?)).await
 }
 
 pub async fn download(
