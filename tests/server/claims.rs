@@ -95,6 +95,26 @@ fn a_false_sha256_claim_is_dropped_on_first_download_and_a_true_one_recorded() {
     assert_eq!(verify(&server, "evil/d", &token_d, &oid, victim.len()), 404);
     assert_eq!(get(&server, "evil/d", &token_d, &oid).status(), 404);
 
+    // A range through an unverified false claim is refused too (the whole file is hashed
+    // first), and the victim's own upload of the real content is then asked for and served.
+    let _ = forge(&server, "org/victim", &victim, 2506);
+    let token_v = server.token("org/victim", "write");
+    let r = client()
+        .get(lfs_url(&server, "org/victim", &format!("objects/{oid}")))
+        .bearer_auth(&token_v)
+        .header("Range", "bytes=0-9")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let answer = crate::lfs::basic_upload(&server, "org/victim", &token_v, &victim);
+    assert!(
+        answer["objects"][0]["actions"].get("upload").is_some(),
+        "the real content is asked for: {answer}"
+    );
+    let r = get(&server, "org/victim", &token_v, &oid);
+    assert_eq!(r.status(), 200);
+    assert!(r.bytes().unwrap() == victim, "the victim's own bytes");
+
     // A true claim: served whole, recorded, and served again (also by range).
     let honest = Cas::new(&server, "org/ok", "write");
     let up = Upload::random(300_000, 2503, 4);

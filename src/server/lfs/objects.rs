@@ -190,8 +190,16 @@ pub async fn download(
         return Err(ServerError::not_found(format!("object {oid} is not stored in {repo}")).into());
     };
     let requested = parse_range(headers, file.size)?;
-    // A whole download checks an unverified claim as it streams. (A range cannot be
-    // checked alone; git-lfs asks for one only to resume a download it began whole.)
+    // A range cannot be checked alone: an unverified claim is checked first, by hashing the
+    // whole file once (git-lfs asks for a range only to resume a download begun whole, which
+    // checked it already unless the client went away).
+    if verified == Claim::Unverified
+        && requested.is_some()
+        && !check_claim(state, repo, file.clone()).await?
+    {
+        return Err(ServerError::not_found(format!("object {oid} is not stored in {repo}")).into());
+    }
+    // A whole download checks an unverified claim as it streams.
     let claim = (verified == Claim::Unverified && requested.is_none()).then(|| ClaimCheck {
         repo: repo.clone(),
         file_hash: file.file_hash,
