@@ -47,5 +47,7 @@ mod tls_native;
 mod transfer_protocol;
 #[path = "git/trusted_proxy.rs"]
 mod trusted_proxy;
+#[path = "git/upkeep.rs"]
+mod upkeep;
 #[path = "git/workflow.rs"]
 mod workflow;

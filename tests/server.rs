@@ -50,3 +50,8 @@ mod hardening;
 
 #[path = "server/s3.rs"]
 mod s3;
+#[path = "server/upkeep.rs"]
+mod upkeep;
+
+#[path = "server/claims.rs"]
+mod claims;

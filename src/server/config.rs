@@ -48,6 +48,11 @@ pub struct ServerConfig {
     pub tls: Option<crate::server::tls::TlsFiles>,
     /// Peers whose `Forwarded`/`X-Forwarded-*` headers say the scheme and host of URLs.
     pub trusted_proxies: crate::server::proxy::TrustedProxies,
+    /// Where hosted git repositories live [default: DATA/repos]; may be a filesystem several
+    /// server processes share (git's lock files keep concurrent pushes safe).
+    pub git_dir: Option<PathBuf>,
+    /// Serve no git (LFS and CAS only): git over HTTP answers 404.
+    pub no_git: bool,
 }
 
 impl ServerConfig {
@@ -77,11 +82,16 @@ impl ServerConfig {
             limits: crate::server::listen::Limits::default(),
             tls: None,
             trusted_proxies: Default::default(),
+            git_dir: None,
+            no_git: false,
         }
     }
 
     pub fn repos_dir(&self) -> PathBuf {
-        self.data_dir.join("repos")
+        match &self.git_dir {
+            Some(dir) => dir.clone(),
+            None => self.data_dir.join("repos"),
+        }
     }
 
     pub fn tmp_dir(&self) -> PathBuf {

@@ -199,8 +199,12 @@ fn import_one(
     let stored = ingested.staged.iter().map(|(_, m)| m.stored_len).sum();
     let size = ingested.size;
     rt.block_on(commit(state, ingested.staged))?;
+    let file = ingested.shard.files.first().map(|f| f.file_hash);
     let validated = validate_built(&*state.index, ingested.shard, repo)?;
     rt.block_on(register_shard(state, validated, repo))?;
+    if let Some(file) = file {
+        state.index.record_verified_sha256(&file, oid)?;
+    }
     Ok(Outcome::Imported { size, stored })
 }
 
@@ -269,6 +273,7 @@ fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportErro
         conversion_slots: tokio::sync::Semaphore::new(slots),
         internal_url: "http://127.0.0.1:0".into(),
         listen_url: "http://127.0.0.1:0".into(),
+        data_lock: None,
     };
     Ok((Arc::new(state), tmp))
 }

@@ -14,6 +14,7 @@
 //! | `lfs`           | git-lfs Batch API, basic transfers, verify, locks, token refresh  |
 //! | `ingest`        | converting basic uploads to xorbs + shard (server-side dedup)     |
 //! | `import_lfs`    | `import-lfs`: a whole LFS object store into a repository, offline |
+//! | `gc`, `check`   | upkeep: garbage collection; checking every file rebuilds          |
 //! | `file_stream`   | streaming a reconstruction as plain bytes (basic downloads)       |
 //! | `git`           | git smart HTTP (upload/receive-pack); hosted repos; hook check    |
 //! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
@@ -26,10 +27,12 @@
 pub mod auth;
 pub mod body;
 pub mod cas;
+pub mod check;
 pub mod config;
 pub mod deployment;
 pub mod error;
 pub mod file_stream;
+pub mod gc;
 pub mod git;
 pub mod http;
 pub mod import_lfs;
@@ -74,6 +77,11 @@ pub enum StartError {
     Deployment(#[from] deployment::DeploymentError),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    #[error("data directory {} is in use by another git xet server{}: stop it, or give this one another --data", .data.display(), .pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    DataDirInUse {
+        data: std::path::PathBuf,
+        pid: Option<u32>,
+    },
 }
 
 fn io_context(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
@@ -95,6 +103,40 @@ fn clean_tmp(tmp: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Takes the data directory's lock (`DATA/server.lock`, held for the process's life) and
+/// writes this process's id in it: a second server on the same directory would share its
+/// SQLite index unsafely and its start-up cleanup would delete this one's staging files.
+/// Admin commands (`gc`, `check`, `token`) do not take it.
+fn lock_data_dir(data: &Path) -> Result<std::fs::File, StartError> {
+    use crate::io::platform::file::{lock, Lock};
+    use std::io::{Read, Seek, Write};
+    let path = data.join("server.lock");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io_context(format!("opening {}", path.display())))?;
+    match lock(&file, Lock::ExclusiveNow) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            return Err(StartError::DataDirInUse {
+                data: data.to_path_buf(),
+                pid: text.trim().parse().ok(),
+            });
+        }
+        Err(e) => return Err(io_context(format!("locking {}", path.display()))(e)),
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .map_err(io_context(format!("writing {}", path.display())))?;
+    Ok(file)
+}
+
 /// Opens the data directory and builds the shared state. `internal` is the address of the
 /// plain loopback listener for hooks when it is not `bound` (TLS).
 fn open_state(
@@ -107,6 +149,7 @@ fn open_state(
         "creating data directory {}",
         data.display()
     )))?;
+    let data_lock = lock_data_dir(data)?;
     clean_tmp(&config.tmp_dir()).map_err(io_context("cleaning the temporary directory"))?;
     let deployment::Deployment { store, index, keys } =
         deployment::open(&config.deployment, &config.tmp_dir(), config.fsync)?;
@@ -129,6 +172,7 @@ fn open_state(
         conversion_slots: tokio::sync::Semaphore::new(max_uploads),
         internal_url,
         listen_url,
+        data_lock: Some(data_lock),
     })
 }
 
@@ -205,6 +249,7 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
     let urls = ssh::endpoint::ServerUrls {
         internal_url: state.internal_url.clone(),
         public_url: state.config.public_url.clone(),
+        repos_dir: Some(state.config.repos_dir()),
     };
     ssh::endpoint::write(&state.config.data_dir, &urls)
         .map_err(io_context("writing the server's URLs for git xet shell"))?;

@@ -24,6 +24,13 @@ pub async fn dispatch(State(state): State<SharedState>, request: Request) -> Res
         return lfs::handle(state, repo, rest, request).await;
     }
     if let Some((repo, route)) = GitRoute::split(&path) {
+        if state.config.no_git {
+            return ServerError::not_found(
+                "this server hosts no git repositories (--no-git): it serves git-lfs and XET \
+                 only; keep the repository on your git host and point lfs.url here",
+            )
+            .into_response();
+        }
         return git::handle(state, repo, route, request).await;
     }
     if let (Some(repo), &axum::http::Method::POST) =

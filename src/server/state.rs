@@ -32,6 +32,8 @@ pub struct AppState {
     pub internal_url: String,
     /// Base URL of the bound listener on loopback (https when serving TLS).
     pub listen_url: String,
+    /// The data directory's lock, held while the server runs (none for import-lfs).
+    pub data_lock: Option<std::fs::File>,
 }
 
 impl AppState {

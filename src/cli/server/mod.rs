@@ -1,9 +1,13 @@
 //! `git xet server`: run the server, or administer its data. One module per subcommand.
 
+mod check;
 mod deployment;
+mod gc;
 mod import_lfs;
+mod repo;
 mod run;
 mod token;
+mod upkeep;
 mod user;
 
 use std::path::PathBuf;
@@ -33,6 +37,15 @@ enum ServerCommand {
     /// ssh users: authorized_keys lines whose forced command is `git xet shell`.
     #[command(subcommand)]
     User(user::UserCommand),
+    /// Delete files, xorbs and shards no repository can reach (e.g. after `repo delete`),
+    /// older than the grace period. Safe while servers run; prints what it frees.
+    Gc(gc::GcArgs),
+    /// Check that every registered file rebuilds from stored xorbs (`--read-data`: and
+    /// verify every byte). Exits non-zero listing what is wrong.
+    Check(check::CheckArgs),
+    /// Manage hosted repositories.
+    #[command(subcommand)]
+    Repo(repo::RepoCommand),
 }
 
 fn default_data_dir() -> anyhow::Result<PathBuf> {
@@ -53,6 +66,9 @@ pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         Some(ServerCommand::Token(c)) => token::run(c),
         Some(ServerCommand::ImportLfs(a)) => import_lfs::run(a),
         Some(ServerCommand::User(c)) => user::run(c),
+        Some(ServerCommand::Gc(a)) => gc::run(a),
+        Some(ServerCommand::Check(a)) => check::run(a),
+        Some(ServerCommand::Repo(c)) => repo::run(c),
         None => run::serve(args.run),
     }
 }

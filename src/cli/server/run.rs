@@ -13,28 +13,30 @@ use crate::server::ServerConfig;
 #[derive(clap::Args, Debug)]
 pub(super) struct RunArgs {
     /// Address to listen on (loopback only by default).
-    #[arg(long, default_value = "127.0.0.1:8484")]
+    #[arg(long, default_value = "127.0.0.1:8484", env = "GIT_XET_SERVER_LISTEN")]
     listen: SocketAddr,
     #[command(flatten)]
     deployment: DeploymentArgs,
     /// Base URL clients reach the server at, e.g. `https://xet.example.com` [default: from
     /// each request's Host header].
-    #[arg(long)]
+    #[arg(long, env = "GIT_XET_SERVER_PUBLIC_URL")]
     public_url: Option<String>,
     /// Once listening, write the base URL to this file (atomically).
-    #[arg(long)]
+    #[arg(long, env = "GIT_XET_SERVER_READY_FILE")]
     ready_file: Option<PathBuf>,
     /// Allow reads (clone, fetch, LFS downloads) without a token.
-    #[arg(long)]
+    #[arg(long, env = "GIT_XET_SERVER_ANONYMOUS_READ",
+          value_parser = clap::builder::BoolishValueParser::new())]
     anonymous_read: bool,
     /// Act as a plain git-lfs server: never offer the `xet` transfer.
-    #[arg(long)]
+    #[arg(long, env = "GIT_XET_SERVER_BASIC_ONLY",
+          value_parser = clap::builder::BoolishValueParser::new())]
     basic_only: bool,
     /// Lifetime in seconds of the tokens handed out in LFS Batch API answers.
-    #[arg(long, default_value_t = 3600)]
+    #[arg(long, default_value_t = 3600, env = "GIT_XET_SERVER_TOKEN_TTL")]
     token_ttl: u64,
     /// Lifetime in seconds of signed xorb fetch URLs.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, env = "GIT_XET_SERVER_FETCH_URL_TTL")]
     fetch_url_ttl: u64,
     /// Hand out presigned S3 URLs in reconstructions, so that clients fetch xorb bytes
     /// straight from the object store (which they must be able to reach) instead of through
@@ -42,24 +44,32 @@ pub(super) struct RunArgs {
     #[arg(long, env = "GIT_XET_SERVER_PRESIGN")]
     presign: bool,
     /// Rotation period in seconds of the global-dedup chunk key.
-    #[arg(long, default_value_t = 6 * 3600)]
+    #[arg(long, default_value_t = 6 * 3600, env = "GIT_XET_SERVER_DEDUP_KEY_PERIOD")]
     dedup_key_period: u64,
     /// Largest git-lfs basic upload accepted, in bytes [default: 64 GiB].
-    #[arg(long)]
+    #[arg(long, env = "GIT_XET_SERVER_MAX_OBJECT_SIZE")]
     max_object_size: Option<u64>,
     /// Xorb and shard uploads validated at once, and separately basic uploads converted at
     /// once (each conversion holds one 64 MiB xorb in memory); more wait their turn.
-    #[arg(long, default_value_t = 8)]
+    #[arg(
+        long,
+        default_value_t = 8,
+        env = "GIT_XET_SERVER_MAX_CONCURRENT_UPLOADS"
+    )]
     max_concurrent_uploads: usize,
     /// Seconds a client has to send a request's headers.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, env = "GIT_XET_SERVER_HEADER_TIMEOUT")]
     header_timeout: u64,
     /// Seconds without a byte either way after which a connection is closed (a silent
     /// client, a stalled upload, a client that stopped reading).
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, env = "GIT_XET_SERVER_IDLE_TIMEOUT")]
     idle_timeout: u64,
     /// Connections open at once from one client address; more are closed on accept.
-    #[arg(long, default_value_t = 256)]
+    #[arg(
+        long,
+        default_value_t = 256,
+        env = "GIT_XET_SERVER_MAX_CONNECTIONS_PER_ADDRESS"
+    )]
     max_connections_per_address: usize,
     /// Serve HTTPS with this PEM certificate chain (server certificate first); needs
     /// --tls-key. Without both, plain HTTP (for a reverse proxy in front).
@@ -89,8 +99,23 @@ pub(super) struct RunArgs {
         value_delimiter = ','
     )]
     trusted_proxy: Vec<crate::server::proxy::Network>,
+    /// Where hosted git repositories live [default: DATA/repos]: a directory all server
+    /// processes share (e.g. NFS) when several serve one deployment.
+    #[arg(
+        long,
+        env = "GIT_XET_SERVER_GIT_DIR",
+        value_name = "DIR",
+        conflicts_with = "no_git"
+    )]
+    git_dir: Option<PathBuf>,
+    /// Host no git repositories (git over HTTP answers 404): git-lfs and XET only, for
+    /// teams whose git lives elsewhere and who point `lfs.url` at this server.
+    #[arg(long, env = "GIT_XET_SERVER_NO_GIT",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    no_git: bool,
     /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).
-    #[arg(long)]
+    #[arg(long, env = "GIT_XET_SERVER_NO_FSYNC",
+          value_parser = clap::builder::BoolishValueParser::new())]
     no_fsync: bool,
 }
 
@@ -131,6 +156,8 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
         config.tls = Some(crate::server::tls::TlsFiles { cert, key });
     }
     config.trusted_proxies = crate::server::proxy::TrustedProxies(args.trusted_proxy);
+    config.git_dir = args.git_dir.map(|d| std::path::absolute(&d).unwrap_or(d));
+    config.no_git = args.no_git;
     config.limits = crate::server::listen::Limits {
         header_timeout: Duration::from_secs(args.header_timeout.max(1)),
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),

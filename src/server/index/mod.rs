@@ -5,8 +5,10 @@
 //! PostgreSQL backend can replace the embedded SQLite one without touching the handlers.
 //! Every `register_*` call is one transaction: after a crash it either happened or not.
 
+pub mod gc;
 mod sqlite;
 pub mod stats;
+pub mod verify;
 
 use std::sync::Arc;
 
@@ -23,6 +25,9 @@ pub enum IndexError {
     Database(#[from] rusqlite::Error),
     #[error("index is inconsistent: {0}")]
     Corrupt(String),
+    /// The xorb is being (or was) garbage-collected: it must be uploaded again.
+    #[error("xorb {0} is no longer stored on this server (garbage-collected); upload it again, then the shard")]
+    XorbCollected(MerkleHash),
 }
 
 pub type IndexResult<T> = Result<T, IndexError>;
@@ -36,6 +41,7 @@ impl From<IndexError> for crate::server::error::ServerError {
             {
                 ServerError::disk_full(&e)
             }
+            IndexError::XorbCollected(_) => ServerError::Conflict(e.to_string()),
             _ => ServerError::Internal(e.to_string()),
         }
     }
@@ -118,7 +124,9 @@ pub struct IndexStats {
     pub files: u64,
 }
 
-pub trait Index: stats::StatsIndex + Send + Sync + 'static {
+pub trait Index:
+    stats::StatsIndex + gc::GcIndex + verify::Sha256Index + Send + Sync + 'static
+{
     /// Records a stored xorb and its chunks. Returns `false` when it was already known.
     fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool>;
 

@@ -15,6 +15,7 @@ use axum::response::Response;
 use crate::server::auth::Scope;
 use crate::server::body::{read_limited, ANONYMOUS_BODY_MAX};
 use crate::server::error::ServerError;
+use crate::server::lfs::objects::{claim_status, Claim};
 use crate::server::lfs::{lfs_base, lfs_json, parse_oid, LfsResult};
 use crate::server::repo_name::RepoName;
 use crate::server::state::{blocking, SharedState};
@@ -156,7 +157,13 @@ pub async fn batch(
                     continue;
                 }
             };
-            out.push(match index.repo_file_by_sha256(&owned_repo, &sha256)? {
+            let found = index.repo_file_by_sha256(&owned_repo, &sha256)?;
+            // A claim already known false is dropped here, so the object can be sent again.
+            let found = match found {
+                Some(f) if claim_status(&*index, &owned_repo, &f)? == Claim::False => None,
+                found => found,
+            };
+            out.push(match found {
                 Some(f) => Known::Present {
                     size: f.size,
                     file_hash: f.file_hash.to_hex(),

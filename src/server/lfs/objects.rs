@@ -19,7 +19,7 @@ use crate::server::body::{
 };
 use crate::server::cas::register_shard;
 use crate::server::error::{ServerError, ServerResult};
-use crate::server::file_stream::stream_plan;
+use crate::server::file_stream::{stream_plan, ClaimCheck};
 use crate::server::ingest::{commit, ingest_stream, Ingested};
 use crate::server::lfs::{parse_oid, LfsResult};
 use crate::server::metrics::add;
@@ -148,10 +148,23 @@ async fn register(state: &SharedState, repo: &RepoName, ingested: Ingested) -> S
         deduplicated_bytes = ingested.deduplicated_bytes,
         "converted an LFS upload to XET"
     );
+    let file = ingested.shard.files.first().map(|f| f.file_hash);
     let (index, shard, owned_repo) = (state.index.clone(), ingested.shard, repo.clone());
     let validated = blocking(move || validate_built(&*index, shard, &owned_repo)).await?;
     register_shard(state, validated, repo).await?;
-    Ok(())
+    record_sha256(state, file, ingested.sha256).await
+}
+
+/// Records a sha256 this server computed from a file's bytes (a basic upload's): claims
+/// matching it need no check at download.
+pub async fn record_sha256(
+    state: &SharedState,
+    file: Option<crate::xet::MerkleHash>,
+    sha256: [u8; 32],
+) -> ServerResult<()> {
+    let Some(file) = file else { return Ok(()) };
+    let index = state.index.clone();
+    blocking(move || Ok(index.record_verified_sha256(&file, &sha256)?)).await
 }
 
 pub async fn download(
@@ -168,14 +181,30 @@ pub async fn download(
         let Some(file) = index.repo_file_by_sha256(&owned_repo, &sha256)? else {
             return Ok(None);
         };
+        let verified = claim_status(&*index, &owned_repo, &file)?;
         let metas = load_metas(&*index, &file)?;
-        Ok(Some((file, metas)))
+        Ok(Some((file, metas, verified)))
     })
     .await?;
-    let Some((file, metas)) = found else {
+    let Some((file, metas, verified)) = found.filter(|f| f.2 != Claim::False) else {
         return Err(ServerError::not_found(format!("object {oid} is not stored in {repo}")).into());
     };
     let requested = parse_range(headers, file.size)?;
+    // A range cannot be checked alone: an unverified claim is checked first, by hashing the
+    // whole file once (git-lfs asks for a range only to resume a download begun whole, which
+    // checked it already unless the client went away).
+    if verified == Claim::Unverified
+        && requested.is_some()
+        && !check_claim(state, repo, file.clone()).await?
+    {
+        return Err(ServerError::not_found(format!("object {oid} is not stored in {repo}")).into());
+    }
+    // A whole download checks an unverified claim as it streams.
+    let claim = (verified == Claim::Unverified && requested.is_none()).then(|| ClaimCheck {
+        repo: repo.clone(),
+        file_hash: file.file_hash,
+        sha256: file.sha256,
+    });
     let range = requested.clone().unwrap_or(0..file.size);
     let len = range.end - range.start;
     let planned = if len == 0 {
@@ -183,7 +212,7 @@ pub async fn download(
     } else {
         plan(&file, &metas, range.clone())?
     };
-    let mut response = stream_plan(state.clone(), planned, len).into_response();
+    let mut response = stream_plan(state.clone(), planned, len, claim).into_response();
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -200,4 +229,64 @@ pub async fn download(
         *response.status_mut() = StatusCode::PARTIAL_CONTENT;
     }
     Ok(response)
+}
+
+/// What is known of a repository's sha256 claim for a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    Verified,
+    Unverified,
+    /// The content's sha256 is known and differs: the claim is dropped now.
+    False,
+}
+
+/// Checks `file.sha256` (the repository's claim, as `repo_file_by_sha256` returns it)
+/// against the content's sha256 if known, dropping a false claim.
+pub fn claim_status(
+    index: &dyn crate::server::index::Index,
+    repo: &RepoName,
+    file: &crate::server::index::FileRecord,
+) -> ServerResult<Claim> {
+    Ok(match index.verified_sha256(&file.file_hash)? {
+        Some(actual) if actual == file.sha256 => Claim::Verified,
+        Some(_) => {
+            index.drop_sha256_claim(repo, &file.file_hash, &file.sha256)?;
+            tracing::error!(%repo, file = %file.file_hash, "a false sha256 claim is dropped");
+            Claim::False
+        }
+        None => Claim::Unverified,
+    })
+}
+
+/// Hashes the whole file to check `repo`'s unverified claim (see [`ClaimCheck`]). Returns
+/// whether it held (when not, it is dropped).
+pub async fn check_claim(
+    state: &SharedState,
+    repo: &RepoName,
+    file: crate::server::index::FileRecord,
+) -> ServerResult<bool> {
+    use futures::StreamExt;
+    let index = state.index.clone();
+    let (file, metas) = blocking(move || {
+        let metas = load_metas(&*index, &file)?;
+        Ok((file, metas))
+    })
+    .await?;
+    let planned = if file.size == 0 {
+        Plan::default()
+    } else {
+        plan(&file, &metas, 0..file.size)?
+    };
+    let claim = ClaimCheck {
+        repo: repo.clone(),
+        file_hash: file.file_hash,
+        sha256: file.sha256,
+    };
+    let mut body = stream_plan(state.clone(), planned, file.size, Some(claim)).into_data_stream();
+    while let Some(piece) = body.next().await {
+        if piece.is_err() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

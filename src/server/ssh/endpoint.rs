@@ -16,6 +16,17 @@ pub struct ServerUrls {
     /// `--public-url` of the server, if it was given.
     #[serde(default)]
     pub public_url: Option<String>,
+    /// Where the server keeps hosted repositories (`--git-dir`, default `DATA/repos`).
+    #[serde(default)]
+    pub repos_dir: Option<PathBuf>,
+}
+
+/// Where hosted repositories are: as the running server said, else `DATA/repos`.
+pub fn repos_dir(data_dir: &Path) -> PathBuf {
+    read(data_dir)
+        .ok()
+        .and_then(|urls| urls.repos_dir)
+        .unwrap_or_else(|| data_dir.join("repos"))
 }
 
 pub fn path(data_dir: &Path) -> PathBuf {
@@ -71,6 +82,7 @@ mod tests {
         let urls = ServerUrls {
             internal_url: "http://127.0.0.1:5".into(),
             public_url: Some("https://xet.example".into()),
+            repos_dir: Some(dir.path().join("git")),
         };
         write(dir.path(), &urls).unwrap();
         assert_eq!(read(dir.path()).unwrap(), urls);

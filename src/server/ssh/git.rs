@@ -16,7 +16,7 @@ const HOOK_TOKEN_TTL: u64 = 15 * 60;
 
 /// Runs `git upload-pack` (`push == false`) or `git receive-pack` on `repo`.
 pub fn serve(settings: &Settings, repo: &RepoName, push: bool) -> Result<ExitStatus, ShellError> {
-    let root = settings.data_dir.join("repos");
+    let root = super::endpoint::repos_dir(&settings.data_dir);
     let dir = repo.bare_dir(&root);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -5,7 +5,7 @@
 //!
 //! | command                             | served by                                        |
 //! |-------------------------------------|--------------------------------------------------|
-//! | `git-upload-pack <repo>`            | git, on `DATA/repos/<repo>.git` ([`git`])        |
+//! | `git-upload-pack <repo>`            | git, on `<repos>/<repo>.git` ([`git`])           |
 //! | `git-receive-pack <repo>`           | git, with the pre-receive hook calling the server |
 //! | `git-lfs-authenticate <repo> <op>`  | the LFS href and a short-lived token ([`authenticate`]) |
 //! | `git-lfs-transfer <repo> <op>`      | git-lfs's ssh protocol, through the server's HTTP API ([`transfer`]) |

@@ -4,7 +4,10 @@
 //! reader connections, which WAL lets run alongside the writer. Stored xorb layouts are
 //! cached in memory, bounded by their total chunk count.
 
-use std::collections::HashMap;
+mod gc;
+mod verify;
+
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -135,6 +138,8 @@ impl SqliteIndex {
     pub fn open(path: &Path, fsync: bool) -> IndexResult<SqliteIndex> {
         let writer = open_connection(path, fsync)?;
         writer.execute_batch(SCHEMA)?;
+        writer.execute_batch(gc::SCHEMA)?;
+        writer.execute_batch(verify::SCHEMA)?;
         let version: Option<i64> = writer
             .query_row("SELECT version FROM schema_info", [], |r| r.get(0))
             .optional()?;
@@ -156,6 +161,14 @@ impl SqliteIndex {
             cache: Mutex::new(MetaCache::default()),
             fsync,
         })
+    }
+
+    /// Drops a cached layout (its xorb was collected, perhaps by another process).
+    fn evict(&self, hash: &MerkleHash) {
+        let mut cache = self.cache.lock().expect("meta cache");
+        if let Some(meta) = cache.map.remove(hash) {
+            cache.chunks = cache.chunks.saturating_sub(meta.num_chunks());
+        }
     }
 
     /// Runs `f` on a pooled reader connection.
@@ -259,6 +272,7 @@ impl Index for SqliteIndex {
         let f = &meta.footer;
         let hashes: Vec<u8> = f.chunk_hashes.iter().flat_map(|h| *h.as_bytes()).collect();
         let inserted = self.write(|tx| {
+            gc::refuse_condemned(tx, &f.hash)?;
             let n = tx.execute(
                 "INSERT OR IGNORE INTO xorbs (hash, stored_len, unpacked_len, num_chunks, chunk_hashes, chunk_ends, unpacked_ends, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -306,7 +320,17 @@ impl Index for SqliteIndex {
 
     fn register_shard(&self, reg: &ShardRegistration) -> IndexResult<RegisterOutcome> {
         let now = now_secs() as i64;
-        self.write(|tx| {
+        let referenced: HashSet<MerkleHash> = reg
+            .files
+            .iter()
+            .flat_map(|f| f.terms.iter().map(|t| t.xorb_hash))
+            .collect();
+        let result = self.write(|tx| {
+            // Validation saw these xorbs, but gc may have condemned or deleted them since:
+            // checked again here, where no gc transaction can interleave.
+            for hash in &referenced {
+                gc::require_live_xorb(tx, hash)?;
+            }
             let new_shard = tx.execute(
                 "INSERT OR IGNORE INTO shards (hash, repo, len, created_at) VALUES (?1, ?2, ?3, ?4)",
                 params![blob(&reg.shard_hash), reg.repo.as_str(), reg.shard_len as i64, now],
@@ -325,7 +349,12 @@ impl Index for SqliteIndex {
                 stmt.execute(params![blob(chunk), blob(file)])?;
             }
             Ok(outcome)
-        })
+        });
+        if let Err(IndexError::XorbCollected(hash)) = &result {
+            // The cached layout outlived the xorb: the client's next try must upload it.
+            self.evict(hash);
+        }
+        result
     }
 
     fn file(&self, file_hash: &MerkleHash) -> IndexResult<Option<FileRecord>> {
@@ -374,7 +403,8 @@ impl Index for SqliteIndex {
     fn chunk_location(&self, chunk_hash: &MerkleHash) -> IndexResult<Option<(MerkleHash, u32)>> {
         let found = self.read(|c| {
             Ok(c.prepare_cached(
-                "SELECT x.hash, c.chunk_index FROM chunks c JOIN xorbs x ON x.id = c.xorb_id WHERE c.key = ?1",
+                "SELECT x.hash, c.chunk_index FROM chunks c JOIN xorbs x ON x.id = c.xorb_id WHERE c.key = ?1
+                 AND NOT EXISTS (SELECT 1 FROM condemned_xorbs d WHERE d.hash = x.hash)",
             )?
             .query_row([chunk_key(chunk_hash)], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?)))
             .optional()?)
