@@ -40,7 +40,7 @@ pub fn run_stdio() -> anyhow::Result<ExitCode> {
 /// repository is, so that outside one `init` fails with code 32.
 fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
     let cwd = std::env::current_dir()
-        .map_err(|e| LfsError::Transfer(format!("cannot read the current directory: {e}")))?;
+        .map_err(|e| setup_failed(GitError::io("cannot read the current directory", e)))?;
     let quick = looks_like_repository(&cwd);
     let remote = init.remote.clone();
     let operation = init.operation;
@@ -51,7 +51,7 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
             let cwd = cwd.clone();
             std::thread::spawn(move || ConfigSnapshot::load(&Git::in_dir(cwd)))
         };
-        let repo = Repo::discover(&cwd).map_err(|e| LfsError::Transfer(e.to_string()))?;
+        let repo = Repo::discover(&cwd).map_err(setup_failed)?;
         let (repo, store) = match snapshot.join() {
             Ok(Ok(snapshot)) => {
                 let storage = snapshot.get("lfs.storage").map(str::to_string);
@@ -63,13 +63,21 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
                 (repo, store)
             }
         };
-        agent_env_with_store(&repo, &remote, operation, store)
-            .map_err(|e| LfsError::Transfer(e.to_string()))
+        agent_env_with_store(&repo, &remote, operation, store).map_err(setup_failed)
     };
     if quick {
         Ok(EnvStart::Later(Box::new(discover)))
     } else {
         discover().map(EnvStart::Ready)
+    }
+}
+
+/// What git said when the agent's environment was worked out, as the lfs layer carries it
+/// (an lfs error git passed on stays itself).
+fn setup_failed(e: GitError) -> LfsError {
+    match e {
+        GitError::Lfs(e) => e,
+        other => LfsError::Setup(Arc::new(other)),
     }
 }
 

@@ -69,7 +69,7 @@ enum EnvState {
     Pending(EnvLookup),
     Ready(AgentEnv),
     /// Why it could not be set up, for every transfer that needs it.
-    Failed(String),
+    Failed(Arc<dyn std::error::Error + Send + Sync>),
 }
 
 pub struct XetBackend {
@@ -129,7 +129,7 @@ impl Tokens {
             .await
             .map_err(|e| match e {
                 LfsError::Http(t) => ClientError::Transport(*t),
-                other => ClientError::Auth(other.to_string()),
+                other => ClientError::Refresh(Box::new(other)),
             })?;
         Ok(Token::with_unix_expiry(t.access_token, t.exp))
     }
@@ -167,12 +167,15 @@ impl XetBackend {
                 unreachable!("matched above")
             };
             if let Err(e) = lookup().and_then(|env| self.adopt(env)) {
-                self.env = EnvState::Failed(e.to_string());
+                self.env = EnvState::Failed(match e {
+                    LfsError::Setup(cause) => cause,
+                    other => Arc::new(other),
+                });
             }
         }
         match &self.env {
             EnvState::Ready(env) => Ok(env),
-            EnvState::Failed(e) => Err(LfsError::Transfer(e.clone())),
+            EnvState::Failed(e) => Err(LfsError::Setup(e.clone())),
             EnvState::None | EnvState::Pending(_) => Err(LfsError::Internal(
                 "transfer before a successful init".into(),
             )),
@@ -181,8 +184,10 @@ impl XetBackend {
 
     fn adopt(&mut self, env: AgentEnv) -> Result<(), LfsError> {
         if self.operation == Some(Operation::Download) {
-            std::fs::create_dir_all(&env.lfs_tmp_dir).map_err(|e| {
-                LfsError::Transfer(format!("cannot create {}: {e}", env.lfs_tmp_dir.display()))
+            std::fs::create_dir_all(&env.lfs_tmp_dir).map_err(|source| LfsError::LocalIo {
+                context: "cannot create",
+                path: env.lfs_tmp_dir.clone(),
+                source,
             })?;
         }
         self.env = EnvState::Ready(env);
@@ -264,10 +269,11 @@ impl DownloadJob {
             .await?;
         if outcome.bytes_written != self.size {
             let _ = std::fs::remove_file(&self.output);
-            return Err(LfsError::Transfer(format!(
-                "the server's reconstruction of {} has {} bytes, git-lfs expects {}",
-                self.oid, outcome.bytes_written, self.size
-            )));
+            return Err(LfsError::WrongSize {
+                oid: self.oid,
+                got: outcome.bytes_written,
+                expected: self.size,
+            });
         }
         tracing::info!(
             oid = %self.oid,
@@ -519,11 +525,10 @@ async fn upload_object(
     let file = session.add_file(path, Some(progress_fn.clone())).await?;
     if file.sha256 != oid.0 || file.size != req.size {
         // Dropping the session registers nothing.
-        return Err(LfsError::Transfer(format!(
-            "{} changed while it was being uploaded (its sha256 is now {}); retry the push",
-            path.display(),
-            Oid(file.sha256)
-        )));
+        return Err(LfsError::UploadChanged {
+            path: path.to_path_buf(),
+            now: Oid(file.sha256),
+        });
     }
     let summary = session.finish().await?;
     tracing::info!(oid = %oid, "uploaded: {}", summary.stats);
@@ -532,14 +537,17 @@ async fn upload_object(
 
 /// The file git-lfs asked us to upload must exist with the size it announced.
 fn check_upload_file(path: &Path, size: u64) -> Result<(), LfsError> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| LfsError::Transfer(format!("cannot read {}: {e}", path.display())))?;
+    let meta = std::fs::metadata(path).map_err(|source| LfsError::LocalIo {
+        context: "cannot read",
+        path: path.to_path_buf(),
+        source,
+    })?;
     if meta.len() != size {
-        return Err(LfsError::Transfer(format!(
-            "{} is {} bytes but git-lfs announced {size}; was it modified during the push?",
-            path.display(),
-            meta.len()
-        )));
+        return Err(LfsError::UploadSizeMismatch {
+            path: path.to_path_buf(),
+            actual: meta.len(),
+            announced: size,
+        });
     }
     Ok(())
 }
@@ -570,5 +578,8 @@ pub async fn refresh_token(
     response
         .json::<RefreshedToken>()
         .await
-        .map_err(|e| LfsError::Transfer(format!("token refresh at {url}: unexpected answer: {e}")))
+        .map_err(|e| LfsError::BadAnswer {
+            url: crate::client::transport::shown_url(url),
+            detail: format!("token refresh: {e}"),
+        })
 }

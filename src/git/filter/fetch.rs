@@ -115,7 +115,7 @@ impl Fetcher {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
+            .map_err(GitError::Runtime)?;
         // The requests of the objects' downloads (token refresh) authenticate as the
         // batch's did, with the same credentials.
         let env = match resolved {
@@ -150,7 +150,7 @@ impl Fetcher {
                 unique.push((path, pointer));
             }
         }
-        let mut outcome: HashMap<Oid, Result<Fetched, String>> = HashMap::new();
+        let mut outcome: HashMap<Oid, Result<Fetched, Arc<GitError>>> = HashMap::new();
         for group in unique.chunks(BATCH_SIZE * BATCHES_AT_ONCE) {
             let mut requests = Vec::new();
             let mut requested = Vec::new();
@@ -175,14 +175,15 @@ impl Fetcher {
             };
             let results = self.backend.download_many(&requests, parallel);
             for ((path, pointer), result) in requested.into_iter().zip(results) {
-                outcome.insert(pointer.oid, stored(store, path, pointer, result));
+                let result = stored(store, path, pointer, result).map_err(Arc::new);
+                outcome.insert(pointer.oid, result);
             }
         }
         files
             .iter()
             .map(|(_, p)| match &outcome[&p.oid] {
                 Ok(f) => Ok(f.clone()),
-                Err(e) => Err(GitError::Failed(e.clone())),
+                Err(e) => Err(GitError::Shared(e.clone())),
             })
             .collect()
     }
@@ -207,10 +208,10 @@ impl Fetcher {
         let request = match wanted {
             Ok(Ok(r)) => r,
             Ok(Err(why)) => return Ok(Fetched::GitLfs(why)),
-            Err(e) => return Err(GitError::Failed(e)),
+            Err(e) => return Err(GitError::Shared(e)),
         };
         let result = self.backend.download_tapped(&request, tap, progress);
-        stored(store, pathname, pointer, result).map_err(GitError::Failed)
+        stored(store, pathname, pointer, result)
     }
 
     /// One Batch API request per [`BATCH_SIZE`] objects of `group`, all at once; per
@@ -240,15 +241,15 @@ impl Fetcher {
         };
         let mut requests = Vec::with_capacity(group.len());
         for (part, answer) in parts.iter().zip(answers) {
+            // A failed request fails each of its objects alike.
+            let answer = answer.map_err(|e| Arc::new(GitError::Lfs(e)));
             for &(path, pointer) in part.iter() {
                 requests.push(match &answer {
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(e.clone()),
                     Ok(Err(why)) => Ok(Err(why.clone())),
                     Ok(Ok(answer)) => {
                         let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
-                        self.request(pointer, entry, path)
-                            .map(Ok)
-                            .map_err(|e| e.to_string())
+                        self.request(pointer, entry, path).map(Ok).map_err(Arc::new)
                     }
                 });
             }
@@ -264,17 +265,23 @@ impl Fetcher {
         pathname: &str,
     ) -> Result<TransferRequest, GitError> {
         let endpoint = self.batch.as_ref().map(|b| b.endpoint()).unwrap_or("");
+        let failed = |source| GitError::Fetch {
+            path: pathname.to_string(),
+            source: Box::new(source),
+        };
         if let Some(err) = entry.and_then(|e| e.error.as_ref()) {
-            return Err(GitError::Failed(format!(
-                "the LFS server at {endpoint} cannot give {pathname} ({}): {} (code {})",
-                pointer.oid, err.message, err.code
+            return Err(failed(LfsError::object_refused(
+                endpoint.to_string(),
+                pointer.oid,
+                err.code,
+                err.message.clone(),
             )));
         }
         let action = entry.and_then(|e| e.action.clone()).ok_or_else(|| {
-            GitError::Failed(format!(
-                "the LFS server at {endpoint} gave no download for {pathname} ({})",
-                pointer.oid
-            ))
+            failed(LfsError::NoDownload {
+                endpoint: endpoint.to_string(),
+                oid: pointer.oid,
+            })
         })?;
         Ok(TransferRequest {
             operation: Operation::Download,
@@ -288,7 +295,7 @@ impl Fetcher {
 
 /// One object of a batch: its transfer request, or why git-lfs gets it; `Err` when it
 /// cannot be fetched.
-type Wanted = Result<Result<TransferRequest, Handoff>, String>;
+type Wanted = Result<Result<TransferRequest, Handoff>, Arc<GitError>>;
 /// A batch answer offering `xet`, or why git-lfs gets its objects.
 type BatchAnswer = Result<crate::lfs::batch::BatchResponse, Handoff>;
 
@@ -297,13 +304,13 @@ fn stored(
     store: &LfsStore,
     path: &str,
     pointer: &Pointer,
-    result: Result<PathBuf, crate::lfs::LfsError>,
-) -> Result<Fetched, String> {
-    result
-        .map_err(|e| GitError::Failed(format!("downloading {path}: {e}")))
-        .and_then(|tmp| store.commit(&tmp, &pointer.oid))
-        .map(Fetched::Stored)
-        .map_err(|e| e.to_string())
+    result: Result<PathBuf, LfsError>,
+) -> Result<Fetched, GitError> {
+    let tmp = result.map_err(|source| GitError::Fetch {
+        path: path.to_string(),
+        source: Box::new(source),
+    })?;
+    store.commit(&tmp, &pointer.oid).map(Fetched::Stored)
 }
 
 impl Drop for Fetcher {
@@ -359,7 +366,11 @@ mod tests {
         };
         assert!(hands_off(&bad));
         assert!(!hands_off(&LfsError::Internal("a bug".into())));
-        assert!(!hands_off(&LfsError::Transfer("disk full".into())));
+        assert!(!hands_off(&LfsError::WrongSize {
+            oid: Oid([7; 32]),
+            got: 1,
+            expected: 2,
+        }));
         // The debug log's reason names the failure.
         let why = Handoff::Batch(Arc::new(LfsError::from(TransportError::Tls {
             url: url(),

@@ -42,6 +42,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use crate::client::chunk_lists::ChunkListStore;
 use crate::client::progress::bar_callback;
@@ -339,17 +340,12 @@ impl Filter {
         }
         output.flush_packet()?;
         let verdict = match fetched {
-            Ok(Fetched::Stored(_)) if tap.diverged() => Err(GitError::Failed(
-                "the download was retried and differed from what git had already received; \
-                 the object is stored now, so checking the file out again will work"
-                    .into(),
-            )),
+            Ok(Fetched::Stored(_)) if tap.diverged() => Err(GitError::StreamDiverged),
             Ok(Fetched::Stored(_)) if tap.forwarded() == pointer.size => Ok(()),
-            Ok(_) => Err(GitError::Failed(format!(
-                "sent {} of {} bytes",
-                tap.forwarded(),
-                pointer.size
-            ))),
+            Ok(_) => Err(GitError::StreamIncomplete {
+                sent: tap.forwarded(),
+                size: pointer.size,
+            }),
             Err(e) => Err(e),
         };
         match verdict {
@@ -396,10 +392,10 @@ impl Filter {
                     fetcher.fetch_many(&files, &store)
                 }
                 Err(e) => {
-                    let message = e.to_string();
+                    let shared = Arc::new(e);
                     delayed
                         .iter()
-                        .map(|_| Err(GitError::Failed(message.clone())))
+                        .map(|_| Err(GitError::Shared(shared.clone())))
                         .collect()
                 }
             };

@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use crate::client::stats::human_bytes;
+use crate::git::credentials::strip_userinfo;
 use crate::git::filter::store::LfsStore;
 use crate::git::lfs_objects::LfsObject;
 use crate::git::migrate::progress::MigrateProgress;
@@ -22,6 +23,7 @@ use crate::lfs::pointer::Oid;
 use crate::lfs::progress::{AnswerSink, Progress};
 use crate::lfs::protocol::{Action, Operation, TransferRequest};
 use crate::lfs::xet_backend::XetBackend;
+use crate::lfs::LfsError;
 
 /// What the upload phase did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -126,10 +128,15 @@ fn queue_group(
     for obj in group {
         let entry = answer.objects.iter().find(|b| b.oid == obj.oid);
         if let Some(err) = entry.and_then(|e| e.error.clone()) {
-            return Err(GitError::Failed(format!(
-                "the LFS server refused {} ({}): {} (code {})",
-                obj.path, obj.oid, err.message, err.code
-            )));
+            return Err(GitError::Object {
+                path: obj.path.clone(),
+                source: Box::new(LfsError::object_refused(
+                    strip_userinfo(batch.endpoint()),
+                    obj.oid,
+                    err.code,
+                    err.message,
+                )),
+            });
         }
         let Some(action) = entry.and_then(|e| e.action.clone()) else {
             tally.totals.already_present += 1;

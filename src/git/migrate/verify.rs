@@ -3,15 +3,17 @@
 
 use std::path::PathBuf;
 
+use crate::git::credentials::strip_userinfo;
 use crate::git::filter::store::LfsStore;
 use crate::git::lfs_objects::LfsObject;
 use crate::git::repo::Repo;
 use crate::git::GitError;
 use crate::lfs::agent::TransferBackend;
-use crate::lfs::batch::{BatchClient, BATCH_SIZE};
+use crate::lfs::batch::{BatchClient, BatchObject, BATCH_SIZE};
 use crate::lfs::pointer::Oid;
 use crate::lfs::progress::{AnswerSink, Progress};
 use crate::lfs::protocol::{Operation, TransferRequest};
+use crate::lfs::LfsError;
 
 /// Downloads every object through XET from the server alone and checks its sha256.
 pub fn verify_all(
@@ -50,16 +52,34 @@ pub fn verify_all(
         super::require_xet(&answer.transfer, batch.endpoint())?;
         for obj in group {
             let entry = answer.objects.iter().find(|b| b.oid == obj.oid);
-            let action = entry.and_then(|e| e.action.clone()).ok_or_else(|| {
-                let why = entry
-                    .and_then(|e| e.error.clone())
-                    .map(|e| e.message)
-                    .unwrap_or_else(|| "no download action".into());
-                GitError::Failed(format!(
-                    "verification: {} ({}) is not downloadable: {why}",
-                    obj.path, obj.oid
-                ))
-            })?;
+            let failed = |source| GitError::Verification {
+                path: obj.path.clone(),
+                oid: obj.oid,
+                source: Box::new(source),
+            };
+            let endpoint = || strip_userinfo(batch.endpoint());
+            let action = match entry {
+                Some(BatchObject {
+                    error: Some(err), ..
+                }) => {
+                    return Err(failed(LfsError::object_refused(
+                        endpoint(),
+                        obj.oid,
+                        err.code,
+                        err.message.clone(),
+                    )))
+                }
+                Some(BatchObject {
+                    action: Some(action),
+                    ..
+                }) => action.clone(),
+                _ => {
+                    return Err(failed(LfsError::NoDownload {
+                        endpoint: endpoint(),
+                        oid: obj.oid,
+                    }))
+                }
+            };
             let req = TransferRequest {
                 operation: Operation::Download,
                 oid: obj.oid,
@@ -72,12 +92,7 @@ pub fn verify_all(
                 &obj.oid.to_hex(),
                 obj.size,
             );
-            let path = backend.download(&req, &progress).map_err(|e| {
-                GitError::Failed(format!(
-                    "verification of {} ({}) failed: {e}",
-                    obj.path, obj.oid
-                ))
-            })?;
+            let path = backend.download(&req, &progress).map_err(failed)?;
             let _ = std::fs::remove_file(path);
             verified += 1;
         }
