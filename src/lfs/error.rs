@@ -63,6 +63,9 @@ pub enum LfsError {
     /// A Batch API answer that is not one (not JSON, missing fields).
     #[error("LFS batch answer from {url} is not valid: {detail}")]
     BadAnswer { url: String, detail: String },
+    /// The async runtime (tokio) could not be started.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(Arc<std::io::Error>),
     /// A bug: the message asks the user to report it.
     #[error("{0}")]
     Internal(String),

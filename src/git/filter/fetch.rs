@@ -15,15 +15,14 @@ use std::sync::Arc;
 
 use crate::client::{ContentTap, ProgressFn};
 use crate::git::endpoint;
-use crate::git::filter::store::LfsStore;
 use crate::git::repo::Repo;
 use crate::git::ssh::SshFailure;
 use crate::git::GitError;
-use crate::lfs::agent::TransferBackend;
-use crate::lfs::batch::{BatchClient, BatchObject, BATCH_SIZE};
+use crate::lfs::batch::{BatchClient, BatchResponse, BATCH_SIZE};
+use crate::lfs::objects::{ObjectDownload, ObjectService};
 use crate::lfs::pointer::{Oid, Pointer};
-use crate::lfs::protocol::{InitRequest, Operation, TransferRequest};
-use crate::lfs::xet_backend::XetBackend;
+use crate::lfs::protocol::Operation;
+use crate::lfs::store::LfsStore;
 use crate::lfs::LfsError;
 
 /// Objects downloaded at once when many are wanted (a large one is already fetched in
@@ -43,7 +42,7 @@ pub struct Fetcher {
     /// failed): everything goes to git-lfs, for this reason.
     batch: Result<BatchClient, Handoff>,
     runtime: tokio::runtime::Runtime,
-    backend: XetBackend,
+    service: ObjectService,
 }
 
 /// What became of a fetch.
@@ -119,20 +118,14 @@ impl Fetcher {
         // The requests of the objects' downloads (token refresh) authenticate as the
         // batch's did, with the same credentials.
         let env = match resolved {
-            Ok(r) => crate::git::transfer::agent_env_for(repo, LfsStore::of(repo), &r.http, r.auth),
-            Err(_) => crate::git::transfer::agent_env(repo, &remote)?,
+            Ok(r) => crate::git::objects::env_for(repo, repo.lfs_store(), &r.http, r.auth),
+            Err(_) => crate::git::objects::env(repo, &remote)?,
         };
-        let mut backend = XetBackend::for_env(env);
-        backend.init(&InitRequest {
-            operation: Operation::Download,
-            remote,
-            concurrent: false,
-            concurrent_transfers: 1,
-        })?;
+        env.store.create_tmp_dir()?;
         Ok(Fetcher {
             batch,
             runtime,
-            backend,
+            service: ObjectService::new(env),
         })
     }
 
@@ -173,7 +166,7 @@ impl Fetcher {
             } else {
                 PARALLEL_DOWNLOADS
             };
-            let results = self.backend.download_many(&requests, parallel);
+            let results = self.service.download_many(&requests, parallel);
             for ((path, pointer), result) in requested.into_iter().zip(results) {
                 let result = stored(store, path, pointer, result).map_err(Arc::new);
                 outcome.insert(pointer.oid, result);
@@ -210,7 +203,7 @@ impl Fetcher {
             Ok(Err(why)) => return Ok(Fetched::GitLfs(why)),
             Err(e) => return Err(GitError::Shared(e)),
         };
-        let result = self.backend.download_tapped(&request, tap, progress);
+        let result = self.service.download_tapped(&request, tap, progress);
         stored(store, pathname, pointer, result)
     }
 
@@ -247,57 +240,38 @@ impl Fetcher {
                 requests.push(match &answer {
                     Err(e) => Err(e.clone()),
                     Ok(Err(why)) => Ok(Err(why.clone())),
-                    Ok(Ok(answer)) => {
-                        let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
-                        self.request(pointer, entry, path).map(Ok).map_err(Arc::new)
-                    }
+                    Ok(Ok(answer)) => self
+                        .request(pointer, answer, path)
+                        .map(Ok)
+                        .map_err(Arc::new),
                 });
             }
         }
         requests
     }
 
-    /// The transfer request for one object of a batch answer.
+    /// The download of one object of a batch answer.
     fn request(
         &self,
         pointer: &Pointer,
-        entry: Option<&BatchObject>,
+        answer: &BatchResponse,
         pathname: &str,
-    ) -> Result<TransferRequest, GitError> {
+    ) -> Result<ObjectDownload, GitError> {
         let endpoint = self.batch.as_ref().map(|b| b.endpoint()).unwrap_or("");
-        let failed = |source| GitError::Fetch {
-            path: pathname.to_string(),
-            source: Box::new(source),
-        };
-        if let Some(err) = entry.and_then(|e| e.error.as_ref()) {
-            return Err(failed(LfsError::object_refused(
-                endpoint.to_string(),
-                pointer.oid,
-                err.code,
-                err.message.clone(),
-            )));
-        }
-        let action = entry.and_then(|e| e.action.clone()).ok_or_else(|| {
-            failed(LfsError::NoDownload {
-                endpoint: endpoint.to_string(),
-                oid: pointer.oid,
-            })
-        })?;
-        Ok(TransferRequest {
-            operation: Operation::Download,
-            oid: pointer.oid,
-            size: pointer.size,
-            path: None,
-            action: Some(action),
+        ObjectDownload::from_batch(answer, endpoint, pointer.oid, pointer.size).map_err(|e| {
+            GitError::Fetch {
+                path: pathname.to_string(),
+                source: Box::new(e),
+            }
         })
     }
 }
 
-/// One object of a batch: its transfer request, or why git-lfs gets it; `Err` when it
+/// One object of a batch: its download, or why git-lfs gets it; `Err` when it
 /// cannot be fetched.
-type Wanted = Result<Result<TransferRequest, Handoff>, Arc<GitError>>;
+type Wanted = Result<Result<ObjectDownload, Handoff>, Arc<GitError>>;
 /// A batch answer offering `xet`, or why git-lfs gets its objects.
-type BatchAnswer = Result<crate::lfs::batch::BatchResponse, Handoff>;
+type BatchAnswer = Result<BatchResponse, Handoff>;
 
 /// A finished download moved into the store.
 fn stored(
@@ -310,13 +284,7 @@ fn stored(
         path: path.to_string(),
         source: Box::new(source),
     })?;
-    store.commit(&tmp, &pointer.oid).map(Fetched::Stored)
-}
-
-impl Drop for Fetcher {
-    fn drop(&mut self) {
-        self.backend.terminate();
-    }
+    Ok(Fetched::Stored(store.commit(&tmp, &pointer.oid)?))
 }
 
 #[cfg(test)]

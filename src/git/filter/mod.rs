@@ -34,7 +34,6 @@ pub mod fetch;
 pub mod pktline;
 mod recheck;
 pub mod smudge;
-pub mod store;
 mod stream;
 
 use std::collections::HashMap;
@@ -50,10 +49,10 @@ use crate::client::ContentTap;
 use crate::git::repo::Repo;
 use crate::git::GitError;
 use crate::lfs::pointer::Pointer;
+use crate::lfs::store::{self, LfsStore};
 use fetch::{Fetched, Fetcher};
 use pktline::{PktReader, PktWriter};
 use smudge::{Input, Smudged};
-use store::LfsStore;
 
 /// Missing objects at least this large are fetched when git asks for them and streamed to
 /// git as they are written, rather than delayed and fetched with the others
@@ -195,7 +194,7 @@ impl Filter {
         let has = |key: &str| config.get(None, key).ok().flatten().is_some();
         let fetch_filters = has("lfs.fetchinclude") || has("lfs.fetchexclude");
         Filter {
-            store: LfsStore::of(&repo),
+            store: repo.lfs_store(),
             chunk_lists: ChunkListStore::new(&repo.xet_dir()),
             skip_smudge: env_flag("GIT_LFS_SKIP_SMUDGE"),
             fetch_filters,

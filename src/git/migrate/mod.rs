@@ -28,10 +28,7 @@ use crate::git::http;
 use crate::git::lfs_objects::{reachable_objects, LfsObject};
 use crate::git::repo::Repo;
 use crate::git::GitError;
-use crate::lfs::agent::TransferBackend;
 use crate::lfs::batch::{BatchClient, Endpoint};
-use crate::lfs::protocol::{InitRequest, Operation};
-use crate::lfs::xet_backend::{AgentEnv, XetBackend};
 
 pub use lfsconfig::LfsconfigChange;
 
@@ -223,18 +220,6 @@ fn require_xet(transfer: &str, endpoint: &str) -> Result<(), GitError> {
         });
     }
     Ok(())
-}
-
-fn new_backend(env: AgentEnv, operation: Operation) -> Result<XetBackend, GitError> {
-    let mut backend = XetBackend::for_env(env);
-    let init = InitRequest {
-        operation,
-        remote: String::new(),
-        concurrent: false,
-        concurrent_transfers: 1,
-    };
-    backend.init(&init)?;
-    Ok(backend)
 }
 
 fn print_report(r: &MigrateReport) {
