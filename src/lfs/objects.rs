@@ -181,10 +181,7 @@ impl ObjectService {
         want: &ObjectDownload,
         progress: Option<ProgressFn>,
     ) -> Result<PathBuf, LfsError> {
-        let local = self.env.store.newest_objects();
-        let mut job = self.prepare_download(want, &local)?;
-        job.options.progress = progress;
-        self.runtime()?.block_on(job.run())
+        self.download_to(want, None, progress)
     }
 
     /// [`download`](Self::download), handing the object's bytes to `tap` as they are
@@ -195,9 +192,18 @@ impl ObjectService {
         tap: ContentTap,
         progress: Option<ProgressFn>,
     ) -> Result<PathBuf, LfsError> {
+        self.download_to(want, Some(tap), progress)
+    }
+
+    fn download_to(
+        &mut self,
+        want: &ObjectDownload,
+        tap: Option<ContentTap>,
+        progress: Option<ProgressFn>,
+    ) -> Result<PathBuf, LfsError> {
         let local = self.env.store.newest_objects();
         let mut job = self.prepare_download(want, &local)?;
-        job.options.tap = Some(tap);
+        job.options.tap = tap;
         job.options.progress = progress;
         self.runtime()?.block_on(job.run())
     }
