@@ -19,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::client::error::Result;
+use crate::client::error::{CacheDamage, Result};
 use crate::client::shard_cache::write_atomically;
 use crate::xet::hash::{file_hash, sha256_hex};
 use crate::xet::MerkleHash;
@@ -69,36 +69,37 @@ impl ChunkList {
     }
 
     /// Parses and checks a list; any inconsistency is an error.
-    pub fn decode(bytes: &[u8]) -> std::result::Result<Self, String> {
-        let magic = bytes.get(..8).ok_or("not a chunk list")?;
+    pub fn decode(bytes: &[u8]) -> std::result::Result<Self, CacheDamage> {
+        const NOT_ONE: CacheDamage = CacheDamage::NotOne("chunk list");
+        let magic = bytes.get(..8).ok_or(NOT_ONE)?;
         let v1 = magic == MAGIC_V1;
         if !v1 && magic != MAGIC {
-            return Err("not a chunk list".into());
+            return Err(NOT_ONE);
         }
         let bytes = if v1 {
             bytes
         } else {
             let Some(split) = bytes.len().checked_sub(CHECKSUM_LEN) else {
-                return Err("not a chunk list".into());
+                return Err(NOT_ONE);
             };
             let (content, checksum) = bytes.split_at(split);
             if blake3::hash(content).as_bytes() != checksum {
-                return Err("its checksum does not match".into());
+                return Err(CacheDamage::Checksum);
             }
             content
         };
         if bytes.len() < HEADER_LEN {
-            return Err("not a chunk list".into());
+            return Err(NOT_ONE);
         }
         let sha256: [u8; 32] = bytes[8..40].try_into().expect("32 bytes");
         let file_hash = MerkleHash::from_bytes(bytes[40..72].try_into().expect("32 bytes"));
         let count = u32::from_le_bytes(bytes[72..76].try_into().expect("4 bytes")) as usize;
         let body = &bytes[HEADER_LEN..];
         if count.checked_mul(ENTRY_LEN) != Some(body.len()) {
-            return Err(format!(
-                "{count} chunks announced, {} bytes of entries",
-                body.len()
-            ));
+            return Err(CacheDamage::Count {
+                count,
+                bytes: body.len(),
+            });
         }
         let chunks = body
             .chunks_exact(ENTRY_LEN)
@@ -116,7 +117,7 @@ impl ChunkList {
             chunks,
         };
         if v1 && list.computed_file_hash() != file_hash {
-            return Err("the chunk hashes do not give the recorded file hash".into());
+            return Err(CacheDamage::Checksum);
         }
         Ok(list)
     }

@@ -27,9 +27,13 @@ pub enum ClientError {
         last: String,
     },
 
-    /// The token was refused and no refresh was possible, or refreshing failed.
+    /// The token was refused and no refresh was possible.
     #[error("authentication failed: {0}")]
     Auth(String),
+
+    /// Refreshing the token failed; the source (the refresh callback's error) says why.
+    #[error("authentication failed: refreshing the access token failed: {0}")]
+    Refresh(Box<dyn std::error::Error + Send + Sync>),
 
     /// The server said something that does not follow the protocol.
     #[error("{what}: invalid response from the server: {reason}")]
@@ -75,6 +79,25 @@ pub enum ClientError {
          cache was cleared: retrying uploads them again"
     )]
     StaleDedup { refusal: Box<ClientError> },
+}
+
+/// Why a local cache file (a chunk list, a reconstruction record) was rejected. Such files
+/// are only caches: the caller drops them and goes on without.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CacheDamage {
+    /// The file does not start as one of its kind (`kind` names it).
+    #[error("not a {0}")]
+    NotOne(&'static str),
+    /// Its checksum (or, in an old format, the file hash its chunks give) does not match.
+    #[error("its checksum does not match")]
+    Checksum,
+    #[error("it is truncated")]
+    Truncated,
+    /// A count that the bytes after it contradict.
+    #[error("{count} entries announced, {bytes} bytes of entries")]
+    Count { count: usize, bytes: usize },
+    #[error("trailing bytes after the content")]
+    Trailing,
 }
 
 fn reason_suffix(reason: &str) -> String {

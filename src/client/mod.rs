@@ -92,7 +92,7 @@ pub use cas_client::{
     endpoint_key, CasClient, ClientConfig, DEFAULT_DOWNLOAD_CONCURRENCY, DEFAULT_UPLOAD_CONCURRENCY,
 };
 pub use download::{ContentTap, DownloadOptions, DownloadOutcome, LocalSource};
-pub use error::{ClientError, Result};
+pub use error::{CacheDamage, ClientError, Result};
 pub use progress::ProgressFn;
 pub use retry::RetryPolicy;
 pub use stats::{DedupStats, SessionStats};

@@ -16,7 +16,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use crate::client::error::{ClientError, Result};
+use crate::client::error::{CacheDamage, ClientError, Result};
 use crate::client::shard_cache::write_atomically;
 use crate::xet::hash::sha256_hex;
 use crate::xet::MerkleHash;
@@ -70,10 +70,10 @@ impl FileRecord {
     }
 
     /// Parses a record; any inconsistency is an error (the file is only a cache).
-    pub fn decode(bytes: &[u8]) -> std::result::Result<Self, String> {
+    pub fn decode(bytes: &[u8]) -> std::result::Result<Self, CacheDamage> {
         let mut r = Reader { bytes, pos: 0 };
         if r.take(8)? != MAGIC {
-            return Err("not a reconstruction record".into());
+            return Err(CacheDamage::NotOne("reconstruction record"));
         }
         let file_hash = r.hash()?;
         let has_sha = r.take(1)?[0];
@@ -85,7 +85,10 @@ impl FileRecord {
             let start = r.u32()?;
             let n = r.u32()? as usize;
             if n.checked_mul(36).is_none_or(|b| b > r.remaining()) {
-                return Err("chunk count exceeds the record".into());
+                return Err(CacheDamage::Count {
+                    count: n,
+                    bytes: r.remaining(),
+                });
             }
             let mut chunks = Vec::with_capacity(n);
             for _ in 0..n {
@@ -98,7 +101,7 @@ impl FileRecord {
             });
         }
         if r.remaining() != 0 {
-            return Err("trailing bytes after the record".into());
+            return Err(CacheDamage::Trailing);
         }
         Ok(FileRecord {
             file_hash,
@@ -114,22 +117,22 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], CacheDamage> {
         let end = self
             .pos
             .checked_add(n)
             .filter(|&e| e <= self.bytes.len())
-            .ok_or("record is truncated")?;
+            .ok_or(CacheDamage::Truncated)?;
         let s = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(s)
     }
-    fn u32(&mut self) -> std::result::Result<u32, String> {
+    fn u32(&mut self) -> std::result::Result<u32, CacheDamage> {
         Ok(u32::from_le_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
-    fn hash(&mut self) -> std::result::Result<MerkleHash, String> {
+    fn hash(&mut self) -> std::result::Result<MerkleHash, CacheDamage> {
         Ok(MerkleHash::from_bytes(
             self.take(32)?.try_into().expect("32 bytes"),
         ))

@@ -140,8 +140,8 @@ impl TokenSource {
         let refresh = self.refresh.as_ref().expect("checked by callers");
         tracing::debug!("refreshing the access token");
         let fresh = refresh().await.map_err(|e| match e {
-            ClientError::Auth(_) => e,
-            other => ClientError::Auth(format!("refreshing the access token failed: {other}")),
+            ClientError::Auth(_) | ClientError::Refresh(_) => e,
+            other => ClientError::Refresh(Box::new(other)),
         })?;
         *self.current.write().await = Some(fresh.clone());
         Ok(fresh)

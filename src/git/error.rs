@@ -1,8 +1,11 @@
 //! The error type of the git layer.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use thiserror::Error;
+
+use crate::lfs::pointer::Oid;
 
 /// What can go wrong integrating with git. Messages name the command or file involved and,
 /// where the user can fix something, say how.
@@ -49,7 +52,61 @@ pub enum GitError {
     /// git sent something the long-running filter protocol does not allow.
     #[error("filter protocol error: {0}")]
     FilterProtocol(String),
-    /// A step of migrate/quickstart failed; the message says which and what to do.
+    /// The async runtime (tokio) could not be started.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    /// One failure that several files share (the objects of one checkout when the fetcher
+    /// could not start, the files of one object).
+    #[error(transparent)]
+    Shared(Arc<GitError>),
+    /// Bringing the object of a file into the store failed.
+    #[error("downloading {path}: {source}")]
+    Fetch {
+        path: String,
+        source: Box<crate::lfs::LfsError>,
+    },
+    /// An object of `migrate` was refused by the LFS server or could not be moved.
+    #[error("{path}: {source}")]
+    Object {
+        path: String,
+        source: Box<crate::lfs::LfsError>,
+    },
+    /// `migrate --verify` could not download an object it had uploaded.
+    #[error("verification of {path} ({oid}) failed: {source}")]
+    Verification {
+        path: String,
+        oid: Oid,
+        source: Box<crate::lfs::LfsError>,
+    },
+    /// The LFS server chose another transfer than `xet` where only `xet` will do.
+    #[error(
+        "the LFS server at {endpoint} does not offer the `xet` transfer (it chose `{chosen}`); \
+         migrate needs a XET-enabled server such as `git xet server`"
+    )]
+    NoXetTransfer { endpoint: String, chosen: String },
+    /// Objects that no remote's LFS server has (`examples` names some).
+    #[error(
+        "{count} LFS objects are on no LFS server this repository's remotes reach, e.g. \
+         {examples}; add the remote that has them (`git remote add old URL`) and re-run"
+    )]
+    ObjectsUnreachable { count: usize, examples: String },
+    /// A smudged file streamed to git while it downloaded was retried, and the retry
+    /// differed from what git had received.
+    #[error(
+        "the download was retried and differed from what git had already received; the \
+         object is stored now, so checking the file out again will work"
+    )]
+    StreamDiverged,
+    /// A file streamed to git ended early.
+    #[error("sent {sent} of {size} bytes")]
+    StreamIncomplete { sent: u64, size: u64 },
+    /// `quickstart`: the file the demo cloned is not the one it pushed.
+    #[error("{what}: the clone's file differs from the original")]
+    ContentMismatch { what: String },
+    /// `quickstart`: its server did not start.
+    #[error("the server did not start; its log:\n{log}")]
+    ServerStart { log: String },
+    /// The pre-receive check failed; the message says which step.
     #[error("{0}")]
     Failed(String),
 }

@@ -16,6 +16,7 @@
 //! | [`install`]     | registering the transfer agent, and taking it back            |
 //! | [`filter`]      | `git xet filter-process`: clean/smudge for `filter=lfs` files |
 //! | [`transfer`]    | `git xet transfer`: the agent process git-lfs starts          |
+//! | [`objects`]     | the object service's environment (store, credentials, HTTP) |
 //! | [`pre_receive`] | `git xet pre-receive`: the server-side check of pushed pointers |
 
 pub mod command;
@@ -28,6 +29,7 @@ pub mod http;
 pub mod install;
 pub mod lfs_objects;
 pub mod migrate;
+pub mod objects;
 pub mod pre_receive;
 pub mod quickstart;
 pub mod repo;

@@ -272,9 +272,9 @@ fn same_bytes(a: &Path, b: &Path, what: &str) -> Result<(), GitError> {
         let na = read_full(&mut fa, &mut ba).map_err(|e| GitError::io("comparing files", e))?;
         let nb = read_full(&mut fb, &mut bb).map_err(|e| GitError::io("comparing files", e))?;
         if na != nb || ba[..na] != bb[..nb] {
-            return Err(GitError::Failed(format!(
-                "{what}: the clone's file differs from the original"
-            )));
+            return Err(GitError::ContentMismatch {
+                what: what.to_string(),
+            });
         }
         if na == 0 {
             return Ok(());
@@ -344,9 +344,7 @@ impl Server {
             if exited.is_some() || Instant::now() > deadline {
                 let log = std::fs::read_to_string(&server.log).unwrap_or_default();
                 server.stop();
-                return Err(GitError::Failed(format!(
-                    "the server did not start; its log:\n{log}"
-                )));
+                return Err(GitError::ServerStart { log });
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -369,10 +367,10 @@ impl Server {
                 source,
             })?;
         if !out.status.success() {
-            return Err(GitError::Failed(format!(
-                "creating a token failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
+            return Err(GitError::Command {
+                command: format!("{program} server token create"),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
@@ -384,7 +382,7 @@ impl Server {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
+            .map_err(GitError::Runtime)?;
         let text = rt
             .block_on(async {
                 let request = http

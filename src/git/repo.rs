@@ -7,6 +7,7 @@ use crate::git::command::Git;
 use crate::git::config::{Config, ConfigSnapshot};
 use crate::git::GitError;
 use crate::lfs::pointer::Oid;
+use crate::lfs::store::LfsStore;
 
 /// A discovered repository.
 #[derive(Clone, Debug)]
@@ -118,14 +119,14 @@ impl Repo {
         }
     }
 
-    /// Where git-lfs keeps objects.
-    pub fn lfs_objects_dir(&self) -> PathBuf {
-        self.lfs_dir().join("objects")
+    /// git-lfs's object store (one `lfs.storage` lookup for all its paths).
+    pub fn lfs_store(&self) -> LfsStore {
+        LfsStore::in_dir(&self.lfs_dir())
     }
 
     /// The local copy of an LFS object (present or not).
     pub fn lfs_object_path(&self, oid: &Oid) -> PathBuf {
-        self.lfs_objects_dir().join(oid.storage_path())
+        self.lfs_store().path(oid)
     }
 
     /// git-xet's per-repository state (shard cache, migrate progress).

@@ -148,7 +148,7 @@ fn transfer_path(repo: &Repo, remote: &str) -> (String, String) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
+            .map_err(GitError::Runtime)?;
         Ok(rt.block_on(client.batch(
             Operation::Download,
             &["basic", "xet"],

@@ -6,18 +6,15 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::client::transport::{Authenticator, HttpFactory};
 use crate::git::command::Git;
 use crate::git::config::ConfigSnapshot;
-use crate::git::endpoint;
-use crate::git::filter::store::LfsStore;
-use crate::git::http;
 use crate::git::repo::Repo;
 use crate::git::GitError;
 use crate::lfs::agent::{self, Ending};
 use crate::lfs::progress::AnswerSink;
-use crate::lfs::protocol::{InitRequest, Operation};
-use crate::lfs::xet_backend::{AgentEnv, EnvStart, XetBackend};
+use crate::lfs::protocol::InitRequest;
+use crate::lfs::store::LfsStore;
+use crate::lfs::xet_backend::{EnvStart, XetBackend};
 use crate::lfs::LfsError;
 
 /// Runs the agent on stdin/stdout until git-lfs sends `terminate`.
@@ -40,7 +37,7 @@ pub fn run_stdio() -> anyhow::Result<ExitCode> {
 /// repository is, so that outside one `init` fails with code 32.
 fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
     let cwd = std::env::current_dir()
-        .map_err(|e| LfsError::Transfer(format!("cannot read the current directory: {e}")))?;
+        .map_err(|e| setup_failed(GitError::io("cannot read the current directory", e)))?;
     let quick = looks_like_repository(&cwd);
     let remote = init.remote.clone();
     let operation = init.operation;
@@ -51,7 +48,7 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
             let cwd = cwd.clone();
             std::thread::spawn(move || ConfigSnapshot::load(&Git::in_dir(cwd)))
         };
-        let repo = Repo::discover(&cwd).map_err(|e| LfsError::Transfer(e.to_string()))?;
+        let repo = Repo::discover(&cwd).map_err(setup_failed)?;
         let (repo, store) = match snapshot.join() {
             Ok(Ok(snapshot)) => {
                 let storage = snapshot.get("lfs.storage").map(str::to_string);
@@ -59,17 +56,25 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
                 (repo.with_config_snapshot(Arc::new(snapshot)), store)
             }
             _ => {
-                let store = LfsStore::of(&repo); // asked again, the usual way
+                let store = repo.lfs_store(); // asked again, the usual way
                 (repo, store)
             }
         };
-        agent_env_with_store(&repo, &remote, operation, store)
-            .map_err(|e| LfsError::Transfer(e.to_string()))
+        crate::git::objects::env_with_store(&repo, &remote, operation, store).map_err(setup_failed)
     };
     if quick {
         Ok(EnvStart::Later(Box::new(discover)))
     } else {
         discover().map(EnvStart::Ready)
+    }
+}
+
+/// What git said when the agent's environment was worked out, as the lfs layer carries it
+/// (an lfs error git passed on stays itself).
+fn setup_failed(e: GitError) -> LfsError {
+    match e {
+        GitError::Lfs(e) => e,
+        other => LfsError::Setup(Arc::new(other)),
     }
 }
 
@@ -79,51 +84,4 @@ fn looks_like_repository(dir: &Path) -> bool {
     std::env::var_os("GIT_DIR").is_some()
         || (dir.join("HEAD").is_file() && dir.join("objects").is_dir())
         || dir.ancestors().any(|d| d.join(".git").exists())
-}
-
-/// The agent environment of `repo` downloading from `remote` (a name or URL).
-pub fn agent_env(repo: &Repo, remote: &str) -> Result<AgentEnv, GitError> {
-    agent_env_with_store(repo, remote, Operation::Download, LfsStore::of(repo))
-}
-
-/// [`agent_env`] for `operation` with git-lfs's store already found.
-fn agent_env_with_store(
-    repo: &Repo,
-    remote: &str,
-    operation: Operation,
-    store: LfsStore,
-) -> Result<AgentEnv, GitError> {
-    // For an ssh remote, `git-lfs-authenticate` (as git-lfs got the batch's authorization),
-    // asked only when the token refresh needs it; for http, the URL's or git's credentials.
-    let auth = match endpoint::authenticator(repo, remote, operation) {
-        Ok(auth) => auth,
-        // No remote to ask credentials for (a URL git-lfs was given...): git's HTTP
-        // settings still apply; the token refresh goes without credentials.
-        Err(e) if !matches!(e, GitError::Config(_)) => {
-            tracing::debug!("no LFS endpoint for {remote:?}: {e}");
-            Arc::new(Authenticator::anonymous())
-        }
-        Err(e) => return Err(e),
-    };
-    Ok(agent_env_for(repo, store, &http::factory(repo)?, auth))
-}
-
-/// The agent environment of `repo` with git's HTTP settings and `auth` for its requests.
-pub fn agent_env_for(
-    repo: &Repo,
-    store: LfsStore,
-    http: &HttpFactory,
-    auth: Arc<Authenticator>,
-) -> AgentEnv {
-    AgentEnv {
-        lfs_tmp_dir: store.tmp_dir().to_path_buf(),
-        lfs_objects_dir: store.objects_dir().to_path_buf(),
-        xet_dir: repo.xet_dir(),
-        auth,
-        http: http.clone(),
-        // The object store is the cache: with the reconstruction records under .git/xet,
-        // a new version reuses the previous one from there. Writing every download a second
-        // time into a chunk cache made a 1 GiB clone 15-25% slower (measured on this VM).
-        chunk_cache: false,
-    }
 }

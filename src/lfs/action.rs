@@ -9,11 +9,10 @@ use crate::lfs::protocol::{Action, Operation};
 use crate::lfs::LfsError;
 use crate::xet::MerkleHash;
 
-pub const HEADER_CAS_URL: &str = "X-Xet-Cas-Url";
-pub const HEADER_ACCESS_TOKEN: &str = "X-Xet-Access-Token";
-pub const HEADER_TOKEN_EXPIRATION: &str = "X-Xet-Token-Expiration";
-pub const HEADER_SESSION_ID: &str = "X-Xet-Session-Id";
-pub const HEADER_FILE_HASH: &str = "X-Xet-Hash";
+pub use crate::xet::lfs::{
+    HEADER_ACCESS_TOKEN, HEADER_CAS_URL, HEADER_FILE_HASH, HEADER_SESSION_ID,
+    HEADER_TOKEN_EXPIRATION,
+};
 
 /// What the agent needs from one object's action.
 #[derive(Clone, PartialEq, Eq)]

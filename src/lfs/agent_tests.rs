@@ -38,7 +38,9 @@ impl TransferBackend for Scripted {
     fn init(&mut self, init: &InitRequest) -> Result<(), LfsError> {
         self.inits.push(init.clone());
         if init.remote == "unreachable" {
-            return Err(LfsError::Transfer("cannot reach the LFS server".into()));
+            return Err(LfsError::Setup(Arc::new(std::io::Error::other(
+                "cannot reach the LFS server",
+            ))));
         }
         self.dir = Some(tempfile::tempdir().unwrap());
         Ok(())
@@ -71,7 +73,12 @@ impl Scripted {
         }
         if req.oid.to_hex() == OID_B {
             progress.set(1);
-            return Err(LfsError::Transfer("server said no".into()));
+            return Err(LfsError::object_refused(
+                "https://h/info/lfs".into(),
+                req.oid,
+                404,
+                "server said no".into(),
+            ));
         }
         for step in 1..=3 {
             progress.set(req.size * step / 4);

@@ -9,15 +9,20 @@
 //! | [`action`]   | the `xet` batch action: CAS URL, token, expiry, session, file hash   |
 //! | [`batch`]    | a git-lfs Batch API client (for migrate and status)                 |
 //! | [`pointer`](mod@pointer) | pointer files: strict parsing and canonical writing                  |
-//! | [`xet_backend`] | the transfer backend that moves objects through the XET client    |
+//! | [`objects`]  | the object service: upload/download LFS objects through XET, typed  |
+//! | [`store`]    | git-lfs's object store (`.git/lfs/objects`, `.git/lfs/tmp`): its layout |
+//! | [`xet_backend`] | the agent's backend: git-lfs messages adapted to [`objects`]      |
 
 pub mod action;
 pub mod agent;
 pub mod batch;
 mod error;
+pub mod objects;
 pub mod pointer;
 pub mod progress;
 pub mod protocol;
+pub mod store;
+mod tokens;
 pub mod xet_backend;
 
 pub use error::{LfsError, StatusError};

@@ -52,36 +52,9 @@ impl FromStr for Oid {
 
     /// Exactly 64 lowercase hex digits, as git-lfs writes them.
     fn from_str(s: &str) -> Result<Oid, LfsError> {
-        let bytes = s.as_bytes();
-        if bytes.len() != 64 {
-            return Err(LfsError::Pointer(format!(
-                "oid must be 64 hex digits, got {} characters",
-                bytes.len()
-            )));
-        }
-        let mut out = [0u8; 32];
-        for (i, pair) in bytes.chunks_exact(2).enumerate() {
-            let hi = hex_digit(pair[0]);
-            let lo = hex_digit(pair[1]);
-            match (hi, lo) {
-                (Some(h), Some(l)) => out[i] = h << 4 | l,
-                _ => {
-                    return Err(LfsError::Pointer(format!(
-                        "oid must be lowercase hex, got {:?}",
-                        truncate_for_message(s)
-                    )))
-                }
-            }
-        }
-        Ok(Oid(out))
-    }
-}
-
-fn hex_digit(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
+        crate::xet::lfs::parse_oid(s)
+            .map(Oid)
+            .map_err(|e| LfsError::Pointer(e.to_string()))
     }
 }
 

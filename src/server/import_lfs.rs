@@ -232,14 +232,7 @@ fn list_objects(
 }
 
 fn parse_oid(name: &str) -> Option<[u8; 32]> {
-    if name.len() != 64 || !name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        return None;
-    }
-    let mut oid = [0u8; 32];
-    for (i, byte) in oid.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&name[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(oid)
+    crate::xet::lfs::parse_oid(name).ok()
 }
 
 /// The server's state on its data directory, without a listener; staged xorbs go to a

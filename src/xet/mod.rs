@@ -12,6 +12,7 @@ pub mod constants;
 pub mod error;
 mod gear_table;
 pub mod hash;
+pub mod lfs;
 pub mod merkle;
 pub mod reconstruction;
 pub mod shard;

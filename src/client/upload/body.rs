@@ -16,6 +16,15 @@ use futures::Stream;
 use tempfile::TempPath;
 
 use crate::io::platform;
+use crate::xet::MerkleHash;
+
+/// A finished xorb, ready to upload (the packer makes it, the uploader sends it).
+#[derive(Debug)]
+pub struct StagedXorb {
+    pub hash: MerkleHash,
+    pub body: Arc<XorbBody>,
+    pub num_chunks: usize,
+}
 
 /// Bytes read per block when sending.
 const BLOCK: usize = 1 << 20;

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use tempfile::TempPath;
 
 use crate::client::error::{ClientError, Result};
-use crate::client::upload::body::{BodyBuilder, XorbBody};
+use crate::client::upload::body::{BodyBuilder, StagedXorb};
 use crate::client::upload::uploader::{ShardUpload, Upload};
 use crate::xet::compression::{bg4_recommended, CompressionScheme};
 use crate::xet::xorb::{ChunkHeader, CompressedChunk, XorbFooter, CHUNK_HEADER_LEN};
@@ -47,14 +47,6 @@ pub enum PackerMsg {
     Close { hash: MerkleHash },
     /// A shard of xorbs closed before it, to upload once they are stored.
     Shard(ShardUpload),
-}
-
-/// A finished xorb, ready to upload.
-#[derive(Debug)]
-pub struct StagedXorb {
-    pub hash: MerkleHash,
-    pub body: Arc<XorbBody>,
-    pub num_chunks: usize,
 }
 
 /// Handle to the packing thread.

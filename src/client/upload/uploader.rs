@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use crate::client::cas::CasApi;
 use crate::client::error::{ClientError, Result};
 use crate::client::shard_cache::save_own_shard;
-use crate::client::upload::packer::StagedXorb;
+use crate::client::upload::body::StagedXorb;
 
 /// A shard describing xorbs sent before it (no files): it registers them early so that a
 /// huge session's metadata need not stay in memory until the end.

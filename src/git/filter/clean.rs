@@ -27,10 +27,10 @@ use sha2::{Digest, Sha256};
 use crate::client::chunk_lists::{ChunkList, ChunkListStore};
 use crate::git::filter::compare::StoredComparison;
 use crate::git::filter::pktline::PktReader;
-use crate::git::filter::store::{LfsStore, TempGuard};
 use crate::git::GitError;
 use crate::io::pipeline::ChunkFeed;
 use crate::lfs::pointer::{Oid, Pointer, MAX_POINTER_SIZE};
+use crate::lfs::store::{LfsStore, TempGuard};
 
 /// Smaller files are never compared: probing the index costs two git commands.
 pub const RECHECK_MIN: u64 = 16 << 20;

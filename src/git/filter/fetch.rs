@@ -15,15 +15,14 @@ use std::sync::Arc;
 
 use crate::client::{ContentTap, ProgressFn};
 use crate::git::endpoint;
-use crate::git::filter::store::LfsStore;
 use crate::git::repo::Repo;
 use crate::git::ssh::SshFailure;
 use crate::git::GitError;
-use crate::lfs::agent::TransferBackend;
-use crate::lfs::batch::{BatchClient, BatchObject, BATCH_SIZE};
+use crate::lfs::batch::{BatchClient, BatchResponse, BATCH_SIZE};
+use crate::lfs::objects::{ObjectDownload, ObjectService};
 use crate::lfs::pointer::{Oid, Pointer};
-use crate::lfs::protocol::{InitRequest, Operation, TransferRequest};
-use crate::lfs::xet_backend::XetBackend;
+use crate::lfs::protocol::Operation;
+use crate::lfs::store::LfsStore;
 use crate::lfs::LfsError;
 
 /// Objects downloaded at once when many are wanted (a large one is already fetched in
@@ -43,7 +42,7 @@ pub struct Fetcher {
     /// failed): everything goes to git-lfs, for this reason.
     batch: Result<BatchClient, Handoff>,
     runtime: tokio::runtime::Runtime,
-    backend: XetBackend,
+    service: ObjectService,
 }
 
 /// What became of a fetch.
@@ -115,24 +114,18 @@ impl Fetcher {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
+            .map_err(GitError::Runtime)?;
         // The requests of the objects' downloads (token refresh) authenticate as the
         // batch's did, with the same credentials.
         let env = match resolved {
-            Ok(r) => crate::git::transfer::agent_env_for(repo, LfsStore::of(repo), &r.http, r.auth),
-            Err(_) => crate::git::transfer::agent_env(repo, &remote)?,
+            Ok(r) => crate::git::objects::env_for(repo, repo.lfs_store(), &r.http, r.auth),
+            Err(_) => crate::git::objects::env(repo, &remote)?,
         };
-        let mut backend = XetBackend::for_env(env);
-        backend.init(&InitRequest {
-            operation: Operation::Download,
-            remote,
-            concurrent: false,
-            concurrent_transfers: 1,
-        })?;
+        env.store.create_tmp_dir()?;
         Ok(Fetcher {
             batch,
             runtime,
-            backend,
+            service: ObjectService::new(env),
         })
     }
 
@@ -150,7 +143,7 @@ impl Fetcher {
                 unique.push((path, pointer));
             }
         }
-        let mut outcome: HashMap<Oid, Result<Fetched, String>> = HashMap::new();
+        let mut outcome: HashMap<Oid, Result<Fetched, Arc<GitError>>> = HashMap::new();
         for group in unique.chunks(BATCH_SIZE * BATCHES_AT_ONCE) {
             let mut requests = Vec::new();
             let mut requested = Vec::new();
@@ -173,16 +166,17 @@ impl Fetcher {
             } else {
                 PARALLEL_DOWNLOADS
             };
-            let results = self.backend.download_many(&requests, parallel);
+            let results = self.service.download_many(&requests, parallel);
             for ((path, pointer), result) in requested.into_iter().zip(results) {
-                outcome.insert(pointer.oid, stored(store, path, pointer, result));
+                let result = stored(store, path, pointer, result).map_err(Arc::new);
+                outcome.insert(pointer.oid, result);
             }
         }
         files
             .iter()
             .map(|(_, p)| match &outcome[&p.oid] {
                 Ok(f) => Ok(f.clone()),
-                Err(e) => Err(GitError::Failed(e.clone())),
+                Err(e) => Err(GitError::Shared(e.clone())),
             })
             .collect()
     }
@@ -207,10 +201,10 @@ impl Fetcher {
         let request = match wanted {
             Ok(Ok(r)) => r,
             Ok(Err(why)) => return Ok(Fetched::GitLfs(why)),
-            Err(e) => return Err(GitError::Failed(e)),
+            Err(e) => return Err(GitError::Shared(e)),
         };
-        let result = self.backend.download_tapped(&request, tap, progress);
-        stored(store, pathname, pointer, result).map_err(GitError::Failed)
+        let result = self.service.download_tapped(&request, tap, progress);
+        stored(store, pathname, pointer, result)
     }
 
     /// One Batch API request per [`BATCH_SIZE`] objects of `group`, all at once; per
@@ -240,76 +234,57 @@ impl Fetcher {
         };
         let mut requests = Vec::with_capacity(group.len());
         for (part, answer) in parts.iter().zip(answers) {
+            // A failed request fails each of its objects alike.
+            let answer = answer.map_err(|e| Arc::new(GitError::Lfs(e)));
             for &(path, pointer) in part.iter() {
                 requests.push(match &answer {
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(e.clone()),
                     Ok(Err(why)) => Ok(Err(why.clone())),
-                    Ok(Ok(answer)) => {
-                        let entry = answer.objects.iter().find(|o| o.oid == pointer.oid);
-                        self.request(pointer, entry, path)
-                            .map(Ok)
-                            .map_err(|e| e.to_string())
-                    }
+                    Ok(Ok(answer)) => self
+                        .request(pointer, answer, path)
+                        .map(Ok)
+                        .map_err(Arc::new),
                 });
             }
         }
         requests
     }
 
-    /// The transfer request for one object of a batch answer.
+    /// The download of one object of a batch answer.
     fn request(
         &self,
         pointer: &Pointer,
-        entry: Option<&BatchObject>,
+        answer: &BatchResponse,
         pathname: &str,
-    ) -> Result<TransferRequest, GitError> {
+    ) -> Result<ObjectDownload, GitError> {
         let endpoint = self.batch.as_ref().map(|b| b.endpoint()).unwrap_or("");
-        if let Some(err) = entry.and_then(|e| e.error.as_ref()) {
-            return Err(GitError::Failed(format!(
-                "the LFS server at {endpoint} cannot give {pathname} ({}): {} (code {})",
-                pointer.oid, err.message, err.code
-            )));
-        }
-        let action = entry.and_then(|e| e.action.clone()).ok_or_else(|| {
-            GitError::Failed(format!(
-                "the LFS server at {endpoint} gave no download for {pathname} ({})",
-                pointer.oid
-            ))
-        })?;
-        Ok(TransferRequest {
-            operation: Operation::Download,
-            oid: pointer.oid,
-            size: pointer.size,
-            path: None,
-            action: Some(action),
+        ObjectDownload::from_batch(answer, endpoint, pointer.oid, pointer.size).map_err(|e| {
+            GitError::Fetch {
+                path: pathname.to_string(),
+                source: Box::new(e),
+            }
         })
     }
 }
 
-/// One object of a batch: its transfer request, or why git-lfs gets it; `Err` when it
+/// One object of a batch: its download, or why git-lfs gets it; `Err` when it
 /// cannot be fetched.
-type Wanted = Result<Result<TransferRequest, Handoff>, String>;
+type Wanted = Result<Result<ObjectDownload, Handoff>, Arc<GitError>>;
 /// A batch answer offering `xet`, or why git-lfs gets its objects.
-type BatchAnswer = Result<crate::lfs::batch::BatchResponse, Handoff>;
+type BatchAnswer = Result<BatchResponse, Handoff>;
 
 /// A finished download moved into the store.
 fn stored(
     store: &LfsStore,
     path: &str,
     pointer: &Pointer,
-    result: Result<PathBuf, crate::lfs::LfsError>,
-) -> Result<Fetched, String> {
-    result
-        .map_err(|e| GitError::Failed(format!("downloading {path}: {e}")))
-        .and_then(|tmp| store.commit(&tmp, &pointer.oid))
-        .map(Fetched::Stored)
-        .map_err(|e| e.to_string())
-}
-
-impl Drop for Fetcher {
-    fn drop(&mut self) {
-        self.backend.terminate();
-    }
+    result: Result<PathBuf, LfsError>,
+) -> Result<Fetched, GitError> {
+    let tmp = result.map_err(|source| GitError::Fetch {
+        path: path.to_string(),
+        source: Box::new(source),
+    })?;
+    Ok(Fetched::Stored(store.commit(&tmp, &pointer.oid)?))
 }
 
 #[cfg(test)]
@@ -359,7 +334,11 @@ mod tests {
         };
         assert!(hands_off(&bad));
         assert!(!hands_off(&LfsError::Internal("a bug".into())));
-        assert!(!hands_off(&LfsError::Transfer("disk full".into())));
+        assert!(!hands_off(&LfsError::WrongSize {
+            oid: Oid([7; 32]),
+            got: 1,
+            expected: 2,
+        }));
         // The debug log's reason names the failure.
         let why = Handoff::Batch(Arc::new(LfsError::from(TransportError::Tls {
             url: url(),

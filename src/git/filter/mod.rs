@@ -34,7 +34,6 @@ pub mod fetch;
 pub mod pktline;
 mod recheck;
 pub mod smudge;
-pub mod store;
 mod stream;
 
 use std::collections::HashMap;
@@ -42,6 +41,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use crate::client::chunk_lists::ChunkListStore;
 use crate::client::progress::bar_callback;
@@ -49,10 +49,10 @@ use crate::client::ContentTap;
 use crate::git::repo::Repo;
 use crate::git::GitError;
 use crate::lfs::pointer::Pointer;
+use crate::lfs::store::{self, LfsStore};
 use fetch::{Fetched, Fetcher};
 use pktline::{PktReader, PktWriter};
 use smudge::{Input, Smudged};
-use store::LfsStore;
 
 /// Missing objects at least this large are fetched when git asks for them and streamed to
 /// git as they are written, rather than delayed and fetched with the others
@@ -194,7 +194,7 @@ impl Filter {
         let has = |key: &str| config.get(None, key).ok().flatten().is_some();
         let fetch_filters = has("lfs.fetchinclude") || has("lfs.fetchexclude");
         Filter {
-            store: LfsStore::of(&repo),
+            store: repo.lfs_store(),
             chunk_lists: ChunkListStore::new(&repo.xet_dir()),
             skip_smudge: env_flag("GIT_LFS_SKIP_SMUDGE"),
             fetch_filters,
@@ -339,17 +339,12 @@ impl Filter {
         }
         output.flush_packet()?;
         let verdict = match fetched {
-            Ok(Fetched::Stored(_)) if tap.diverged() => Err(GitError::Failed(
-                "the download was retried and differed from what git had already received; \
-                 the object is stored now, so checking the file out again will work"
-                    .into(),
-            )),
+            Ok(Fetched::Stored(_)) if tap.diverged() => Err(GitError::StreamDiverged),
             Ok(Fetched::Stored(_)) if tap.forwarded() == pointer.size => Ok(()),
-            Ok(_) => Err(GitError::Failed(format!(
-                "sent {} of {} bytes",
-                tap.forwarded(),
-                pointer.size
-            ))),
+            Ok(_) => Err(GitError::StreamIncomplete {
+                sent: tap.forwarded(),
+                size: pointer.size,
+            }),
             Err(e) => Err(e),
         };
         match verdict {
@@ -396,10 +391,10 @@ impl Filter {
                     fetcher.fetch_many(&files, &store)
                 }
                 Err(e) => {
-                    let message = e.to_string();
+                    let shared = Arc::new(e);
                     delayed
                         .iter()
-                        .map(|_| Err(GitError::Failed(message.clone())))
+                        .map(|_| Err(GitError::Shared(shared.clone())))
                         .collect()
                 }
             };

@@ -424,7 +424,7 @@ mod tests {
         let result = r
             .read_content(|_| {
                 calls += 1;
-                Err(GitError::Failed("disk full".into()))
+                Err(GitError::io("writing", std::io::Error::other("disk full")))
             })
             .unwrap();
         assert_eq!(calls, 1);

@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use crate::git::filter::pktline::PktReader;
-use crate::git::filter::store::{LfsStore, TempGuard};
 use crate::git::GitError;
 use crate::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
+use crate::lfs::store::{LfsStore, TempGuard};
 
 /// Where the content git receives comes from.
 pub enum Smudged {

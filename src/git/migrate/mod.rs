@@ -28,10 +28,7 @@ use crate::git::http;
 use crate::git::lfs_objects::{reachable_objects, LfsObject};
 use crate::git::repo::Repo;
 use crate::git::GitError;
-use crate::lfs::agent::TransferBackend;
 use crate::lfs::batch::{BatchClient, Endpoint};
-use crate::lfs::protocol::{InitRequest, Operation};
-use crate::lfs::xet_backend::{AgentEnv, XetBackend};
 
 pub use lfsconfig::LfsconfigChange;
 
@@ -108,7 +105,7 @@ pub fn run(opts: &Options) -> Result<MigrateReport, GitError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
+            .map_err(GitError::Runtime)?;
         let progress = progress::MigrateProgress::new(&objects);
         let uploaded = upload::upload_missing(&repo, &batch, &rt, &objects, opts.jobs, &progress);
         progress.finish();
@@ -205,12 +202,10 @@ fn fetch_missing(
         .take(10)
         .map(|o| format!("{} ({})", o.path, o.oid))
         .collect();
-    Err(GitError::Failed(format!(
-        "{} LFS objects are on no LFS server this repository's remotes reach, e.g. {}; \
-         add the remote that has them (`git remote add old URL`) and re-run",
-        still.len(),
-        names.join(", ")
-    )))
+    Err(GitError::ObjectsUnreachable {
+        count: still.len(),
+        examples: names.join(", "),
+    })
 }
 
 fn is_local(repo: &Repo, o: &LfsObject) -> bool {
@@ -219,25 +214,12 @@ fn is_local(repo: &Repo, o: &LfsObject) -> bool {
 
 fn require_xet(transfer: &str, endpoint: &str) -> Result<(), GitError> {
     if transfer != "xet" {
-        return Err(GitError::Failed(format!(
-            "the LFS server at {} does not offer the `xet` transfer (it chose `{transfer}`); \
-             migrate needs a XET-enabled server such as `git xet server`",
-            strip_userinfo(endpoint)
-        )));
+        return Err(GitError::NoXetTransfer {
+            endpoint: strip_userinfo(endpoint),
+            chosen: transfer.to_string(),
+        });
     }
     Ok(())
-}
-
-fn new_backend(env: AgentEnv, operation: Operation) -> Result<XetBackend, GitError> {
-    let mut backend = XetBackend::for_env(env);
-    let init = InitRequest {
-        operation,
-        remote: String::new(),
-        concurrent: false,
-        concurrent_transfers: 1,
-    };
-    backend.init(&init)?;
-    Ok(backend)
 }
 
 fn print_report(r: &MigrateReport) {

@@ -11,17 +11,17 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use crate::client::stats::human_bytes;
-use crate::git::filter::store::LfsStore;
+use crate::git::credentials::strip_userinfo;
 use crate::git::lfs_objects::LfsObject;
 use crate::git::migrate::progress::MigrateProgress;
 use crate::git::repo::Repo;
 use crate::git::GitError;
-use crate::lfs::agent::TransferBackend;
+use crate::lfs::action::XetAction;
 use crate::lfs::batch::{BatchClient, BATCH_SIZE};
+use crate::lfs::objects::{AgentEnv, ObjectService};
 use crate::lfs::pointer::Oid;
-use crate::lfs::progress::{AnswerSink, Progress};
-use crate::lfs::protocol::{Action, Operation, TransferRequest};
-use crate::lfs::xet_backend::XetBackend;
+use crate::lfs::protocol::{Action, Operation};
+use crate::lfs::LfsError;
 
 /// What the upload phase did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -80,9 +80,9 @@ pub fn upload_missing(
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             let (rx, tx, stop) = (job_rx.clone(), done_tx.clone(), stop.clone());
-            let env = crate::git::transfer::agent_env_for(
+            let env = crate::git::objects::env_for(
                 repo,
-                LfsStore::of(repo),
+                repo.lfs_store(),
                 batch.http(),
                 batch.authenticator().clone(),
             );
@@ -126,10 +126,15 @@ fn queue_group(
     for obj in group {
         let entry = answer.objects.iter().find(|b| b.oid == obj.oid);
         if let Some(err) = entry.and_then(|e| e.error.clone()) {
-            return Err(GitError::Failed(format!(
-                "the LFS server refused {} ({}): {} (code {})",
-                obj.path, obj.oid, err.message, err.code
-            )));
+            return Err(GitError::Object {
+                path: obj.path.clone(),
+                source: Box::new(LfsError::object_refused(
+                    strip_userinfo(batch.endpoint()),
+                    obj.oid,
+                    err.code,
+                    err.message,
+                )),
+            });
         }
         let Some(action) = entry.and_then(|e| e.action.clone()) else {
             tally.totals.already_present += 1;
@@ -195,18 +200,12 @@ impl Tally<'_> {
 
 fn worker(
     repo: &Repo,
-    env: crate::lfs::xet_backend::AgentEnv,
+    env: AgentEnv,
     jobs: &Mutex<mpsc::Receiver<Job>>,
     done: &mpsc::Sender<Result<Done, GitError>>,
     stop: &AtomicBool,
 ) {
-    let mut backend = match super::new_backend(env, Operation::Upload) {
-        Ok(b) => b,
-        Err(e) => {
-            let _ = done.send(Err(e));
-            return;
-        }
-    };
+    let mut service = ObjectService::new(env);
     loop {
         let next = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
         let Ok(job) = next else { break };
@@ -214,7 +213,7 @@ fn worker(
             continue; // empty the queue so that the main thread never waits on it
         }
         let before = std::time::Instant::now();
-        let result = upload_one(&mut backend, repo, &job.obj, job.action).map(|stored| Done {
+        let result = upload_one(&mut service, repo, &job.obj, job.action).map(|stored| Done {
             obj: job.obj,
             verify: job.verify,
             stored,
@@ -227,31 +226,18 @@ fn worker(
             break;
         }
     }
-    backend.terminate();
+    service.shutdown();
 }
 
 /// Uploads one object; returns the bytes its new xorbs added on the server.
 fn upload_one(
-    backend: &mut XetBackend,
+    service: &mut ObjectService,
     repo: &Repo,
     obj: &LfsObject,
     action: Action,
 ) -> Result<u64, GitError> {
-    let req = TransferRequest {
-        operation: Operation::Upload,
-        oid: obj.oid,
-        size: obj.size,
-        path: Some(repo.lfs_object_path(&obj.oid)),
-        action: Some(action),
-    };
-    let progress = Progress::new(
-        AnswerSink::new(std::io::sink()),
-        &obj.oid.to_hex(),
-        obj.size,
-    );
-    backend.upload(&req, &progress)?;
-    Ok(backend
-        .last_upload_stats()
-        .map(|s| s.xorb_bytes_sent)
-        .unwrap_or(0))
+    let access = XetAction::from_action(Some(&action), Operation::Upload)?;
+    let path = repo.lfs_object_path(&obj.oid);
+    let stats = service.upload(obj.oid, obj.size, &path, &access, None)?;
+    Ok(stats.xorb_bytes_sent)
 }

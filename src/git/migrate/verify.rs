@@ -1,17 +1,15 @@
 //! `migrate --verify` (the default): every object downloaded back through XET from the
 //! destination alone (fresh metadata, no local objects, no chunk cache), its sha256 checked.
 
-use std::path::PathBuf;
-
-use crate::git::filter::store::LfsStore;
+use crate::git::credentials::strip_userinfo;
 use crate::git::lfs_objects::LfsObject;
 use crate::git::repo::Repo;
 use crate::git::GitError;
-use crate::lfs::agent::TransferBackend;
 use crate::lfs::batch::{BatchClient, BATCH_SIZE};
+use crate::lfs::objects::{ObjectDownload, ObjectService};
 use crate::lfs::pointer::Oid;
-use crate::lfs::progress::{AnswerSink, Progress};
-use crate::lfs::protocol::{Operation, TransferRequest};
+use crate::lfs::protocol::Operation;
+use crate::lfs::store::LfsStore;
 
 /// Downloads every object through XET from the server alone and checks its sha256.
 pub fn verify_all(
@@ -31,58 +29,36 @@ pub fn verify_all(
                 .tempdir_in(repo.xet_dir().join("tmp"))
         })
         .map_err(|e| GitError::io("creating a scratch directory under .git/xet", e))?;
-    let mut env = crate::git::transfer::agent_env_for(
+    let mut env = crate::git::objects::env_for(
         repo,
-        LfsStore::of(repo),
+        repo.lfs_store(),
         batch.http(),
         batch.authenticator().clone(),
     );
     // Fresh metadata, no local objects, no chunk cache: every byte comes from the server.
-    env.lfs_tmp_dir = scratch.path().join("out");
-    env.lfs_objects_dir = PathBuf::from("/nonexistent");
+    env.store = LfsStore::in_dir(&scratch.path().join("lfs"));
     env.xet_dir = scratch.path().join("meta");
     env.chunk_cache = false;
-    let mut backend = super::new_backend(env, Operation::Download)?;
+    let mut service = ObjectService::new(env);
+    let endpoint = strip_userinfo(batch.endpoint());
     let mut verified = 0u64;
     for group in objects.chunks(BATCH_SIZE) {
         let specs: Vec<(Oid, u64)> = group.iter().map(|o| (o.oid, o.size)).collect();
         let answer = rt.block_on(batch.batch(Operation::Download, &["xet"], &specs))?;
         super::require_xet(&answer.transfer, batch.endpoint())?;
         for obj in group {
-            let entry = answer.objects.iter().find(|b| b.oid == obj.oid);
-            let action = entry.and_then(|e| e.action.clone()).ok_or_else(|| {
-                let why = entry
-                    .and_then(|e| e.error.clone())
-                    .map(|e| e.message)
-                    .unwrap_or_else(|| "no download action".into());
-                GitError::Failed(format!(
-                    "verification: {} ({}) is not downloadable: {why}",
-                    obj.path, obj.oid
-                ))
-            })?;
-            let req = TransferRequest {
-                operation: Operation::Download,
-                oid: obj.oid,
-                size: obj.size,
-                path: None,
-                action: Some(action),
-            };
-            let progress = Progress::new(
-                AnswerSink::new(std::io::sink()),
-                &obj.oid.to_hex(),
-                obj.size,
-            );
-            let path = backend.download(&req, &progress).map_err(|e| {
-                GitError::Failed(format!(
-                    "verification of {} ({}) failed: {e}",
-                    obj.path, obj.oid
-                ))
-            })?;
+            let path = ObjectDownload::from_batch(&answer, &endpoint, obj.oid, obj.size)
+                .and_then(|want| service.download(&want, None))
+                .map_err(|source| GitError::Verification {
+                    path: obj.path.clone(),
+                    oid: obj.oid,
+                    source: Box::new(source),
+                })?;
             let _ = std::fs::remove_file(path);
             verified += 1;
         }
     }
-    backend.terminate();
+    service.shutdown();
     say(format!(
         "verified: all {verified} objects download through XET with the right sha256"
     ));

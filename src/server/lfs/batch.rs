@@ -20,6 +20,7 @@ use crate::server::lfs::{lfs_base, lfs_json, parse_oid, LfsResult};
 use crate::server::repo_name::RepoName;
 use crate::server::state::{blocking, SharedState};
 use crate::xet::constants::{XET_DOWNLOAD_TRANSFER, XET_TRANSFER};
+use crate::xet::lfs;
 
 const MAX_BATCH_BODY: usize = 16 * 1024 * 1024;
 const MAX_OBJECTS: usize = 10_000;
@@ -192,10 +193,10 @@ pub async fn batch(
     );
     let auth_header = BTreeMap::from([("Authorization".to_string(), format!("Bearer {token}"))]);
     let xet_headers = BTreeMap::from([
-        ("X-Xet-Cas-Url".to_string(), base.clone()),
-        ("X-Xet-Access-Token".to_string(), token.clone()),
-        ("X-Xet-Token-Expiration".to_string(), exp.to_string()),
-        ("X-Xet-Session-Id".to_string(), session),
+        (lfs::HEADER_CAS_URL.to_string(), base.clone()),
+        (lfs::HEADER_ACCESS_TOKEN.to_string(), token.clone()),
+        (lfs::HEADER_TOKEN_EXPIRATION.to_string(), exp.to_string()),
+        (lfs::HEADER_SESSION_ID.to_string(), session),
     ]);
     let token_href = format!("{lfs}/xet-{}-token", if upload { "write" } else { "read" });
     let verify = Action {
@@ -267,7 +268,7 @@ pub async fn batch(
                     answer.authenticated = Some(true);
                     let action = if xet {
                         let mut header = xet_headers.clone();
-                        header.insert("X-Xet-Hash".to_string(), file_hash);
+                        header.insert(lfs::HEADER_FILE_HASH.to_string(), file_hash);
                         Action {
                             href: token_href.clone(),
                             header,

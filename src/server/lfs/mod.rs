@@ -90,17 +90,12 @@ async fn route(
 
 /// Parses an LFS object id: a sha256 as 64 lowercase hex digits.
 pub fn parse_oid(oid: &str) -> Result<[u8; 32], ServerError> {
-    let valid = oid.len() == 64
-        && oid
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if !valid {
-        return Err(ServerError::bad_request(format!(
+    crate::xet::lfs::parse_oid(oid).map_err(|_| {
+        ServerError::bad_request(format!(
             "invalid object id {:?}: expected a sha256 of 64 lowercase hex digits",
             oid.chars().take(80).collect::<String>()
-        )));
-    }
-    crate::xet::hash::parse_sha256_hex(oid).map_err(ServerError::from)
+        ))
+    })
 }
 
 /// `{base}/{repo}.git/info/lfs`.
