@@ -219,7 +219,8 @@ impl DemoGit {
 /// The local LFS object of `rev:path` in `repo`.
 fn object_path(git: &DemoGit, repo: &Path, spec: &str) -> Result<PathBuf, GitError> {
     let text = git.output(repo, &["cat-file", "blob", spec])?;
-    let pointer = crate::lfs::pointer::Pointer::parse(format!("{text}\n").as_bytes())?;
+    let pointer = crate::lfs::pointer::Pointer::parse(format!("{text}\n").as_bytes())
+        .map_err(crate::lfs::LfsError::from)?;
     Ok(repo
         .join(".git/lfs/objects")
         .join(pointer.oid.storage_path()))

@@ -15,8 +15,8 @@ pub enum LfsError {
     #[error("protocol error: {0}")]
     Protocol(String),
     /// A pointer file that does not follow the git-lfs pointer specification.
-    #[error("invalid LFS pointer: {0}")]
-    Pointer(String),
+    #[error(transparent)]
+    Pointer(#[from] crate::xet::lfs::pointer::PointerError),
     /// The batch API action for an object lacks what the `xet` transfer needs.
     #[error("invalid xet action from the LFS server: {0}")]
     Action(String),

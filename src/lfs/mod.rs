@@ -18,7 +18,8 @@ pub mod agent;
 pub mod batch;
 mod error;
 pub mod objects;
-pub mod pointer;
+/// Pointer files live in the protocol core (the server reads them too); re-exported here.
+pub use crate::xet::lfs::pointer;
 pub mod progress;
 pub mod protocol;
 pub mod store;

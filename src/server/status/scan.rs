@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 // The server otherwise depends only on the layers below it; the pointer format's one parser
 // lives with git-lfs's other formats (see the task report about moving it down).
-use crate::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
+use crate::xet::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
 use crate::server::repo_name::RepoName;
 
 /// Most LFS files listed per repository; the rest are counted.

@@ -1,6 +1,8 @@
 //! The vocabulary the `xet` transfer shares with git-lfs's Batch API, for client and server
 //! alike: the headers of a `xet` action (docs/formats.md, "The `xet` transfer in the git-lfs
-//! Batch API") and LFS object ids.
+//! Batch API"), LFS object ids, and pointer files ([`pointer`]).
+
+pub mod pointer;
 
 /// Base URL of the CAS API.
 pub const HEADER_CAS_URL: &str = "X-Xet-Cas-Url";

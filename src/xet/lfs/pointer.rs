@@ -12,7 +12,13 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::lfs::LfsError;
+/// A pointer file that does not follow the git-lfs pointer specification: the reason says
+/// which rule it breaks (git-lfs shows it to the user as it is).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid LFS pointer: {reason}")]
+pub struct PointerError {
+    pub reason: String,
+}
 
 /// The version URL git-lfs writes.
 pub const VERSION_V1: &str = "https://git-lfs.github.com/spec/v1";
@@ -48,13 +54,15 @@ impl Oid {
 }
 
 impl FromStr for Oid {
-    type Err = LfsError;
+    type Err = PointerError;
 
     /// Exactly 64 lowercase hex digits, as git-lfs writes them.
-    fn from_str(s: &str) -> Result<Oid, LfsError> {
+    fn from_str(s: &str) -> Result<Oid, PointerError> {
         crate::xet::lfs::parse_oid(s)
             .map(Oid)
-            .map_err(|e| LfsError::Pointer(e.to_string()))
+            .map_err(|e| PointerError {
+                reason: e.to_string(),
+            })
     }
 }
 
@@ -89,8 +97,8 @@ impl Pointer {
     }
 
     /// Parses a pointer strictly. Anything that is not exactly a pointer is an error.
-    pub fn parse(bytes: &[u8]) -> Result<Pointer, LfsError> {
-        let bad = |msg: String| LfsError::Pointer(msg);
+    pub fn parse(bytes: &[u8]) -> Result<Pointer, PointerError> {
+        let bad = |reason: String| PointerError { reason };
         if bytes.len() > MAX_POINTER_SIZE {
             return Err(bad(format!(
                 "{} bytes is larger than a pointer can be ({MAX_POINTER_SIZE})",
