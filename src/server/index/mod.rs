@@ -5,11 +5,15 @@
 //! PostgreSQL backend can replace the embedded SQLite one without touching the handlers.
 //! Every `register_*` call is one transaction: after a crash it either happened or not.
 
+pub mod locks;
 mod sqlite;
+pub mod tokens;
 
 use std::sync::Arc;
 
+pub use locks::{Lock, LockIndex, LockOutcome, LockPage, LockQuery};
 pub use sqlite::SqliteIndex;
+pub use tokens::{TokenIndex, TokenRecord};
 
 use crate::server::repo_name::RepoName;
 use crate::xet::shard::FileTerm;
@@ -117,7 +121,7 @@ pub struct IndexStats {
     pub files: u64,
 }
 
-pub trait Index: Send + Sync + 'static {
+pub trait Index: LockIndex + TokenIndex + Send + Sync + 'static {
     /// Records a stored xorb and its chunks. Returns `false` when it was already known.
     fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool>;
 

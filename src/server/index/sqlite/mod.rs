@@ -4,6 +4,9 @@
 //! reader connections, which WAL lets run alongside the writer. Stored xorb layouts are
 //! cached in memory, bounded by their total chunk count.
 
+mod locks;
+mod tokens;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -133,6 +136,8 @@ impl SqliteIndex {
     pub fn open(path: &Path, fsync: bool) -> IndexResult<SqliteIndex> {
         let writer = open_connection(path, fsync)?;
         writer.execute_batch(SCHEMA)?;
+        writer.execute_batch(locks::SCHEMA)?;
+        writer.execute_batch(tokens::SCHEMA)?;
         let version: Option<i64> = writer
             .query_row("SELECT version FROM schema_info", [], |r| r.get(0))
             .optional()?;
