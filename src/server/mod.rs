@@ -39,10 +39,12 @@ pub mod metrics;
 pub mod reconstruct;
 pub mod repo_name;
 pub mod repo_routes;
+pub mod revocation;
 pub mod shard_check;
 pub mod signing;
 pub mod state;
 pub mod storage;
+pub mod time;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -108,6 +110,9 @@ fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, Start
         upload_slots: tokio::sync::Semaphore::new(max_uploads),
         conversion_slots: tokio::sync::Semaphore::new(max_uploads),
         internal_url,
+        revocations: crate::server::revocation::RevocationCache::new(
+            crate::server::revocation::DEFAULT_TTL,
+        ),
     })
 }
 

@@ -11,6 +11,7 @@ use crate::server::index::Index;
 use crate::server::keys::Keys;
 use crate::server::metrics::Metrics;
 use crate::server::repo_name::RepoName;
+use crate::server::revocation::RevocationCache;
 use crate::server::storage::ObjectStore;
 
 pub type SharedState = Arc<AppState>;
@@ -28,6 +29,8 @@ pub struct AppState {
     pub conversion_slots: tokio::sync::Semaphore,
     /// Base URL of the bound listener on loopback, for the server's own helpers (hooks).
     pub internal_url: String,
+    /// Revoked token ids, as recently read from the index.
+    pub revocations: RevocationCache,
 }
 
 impl AppState {
@@ -54,14 +57,15 @@ impl AppState {
         need: Scope,
     ) -> ServerResult<Access> {
         let anonymous = self.config.anonymous_read;
-        auth::authorize(
+        let access = auth::authorize(
             &self.keys,
             headers,
             Some(repo),
             need,
             anonymous,
             Accepts::UserTokens,
-        )
+        )?;
+        self.not_revoked(access)
     }
 
     /// Authorizes a basic object transfer or verify on a named repository: a user's token
@@ -74,19 +78,40 @@ impl AppState {
     ) -> ServerResult<Access> {
         let anonymous = self.config.anonymous_read;
         let accepts = Accepts::TransferTokens;
-        auth::authorize(&self.keys, headers, Some(repo), need, anonymous, accepts)
+        let access = auth::authorize(&self.keys, headers, Some(repo), need, anonymous, accepts)?;
+        self.not_revoked(access)
     }
 
     /// Authorizes a CAS request: the token's repository is the one acted on.
     pub fn authorize_cas(&self, headers: &HeaderMap, need: Scope) -> ServerResult<Access> {
-        auth::authorize(
+        let access = auth::authorize(
             &self.keys,
             headers,
             None,
             need,
             false,
             Accepts::TransferTokens,
-        )
+        )?;
+        self.not_revoked(access)
+    }
+
+    /// Refuses a credential whose token (or, for a transfer token, whose parent) was revoked.
+    /// A cache hit most of the time; otherwise one primary-key read of the index, small
+    /// enough to run on the async worker.
+    fn not_revoked(&self, access: Access) -> ServerResult<Access> {
+        let Some(holder) = &access.holder else {
+            return Ok(access);
+        };
+        if self
+            .revocations
+            .is_revoked(self.index.as_ref(), &holder.id)?
+        {
+            return Err(ServerError::Unauthorized(format!(
+                "access token {} was revoked; ask the server's admin for a new one (`git xet server token create`)",
+                holder.id
+            )));
+        }
+        Ok(access)
     }
 
     /// Waits for one of the upload slots that bound memory.
@@ -98,7 +123,8 @@ impl AppState {
     /// `parent`: it expires with `parent` at the latest.
     pub fn mint_token(&self, repo: &RepoName, scope: Scope, parent: &Access) -> (String, u64) {
         let ttl = self.config.cas_token_ttl.as_secs();
-        auth::issue_transfer(&self.keys, repo, scope, ttl, parent.exp)
+        let holder = parent.holder.as_ref();
+        auth::issue_transfer(&self.keys, repo, scope, ttl, parent.exp, holder)
     }
 }
 
