@@ -97,7 +97,9 @@ impl AppState {
 
     /// Refuses a credential whose token (or, for a transfer token, whose parent) was revoked.
     /// A cache hit most of the time; otherwise one primary-key read of the index, small
-    /// enough to run on the async worker.
+    /// enough to run on the async worker. 403, not 401: git-lfs 3.3 answers a 401 by asking
+    /// its credential helper again, and a helper that keeps the revoked token made it retry
+    /// thousands of times a second; a 403 stops git and git-lfs at once.
     fn not_revoked(&self, access: Access) -> ServerResult<Access> {
         let Some(holder) = &access.holder else {
             return Ok(access);
@@ -106,7 +108,7 @@ impl AppState {
             .revocations
             .is_revoked(self.index.as_ref(), &holder.id)?
         {
-            return Err(ServerError::Unauthorized(format!(
+            return Err(ServerError::Forbidden(format!(
                 "access token {} was revoked; ask the server's admin for a new one (`git xet server token create`)",
                 holder.id
             )));

@@ -198,7 +198,8 @@ fn tokens_are_listed_without_their_text_and_a_revoked_one_is_refused_within_seco
     env.git(&work, &["add", "."]);
     env.git(&work, &["commit", "-q", "-m", "one"]);
     let url = format!("{}/org/m.git", server.url);
-    env.git(&work, &["push", "-q", &url, "main"]);
+    env.git(&work, &["remote", "add", "origin", &url]);
+    env.git(&work, &["push", "-q", "origin", "main"]);
     let clone_as = |token: &str, name: &str| {
         env.set_token(token);
         let dir = env.home.path().join(name);
@@ -244,18 +245,42 @@ fn tokens_are_listed_without_their_text_and_a_revoked_one_is_refused_within_seco
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     eprintln!("revocation took effect after {:?}", revoked_at.elapsed());
-    // What git shows is the 401; the server says why.
+    // 403, which git and git-lfs show and stop at (git-lfs answers a 401 by asking its
+    // credential helper again, forever when the helper keeps the revoked token).
+    let out = clone_as(&bob, "refused");
+    let shown = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(shown.contains("403"), "{shown}");
     let r = client()
         .get(format!("{url}/info/refs?service=git-upload-pack"))
         .basic_auth("x", Some(&bob))
         .send()
         .unwrap();
-    assert_eq!(r.status(), 401);
+    assert_eq!(r.status(), 403);
     let text = r.text().unwrap();
     assert!(text.contains("revoked"), "{text}");
+    let mut lfs = env
+        .cmd("git", &work)
+        .args(["lfs", "locks"])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while lfs.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = lfs.kill();
+            panic!("git lfs locks keeps retrying a revoked token");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = lfs.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{shown}");
+    assert!(shown.contains("was revoked"), "git-lfs shows why: {shown}");
     assert_eq!(
         cas_status(&server, &child),
-        401,
+        403,
         "minted from a revoked token"
     );
     assert!(
