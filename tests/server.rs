@@ -55,3 +55,5 @@ mod upkeep;
 
 #[path = "server/claims.rs"]
 mod claims;
+#[path = "server/locks.rs"]
+mod locks;

@@ -28,6 +28,7 @@ pub mod filter;
 pub mod http;
 pub mod install;
 pub mod lfs_objects;
+pub mod lock_check;
 pub mod migrate;
 pub mod objects;
 pub mod pre_receive;

@@ -1,7 +1,7 @@
 //! Access tokens and request authorization.
 //!
 //! A token is `xet1.<payload>.<mac>`: the payload is base64url JSON `{repo, scope, iat, exp,
-//! nonce, transfer?}` and the MAC is keyed BLAKE3 over `xet1.<payload>` with a key derived from the
+//! nonce, id, user, transfer?}` and the MAC is keyed BLAKE3 over `xet1.<payload>` with a key derived from the
 //! server secret. Tokens are opaque to clients; they are accepted as `Authorization: Bearer`
 //! or as the password of HTTP Basic (any user name), which is how git and git-lfs send what
 //! a credential helper returns.
@@ -10,6 +10,11 @@
 //! *transfer* tokens: they allow the CAS API and basic object transfers only, not git, the
 //! Batch API or another refresh, and they never outlive the credential they were minted
 //! for. So an expired or revoked credential cannot be extended by refreshing.
+//!
+//! Every token names its holder: `id` (what `token list` shows and `token revoke` takes) and
+//! `user` (the owner of the locks it takes). Transfer tokens carry their parent's, so
+//! revoking a token revokes what was minted from it. Tokens made before ids existed are
+//! refused with a request to re-create them.
 
 use axum::http::HeaderMap;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -31,6 +36,8 @@ const MAX_TOKEN_LEN: usize = 4096;
 pub enum Scope {
     Read,
     Write,
+    /// Write, and force-unlocking other users' locks.
+    Admin,
 }
 
 impl Scope {
@@ -38,6 +45,7 @@ impl Scope {
         match s {
             "read" => Some(Scope::Read),
             "write" => Some(Scope::Write),
+            "admin" => Some(Scope::Admin),
             _ => None,
         }
     }
@@ -46,6 +54,7 @@ impl Scope {
         match self {
             Scope::Read => "read",
             Scope::Write => "write",
+            Scope::Admin => "admin",
         }
     }
 }
@@ -62,6 +71,34 @@ pub struct Claims {
     /// `token create`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub transfer: bool,
+    /// The token's id; a transfer token carries its parent's. Empty only in old tokens
+    /// (refused) and in transfer tokens minted for anonymous reads.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// Who holds it (lock owner name); like `id`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub user: String,
+}
+
+/// Who a token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub id: String,
+    pub user: String,
+}
+
+/// A new random token id (16 hex digits).
+pub fn new_token_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
+/// Longest user name a token may carry.
+pub const MAX_USER_LEN: usize = 128;
+
+/// Whether `user` can name a token's holder: 1 to 128 printable characters, no control
+/// characters (it is shown in lock listings and push rejections).
+pub fn valid_user(user: &str) -> bool {
+    !user.trim().is_empty() && user.len() <= MAX_USER_LEN && !user.chars().any(char::is_control)
 }
 
 /// Seconds since the Unix epoch.
@@ -72,25 +109,45 @@ pub fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
-/// A new token for `repo` with `scope`, valid for `ttl_secs`. Returns it and its expiry.
+/// A new token for `repo` with `scope`, valid for `ttl_secs`, with a new id that is also its
+/// user name. Returns it and its expiry.
 pub fn issue(keys: &Keys, repo: &RepoName, scope: Scope, ttl_secs: u64) -> (String, u64) {
+    let id = new_token_id();
+    let holder = Holder {
+        user: id.clone(),
+        id,
+    };
+    issue_for(keys, repo, scope, ttl_secs, &holder)
+}
+
+/// A new token for `repo` with `scope` held by `holder`, valid for `ttl_secs`.
+pub fn issue_for(
+    keys: &Keys,
+    repo: &RepoName,
+    scope: Scope,
+    ttl_secs: u64,
+    holder: &Holder,
+) -> (String, u64) {
     let iat = now_secs();
-    sign(keys, repo, scope, iat, iat.saturating_add(ttl_secs), false)
+    let exp = iat.saturating_add(ttl_secs);
+    sign(keys, repo, scope, iat, exp, false, Some(holder))
 }
 
 /// A transfer token for `repo` with `scope`, valid for `ttl_secs` but never past
-/// `not_after` (the expiry of the credential it is minted for, if it has one).
+/// `not_after` (the expiry of the credential it is minted for, if it has one), held by the
+/// parent's holder (`None` for anonymous reads).
 pub fn issue_transfer(
     keys: &Keys,
     repo: &RepoName,
     scope: Scope,
     ttl_secs: u64,
     not_after: Option<u64>,
+    holder: Option<&Holder>,
 ) -> (String, u64) {
     let iat = now_secs();
     let exp = iat.saturating_add(ttl_secs);
     let exp = not_after.map_or(exp, |cap| exp.min(cap));
-    sign(keys, repo, scope, iat, exp, true)
+    sign(keys, repo, scope, iat, exp, true, holder)
 }
 
 fn sign(
@@ -100,6 +157,7 @@ fn sign(
     iat: u64,
     exp: u64,
     transfer: bool,
+    holder: Option<&Holder>,
 ) -> (String, u64) {
     let claims = Claims {
         repo: repo.as_str().to_string(),
@@ -108,6 +166,8 @@ fn sign(
         exp,
         nonce: format!("{:016x}", rand::random::<u64>()),
         transfer,
+        id: holder.map(|h| h.id.clone()).unwrap_or_default(),
+        user: holder.map(|h| h.user.clone()).unwrap_or_default(),
     };
     let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).expect("claims serialize"));
     let signed = format!("{PREFIX}{payload}");
@@ -134,6 +194,11 @@ pub fn verify(keys: &Keys, token: &str, now: u64) -> Result<Claims, ServerError>
     }
     let json = URL_SAFE_NO_PAD.decode(payload).map_err(|_| invalid())?;
     let claims: Claims = serde_json::from_slice(&json).map_err(|_| invalid())?;
+    if !claims.transfer && (claims.id.is_empty() || claims.user.is_empty()) {
+        return Err(ServerError::Unauthorized(
+            "this access token was made by an older git-xet server (tokens now carry an id and a user name): re-create it with `git xet server token create`".into(),
+        ));
+    }
     if claims.exp <= now {
         return Err(ServerError::Unauthorized(
             "access token expired; get a new one (git-lfs does this on its own, or run `git xet server token create`)".into(),
@@ -172,6 +237,15 @@ pub struct Access {
     pub anonymous: bool,
     /// When the credential expires (`None` for anonymous access).
     pub exp: Option<u64>,
+    /// Whose credential it is (`None` for anonymous access and anonymous transfer tokens).
+    pub holder: Option<Holder>,
+}
+
+impl Access {
+    /// The holder's user name, if known.
+    pub fn user(&self) -> Option<&str> {
+        self.holder.as_ref().map(|h| h.user.as_str())
+    }
 }
 
 /// Which tokens a route accepts.
@@ -201,6 +275,7 @@ pub fn authorize(
                 scope: Scope::Read,
                 anonymous: true,
                 exp: None,
+                holder: None,
             });
         }
         return Err(ServerError::Unauthorized(
@@ -234,6 +309,10 @@ pub fn authorize(
         scope: claims.scope,
         anonymous: false,
         exp: Some(claims.exp),
+        holder: (!claims.id.is_empty()).then_some(Holder {
+            id: claims.id,
+            user: claims.user,
+        }),
     })
 }
 
@@ -286,6 +365,7 @@ mod tests {
             Scope::Write,
             3600,
             Some(parent_exp),
+            None,
         );
         assert_eq!(exp, parent_exp);
         let claims = verify(&keys(), &token, now_secs()).unwrap();
@@ -306,7 +386,7 @@ mod tests {
             Accepts::TransferTokens,
         );
         assert_eq!(ok.unwrap().exp, Some(parent_exp));
-        let (_, uncapped) = issue_transfer(&keys(), &repo("org/m"), Scope::Read, 60, None);
+        let (_, uncapped) = issue_transfer(&keys(), &repo("org/m"), Scope::Read, 60, None, None);
         assert!(uncapped <= now_secs() + 60);
     }
 
@@ -356,5 +436,51 @@ mod tests {
                 .anonymous
         );
         assert!(authorize(&keys(), &none, Some(&repo("a")), Scope::Write, true, U).is_err());
+    }
+
+    #[test]
+    fn tokens_carry_their_holder_to_what_is_minted_from_them() {
+        let alice = Holder {
+            id: "t1".into(),
+            user: "alice".into(),
+        };
+        let (token, exp) = issue_for(&keys(), &repo("org/m"), Scope::Admin, 60, &alice);
+        let mut headers = HeaderMap::new();
+        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+        let access = authorize(&keys(), &headers, None, Scope::Write, false, U).unwrap();
+        assert_eq!(
+            (access.holder.as_ref(), access.scope),
+            (Some(&alice), Scope::Admin)
+        );
+        assert_eq!(access.user(), Some("alice"));
+        let (child, _) = issue_transfer(
+            &keys(),
+            &repo("org/m"),
+            Scope::Read,
+            60,
+            Some(exp),
+            access.holder.as_ref(),
+        );
+        let claims = verify(&keys(), &child, now_secs()).unwrap();
+        assert_eq!((claims.id.as_str(), claims.user.as_str()), ("t1", "alice"));
+        let (default, _) = issue(&keys(), &repo("org/m"), Scope::Read, 60);
+        let claims = verify(&keys(), &default, now_secs()).unwrap();
+        assert_eq!(claims.user, claims.id, "the user defaults to the id");
+        assert!(Scope::Admin > Scope::Write && Scope::parse("admin") == Some(Scope::Admin));
+    }
+
+    #[test]
+    fn tokens_from_before_ids_are_refused_with_a_request_to_recreate_them() {
+        // The payload an older server signed: no id, no user.
+        let payload = URL_SAFE_NO_PAD
+            .encode(br#"{"repo":"org/m","scope":"write","iat":1,"exp":99999999999,"nonce":"00"}"#);
+        let signed = format!("{PREFIX}{payload}");
+        let mac = URL_SAFE_NO_PAD.encode(keys().token_mac(signed.as_bytes()).as_bytes());
+        match verify(&keys(), &format!("{signed}.{mac}"), now_secs()) {
+            Err(ServerError::Unauthorized(m)) => assert!(m.contains("re-create"), "{m}"),
+            other => panic!("old token accepted or wrongly refused: {other:?}"),
+        }
+        assert!(valid_user("Jane Doe") && !valid_user("") && !valid_user("a\nb"));
+        assert!(!valid_user(&"x".repeat(MAX_USER_LEN + 1)));
     }
 }

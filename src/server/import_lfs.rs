@@ -267,6 +267,9 @@ fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportErro
         internal_url: "http://127.0.0.1:0".into(),
         listen_url: "http://127.0.0.1:0".into(),
         data_lock: None,
+        revocations: crate::server::revocation::RevocationCache::new(
+            crate::server::revocation::DEFAULT_TTL,
+        ),
     };
     Ok((Arc::new(state), tmp))
 }

@@ -46,12 +46,14 @@ pub mod proxy;
 pub mod reconstruct;
 pub mod repo_name;
 pub mod repo_routes;
+pub mod revocation;
 pub mod shard_check;
 pub mod signing;
 pub mod ssh;
 pub mod state;
 pub mod status;
 pub mod storage;
+pub mod time;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -173,6 +175,9 @@ fn open_state(
         internal_url,
         listen_url,
         data_lock: Some(data_lock),
+        revocations: crate::server::revocation::RevocationCache::new(
+            crate::server::revocation::DEFAULT_TTL,
+        ),
     })
 }
 

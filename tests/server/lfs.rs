@@ -368,13 +368,13 @@ fn lfs_authentication_and_scopes() {
     basic_upload(&server, "org/model", &write, &data);
     assert_eq!(verify(&sha256_hex(&data), 999), 409);
     assert_eq!(verify(&sha256_hex(&data), 1000), 200);
-    // Locking is not offered: 501 makes git-lfs turn lock verification off quietly.
+    // Lock verification needs a credential (tests/server/locks.rs has the rest).
     let r = client()
         .post(lfs_url(&server, "org/model", "locks/verify"))
         .body("{}")
         .send()
         .unwrap();
-    assert_eq!(r.status(), 501);
+    assert_eq!(r.status(), 401);
 
     let anonymous = TestServer::start_with(&["--anonymous-read"]);
     let (status, _) = batch(

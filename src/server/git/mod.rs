@@ -100,16 +100,31 @@ async fn serve(
         )));
     }
     // Only receive-pack runs hooks: only it gets the pre-receive hook's settings.
-    let hook_env = if push && !advertisement {
-        let (token, _) =
-            crate::server::auth::issue(&state.keys, &repo, Scope::Read, HOOK_TOKEN_TTL);
-        vec![
-            ("GIT_XET_SERVER_URL".into(), state.internal_url.clone()),
-            ("GIT_XET_REPO".into(), repo.to_string()),
-            ("GIT_XET_TOKEN".into(), token),
-        ]
-    } else {
-        Vec::new()
+    let hook_env = match (&access.holder, push && !advertisement) {
+        (Some(holder), true) => {
+            // The hook acts as the pusher (same id, so revoking the pusher's token revokes
+            // it too), which is how it tells the pusher's locks from other users'.
+            let (token, _) = crate::server::auth::issue_for(
+                &state.keys,
+                &repo,
+                Scope::Read,
+                HOOK_TOKEN_TTL,
+                holder,
+            );
+            vec![
+                ("GIT_XET_SERVER_URL".into(), state.internal_url.clone()),
+                ("GIT_XET_REPO".into(), repo.to_string()),
+                ("GIT_XET_TOKEN".into(), token),
+                ("GIT_XET_USER".into(), holder.user.clone()),
+                ("GIT_XET_CHECK_LOCKS".into(), "1".into()),
+            ]
+        }
+        (None, true) => {
+            return Err(ServerError::Unauthorized(
+                "pushing needs an access token that names its user".into(),
+            ))
+        }
+        _ => Vec::new(),
     };
     let (parts, body) = request.into_parts();
     let run = service::ServiceRequest {

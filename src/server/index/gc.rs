@@ -41,7 +41,8 @@ pub struct Sha256Claim {
 }
 
 pub trait GcIndex {
-    /// Forgets `repo`'s file visibility (its LFS objects). Returns how many it had.
+    /// Forgets `repo`'s file visibility (its LFS objects) and its locks. Returns how many
+    /// files it had.
     fn delete_repo_files(&self, repo: &RepoName) -> IndexResult<u64>;
 
     /// Unregisters files that no repository can see (and their global-dedup entries).

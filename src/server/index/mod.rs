@@ -6,13 +6,17 @@
 //! Every `register_*` call is one transaction: after a crash it either happened or not.
 
 pub mod gc;
+pub mod locks;
 mod sqlite;
 pub mod stats;
+pub mod tokens;
 pub mod verify;
 
 use std::sync::Arc;
 
+pub use locks::{Lock, LockIndex, LockOutcome, LockPage, LockQuery};
 pub use sqlite::SqliteIndex;
+pub use tokens::{TokenIndex, TokenRecord};
 
 use crate::server::repo_name::RepoName;
 use crate::xet::shard::FileTerm;
@@ -125,7 +129,14 @@ pub struct IndexStats {
 }
 
 pub trait Index:
-    stats::StatsIndex + gc::GcIndex + verify::Sha256Index + Send + Sync + 'static
+    stats::StatsIndex
+    + gc::GcIndex
+    + verify::Sha256Index
+    + LockIndex
+    + TokenIndex
+    + Send
+    + Sync
+    + 'static
 {
     /// Records a stored xorb and its chunks. Returns `false` when it was already known.
     fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool>;

@@ -1,4 +1,4 @@
-//! The small LFS routes: `verify`, locks, and the `xet` token refresh.
+//! The small LFS routes: `verify` and the `xet` token refresh.
 
 use axum::body::Body;
 use axum::http::HeaderMap;
@@ -63,13 +63,6 @@ pub async fn verify(
         ))
         .into()),
     }
-}
-
-/// Every locks route (`locks`, `locks/verify`, ...): this server has no file locking and
-/// says so with 501, which git-lfs takes as "not implemented": it then quietly records
-/// `lfs.<url>.locksverify false` instead of printing a hint on every push.
-pub fn locks_unsupported() -> LfsResult<Response> {
-    Err(ServerError::NotImplemented("file locking is not supported by this server".into()).into())
 }
 
 /// `GET xet-read-token` / `xet-write-token`: a fresh CAS token for the `xet` transfer,

@@ -1,9 +1,10 @@
 //! The git-lfs server side: the Batch API (offering `xet`, else `basic`), `basic` object
-//! upload and download, `verify`, the locks routes git-lfs calls on push, and the token
+//! upload and download, `verify`, the file locking API, and the token
 //! refresh route of the `xet` handshake. Mounted at `<repo>/info/lfs/`, git-lfs's default
 //! endpoint for a remote, so no client configuration is needed.
 
 mod batch;
+mod locks;
 mod misc;
 mod objects;
 
@@ -70,12 +71,14 @@ async fn route(
     let method = request.method().clone();
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
+    if rest == "locks" || rest.starts_with("locks/") {
+        return locks_route(&state, &repo, method, rest, &parts.uri, &headers, body).await;
+    }
     match (method, rest) {
         (Method::POST, "objects/batch") => batch::batch(&state, &repo, &headers, body).await,
         (Method::POST, "verify") => misc::verify(&state, &repo, &headers, body).await,
         (Method::GET, "xet-read-token") => misc::xet_token(&state, &repo, &headers, false),
         (Method::GET, "xet-write-token") => misc::xet_token(&state, &repo, &headers, true),
-        (_, r) if r == "locks" || r.starts_with("locks/") => misc::locks_unsupported(),
         (Method::PUT, r) if r.starts_with("objects/") => {
             objects::upload(&state, &repo, &r["objects/".len()..], &headers, body).await
         }
@@ -84,6 +87,33 @@ async fn route(
         }
         (method, rest) => {
             Err(ServerError::not_found(format!("no git-lfs route for {method} {rest}")).into())
+        }
+    }
+}
+
+/// The file locking routes: `locks`, `locks/verify`, `locks/<id>/unlock`.
+async fn locks_route(
+    state: &SharedState,
+    repo: &RepoName,
+    method: Method,
+    rest: &str,
+    uri: &axum::http::Uri,
+    headers: &axum::http::HeaderMap,
+    body: Body,
+) -> LfsResult<Response> {
+    match (method, rest) {
+        (Method::GET, "locks") => locks::list(state, repo, headers, uri).await,
+        (Method::POST, "locks") => locks::create(state, repo, headers, body).await,
+        (Method::POST, "locks/verify") => locks::verify(state, repo, headers, body).await,
+        (Method::POST, r) => match r
+            .strip_prefix("locks/")
+            .and_then(|r| r.strip_suffix("/unlock"))
+        {
+            Some(id) => locks::unlock(state, repo, id, headers, body).await,
+            None => Err(ServerError::not_found(format!("no git-lfs route for POST {r}")).into()),
+        },
+        (method, r) => {
+            Err(ServerError::MethodNotAllowed(format!("{method} is not allowed on {r}")).into())
         }
     }
 }

@@ -22,8 +22,15 @@ pub struct Header {
 /// The answer for `repo` with `scope`, on the server at `base_url`. The token is an
 /// ordinary user token (the Batch API refuses the server's transfer tokens), valid for
 /// `ttl` seconds: git-lfs asks again when `expires_in` has passed.
-pub fn answer(keys: &Keys, base_url: &str, repo: &RepoName, scope: Scope, ttl: u64) -> Answer {
-    let (token, _) = auth::issue(keys, repo, scope, ttl);
+pub fn answer(
+    keys: &Keys,
+    base_url: &str,
+    repo: &RepoName,
+    scope: Scope,
+    ttl: u64,
+    holder: &auth::Holder,
+) -> Answer {
+    let (token, _) = auth::issue_for(keys, repo, scope, ttl, holder);
     Answer {
         href: format!("{base_url}/{repo}.git/info/lfs"),
         header: Header {

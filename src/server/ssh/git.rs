@@ -34,11 +34,16 @@ pub fn serve(settings: &Settings, repo: &RepoName, push: bool) -> Result<ExitSta
                 repos::install_hook(&dir, &hook).await
             })
             .map_err(|e| ShellError::Git(format!("preparing {repo}: {e}")))?;
-        let (token, _) = auth::issue(&keys, repo, Scope::Read, HOOK_TOKEN_TTL);
+        // As over HTTP: the hook acts as the pusher, which is how it tells the pusher's
+        // locks from other users'.
+        let holder = settings.holder();
+        let (token, _) = auth::issue_for(&keys, repo, Scope::Read, HOOK_TOKEN_TTL, &holder);
         hook_env = vec![
             ("GIT_XET_SERVER_URL", urls.internal_url),
             ("GIT_XET_REPO", repo.to_string()),
             ("GIT_XET_TOKEN", token),
+            ("GIT_XET_USER", holder.user),
+            ("GIT_XET_CHECK_LOCKS", "1".into()),
         ];
     } else if !dir.exists() {
         return Err(ShellError::NoRepo(repo.to_string()));

@@ -93,6 +93,15 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Who the tokens this session mints are for: the key's user, with a fresh id (an ssh
+    /// session has no token of its own to inherit one from).
+    pub fn holder(&self) -> crate::server::auth::Holder {
+        crate::server::auth::Holder {
+            id: crate::server::auth::new_token_id(),
+            user: self.rules.user.clone(),
+        }
+    }
+
     pub fn keys(&self) -> Result<Keys, ShellError> {
         Keys::load(&self.data_dir).map_err(|e| {
             ShellError::Secret(format!(
@@ -132,7 +141,14 @@ pub fn run(settings: &Settings, original: Option<&str>) -> Result<i32, ShellErro
                     urls.public_url.unwrap_or(urls.internal_url)
                 }
             };
-            let answer = authenticate::answer(&keys, &base, &repo, op.scope(), settings.token_ttl);
+            let answer = authenticate::answer(
+                &keys,
+                &base,
+                &repo,
+                op.scope(),
+                settings.token_ttl,
+                &settings.holder(),
+            );
             let json = serde_json::to_string(&answer).expect("answer serializes");
             println!("{json}");
             Ok(0)
@@ -148,8 +164,13 @@ pub fn run(settings: &Settings, original: Option<&str>) -> Result<i32, ShellErro
             }
             let keys = settings.keys()?;
             let urls = endpoint::read(&settings.data_dir)?;
-            let upstream =
-                transfer::upstream::Upstream::new(&urls.internal_url, repo, keys, op.scope())?;
+            let upstream = transfer::upstream::Upstream::new(
+                &urls.internal_url,
+                repo,
+                keys,
+                op.scope(),
+                settings.holder(),
+            )?;
             let out = std::io::BufWriter::with_capacity(128 * 1024, std::io::stdout());
             let mut io = transfer::pkt::PktIo::new(std::io::stdin(), out);
             transfer::serve(&mut io, op, &upstream)?;

@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 
 // The server otherwise depends only on the layers below it; the pointer format's one parser
 // lives with git-lfs's other formats (see the task report about moving it down).
-use crate::xet::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
 use crate::server::repo_name::RepoName;
+use crate::xet::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
 
 /// Most LFS files listed per repository; the rest are counted.
 pub const MAX_FILES: usize = 2000;

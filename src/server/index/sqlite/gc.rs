@@ -72,6 +72,7 @@ fn hashes(conn: &Connection, sql: &str) -> IndexResult<Vec<MerkleHash>> {
 impl GcIndex for SqliteIndex {
     fn delete_repo_files(&self, repo: &RepoName) -> IndexResult<u64> {
         self.write(|tx| {
+            tx.execute("DELETE FROM locks WHERE repo = ?1", [repo.as_str()])?;
             Ok(tx.execute("DELETE FROM repo_files WHERE repo = ?1", [repo.as_str()])? as u64)
         })
     }

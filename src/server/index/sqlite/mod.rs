@@ -5,6 +5,8 @@
 //! cached in memory, bounded by their total chunk count.
 
 mod gc;
+mod locks;
+mod tokens;
 mod verify;
 
 use std::collections::{HashMap, HashSet};
@@ -140,6 +142,8 @@ impl SqliteIndex {
         writer.execute_batch(SCHEMA)?;
         writer.execute_batch(gc::SCHEMA)?;
         writer.execute_batch(verify::SCHEMA)?;
+        writer.execute_batch(locks::SCHEMA)?;
+        writer.execute_batch(tokens::SCHEMA)?;
         let version: Option<i64> = writer
             .query_row("SELECT version FROM schema_info", [], |r| r.get(0))
             .optional()?;

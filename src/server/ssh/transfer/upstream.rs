@@ -79,6 +79,8 @@ pub struct Upstream {
     repo: RepoName,
     keys: Keys,
     scope: Scope,
+    /// The ssh user the tokens are minted for (locks and revocation know it by this).
+    holder: auth::Holder,
 }
 
 impl Upstream {
@@ -88,6 +90,7 @@ impl Upstream {
         repo: RepoName,
         keys: Keys,
         scope: Scope,
+        holder: auth::Holder,
     ) -> Result<Upstream, ShellError> {
         let client = reqwest::blocking::Client::builder()
             .connect_timeout(Duration::from_secs(10))
@@ -101,6 +104,7 @@ impl Upstream {
             repo,
             keys,
             scope,
+            holder,
         })
     }
 
@@ -128,7 +132,8 @@ impl Upstream {
             refspec: refname.map(|name| RefName { name }),
             hash_algo: "sha256",
         };
-        let (token, _) = auth::issue(&self.keys, &self.repo, self.scope, TOKEN_TTL);
+        let (token, _) =
+            auth::issue_for(&self.keys, &self.repo, self.scope, TOKEN_TTL, &self.holder);
         let url = format!("{}/{}.git/info/lfs/objects/batch", self.base, self.repo);
         let response = self
             .client

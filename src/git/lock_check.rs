@@ -1,0 +1,224 @@
+//! The lock half of the pre-receive check: a push may not change (modify, delete or rename)
+//! a file that another user holds a git-lfs lock on. git-lfs checks this on the client
+//! (`lfs.locksverify`), but a client can skip that; the server's hook cannot be skipped.
+//!
+//! What a push changes: for an updated ref, the difference between its old and new commit;
+//! for a new ref, the files touched by the commits no existing ref reaches. The locks come
+//! from the server's locking API, read with the pusher's identity.
+
+use std::collections::BTreeSet;
+
+use crate::client::transport::{HttpFactory, TransportError};
+use crate::git::command::Git;
+use crate::git::pre_receive::HookSettings;
+use crate::git::GitError;
+
+/// Locks per request (the server's largest page).
+const PAGE: usize = 1000;
+/// Pages read at most (a million locks); a server whose cursor never ends is an error.
+const MAX_PAGES: usize = 1000;
+
+/// A pushed change to a file another user has locked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockedChange {
+    pub path: String,
+    pub owner: String,
+}
+
+/// One `<old> <new> <ref>` line of a pre-receive hook's input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefUpdate {
+    pub old: String,
+    pub new: String,
+    pub name: String,
+}
+
+fn is_zero(id: &str) -> bool {
+    id.bytes().all(|b| b == b'0')
+}
+
+fn is_object_id(id: &str) -> bool {
+    matches!(id.len(), 40 | 64) && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+impl RefUpdate {
+    /// Parses a hook input line; `None` for anything else.
+    pub fn parse(line: &str) -> Option<RefUpdate> {
+        let mut fields = line.split_whitespace();
+        let (old, new, name) = (fields.next()?, fields.next()?, fields.next()?);
+        (is_object_id(old) && is_object_id(new)).then(|| RefUpdate {
+            old: old.to_string(),
+            new: new.to_string(),
+            name: name.to_string(),
+        })
+    }
+}
+
+/// The paths the updates change (see the module comment). Deleting a ref changes no file.
+pub fn changed_paths(git: &Git, updates: &[RefUpdate]) -> Result<BTreeSet<String>, GitError> {
+    let mut paths = BTreeSet::new();
+    for u in updates {
+        if is_zero(&u.new) {
+            continue;
+        }
+        let out = if is_zero(&u.old) {
+            git.run_bytes(
+                [
+                    "log",
+                    "--format=",
+                    "--name-only",
+                    "-z",
+                    "--no-renames",
+                    &u.new,
+                    "--not",
+                    "--all",
+                ],
+                None,
+            )?
+        } else {
+            git.run_bytes(
+                ["diff", "--name-only", "-z", "--no-renames", &u.old, &u.new],
+                None,
+            )?
+        };
+        for path in out.split(|&b| b == 0).filter(|p| !p.is_empty()) {
+            // A lock names a UTF-8 path; a path that is not UTF-8 cannot be locked.
+            if let Ok(p) = std::str::from_utf8(path) {
+                paths.insert(p.trim_start_matches('\n').to_string());
+            }
+        }
+    }
+    Ok(paths)
+}
+
+#[derive(serde::Deserialize)]
+struct LockList {
+    locks: Vec<LockEntry>,
+    #[serde(default)]
+    next_cursor: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct LockEntry {
+    path: String,
+    #[serde(default)]
+    owner: Option<OwnerEntry>,
+}
+
+#[derive(serde::Deserialize)]
+struct OwnerEntry {
+    name: String,
+}
+
+/// The changed paths that another user (anyone but `settings.user`) has locked.
+pub fn locked_changes(
+    settings: &HookSettings,
+    changed: &BTreeSet<String>,
+) -> Result<Vec<LockedChange>, GitError> {
+    if changed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let base = format!(
+        "{}/{}.git/info/lfs/locks",
+        settings.server_url, settings.repo
+    );
+    let http = HttpFactory::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
+    let unreachable = |e: TransportError| {
+        GitError::Http(format!(
+            "cannot read the locks of {} from the XET server at {}: {e}",
+            settings.repo, settings.server_url
+        ))
+    };
+    let mut found = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let mut url = format!("{base}?limit={PAGE}");
+        if let Some(c) = &cursor {
+            // Cursors are lock ids: ASCII letters and digits, nothing to escape.
+            if !c.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                return Err(GitError::Http(format!(
+                    "the XET server answered a malformed lock cursor {c:?}"
+                )));
+            }
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let mut request = http
+            .request(reqwest::Method::GET, &url)
+            .map_err(unreachable)?
+            .timeout(std::time::Duration::from_secs(120))
+            .header("Accept", "application/vnd.git-lfs+json");
+        if let Some(token) = &settings.token {
+            request = request.bearer_auth(token);
+        }
+        let (status, body) = rt
+            .block_on(async {
+                let response = request.send().await.map_err(|e| http.classify(&url, &e))?;
+                let status = response.status();
+                let body = response
+                    .bytes()
+                    .await
+                    .map_err(|e| http.classify(&url, &e))?;
+                Ok((status, body))
+            })
+            .map_err(unreachable)?;
+        if !status.is_success() {
+            let shown: String = String::from_utf8_lossy(&body).chars().take(300).collect();
+            return Err(GitError::Http(format!(
+                "the XET server at {} answered HTTP {} to a lock listing: {shown}",
+                settings.server_url,
+                status.as_u16()
+            )));
+        }
+        let page: LockList = serde_json::from_slice(&body).map_err(|e| {
+            GitError::Http(format!("the XET server's lock listing is malformed: {e}"))
+        })?;
+        for lock in page.locks {
+            let owner = lock.owner.map(|o| o.name).unwrap_or_default();
+            if changed.contains(&lock.path) && settings.user.as_deref() != Some(owner.as_str()) {
+                found.push(LockedChange {
+                    path: lock.path,
+                    owner,
+                });
+            }
+        }
+        match page.next_cursor.filter(|c| !c.is_empty()) {
+            Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
+            Some(_) => {
+                return Err(GitError::Http(
+                    "the XET server's lock listing repeats its cursor".into(),
+                ))
+            }
+            None => {
+                found.sort_by(|a, b| a.path.cmp(&b.path));
+                return Ok(found);
+            }
+        }
+    }
+    Err(GitError::Http(format!(
+        "the XET server lists more than {} locks",
+        PAGE * MAX_PAGES
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hook_lines_parse_into_updates() {
+        let (a, z) = ("a".repeat(40), "0".repeat(40));
+        let u = RefUpdate::parse(&format!("{z} {a} refs/heads/new")).unwrap();
+        assert_eq!(
+            (u.old.as_str(), u.name.as_str()),
+            (z.as_str(), "refs/heads/new")
+        );
+        assert!(is_zero(&u.old) && !is_zero(&u.new));
+        assert_eq!(RefUpdate::parse("not a line"), None);
+        assert_eq!(RefUpdate::parse(&format!("{a} {a}")), None, "no ref");
+        assert_eq!(RefUpdate::parse(&format!("{a} xyz refs/heads/x")), None);
+    }
+}
