@@ -9,3 +9,5 @@ cargo install garage --version 2.5.0 --locked --root "$root" \
   --no-default-features --features bundled-libs,sqlite \
   --target-dir "$HOME/.cache/git-xet/garage-build"
 "$root/bin/garage" --version
+# The build tree is only needed once (~0.8 GB).
+rm -rf "$HOME/.cache/git-xet/garage-build"
