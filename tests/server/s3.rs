@@ -283,6 +283,20 @@ fn presign_needs_an_s3_store() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--presign needs an S3 object store"), "{err}");
+    // The same from the environment, as 1/true/yes.
+    for value in ["1", "true", "yes"] {
+        let out = git_xet()
+            .args(["server", "--listen", "127.0.0.1:0", "--data"])
+            .arg(data.path())
+            .env("GIT_XET_SERVER_PRESIGN", value)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--presign needs an S3 object store"),
+            "{value}: {err}"
+        );
+    }
 }
 
 /// `GIT_XET_TEST_OBJECT_STORE=garage` over a representative part of this suite (CAS uploads
