@@ -158,7 +158,18 @@ impl Garage {
     /// Starts a fresh cluster, or returns `None` (printing why) when no `garage` binary is
     /// installed and `CI` is unset. Under `CI=true` a missing binary fails the test.
     pub fn start() -> Option<Garage> {
-        Some(Garage::start_with(required_bin()?))
+        let bin = required_bin()?;
+        // A port seen free may be taken by another test before garage binds it (the node then
+        // exits at start): a new cluster on new ports, twice at most.
+        for _ in 0..2 {
+            let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Garage::start_with(bin.clone())
+            }));
+            if let Ok(garage) = attempt {
+                return Some(garage);
+            }
+        }
+        Some(Garage::start_with(bin))
     }
 
     fn start_with(bin: PathBuf) -> Garage {
