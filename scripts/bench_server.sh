@@ -7,6 +7,8 @@
 #   scripts/bench_server.sh                 # 1 GiB, 4 requests in flight, fsync on
 #   SIZE_MB=256 CONCURRENCY=2 scripts/bench_server.sh
 #   FSYNC=0 DATA_PARENT=/dev/shm scripts/bench_server.sh   # CPU-bound: no disk in the way
+#   OBJECT_STORE=s3://bucket/prefix [PRESIGN=1] scripts/bench_server.sh   # AWS_* from the env
+#   (scripts/bench_s3.sh runs it on a local 3-node Garage beside the embedded store)
 #
 # Release builds are used; the data directory is removed afterwards.
 set -euo pipefail
@@ -31,6 +33,8 @@ trap cleanup EXIT
 
 extra=()
 [ "$FSYNC" = 1 ] || extra+=(--no-fsync)
+[ -z "${OBJECT_STORE:-}" ] || extra+=(--object-store "$OBJECT_STORE")
+[ "${PRESIGN:-0}" = 0 ] || extra+=(--presign)
 GIT_XET_LOG_LEVEL=warn "$BIN" server --listen 127.0.0.1:0 --data "$work/data" --ready-file "$work/ready" "${extra[@]}" \
     2> "$work/server.log" &
 server_pid=$!
@@ -39,7 +43,7 @@ for _ in $(seq 200); do [ -s "$work/ready" ] && break; sleep 0.05; done
 url=$(cat "$work/ready")
 token=$("$BIN" server token create --repo bench/data --scope write --data "$work/data")
 
-echo "git xet server bench: $SIZE_MB MiB, $CONCURRENCY requests in flight, fsync=$FSYNC, data in $DATA_PARENT"
+echo "git xet server bench: $SIZE_MB MiB, $CONCURRENCY requests in flight, fsync=$FSYNC, data in $DATA_PARENT, object store ${OBJECT_STORE:-embedded}${PRESIGN:+ (presign=$PRESIGN)}"
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the cores slows the wall-clock figures; the server CPU figures are not affected)"
 rss_start=$(awk '/VmRSS/ {print $2}' "/proc/$server_pid/status")
 # VmHWM counts mapped page-cache pages (xorbs being validated or served) as well as the

@@ -18,6 +18,8 @@ use crate::xet::xorb::ChunkRecords;
 
 /// Serialized bytes read from a xorb at once.
 const READ_GROUP: usize = 4 * 1024 * 1024;
+/// Reads in flight ahead of the one being decoded.
+const READ_AHEAD: usize = 3;
 
 /// A repository's unverified sha256 claim for a whole file being streamed: the stream hashes
 /// what it sends and holds back its last piece until the hash is known. On a match the
@@ -78,6 +80,13 @@ pub fn stream_plan(state: SharedState, plan: Plan, len: u64, claim: Option<Claim
     Body::from_stream(stream)
 }
 
+/// One read of a term's chunk records `start..end` (at most [`READ_GROUP`] bytes).
+struct GroupRead<'a> {
+    term: &'a crate::server::reconstruct::PlannedTerm,
+    start: usize,
+    end: usize,
+}
+
 fn produce(
     state: &SharedState,
     handle: &tokio::runtime::Handle,
@@ -85,25 +94,50 @@ fn produce(
     len: u64,
     tx: &mut Outlet,
 ) -> std::io::Result<()> {
-    let mut skip = plan.offset_into_first_range as usize;
-    let mut remaining = len as usize;
+    let mut groups = Vec::new();
     for term in &plan.terms {
         let footer = &term.xorb.footer;
-        let key = ObjectKey::xorb(footer.hash);
         let mut start = term.start as usize;
-        while start < term.end as usize && remaining > 0 {
+        while start < term.end as usize {
             let mut end = start + 1;
             while end < term.end as usize
                 && footer.records_range(start, end + 1).len() <= READ_GROUP
             {
                 end += 1;
             }
-            let range = footer.records_range(start, end);
-            let records = handle.block_on(
-                state
-                    .store
-                    .read_range(key, range.start as u64..range.end as u64),
-            )?;
+            groups.push(GroupRead { term, start, end });
+            start = end;
+        }
+    }
+    // Reads run READ_AHEAD groups ahead of decoding, so that a store with per-request
+    // latency (S3) is not waited for one group at a time; memory stays READ_AHEAD groups.
+    let mut pending = std::collections::VecDeque::new();
+    let mut next = 0;
+    let mut skip = plan.offset_into_first_range as usize;
+    let mut remaining = len as usize;
+    // Ok(true): the client went away.
+    let result = (|| -> std::io::Result<bool> {
+        for group in &groups {
+            while next < groups.len() && pending.len() < READ_AHEAD {
+                let g = &groups[next];
+                let footer = &g.term.xorb.footer;
+                let key = ObjectKey::xorb(footer.hash);
+                let range = footer.records_range(g.start, g.end);
+                let store = state.store.clone();
+                pending.push_back(handle.spawn(async move {
+                    store
+                        .read_range(key, range.start as u64..range.end as u64)
+                        .await
+                }));
+                next += 1;
+            }
+            if remaining == 0 {
+                break;
+            }
+            let read = pending.pop_front().expect("a read per group");
+            let records = handle.block_on(read).map_err(std::io::Error::other)??;
+            let footer = &group.term.xorb.footer;
+            let (start, end) = (group.start, group.end);
             let mut out = Vec::with_capacity(footer.unpacked_range_len(start, end) as usize);
             for (k, record) in ChunkRecords::new(&records).enumerate() {
                 let i = start + k;
@@ -118,7 +152,6 @@ fn produce(
                     )));
                 }
             }
-            start = end;
             let from = skip.min(out.len());
             skip -= from;
             let to = out.len().min(from + remaining);
@@ -127,10 +160,17 @@ fn produce(
                 add(&state.metrics.lfs_basic_bytes_served, (to - from) as u64);
                 let bytes = Bytes::from(out).slice(from..to);
                 if !tx.send(bytes) {
-                    return Ok(()); // the client went away
+                    return Ok(true); // the client went away
                 }
             }
         }
+        Ok(false)
+    })();
+    for read in pending {
+        read.abort();
+    }
+    if result? {
+        return Ok(());
     }
     if remaining > 0 {
         return Err(std::io::Error::other(format!(

@@ -27,25 +27,12 @@ fn shard_registers_files_once() {
     assert_eq!(server.metric("git_xet_registered_files"), 1.0);
     assert_eq!(cas.download(&up.file_hash, None), up.data);
     // The stored form is kept under shards/.
-    let shards: Vec<_> = walkdir(&server.data.join("shards"));
+    let shards = server.stored_objects("shards");
     assert_eq!(shards.len(), 1);
-    let stored = std::fs::read(&shards[0]).unwrap();
-    let parsed = git_xet::xet::shard::parse_shard(&stored).unwrap();
+    let stored = &shards[0].1;
+    let parsed = git_xet::xet::shard::parse_shard(stored).unwrap();
     assert!(parsed.footer.is_some());
     assert_eq!(parsed.shard.files[0].file_hash, up.file_hash);
-}
-
-fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walkdir(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// Applies `edit` to a valid shard and expects a 400 mentioning `expected`, with nothing

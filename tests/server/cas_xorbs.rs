@@ -6,7 +6,7 @@ use crate::common::*;
 use crate::support::{random_bytes, TestServer};
 
 fn xorb_files(server: &TestServer) -> usize {
-    walk(&server.data.join("xorbs"))
+    server.stored_count("xorbs")
 }
 
 /// Files in the server's staging directory (uploads being received or validated).

@@ -56,7 +56,7 @@ fn a_crash_mid_upload_leaves_nothing_behind() {
     server.kill();
     drop(stream);
     server.restart();
-    assert_eq!(count_files(&server.data.join("xorbs")), 0);
+    assert_eq!(server.stored_count("xorbs"), 0);
     assert_eq!(count_files(&server.data.join("tmp")), 0);
     assert_eq!(server.metric("git_xet_stored_xorbs"), 0.0);
     let (status, v) = json(cas.post_shard_raw(up.shard.to_upload_bytes()));
@@ -159,7 +159,7 @@ fn concurrent_overlapping_uploads_store_each_xorb_once() {
     }
     assert_eq!(server.metric("git_xet_xorbs_stored_total"), 6.0);
     assert_eq!(server.metric("git_xet_stored_xorbs"), 6.0);
-    assert_eq!(count_files(&server.data.join("xorbs")), 6);
+    assert_eq!(server.stored_count("xorbs"), 6);
     assert_eq!(server.metric("git_xet_registered_files"), 4.0);
     let cas = Cas::new(&server, "org/repo", "read");
     for (hash, data) in files {

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::common::sha256_hex;
-use crate::gitenv::{count_files, GitEnv};
+use crate::gitenv::GitEnv;
 use crate::support::{git_xet_bin, random_bytes, write_file, TestServer};
 
 fn remote(server: &TestServer, repo: &str) -> String {
@@ -41,7 +41,7 @@ fn git_lfs_push_and_clone_bit_exact_stored_as_xorbs() {
         "compressible text is stored compressed"
     );
     assert_eq!(server.metric("git_xet_registered_files"), 2.0);
-    assert!(count_files(&server.data.join("xorbs")) >= 1);
+    assert!(server.stored_count("xorbs") >= 1);
     // Hosted repositories run the binary's built-in check (fewer processes per push).
     let hook =
         std::fs::read_to_string(server.data.join("repos/org/model.git/hooks/pre-receive")).unwrap();

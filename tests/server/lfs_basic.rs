@@ -25,7 +25,7 @@ fn basic_upload_becomes_xet_content_and_downloads_bit_exact() {
         "stored as xorbs"
     );
     assert_eq!(server.metric("git_xet_registered_files"), 1.0);
-    assert!(count_files(&server.data.join("xorbs")) >= 1);
+    assert!(server.stored_count("xorbs") >= 1);
     assert_eq!(basic_download(&server, "org/model", &token, &data), data);
     assert_eq!(
         server.metric("git_xet_lfs_basic_bytes_served_total"),
@@ -233,6 +233,6 @@ fn concurrent_basic_uploads_of_the_same_object_store_it_once() {
         xorbs,
         "no xorb stored twice"
     );
-    assert_eq!(count_files(&server.data.join("xorbs")) as f64, xorbs);
+    assert_eq!(server.stored_count("xorbs") as f64, xorbs);
     assert_eq!(basic_download(&server, "org/model", &token, &data), *data);
 }

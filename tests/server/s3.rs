@@ -283,4 +283,59 @@ fn presign_needs_an_s3_store() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--presign needs an S3 object store"), "{err}");
+    // The same from the environment, as 1/true/yes.
+    for value in ["1", "true", "yes"] {
+        let out = git_xet()
+            .args(["server", "--listen", "127.0.0.1:0", "--data"])
+            .arg(data.path())
+            .env("GIT_XET_SERVER_PRESIGN", value)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--presign needs an S3 object store"),
+            "{value}: {err}"
+        );
+    }
+}
+
+/// `GIT_XET_TEST_OBJECT_STORE=garage` over a representative part of this suite (CAS uploads
+/// and validation, shards, reconstructions, basic uploads, git-lfs push and clone,
+/// durability): this test binary runs itself with the setting, every server on one Garage.
+#[test]
+fn server_suite_subset_on_garage() {
+    if std::env::var_os("GIT_XET_TEST_OBJECT_STORE").is_some() || garage::required_bin().is_none() {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "cas_",
+            "lfs_basic",
+            "git::",
+            "durability",
+            "--test-threads",
+            "2",
+        ])
+        .env("GIT_XET_TEST_OBJECT_STORE", "garage")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("test result:"))
+        .unwrap_or_default()
+        .to_string();
+    let passed: usize = summary
+        .split_whitespace()
+        .skip_while(|w| *w != "ok.")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(passed >= 30, "too few tests ran on Garage: {summary}");
+    eprintln!("on Garage: {summary}");
 }

@@ -37,6 +37,18 @@ pub fn garage_bin() -> Option<PathBuf> {
     })
 }
 
+/// The `garage` binary; `None` with a printed reason when it is missing and `CI` is unset,
+/// a panic when it is missing under `CI=true`.
+pub fn required_bin() -> Option<PathBuf> {
+    let bin = garage_bin();
+    if bin.is_none() {
+        let why = "garage is not installed (run .ci/deps/20-garage.sh, or set GIT_XET_GARAGE)";
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        eprintln!("skipping: {why}");
+    }
+    bin
+}
+
 /// One Garage node: its config, ports and (while it runs) its process.
 struct Node {
     dir: PathBuf,
@@ -146,12 +158,17 @@ impl Garage {
     /// Starts a fresh cluster, or returns `None` (printing why) when no `garage` binary is
     /// installed and `CI` is unset. Under `CI=true` a missing binary fails the test.
     pub fn start() -> Option<Garage> {
-        let Some(bin) = garage_bin() else {
-            let why = "garage is not installed (run .ci/deps/20-garage.sh, or set GIT_XET_GARAGE)";
-            assert!(std::env::var_os("CI").is_none(), "{why}");
-            eprintln!("skipping: {why}");
-            return None;
-        };
+        let bin = required_bin()?;
+        // A port seen free may be taken by another test before garage binds it (the node then
+        // exits at start): a new cluster on new ports, twice at most.
+        for _ in 0..2 {
+            let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Garage::start_with(bin.clone())
+            }));
+            if let Ok(garage) = attempt {
+                return Some(garage);
+            }
+        }
         Some(Garage::start_with(bin))
     }
 
@@ -439,6 +456,40 @@ impl Drop for Garage {
             }
         }
     }
+}
+
+/// Every object under `prefix` in `bucket` as (key, bytes), with the client settings `env`
+/// (as [`Garage::env`] gives them).
+pub fn objects_under(
+    env: &[(&'static str, String)],
+    bucket: &str,
+    prefix: &str,
+) -> Vec<(String, Vec<u8>)> {
+    use futures::TryStreamExt;
+    use object_store::ObjectStore as _;
+    let mut builder = object_store::aws::AmazonS3Builder::new().with_bucket_name(bucket);
+    for (key, value) in env {
+        let key = key
+            .to_ascii_lowercase()
+            .parse()
+            .expect("an object_store setting");
+        builder = builder.with_config(key, value);
+    }
+    let s3 = builder.build().expect("S3 client");
+    let prefix = object_store::path::Path::from(prefix);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let listed: Vec<_> = s3.list(Some(&prefix)).try_collect().await.unwrap();
+        let mut out = Vec::new();
+        for meta in listed {
+            let bytes = s3.get(&meta.location).await.unwrap().bytes().await.unwrap();
+            out.push((meta.location.to_string(), bytes.to_vec()));
+        }
+        out
+    })
 }
 
 /// One cluster shared by every test of this test binary (started on first use), for

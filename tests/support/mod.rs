@@ -95,6 +95,37 @@ impl TestServer {
         self.store_env = garage.env();
     }
 
+    /// The stored objects of `kind` (`"xorbs"` or `"shards"`), as (name, bytes): files under
+    /// the data directory, or the keys under the server's S3 prefix when it stores there.
+    pub fn stored_objects(&self, kind: &str) -> Vec<(String, Vec<u8>)> {
+        match self.s3_location() {
+            Some((bucket, prefix)) => {
+                garage::objects_under(&self.store_env, &bucket, &format!("{prefix}/{kind}"))
+            }
+            None => files_under(&self.data.join(kind)),
+        }
+    }
+
+    /// How many objects of `kind` are stored (see [`TestServer::stored_objects`]).
+    pub fn stored_count(&self, kind: &str) -> usize {
+        self.stored_objects(kind).len()
+    }
+
+    pub fn stores_on_s3(&self) -> bool {
+        self.s3_location().is_some()
+    }
+
+    /// Bucket and prefix of an `s3://` object store given to this server.
+    fn s3_location(&self) -> Option<(String, String)> {
+        let url = self.object_store.clone().or_else(|| {
+            let at = self.extra_args.iter().position(|a| a == "--object-store")?;
+            self.extra_args.get(at + 1).cloned()
+        })?;
+        let rest = url.strip_prefix("s3://")?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        Some((bucket.to_string(), prefix.trim_matches('/').to_string()))
+    }
+
     /// Starts (or restarts) the process. With `listen`, binds that address (to keep the URL
     /// across a restart); otherwise an ephemeral port.
     fn spawn(&mut self, listen: Option<&str>) {
@@ -283,6 +314,23 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Every file under `dir` (recursively) as (path, bytes); none when `dir` is absent.
+fn files_under(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            out.push((path.display().to_string(), bytes));
+        }
+    }
+    out
 }
 
 /// Sum of a metric's samples in Prometheus text format.

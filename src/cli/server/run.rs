@@ -41,7 +41,11 @@ pub(super) struct RunArgs {
     /// Hand out presigned S3 URLs in reconstructions, so that clients fetch xorb bytes
     /// straight from the object store (which they must be able to reach) instead of through
     /// this server. Needs an s3:// object store.
-    #[arg(long, env = "GIT_XET_SERVER_PRESIGN")]
+    #[arg(
+        long,
+        env = "GIT_XET_SERVER_PRESIGN",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     presign: bool,
     /// Rotation period in seconds of the global-dedup chunk key.
     #[arg(long, default_value_t = 6 * 3600, env = "GIT_XET_SERVER_DEDUP_KEY_PERIOD")]

@@ -227,6 +227,9 @@ impl ObjectStore for S3Store {
             // The staging file is deleted when `_path` drops, after the upload.
             let (file, _path) = staged.into_parts();
             let len = file.metadata()?.len();
+            if len == 0 {
+                return self.put_payload(key, PutPayload::new()).await;
+            }
             let file = Arc::new(file);
             if len > SINGLE_PUT_MAX {
                 return self.put_multipart(key, file, len).await;
