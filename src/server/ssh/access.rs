@@ -48,7 +48,7 @@ impl Grant {
             Some((name, scope)) => (
                 name,
                 Scope::parse(scope)
-                    .ok_or_else(|| bad(format!("scope {scope:?} is not read or write")))?,
+                    .ok_or_else(|| bad(format!("scope {scope:?} is not read, write or admin")))?,
             ),
             None => (spec, default),
         };
@@ -164,7 +164,7 @@ mod tests {
         for bad in [
             "",
             "../x",
-            "org/a:admin",
+            "org/a:owner",
             "a/b/c",
             "org/*/*",
             "*",
@@ -177,5 +177,10 @@ mod tests {
             assert!(check_user(bad).is_err(), "{bad:?}");
         }
         assert!(check_user("alice.b-c_d").is_ok());
+        // admin: write, and force-unlocking other users' locks.
+        assert_eq!(
+            Grant::parse("org/a:admin", Scope::Read).unwrap().scope,
+            Scope::Admin
+        );
     }
 }
