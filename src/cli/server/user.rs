@@ -58,7 +58,9 @@ pub(super) fn run(command: UserCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn add(args: UserAddArgs) -> anyhow::Result<ExitCode> {
-    let scope = Scope::parse(&args.scope).context("scope must be read or write")?;
+    let scope = Scope::parse(&args.scope)
+        .filter(|s| *s <= Scope::Write)
+        .context("scope must be read or write")?;
     let grants = args
         .repos
         .iter()

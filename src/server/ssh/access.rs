@@ -47,7 +47,9 @@ impl Grant {
         let (name, scope) = match spec.rsplit_once(':') {
             Some((name, scope)) => (
                 name,
+                // ssh keys read or write; admin (forcing others' unlocks) stays with tokens.
                 Scope::parse(scope)
+                    .filter(|s| *s <= Scope::Write)
                     .ok_or_else(|| bad(format!("scope {scope:?} is not read or write")))?,
             ),
             None => (spec, default),
