@@ -10,13 +10,13 @@ use crate::sshd::{self, Sshd};
 use crate::support::{git_xet, TestServer};
 
 /// The server, sshd, and the users whose keys are in its authorized_keys.
-struct Site {
-    server: TestServer,
-    sshd: Sshd,
+pub(crate) struct Site {
+    pub(crate) server: TestServer,
+    pub(crate) sshd: Sshd,
 }
 
 /// `users`: each name with its `--repo` grants (and other `user add` options).
-fn site(users: &[(&str, &[&str])]) -> Option<Site> {
+pub(crate) fn site(users: &[(&str, &[&str])]) -> Option<Site> {
     if !sshd::available() {
         return None;
     }
@@ -52,7 +52,7 @@ fn site(users: &[(&str, &[&str])]) -> Option<Site> {
 impl Site {
     /// A git environment (`plain`: git-lfs only; else git-xet installed) whose ssh logs in
     /// with `user`'s key.
-    fn env(&self, user: &str, plain: bool) -> GitEnv {
+    pub(crate) fn env(&self, user: &str, plain: bool) -> GitEnv {
         let env = if plain {
             GitEnv::plain_lfs()
         } else {
@@ -86,7 +86,7 @@ fn failed_saying(out: Output, what: &str, expected: &str) -> String {
 }
 
 /// Bytes that do not compress or dedup into nothing, several pkt-lines long.
-fn payload(seed: u64, len: usize) -> Vec<u8> {
+pub(crate) fn payload(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
         .map(|_| {
