@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::env::{stderr, GitEnv};
-use crate::ssh_shell::{payload, site, Site};
+use crate::ssh_shell::{payload, site, Session, Site};
 
 /// Writes a file even when git-lfs made it read-only (lockable files locked by others).
 fn overwrite(path: &Path, bytes: &[u8]) {
@@ -132,4 +132,48 @@ fn git_lfs_locks_over_git_lfs_transfer_and_the_locked_file_is_refused_to_others(
     );
     let out = bob.git_output(&b, &["push", "origin", "main"]);
     assert!(out.status.success(), "{}", all_output(&out));
+}
+
+#[test]
+fn git_lfs_transfer_lock_commands_are_framed_as_git_lfs_reads_them() {
+    let Some(site) = site(&[("alice", &["org/raw:write"])]) else {
+        return;
+    };
+    let mut s = Session::start(&site, "alice", "git-lfs-transfer org/raw upload");
+    assert_eq!(s.answer(), ["version=1", "locking"]);
+    s.send(&[b"version 1\n", b"FLUSH"]);
+    assert_eq!(s.answer(), ["status 200"]);
+    // Locks go to the server's locking API: taken (201), held (409 with the lock), listed
+    // as ours, released (200), then unknown (404).
+    s.send(&[b"lock\n", b"path=a b.psd\n", b"FLUSH"]);
+    let taken = s.answer();
+    assert_eq!(taken[0], "status 201", "{taken:?}");
+    let id = taken[1].strip_prefix("id=").expect("id first").to_string();
+    assert_eq!(&taken[2..3], ["path=a b.psd"]);
+    assert!(taken[3].starts_with("locked-at=20") && taken[4] == "ownername=alice");
+    s.send(&[b"lock\n", b"path=a b.psd\n", b"FLUSH"]);
+    let held = s.answer();
+    assert_eq!(
+        (&held[..2], &held[2..5]),
+        (
+            &["status 409".to_string(), format!("id={id}")][..],
+            &taken[2..5]
+        )
+    );
+    assert_eq!(held[5..], ["DELIM", "a b.psd is already locked by alice"]);
+    s.send(&[b"list-lock\n", b"refname=refs/heads/main\n", b"FLUSH"]);
+    let listed = s.answer();
+    assert_eq!(listed[..3], ["status 200", "DELIM", &format!("lock {id}")]);
+    assert!(listed.contains(&format!("owner {id} ours")), "{listed:?}");
+    let unlock = format!("unlock {id}\n");
+    s.send(&[unlock.as_bytes(), b"FLUSH"]);
+    assert_eq!(
+        s.answer()[..2],
+        ["status 200".to_string(), format!("id={id}")]
+    );
+    s.send(&[unlock.as_bytes(), b"FLUSH"]);
+    assert_eq!(s.answer()[0], "status 404");
+    s.send(&[b"quit\n", b"FLUSH"]);
+    assert_eq!(s.answer(), ["status 200"]);
+    assert!(s.child.wait().unwrap().success());
 }
