@@ -37,6 +37,8 @@ mod prompt;
 mod ssh_auth;
 #[path = "git/ssh_shell.rs"]
 mod ssh_shell;
+#[path = "git/ssh_shell_locks.rs"]
+mod ssh_shell_locks;
 #[path = "git/sshd.rs"]
 mod sshd;
 #[path = "git/status_page.rs"]

@@ -10,13 +10,13 @@ use crate::sshd::{self, Sshd};
 use crate::support::{git_xet, TestServer};
 
 /// The server, sshd, and the users whose keys are in its authorized_keys.
-struct Site {
-    server: TestServer,
-    sshd: Sshd,
+pub(crate) struct Site {
+    pub(crate) server: TestServer,
+    pub(crate) sshd: Sshd,
 }
 
 /// `users`: each name with its `--repo` grants (and other `user add` options).
-fn site(users: &[(&str, &[&str])]) -> Option<Site> {
+pub(crate) fn site(users: &[(&str, &[&str])]) -> Option<Site> {
     if !sshd::available() {
         return None;
     }
@@ -52,7 +52,7 @@ fn site(users: &[(&str, &[&str])]) -> Option<Site> {
 impl Site {
     /// A git environment (`plain`: git-lfs only; else git-xet installed) whose ssh logs in
     /// with `user`'s key.
-    fn env(&self, user: &str, plain: bool) -> GitEnv {
+    pub(crate) fn env(&self, user: &str, plain: bool) -> GitEnv {
         let env = if plain {
             GitEnv::plain_lfs()
         } else {
@@ -86,7 +86,7 @@ fn failed_saying(out: Output, what: &str, expected: &str) -> String {
 }
 
 /// Bytes that do not compress or dedup into nothing, several pkt-lines long.
-fn payload(seed: u64, len: usize) -> Vec<u8> {
+pub(crate) fn payload(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
         .map(|_| {
@@ -408,14 +408,14 @@ fn user_add_prints_a_line_sshd_accepts_and_refuses_bad_keys() {
 }
 
 /// One git-lfs-transfer session spoken by hand over the real ssh channel.
-struct Session {
-    child: std::process::Child,
+pub(crate) struct Session {
+    pub(crate) child: std::process::Child,
     out: std::process::ChildStdout,
     input: std::process::ChildStdin,
 }
 
 impl Session {
-    fn start(site: &Site, user: &str, command: &str) -> Session {
+    pub(crate) fn start(site: &Site, user: &str, command: &str) -> Session {
         let ssh = site.sshd.ssh_command_as(user);
         let mut words = ssh.split_whitespace();
         let mut child = Command::new(words.next().unwrap())
@@ -432,7 +432,7 @@ impl Session {
         Session { child, out, input }
     }
 
-    fn send(&mut self, packets: &[&[u8]]) {
+    pub(crate) fn send(&mut self, packets: &[&[u8]]) {
         use std::io::Write;
         for p in packets {
             match *p {
@@ -448,7 +448,7 @@ impl Session {
     }
 
     /// Packets up to the next flush, as text (`DELIM` for a delimiter).
-    fn answer(&mut self) -> Vec<String> {
+    pub(crate) fn answer(&mut self) -> Vec<String> {
         use std::io::Read;
         let mut lines = Vec::new();
         loop {
@@ -481,7 +481,7 @@ fn git_lfs_transfer_refuses_wrong_bytes_and_stays_in_step() {
         return;
     };
     let mut s = Session::start(&site, "alice", "git-lfs-transfer org/raw upload");
-    assert_eq!(s.answer(), ["version=1"]);
+    assert_eq!(s.answer(), ["version=1", "locking"]);
     s.send(&[b"version 1\n", b"FLUSH"]);
     assert_eq!(s.answer(), ["status 200"]);
     // sha256("hello\n")
@@ -555,7 +555,11 @@ fn git_lfs_transfer_refuses_wrong_bytes_and_stays_in_step() {
         ]
     );
     s.send(&[b"list-lock\n", b"FLUSH"]);
-    assert_eq!(s.answer()[0], "status 501");
+    assert_eq!(
+        s.answer(),
+        ["status 200", "DELIM"],
+        "no locks (tests/git/ssh_shell_locks.rs)"
+    );
     s.send(&[b"quit\n", b"FLUSH"]);
     assert_eq!(s.answer(), ["status 200"]);
     let status = s.child.wait().unwrap();
@@ -563,7 +567,7 @@ fn git_lfs_transfer_refuses_wrong_bytes_and_stays_in_step() {
 
     // A download session serves the stored bytes with their size.
     let mut d = Session::start(&site, "alice", "git-lfs-transfer org/raw download");
-    assert_eq!(d.answer(), ["version=1"]);
+    assert_eq!(d.answer(), ["version=1", "locking"]);
     d.send(&[b"version 1\n", b"FLUSH"]);
     assert_eq!(d.answer(), ["status 200"]);
     let get = format!("get-object {oid}\n");

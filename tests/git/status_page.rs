@@ -2,7 +2,8 @@
 //! name, and a second version of a large one) to the server, then headless Debian
 //! `chromium` (from `.ci/deps/20-chromium.sh`) loads `/` and `/ORG/REPO`; the numbers in
 //! the rendered DOM are checked against what was pushed and against the server's
-//! `/metrics`, and a screenshot is taken. Without `--anonymous-read` the browser gets no
+//! `/metrics`, the locks taken through the locking API are listed, and a screenshot is
+//! taken. Without `--anonymous-read` the browser gets no
 //! page without a token.
 
 use std::path::{Path, PathBuf};
@@ -92,6 +93,40 @@ fn block<'a>(dom: &'a str, start: &str, end: &str) -> &'a str {
     &dom[at..at + len]
 }
 
+/// Locks `path` in `repo` through the locking API as `user`; returns the lock's id and
+/// `locked_at` as the server answered them.
+fn lock_as(server: &TestServer, repo: &str, user: &str, path: &str) -> (String, String) {
+    let out = crate::support::git_xet()
+        .args([
+            "server", "token", "create", "--repo", repo, "--scope", "write",
+        ])
+        .args(["--user", user, "--data"])
+        .arg(&server.data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let answer = reqwest::blocking::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{}/{repo}.git/info/lfs/locks", server.url))
+        .bearer_auth(token)
+        .header("Accept", "application/vnd.git-lfs+json")
+        .header("Content-Type", "application/vnd.git-lfs+json")
+        .body(serde_json::json!({ "path": path }).to_string())
+        .send()
+        .unwrap();
+    assert_eq!(answer.status(), 201, "lock {path}");
+    let lock: serde_json::Value = answer.json().unwrap();
+    let field = |k: &str| lock["lock"][k].as_str().unwrap().to_string();
+    (field("id"), field("locked_at"))
+}
+
 #[derive(Debug, PartialEq)]
 struct Shown {
     files: u64,
@@ -137,6 +172,9 @@ fn status_page_in_headless_chromium_shows_what_was_pushed() {
     let head_bytes = (model2.len() + small.len()) as u64;
     let stored_metric = server.metric("git_xet_stored_xorb_bytes") as u64;
     let files_metric = server.metric("git_xet_registered_files") as u64;
+
+    let (model_lock, model_at) = lock_as(&server, "org/status", "alice", "model.bin");
+    let (hostile_lock, _) = lock_as(&server, "org/status", "bob<i>", HOSTILE);
 
     let repo_url = format!("{}/org/status", server.url);
     let dom = browse(&chromium, &repo_url, "--dump-dom");
@@ -191,6 +229,25 @@ fn status_page_in_headless_chromium_shows_what_was_pushed() {
     let pushes = block(&dom, "<table class=\"pushes\"", "</table>");
     assert_eq!(pushes.matches("class=\"push\"").count(), 2, "{pushes}");
     assert!(pushes.contains("refs/heads/main"));
+    // The locks, by path: owner and time as the locking API answered, names as text.
+    let locks = block(&dom, "<table class=\"locks\"", "</table>");
+    assert_eq!(locks.matches("class=\"lock\"").count(), 2, "{locks}");
+    let row = block(locks, &format!("data-id=\"{model_lock}\""), "</tr>");
+    let since = model_at.replacen('T', " ", 1).replace('Z', " UTC");
+    assert!(
+        row.contains(">model.bin<") && row.contains(">alice<") && row.contains(&since),
+        "{row} (locked at {model_at})"
+    );
+    let row = block(locks, &format!("data-id=\"{hostile_lock}\""), "</tr>");
+    assert!(
+        row.contains("&lt;img src=x onerror=alert(1)&gt; &amp; \"q\".bin")
+            && row.contains(">bob&lt;i&gt;<"),
+        "{row}"
+    );
+    assert!(
+        locks.find(&hostile_lock) < locks.find(&model_lock),
+        "sorted by path"
+    );
 
     // The overview lists the repository and links to its page.
     let overview = browse(&chromium, &format!("{}/", server.url), "--dump-dom");

@@ -27,11 +27,11 @@ pub(super) struct UserAddArgs {
     #[arg(long)]
     key: String,
     /// A repository the key may use, `org/name` or `org/*` (every repository of the
-    /// organization), optionally with `:read`/`:write`/`:admin`; repeat for more.
+    /// organization), optionally with `:read`/`:write`; repeat for more.
     #[arg(long = "repo", value_name = "ORG/NAME[:SCOPE]", required = true)]
     repos: Vec<String>,
     /// Scope of the --repo arguments that name none.
-    #[arg(long, value_parser = ["read", "write", "admin"], default_value = "read")]
+    #[arg(long, value_parser = ["read", "write"], default_value = "read")]
     scope: String,
     /// Append the line to this authorized_keys file (created with mode 0600) instead of
     /// printing it.
@@ -58,7 +58,9 @@ pub(super) fn run(command: UserCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn add(args: UserAddArgs) -> anyhow::Result<ExitCode> {
-    let scope = Scope::parse(&args.scope).context("scope must be read or write")?;
+    let scope = Scope::parse(&args.scope)
+        .filter(|s| *s <= Scope::Write)
+        .context("scope must be read or write")?;
     let grants = args
         .repos
         .iter()

@@ -77,7 +77,7 @@ width:100%;margin:.5em 0}th,td{text-align:left;padding:.3em .6em;border-bottom:1
 #e6ebf0}th{background:#f3f6f9}td.num,th.num{text-align:right;font-variant-numeric:\
 tabular-nums}code{font-size:.9em;color:#4a5866}dl.usage{display:grid;grid-template-columns:\
 max-content auto;gap:.2em 1.2em}dl.usage dt{color:#4a5866}dl.usage dd{margin:0;font-weight:\
-600}.muted{color:#6b7785}.todo{background:#fff6d6;padding:.4em .6em}a{color:#0b5cad}";
+600}.muted{color:#6b7785}a{color:#0b5cad}";
 
 fn usage_list(out: &mut String, id: &str, usage: &Usage) {
     let _ = write!(
@@ -167,11 +167,38 @@ fn repo_section(out: &mut String, repo: &RepoStatus) {
         }
         out.push_str("</table>");
     }
-    // TODO(i23locks): list the repository's locks once the index has the locks API.
-    out.push_str(
-        "<h3>Locks</h3><p class=\"todo\">Not shown yet: this server has no file locking.</p>",
-    );
+    locks_table(out, repo);
     out.push_str("</section>");
+}
+
+/// The locks held in `repo` (git-lfs's `git lfs locks`, for people without a clone).
+fn locks_table(out: &mut String, repo: &RepoStatus) {
+    out.push_str("<h3>Locks</h3>");
+    if repo.locks.is_empty() {
+        out.push_str("<p class=\"muted\">None held.</p>");
+        return;
+    }
+    out.push_str("<table class=\"locks\"><tr><th>Path</th><th>Owner</th><th>Since</th></tr>");
+    for lock in &repo.locks {
+        let _ = write!(
+            out,
+            "<tr class=\"lock\" data-id=\"{id}\"><td class=\"path\">{path}</td>\
+             <td class=\"owner\">{owner}</td><td class=\"since\" data-time=\"{t}\">{since}</td></tr>",
+            id = escape(&lock.id),
+            path = escape(&lock.path),
+            owner = escape(&lock.owner),
+            t = lock.locked_at,
+            since = utc(i64::try_from(lock.locked_at).unwrap_or(i64::MAX)),
+        );
+    }
+    out.push_str("</table>");
+    if repo.more_locks {
+        let _ = write!(
+            out,
+            "<p class=\"muted\">Only the first {} are listed; <code>git lfs locks</code> lists all.</p>",
+            super::MAX_LOCKS
+        );
+    }
 }
 
 /// The whole page.
@@ -236,6 +263,42 @@ mod tests {
             escape("<img src=x onerror=\"a('b')\">&\u{7}"),
             "&lt;img src=x onerror=&quot;a(&#39;b&#39;)&quot;&gt;&amp;\u{FFFD}"
         );
+    }
+
+    #[test]
+    fn locks_are_listed_escaped_with_owner_and_time() {
+        let lock = |path: &str, owner: &str| crate::server::index::Lock {
+            id: "00ff".into(),
+            path: path.into(),
+            owner: owner.into(),
+            locked_at: 1_700_000_000,
+        };
+        let mut repo = RepoStatus {
+            name: "org/m".into(),
+            usage: Usage::default(),
+            head: Default::default(),
+            stored: vec![],
+            pushes: vec![],
+            locks: vec![],
+            more_locks: false,
+        };
+        let mut out = String::new();
+        locks_table(&mut out, &repo);
+        assert!(out.contains("None held."), "{out}");
+        repo.locks = vec![lock("<b>x.psd", "a\"lice")];
+        repo.more_locks = true;
+        let mut out = String::new();
+        locks_table(&mut out, &repo);
+        assert!(
+            out.contains("<td class=\"path\">&lt;b&gt;x.psd</td>"),
+            "{out}"
+        );
+        assert!(
+            out.contains("<td class=\"owner\">a&quot;lice</td>"),
+            "{out}"
+        );
+        assert!(out.contains("2023-11-14 22:13:20 UTC"), "{out}");
+        assert!(out.contains("Only the first"), "{out}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The status page: `GET /` (every repository the caller may read) and a browser's `GET
 //! /ORG/REPO` (that one): the LFS files at HEAD with their sizes and whether this server
 //! holds them, bytes stored against logical bytes (the dedup ratio) per repository and
-//! overall, and recent pushes. Server-rendered HTML without script (html.rs); the data
+//! overall, recent pushes and the file locks held. Server-rendered HTML without script (html.rs); the data
 //! comes from git (scan.rs) and the index (index/stats.rs). Readable without a token only
 //! with `--anonymous-read`, like any read.
 
@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use crate::server::auth::{self, Accepts, Scope};
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::stats::Usage;
+use crate::server::index::{Lock, LockQuery};
 use crate::server::repo_name::RepoName;
 use crate::server::state::{blocking, SharedState};
 
@@ -26,7 +27,13 @@ pub struct RepoStatus {
     /// Per file of `head.files`: whether the index has it for this repository.
     pub stored: Vec<bool>,
     pub pushes: Vec<scan::Push>,
+    /// The first [`MAX_LOCKS`] locks, by path; `more_locks` when there are others.
+    pub locks: Vec<Lock>,
+    pub more_locks: bool,
 }
+
+/// Most locks listed per repository (`git lfs locks` lists them all).
+pub const MAX_LOCKS: usize = 200;
 
 #[derive(Debug, Clone)]
 pub struct StatusPage {
@@ -141,12 +148,21 @@ async fn build(
                 };
                 stored.push(known);
             }
+            let query = LockQuery {
+                limit: MAX_LOCKS,
+                ..LockQuery::default()
+            };
+            let page = state.index.locks(&repo, &query)?;
+            let mut locks = page.locks;
+            locks.sort_by(|a, b| a.path.cmp(&b.path));
             repos.push(RepoStatus {
                 name: repo.to_string(),
                 usage: state.index.repo_usage(&repo)?,
                 head,
                 stored,
                 pushes: scan::recent_pushes(&dir),
+                locks,
+                more_locks: page.next_cursor.is_some(),
             });
         }
         Ok(StatusPage {

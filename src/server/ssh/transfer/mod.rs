@@ -1,8 +1,9 @@
 //! `git-lfs-transfer <repo> <operation>`: git-lfs's pure-ssh protocol (git-lfs's
 //! docs/proposals/ssh_adapter.md), version 1. `batch`, `get-object`, `put-object` and
-//! `verify-object` are served through the running server's HTTP API ([`upstream`]);
-//! locking is answered 501 (not supported), which git-lfs takes as a server without locks.
+//! `verify-object` are served through the running server's HTTP API ([`upstream`]), and so
+//! are `lock`, `list-lock` and `unlock` ([`locks`]).
 
+pub mod locks;
 pub mod pkt;
 pub mod upstream;
 
@@ -16,7 +17,6 @@ use upstream::{ObjectAnswer, Upstream};
 
 /// Most objects in one `batch` (git-lfs sends 100 by default).
 const MAX_BATCH: usize = 10_000;
-const NO_LOCKS: &str = "file locking is not supported by this server";
 
 /// What the session needs from the server: the Batch API and basic transfers.
 pub trait Objects {
@@ -37,6 +37,11 @@ pub trait Objects {
         size: u64,
     ) -> Result<(), ShellError>;
 }
+
+/// Everything a session relays: objects and locks.
+pub trait Remote: Objects + locks::Locks {}
+
+impl<T: Objects + locks::Locks> Remote for T {}
 
 impl Objects for Upstream {
     fn batch(
@@ -70,9 +75,10 @@ impl Objects for Upstream {
 pub fn serve<R: Read + Send + 'static, W: Write>(
     io: &mut PktIo<R, W>,
     operation: LfsOperation,
-    objects: &dyn Objects,
+    remote: &dyn Remote,
 ) -> Result<(), ShellError> {
-    io.advertise(&["version=1"])?;
+    io.advertise(&["version=1", "locking"])?;
+    let objects: &dyn Objects = remote;
     while let Some(request) = io.read_request()? {
         let command = request.command.clone();
         let (verb, oid) = match command.split_once(' ') {
@@ -105,7 +111,23 @@ pub fn serve<R: Read + Send + 'static, W: Write>(
                     operation.as_str()
                 ),
             )?,
-            ("lock" | "list-lock" | "unlock", _) => finish_plain(io, &request, 501, NO_LOCKS)?,
+            ("lock" | "list-lock" | "list-locks" | "unlock", _) if request.has_body => {
+                finish_plain(io, &request, 400, &format!("{verb} takes no data"))?
+            }
+            // git-lfs 3.3 and older send its verify as `list-locks`.
+            ("list-lock" | "list-locks", None) => locks::list(io, &request, operation, remote)?,
+            ("lock", None) if operation == LfsOperation::Upload => {
+                locks::lock(io, &request, remote)?
+            }
+            ("unlock", Some(id)) if operation == LfsOperation::Upload => {
+                locks::unlock(io, &request, id, remote)?
+            }
+            ("lock" | "unlock", _) if operation != LfsOperation::Upload => finish_plain(
+                io,
+                &request,
+                405,
+                &format!("{verb} is only allowed in a session for upload"),
+            )?,
             _ => finish_plain(io, &request, 400, &format!("unknown command {verb:?}"))?,
         }
     }

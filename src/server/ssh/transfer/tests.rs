@@ -2,6 +2,7 @@
 //! to end against the real server, sshd and git-lfs (tests/git/ssh_shell.rs).
 
 use super::*;
+use locks::{LockInfo, LockList, LockReply, Locks, OwnerInfo};
 use upstream::Action;
 
 /// Objects that are never reached: these tests stop before any object moves.
@@ -27,16 +28,49 @@ impl Objects for Unreachable {
     }
 }
 
+fn no_server<T>() -> Result<T, ShellError> {
+    Err(ShellError::Upstream {
+        status: 503,
+        message: "no server (locks)".into(),
+    })
+}
+
+impl Locks for Unreachable {
+    fn lock(&self, _: &str, _: Option<&str>) -> Result<LockReply, ShellError> {
+        no_server()
+    }
+    fn list(&self, _: &[(&str, &str)]) -> Result<LockList, ShellError> {
+        no_server()
+    }
+    fn verify(&self, _: &str, _: Option<&str>, _: Option<u64>) -> Result<LockList, ShellError> {
+        no_server()
+    }
+    fn unlock(&self, _: &str, _: bool, _: Option<&str>) -> Result<LockInfo, ShellError> {
+        no_server()
+    }
+    fn user(&self) -> &str {
+        "alice"
+    }
+}
+
 fn pkt(text: &str) -> Vec<u8> {
     format!("{:04x}{text}", text.len() + 4).into_bytes()
 }
 
 /// Runs a session on `input`; returns what was answered and the session's result.
 fn session(input: Vec<u8>, op: LfsOperation) -> (String, Result<(), ShellError>) {
+    session_with(input, op, &Unreachable)
+}
+
+fn session_with(
+    input: Vec<u8>,
+    op: LfsOperation,
+    remote: &dyn Remote,
+) -> (String, Result<(), ShellError>) {
     let mut out = Vec::new();
     let result = {
         let mut io = PktIo::new(std::io::Cursor::new(input), &mut out);
-        serve(&mut io, op, &Unreachable)
+        serve(&mut io, op, remote)
     };
     (String::from_utf8_lossy(&out).into_owned(), result)
 }
@@ -83,9 +117,9 @@ fn version_locks_and_quit_are_answered_in_order() {
             String::from_utf8(pkt(&format!("{message}\n"))).unwrap()
         )
     };
-    let no_locks = error(501, "file locking is not supported by this server");
+    let no_locks = error(503, "no server (locks)");
     let expected = [
-        "000eversion=1\n0000".to_string(),
+        "000eversion=1\n000clocking\n0000".to_string(),
         "000fstatus 200\n0000".to_string(),
         error(400, "only version 1 is supported"),
         no_locks.clone(),
@@ -168,4 +202,165 @@ fn broken_framing_ends_the_session_with_an_error_and_never_panics() {
     // A client that leaves between requests ends the session quietly.
     let (_, result) = session(request(&["version 1", "FLUSH"]), LfsOperation::Download);
     result.unwrap();
+}
+
+/// A locking API holding one lock of bob's on `a.psd`, to check how answers are framed.
+struct Held;
+
+fn bobs() -> LockInfo {
+    LockInfo {
+        id: "b0b".into(),
+        path: "a b.psd".into(),
+        locked_at: "2026-01-02T03:04:05Z".into(),
+        owner: OwnerInfo { name: "bob".into() },
+    }
+}
+
+impl Objects for Held {
+    fn batch(
+        &self,
+        op: LfsOperation,
+        objects: &[(String, u64)],
+        r: Option<&str>,
+    ) -> Result<Vec<ObjectAnswer>, ShellError> {
+        Unreachable.batch(op, objects, r)
+    }
+    fn download(&self, a: &Action) -> Result<(Option<u64>, Box<dyn Read>), ShellError> {
+        Unreachable.download(a)
+    }
+    fn upload(&self, a: &Action, b: Box<dyn Read + Send>, n: u64) -> Result<(), ShellError> {
+        Unreachable.upload(a, b, n)
+    }
+}
+
+impl Locks for Held {
+    fn lock(&self, path: &str, _: Option<&str>) -> Result<LockReply, ShellError> {
+        assert_eq!(path, "a b.psd");
+        Ok(LockReply::Exists(
+            bobs(),
+            "a b.psd is already locked by bob".into(),
+        ))
+    }
+    fn list(&self, query: &[(&str, &str)]) -> Result<LockList, ShellError> {
+        assert_eq!(query, [("path", "a b.psd")]);
+        Ok(LockList {
+            locks: vec![(bobs(), None)],
+            next_cursor: Some("c1".into()),
+        })
+    }
+    fn verify(
+        &self,
+        refname: &str,
+        _: Option<&str>,
+        limit: Option<u64>,
+    ) -> Result<LockList, ShellError> {
+        assert_eq!((refname, limit), ("refs/heads/main", Some(7)));
+        Ok(LockList {
+            locks: vec![(bobs(), Some(true))],
+            next_cursor: None,
+        })
+    }
+    fn unlock(&self, id: &str, force: bool, _: Option<&str>) -> Result<LockInfo, ShellError> {
+        match (id, force) {
+            ("b0b", false) => Err(ShellError::Upstream {
+                status: 403,
+                message: "a b.psd is locked by bob, not by you (alice)".into(),
+            }),
+            ("b0b", true) => Ok(bobs()),
+            _ => Err(ShellError::Upstream {
+                status: 404,
+                message: format!("there is no lock {id}"),
+            }),
+        }
+    }
+    fn user(&self) -> &str {
+        "alice"
+    }
+}
+
+#[test]
+fn lock_answers_carry_the_lock_and_the_api_status() {
+    let input = request(&[
+        "lock",
+        "path=a b.psd",
+        "FLUSH",
+        "list-lock",
+        "path=a b.psd",
+        "FLUSH",
+        "list-locks", // git-lfs 3.3's verify
+        "refname=refs/heads/main",
+        "limit=7",
+        "FLUSH",
+        "unlock b0b",
+        "FLUSH",
+        "unlock b0b",
+        "force=true",
+        "FLUSH",
+        "unlock nope",
+        "FLUSH",
+        "list-lock",
+        "limit=x",
+        "FLUSH",
+    ]);
+    let (out, result) = session_with(input, LfsOperation::Upload, &Held);
+    result.unwrap();
+    let text = |s: &str| String::from_utf8(pkt(&format!("{s}\n"))).unwrap();
+    let args = [
+        "id=b0b",
+        "path=a b.psd",
+        "locked-at=2026-01-02T03:04:05Z",
+        "ownername=bob",
+    ]
+    .map(text)
+    .concat();
+    let lines = |owner: &str| {
+        [
+            "lock b0b".to_string(),
+            "path b0b a b.psd".into(),
+            "locked-at b0b 2026-01-02T03:04:05Z".into(),
+            "ownername b0b bob".into(),
+            format!("owner b0b {owner}"),
+        ]
+        .map(|l| text(&l))
+        .concat()
+    };
+    let expected = [
+        "000eversion=1\n000clocking\n0000".to_string(),
+        text("status 409"),
+        args.clone(),
+        "0001".into(),
+        text("a b.psd is already locked by bob"),
+        "0000".into(),
+        text("status 200"),
+        text("next-cursor=c1"),
+        "0001".into(),
+        lines("theirs"),
+        "0000".into(),
+        text("status 200"),
+        "0001".into(),
+        lines("ours"),
+        "0000".into(),
+        text("status 403"),
+        "0001".into(),
+        text("a b.psd is locked by bob, not by you (alice)"),
+        "0000".into(),
+        text("status 200"),
+        args,
+        "0000".into(),
+        text("status 404"),
+        "0001".into(),
+        text("there is no lock nope"),
+        "0000".into(),
+        text("status 400"),
+        "0001".into(),
+        text("invalid limit \"x\""),
+        "0000".into(),
+    ]
+    .concat();
+    assert_eq!(out, expected);
+    // A download session lists locks but never takes or removes one.
+    let input = request(&["lock", "path=a b.psd", "FLUSH", "unlock b0b", "FLUSH"]);
+    let (out, result) = session_with(input, LfsOperation::Download, &Held);
+    result.unwrap();
+    assert_eq!(out.matches("status 405").count(), 2, "{out}");
 }

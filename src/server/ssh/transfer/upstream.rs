@@ -152,6 +152,37 @@ impl Upstream {
         Ok(answer.objects)
     }
 
+    /// A request to the repository's LFS API at `info/lfs/<rest>` with a JSON `body`, under a
+    /// token minted for this session's user; the response as it came, whatever its status.
+    pub(super) fn lfs_call(
+        &self,
+        method: reqwest::Method,
+        rest: &str,
+        query: &[(&str, &str)],
+        body: Option<&serde_json::Value>,
+    ) -> Result<reqwest::blocking::Response, ShellError> {
+        let (token, _) =
+            auth::issue_for(&self.keys, &self.repo, self.scope, TOKEN_TTL, &self.holder);
+        let url = format!("{}/{}.git/info/lfs/{rest}", self.base, self.repo);
+        let mut request = self
+            .client
+            .request(method, url)
+            .query(query)
+            .header("Accept", LFS_JSON)
+            .bearer_auth(token);
+        if let Some(body) = body {
+            request = request
+                .header("Content-Type", LFS_JSON)
+                .body(serde_json::to_vec(body).expect("JSON value serializes"));
+        }
+        request.send().map_err(|e| self.unreachable(e))
+    }
+
+    /// The user this session acts for.
+    pub fn user(&self) -> &str {
+        &self.holder.user
+    }
+
     /// Starts a download; the response is the object's bytes.
     pub fn download(&self, action: &Action) -> Result<reqwest::blocking::Response, ShellError> {
         let mut request = self.client.get(&action.href);
@@ -189,7 +220,7 @@ impl Upstream {
 }
 
 /// The response if it is a success, else the server's status and message.
-fn checked(
+pub(super) fn checked(
     response: reqwest::blocking::Response,
 ) -> Result<reqwest::blocking::Response, ShellError> {
     let status = response.status();
