@@ -11,9 +11,13 @@ pub(super) struct ImportLfsArgs {
     /// Repository the objects are granted to, `name` or `org/name`.
     #[arg(long)]
     repo: String,
-    /// Directory of LFS objects, each a file named by its sha256 at any depth (`aa/bb/<oid>`
+    /// The LFS object store: a directory, or `s3://BUCKET[/PREFIX]` in S3-compatible object
+    /// storage; each object is a file or key named by its sha256 at any depth (`aa/bb/<oid>`
     /// as git-lfs, lfs-test-server, Gitea, GitLab; giftless: its `<org>/<repo>` directory).
-    #[arg(long, value_name = "DIR")]
+    /// S3 credentials and endpoint come from the standard `AWS_*` environment variables
+    /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL` for
+    /// other than AWS, `AWS_ALLOW_HTTP=true` for a plain-http endpoint).
+    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
     from: String,
     /// The server's data directory.
     #[arg(long, env = "GIT_XET_SERVER_DATA")]
@@ -28,25 +32,20 @@ pub(super) struct ImportLfsArgs {
 
 pub(super) fn run(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
     use crate::client::stats::human_bytes;
-    use crate::server::import_lfs::{import, Counts, ImportOptions};
+    use crate::server::import_lfs::{import, Counts, ImportOptions, Source};
     crate::cli::logging::init("warn");
-    anyhow::ensure!(
-        !args.from.contains("://"),
-        "--from {}: only a local directory can be read; copy object storage to one first \
-         (e.g. `aws s3 sync s3://BUCKET/PREFIX DIR`) and import that",
-        args.from
-    );
+    let from = Source::parse(&args.from).map_err(|e| anyhow::anyhow!("--from {e}"))?;
     let repo = RepoName::parse(&args.repo).map_err(|e| anyhow::anyhow!("{e}"))?;
     let opts = ImportOptions {
         data_dir: data_dir(args.data)?,
         repo: repo.clone(),
-        from: PathBuf::from(&args.from),
+        from,
         fsync: !args.no_fsync,
         jobs: args.jobs.max(1),
     };
     eprintln!(
         "importing LFS objects from {} into {repo} (data directory {})",
-        opts.from.display(),
+        opts.from,
         opts.data_dir.display()
     );
     let bar = crate::client::progress::terminal_bar("importing", 0);
