@@ -9,8 +9,9 @@
 //! then registered in the repository. Content already stored for another repository is
 //! converted again (its chunks deduplicate, so nothing is stored twice): a repository's file
 //! is never found by another repository's sha256 claim (docs/server.md). Each object is registered on its own, so a re-run (after a crash or kill -9)
-//! skips what is done. Works on the data directory directly, with the server running or not
-//! (the index is SQLite, xorbs are immutable files).
+//! skips what is done. Works on the deployment directly (the same `--data`, `--object-store`
+//! and `--index` as the server's), with the server running or not (xorbs are immutable,
+//! registrations go through the index).
 
 mod source;
 
@@ -19,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::server::cas::register_shard;
-use crate::server::deployment::{self, Deployment};
+use crate::server::deployment::{self, Deployment, DeploymentConfig};
 use crate::server::error::ServerError;
 use crate::server::ingest::{commit, ingest_stream};
 use crate::server::metrics::Metrics;
@@ -53,7 +54,8 @@ pub enum ImportError {
 }
 
 pub struct ImportOptions {
-    pub data_dir: PathBuf,
+    /// The deployment imported into (the server's `--data`, `--object-store`, `--index`).
+    pub deployment: DeploymentConfig,
     pub repo: RepoName,
     pub from: Source,
     pub fsync: bool,
@@ -216,7 +218,9 @@ fn import_one(
 /// directory of this process's own under `tmp/` (returned, removed at the end; a server
 /// start clears `tmp/` of what a killed import left).
 fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportError> {
-    let mut config = ServerConfig::new(([127, 0, 0, 1], 0).into(), opts.data_dir.clone());
+    let mut config =
+        ServerConfig::new(([127, 0, 0, 1], 0).into(), opts.deployment.data_dir.clone());
+    config.deployment = opts.deployment.clone();
     config.fsync = opts.fsync;
     let data = config.data_dir.clone();
     let io = |cause| ImportError::Data {

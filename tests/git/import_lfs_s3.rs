@@ -3,7 +3,7 @@
 //! `<org>/<repo>/<oid>` side by side, one object whose bytes do not match its name, one key
 //! that is no object) is imported straight from the bucket; every good object then
 //! downloads bit-exact from the server, the bad one is reported and absent, and a re-run
-//! converts nothing.
+//! converts nothing; into a deployment whose objects are on a directory or on S3.
 
 use crate::env::{stderr, stdout};
 use crate::support::garage;
@@ -32,6 +32,16 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 #[test]
 fn an_lfs_store_in_a_bucket_imports_and_downloads_bit_exact() {
+    import_from_bucket(false);
+}
+
+/// The same into a deployment whose own objects are on S3 (`--object-store`, as the server).
+#[test]
+fn an_lfs_store_in_a_bucket_imports_into_a_deployment_on_s3() {
+    import_from_bucket(true);
+}
+
+fn import_from_bucket(store_on_s3: bool) {
     let Some(garage) = garage::shared() else {
         return;
     };
@@ -82,13 +92,22 @@ fn an_lfs_store_in_a_bucket_imports_and_downloads_bit_exact() {
         }
     });
 
-    let server = TestServer::start();
+    let store_prefix = garage::unique_prefix("import-into");
+    let server = if store_on_s3 {
+        TestServer::start_on_garage(garage, &store_prefix, &[])
+    } else {
+        TestServer::start_with(&[])
+    };
     let from = format!("s3://{}/{prefix}", garage.bucket);
     let import = || {
         let mut cmd = git_xet();
         cmd.args(["server", "import-lfs", "--repo", "org/x", "--from", &from])
             .arg("--data")
             .arg(&server.data);
+        // The server's own store (also when GIT_XET_TEST_OBJECT_STORE=garage chose it).
+        if let Some(url) = server.s3_store_url() {
+            cmd.arg("--object-store").arg(url);
+        }
         garage.apply_env(&mut cmd).output().unwrap()
     };
 
@@ -138,6 +157,9 @@ fn an_lfs_store_in_a_bucket_imports_and_downloads_bit_exact() {
         assert!(std::fs::read(file).unwrap() == *bytes, "{oid} differs");
     }
     assert_eq!(download(&bad_oid).0, "404");
+    // The xorbs went where the deployment keeps them.
+    assert!(server.stores_on_s3() || !store_on_s3);
+    assert!(server.stored_count("xorbs") > 0);
 
     // A re-run converts nothing new (the bad object is read and refused again).
     let out = import();

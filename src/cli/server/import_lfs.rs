@@ -1,9 +1,9 @@
 //! `git xet server import-lfs`: a whole LFS object store into one repository, offline.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::data_dir;
+use super::deployment::DeploymentArgs;
+use crate::server::deployment::StoreLocation;
 use crate::server::repo_name::RepoName;
 
 #[derive(clap::Args, Debug)]
@@ -19,9 +19,8 @@ pub(super) struct ImportLfsArgs {
     /// other than AWS, `AWS_ALLOW_HTTP=true` for a plain-http endpoint).
     #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
     from: String,
-    /// The server's data directory.
-    #[arg(long, env = "GIT_XET_SERVER_DATA")]
-    data: Option<PathBuf>,
+    #[command(flatten)]
+    deployment: DeploymentArgs,
     /// Objects converted at once (each holds one 64 MiB xorb in memory).
     #[arg(long, default_value_t = 2)]
     jobs: usize,
@@ -37,16 +36,20 @@ pub(super) fn run(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
     let from = Source::parse(&args.from).map_err(|e| anyhow::anyhow!("--from {e}"))?;
     let repo = RepoName::parse(&args.repo).map_err(|e| anyhow::anyhow!("{e}"))?;
     let opts = ImportOptions {
-        data_dir: data_dir(args.data)?,
+        deployment: args.deployment.config()?,
         repo: repo.clone(),
         from,
         fsync: !args.no_fsync,
         jobs: args.jobs.max(1),
     };
+    let store = match &opts.deployment.object_store {
+        StoreLocation::Dir(dir) => dir.display().to_string(),
+        StoreLocation::S3 { bucket, prefix } => format!("s3://{bucket}/{prefix}"),
+    };
     eprintln!(
-        "importing LFS objects from {} into {repo} (data directory {})",
+        "importing LFS objects from {} into {repo} (objects stored in {store}, data directory {})",
         opts.from,
-        opts.data_dir.display()
+        opts.deployment.data_dir.display()
     );
     let bar = crate::client::progress::terminal_bar("importing", 0);
     let started = std::time::Instant::now();
