@@ -21,6 +21,8 @@ mod filter;
 mod filter_protocol;
 #[path = "git/import_lfs.rs"]
 mod import_lfs;
+#[path = "git/import_lfs_s3.rs"]
+mod import_lfs_s3;
 #[path = "git/install.rs"]
 mod install;
 #[path = "git/matrix.rs"]

@@ -1,22 +1,26 @@
 //! `git xet server import-lfs`: a whole LFS object store into one repository, server-side.
 //!
-//! Reads a directory of LFS objects, each a file named by its sha256 (`aa/bb/<oid>` as
-//! git-lfs, lfs-test-server, Gitea and GitLab keep them; `<org>/<repo>/<oid>` as giftless
-//! does: any depth is accepted), and puts each through the same path as a git-lfs `basic`
+//! Reads a directory of LFS objects, or a bucket prefix in S3-compatible object storage
+//! ([`source`]), each a file or key named by its sha256 (`aa/bb/<oid>` as git-lfs,
+//! lfs-test-server, Gitea and GitLab keep them; `<org>/<repo>/<oid>` as giftless does: any
+//! depth is accepted), streamed through the same path as a git-lfs `basic`
 //! upload ([`crate::server::ingest`]): chunked, deduplicated against everything stored,
 //! new chunks packed into xorbs, sha256 checked against the name before anything is stored,
 //! then registered in the repository. Content already stored for another repository is
 //! converted again (its chunks deduplicate, so nothing is stored twice): a repository's file
 //! is never found by another repository's sha256 claim (docs/server.md). Each object is registered on its own, so a re-run (after a crash or kill -9)
-//! skips what is done. Works on the data directory directly, with the server running or not
-//! (the index is SQLite, xorbs are immutable files).
+//! skips what is done. Works on the deployment directly (the same `--data`, `--object-store`
+//! and `--index` as the server's), with the server running or not (xorbs are immutable,
+//! registrations go through the index).
+
+mod source;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::server::cas::register_shard;
-use crate::server::deployment::{self, Deployment};
+use crate::server::deployment::{self, Deployment, DeploymentConfig};
 use crate::server::error::ServerError;
 use crate::server::ingest::{commit, ingest_stream};
 use crate::server::metrics::Metrics;
@@ -25,16 +29,15 @@ use crate::server::shard_check::validate_built;
 use crate::server::state::{AppState, SharedState};
 use crate::server::ServerConfig;
 use crate::xet::hash::sha256_hex;
+use source::{Found, Reader};
+pub use source::{Source, SourceError};
 
 /// Why an import could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
     // Fields are not named `source`: the message already says it (no repeat in chains).
-    #[error("reading the object store {path}: {cause}")]
-    Source {
-        path: PathBuf,
-        cause: std::io::Error,
-    },
+    #[error("reading the object store {from}: {cause}")]
+    Source { from: Source, cause: std::io::Error },
     #[error("opening the server's data directory {path}: {cause}")]
     Data {
         path: PathBuf,
@@ -51,9 +54,10 @@ pub enum ImportError {
 }
 
 pub struct ImportOptions {
-    pub data_dir: PathBuf,
+    /// The deployment imported into (the server's `--data`, `--object-store`, `--index`).
+    pub deployment: DeploymentConfig,
     pub repo: RepoName,
-    pub from: PathBuf,
+    pub from: Source,
     pub fsync: bool,
     /// Objects converted at once (each builds one 64 MiB xorb in memory).
     pub jobs: usize,
@@ -100,22 +104,22 @@ pub type ProgressFn = Box<dyn Fn(Counts) + Send + Sync>;
 /// Imports every object under `opts.from` into `opts.repo`.
 pub fn import(opts: &ImportOptions, progress: ProgressFn) -> Result<ImportReport, ImportError> {
     let source = |cause| ImportError::Source {
-        path: opts.from.clone(),
+        from: opts.from.clone(),
         cause,
     };
-    let mut found = Vec::new();
-    let mut report = ImportReport::default();
-    list_objects(&opts.from, &mut found, &mut report.ignored).map_err(source)?;
-    found.sort();
-    report.objects = found.len() as u64;
-    report.logical_bytes = found.iter().map(|(_, _, size)| size).sum();
-
-    let (state, tmp) = open_state(opts)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(ImportError::Runtime)?;
+    let reader = Reader::open(&opts.from).map_err(source)?;
+    let mut report = ImportReport::default();
+    let (found, ignored) = reader.list(&rt).map_err(source)?;
+    report.ignored = ignored;
+    report.objects = found.len() as u64;
+    report.logical_bytes = found.iter().map(|f| f.size).sum();
+
+    let (state, tmp) = open_state(opts)?;
     let (total, total_bytes) = (report.objects, report.logical_bytes);
     let queue = Mutex::new(found.into_iter());
     let shared = Mutex::new((report, None::<ImportError>));
@@ -124,13 +128,14 @@ pub fn import(opts: &ImportOptions, progress: ProgressFn) -> Result<ImportReport
         for _ in 0..opts.jobs.max(1) {
             scope.spawn(|| loop {
                 let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
-                let Some((oid, path, size)) = next else {
+                let Some(found) = next else {
                     return;
                 };
                 if shared.lock().unwrap_or_else(|p| p.into_inner()).1.is_some() {
                     return;
                 }
-                let outcome = import_one(&state, &rt, &opts.repo, &oid, &path);
+                let outcome = import_one(&state, &rt, &opts.repo, &reader, &found);
+                let (path, size) = (found.name, found.size);
                 let mut guard = shared.lock().unwrap_or_else(|p| p.into_inner());
                 match outcome {
                     Ok(outcome) => outcome.account(&mut guard.0, path),
@@ -185,13 +190,14 @@ fn import_one(
     state: &SharedState,
     rt: &tokio::runtime::Runtime,
     repo: &RepoName,
-    oid: &[u8; 32],
-    path: &Path,
+    reader: &Reader,
+    found: &Found,
 ) -> Result<Outcome, ServerError> {
+    let oid = &found.oid;
     if state.index.repo_file_by_sha256(repo, oid)?.is_some() {
         return Ok(Outcome::Already);
     }
-    let ingested = ingest_stream(state, std::fs::File::open(path)?)?;
+    let ingested = ingest_stream(state, reader.read(rt, found)?)?;
     if &ingested.sha256 != oid {
         // Dropping the staged xorbs removes them: nothing of this object is stored.
         return Ok(Outcome::Mismatch(sha256_hex(&ingested.sha256)));
@@ -208,38 +214,13 @@ fn import_one(
     Ok(Outcome::Imported { size, stored })
 }
 
-/// Every file under `dir` named by a sha256 (64 lowercase hex digits), with its size;
-/// symbolic links are not followed.
-fn list_objects(
-    dir: &Path,
-    found: &mut Vec<([u8; 32], PathBuf, u64)>,
-    ignored: &mut u64,
-) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let path = entry.path();
-        if kind.is_dir() {
-            list_objects(&path, found, ignored)?;
-        } else if kind.is_file() {
-            match entry.file_name().to_str().and_then(parse_oid) {
-                Some(oid) => found.push((oid, path, entry.metadata()?.len())),
-                None => *ignored += 1,
-            }
-        }
-    }
-    Ok(())
-}
-
-fn parse_oid(name: &str) -> Option<[u8; 32]> {
-    crate::xet::lfs::parse_oid(name).ok()
-}
-
 /// The server's state on its data directory, without a listener; staged xorbs go to a
 /// directory of this process's own under `tmp/` (returned, removed at the end; a server
 /// start clears `tmp/` of what a killed import left).
 fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportError> {
-    let mut config = ServerConfig::new(([127, 0, 0, 1], 0).into(), opts.data_dir.clone());
+    let mut config =
+        ServerConfig::new(([127, 0, 0, 1], 0).into(), opts.deployment.data_dir.clone());
+    config.deployment = opts.deployment.clone();
     config.fsync = opts.fsync;
     let data = config.data_dir.clone();
     let io = |cause| ImportError::Data {
@@ -286,25 +267,6 @@ fn remove_dead_imports(tmp: &Path) {
         };
         if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_sha256_names_are_objects() {
-        let oid = "ab".repeat(32);
-        assert_eq!(parse_oid(&oid), Some([0xab; 32]));
-        for bad in [
-            "AB".repeat(32),
-            "ab".repeat(31),
-            format!("{oid}.tmp"),
-            "zz".repeat(32),
-        ] {
-            assert_eq!(parse_oid(&bad), None, "{bad}");
         }
     }
 }

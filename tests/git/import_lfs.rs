@@ -11,13 +11,19 @@ use crate::old_lfs::{build_fixture, clone_and_compare, OldLfs};
 use crate::support::{git_xet, TestServer};
 
 fn import(server: &TestServer, repo: &str, from: &Path) -> std::process::Output {
-    git_xet()
-        .args(["server", "import-lfs", "--repo", repo, "--from"])
+    let mut cmd = git_xet();
+    cmd.args(["server", "import-lfs", "--repo", repo, "--from"])
         .arg(from)
         .arg("--data")
-        .arg(&server.data)
-        .output()
-        .unwrap()
+        .arg(&server.data);
+    // The server's own store when GIT_XET_TEST_OBJECT_STORE=garage put it on S3.
+    if let Some(url) = server.s3_store_url() {
+        cmd.arg("--object-store").arg(url);
+        if let Some(garage) = crate::support::garage::shared() {
+            garage.apply_env(&mut cmd);
+        }
+    }
+    cmd.output().unwrap()
 }
 
 fn number_after(text: &str, marker: &str) -> f64 {

@@ -115,6 +115,13 @@ impl TestServer {
         self.s3_location().is_some()
     }
 
+    /// `s3://BUCKET/PREFIX` when this server stores on S3, for an admin command that must
+    /// act on the same deployment.
+    pub fn s3_store_url(&self) -> Option<String> {
+        let (bucket, prefix) = self.s3_location()?;
+        Some(format!("s3://{bucket}/{prefix}"))
+    }
+
     /// Bucket and prefix of an `s3://` object store given to this server.
     fn s3_location(&self) -> Option<(String, String)> {
         let url = self.object_store.clone().or_else(|| {

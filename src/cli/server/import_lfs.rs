@@ -1,9 +1,9 @@
 //! `git xet server import-lfs`: a whole LFS object store into one repository, offline.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::data_dir;
+use super::deployment::DeploymentArgs;
+use crate::server::deployment::StoreLocation;
 use crate::server::repo_name::RepoName;
 
 #[derive(clap::Args, Debug)]
@@ -11,13 +11,16 @@ pub(super) struct ImportLfsArgs {
     /// Repository the objects are granted to, `name` or `org/name`.
     #[arg(long)]
     repo: String,
-    /// Directory of LFS objects, each a file named by its sha256 at any depth (`aa/bb/<oid>`
+    /// The LFS object store: a directory, or `s3://BUCKET[/PREFIX]` in S3-compatible object
+    /// storage; each object is a file or key named by its sha256 at any depth (`aa/bb/<oid>`
     /// as git-lfs, lfs-test-server, Gitea, GitLab; giftless: its `<org>/<repo>` directory).
-    #[arg(long, value_name = "DIR")]
+    /// S3 credentials and endpoint come from the standard `AWS_*` environment variables
+    /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL` for
+    /// other than AWS, `AWS_ALLOW_HTTP=true` for a plain-http endpoint).
+    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
     from: String,
-    /// The server's data directory.
-    #[arg(long, env = "GIT_XET_SERVER_DATA")]
-    data: Option<PathBuf>,
+    #[command(flatten)]
+    deployment: DeploymentArgs,
     /// Objects converted at once (each holds one 64 MiB xorb in memory).
     #[arg(long, default_value_t = 2)]
     jobs: usize,
@@ -28,26 +31,25 @@ pub(super) struct ImportLfsArgs {
 
 pub(super) fn run(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
     use crate::client::stats::human_bytes;
-    use crate::server::import_lfs::{import, Counts, ImportOptions};
+    use crate::server::import_lfs::{import, Counts, ImportOptions, Source};
     crate::cli::logging::init("warn");
-    anyhow::ensure!(
-        !args.from.contains("://"),
-        "--from {}: only a local directory can be read; copy object storage to one first \
-         (e.g. `aws s3 sync s3://BUCKET/PREFIX DIR`) and import that",
-        args.from
-    );
+    let from = Source::parse(&args.from).map_err(|e| anyhow::anyhow!("--from {e}"))?;
     let repo = RepoName::parse(&args.repo).map_err(|e| anyhow::anyhow!("{e}"))?;
     let opts = ImportOptions {
-        data_dir: data_dir(args.data)?,
+        deployment: args.deployment.config()?,
         repo: repo.clone(),
-        from: PathBuf::from(&args.from),
+        from,
         fsync: !args.no_fsync,
         jobs: args.jobs.max(1),
     };
+    let store = match &opts.deployment.object_store {
+        StoreLocation::Dir(dir) => dir.display().to_string(),
+        StoreLocation::S3 { bucket, prefix } => format!("s3://{bucket}/{prefix}"),
+    };
     eprintln!(
-        "importing LFS objects from {} into {repo} (data directory {})",
-        opts.from.display(),
-        opts.data_dir.display()
+        "importing LFS objects from {} into {repo} (objects stored in {store}, data directory {})",
+        opts.from,
+        opts.deployment.data_dir.display()
     );
     let bar = crate::client::progress::terminal_bar("importing", 0);
     let started = std::time::Instant::now();
