@@ -5,10 +5,14 @@
 //! PostgreSQL backend can replace the embedded SQLite one without touching the handlers.
 //! Every `register_*` call is one transaction: after a crash it either happened or not.
 
+pub(crate) mod columns;
+pub(crate) mod meta_cache;
+mod postgres;
 mod sqlite;
 
 use std::sync::Arc;
 
+pub use postgres::PgIndex;
 pub use sqlite::SqliteIndex;
 
 use crate::server::repo_name::RepoName;
@@ -20,6 +24,11 @@ use crate::xet::MerkleHash;
 pub enum IndexError {
     #[error("index database: {0}")]
     Database(#[from] rusqlite::Error),
+    #[error("PostgreSQL index: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// The PostgreSQL index could not be reached or set up (address, credentials, runtime).
+    #[error("PostgreSQL index {url}: {message}")]
+    PostgresUnavailable { url: String, message: String },
     #[error("index is inconsistent: {0}")]
     Corrupt(String),
 }
@@ -35,6 +44,13 @@ impl From<IndexError> for crate::server::error::ServerError {
             {
                 ServerError::disk_full(&e)
             }
+            IndexError::Postgres(pg) if postgres::is_disk_full(pg) => ServerError::disk_full(&e),
+            IndexError::Postgres(pg) if postgres::is_unavailable(pg) => ServerError::Unavailable(
+                format!("the index database is unreachable ({e}); retry shortly"),
+            ),
+            IndexError::PostgresUnavailable { .. } => ServerError::Unavailable(format!(
+                "the index database is unreachable ({e}); retry shortly"
+            )),
             _ => ServerError::Internal(e.to_string()),
         }
     }
