@@ -47,3 +47,6 @@ mod slow_clients;
 
 #[path = "server/hardening.rs"]
 mod hardening;
+
+#[path = "server/index_contract.rs"]
+mod index_contract;

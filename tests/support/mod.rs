@@ -3,6 +3,7 @@
 //! `mod support;`.
 #![allow(dead_code)]
 
+pub mod postgres;
 mod random;
 
 use std::path::{Path, PathBuf};
