@@ -42,6 +42,9 @@ pub struct ServerConfig {
     pub hook_program: Option<PathBuf>,
     /// Connections per client address, header deadline, inactivity timeout.
     pub limits: crate::server::listen::Limits,
+    /// Where hosted git repositories live [default: DATA/repos]; may be a filesystem several
+    /// server processes share (git's lock files keep concurrent pushes safe).
+    pub git_dir: Option<PathBuf>,
 }
 
 impl ServerConfig {
@@ -68,11 +71,15 @@ impl ServerConfig {
             shutdown_grace: Duration::from_secs(60),
             hook_program: None,
             limits: crate::server::listen::Limits::default(),
+            git_dir: None,
         }
     }
 
     pub fn repos_dir(&self) -> PathBuf {
-        self.data_dir.join("repos")
+        match &self.git_dir {
+            Some(dir) => dir.clone(),
+            None => self.data_dir.join("repos"),
+        }
     }
 
     pub fn tmp_dir(&self) -> PathBuf {

@@ -56,6 +56,10 @@ pub(super) struct RunArgs {
     /// Connections open at once from one client address; more are closed on accept.
     #[arg(long, default_value_t = 256)]
     max_connections_per_address: usize,
+    /// Where hosted git repositories live [default: DATA/repos]: a directory all server
+    /// processes share (e.g. NFS) when several serve one deployment.
+    #[arg(long, env = "GIT_XET_SERVER_GIT_DIR", value_name = "DIR")]
+    git_dir: Option<PathBuf>,
     /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).
     #[arg(long)]
     no_fsync: bool,
@@ -84,6 +88,7 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     config.max_concurrent_uploads = args.max_concurrent_uploads.max(1);
     config.fsync = !args.no_fsync;
+    config.git_dir = args.git_dir.map(|d| std::path::absolute(&d).unwrap_or(d));
     config.limits = crate::server::listen::Limits {
         header_timeout: Duration::from_secs(args.header_timeout.max(1)),
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
