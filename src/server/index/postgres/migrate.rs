@@ -12,7 +12,7 @@ use crate::server::auth::now_secs;
 use crate::server::index::{IndexError, IndexResult};
 
 /// Advisory lock key held while migrating ("git-xet" in ASCII, as a number).
-const MIGRATION_LOCK: i64 = 0x6769_742d_7865_74;
+const MIGRATION_LOCK: i64 = 0x0067_6974_2d78_6574;
 
 /// (version, SQL). Versions are increasing; append only.
 pub(super) const MIGRATIONS: &[(i32, &str)] = &[(1, V1_CORE)];
