@@ -11,5 +11,7 @@ mod common;
 mod gitenv;
 #[path = "interop/hf_agent.rs"]
 mod hf_agent;
+#[path = "interop/s3.rs"]
+mod s3;
 #[path = "interop/transfers.rs"]
 mod transfers;

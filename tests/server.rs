@@ -50,3 +50,6 @@ mod hardening;
 
 #[path = "server/index_contract.rs"]
 mod index_contract;
+
+#[path = "server/s3.rs"]
+mod s3;

@@ -25,6 +25,8 @@ pub struct ServerConfig {
     pub cas_token_ttl: Duration,
     /// Lifetime of signed xorb fetch URLs.
     pub fetch_url_ttl: Duration,
+    /// Reconstructions hand out presigned object-store URLs instead of URLs to this server.
+    pub presign: bool,
     /// How often the global-dedup chunk key rotates.
     pub dedup_key_period: Duration,
     /// Largest git-lfs basic upload accepted.
@@ -61,6 +63,7 @@ impl ServerConfig {
             basic_only: false,
             cas_token_ttl: Duration::from_secs(3600),
             fetch_url_ttl: Duration::from_secs(300),
+            presign: false,
             dedup_key_period: Duration::from_secs(6 * 3600),
             // Larger than any model file in practice, small enough that a refused upload
             // (it is staged while it arrives) does not fill an ordinary disk.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::server::index::{Index, IndexError, PgIndex, SqliteIndex};
 use crate::server::keys::Keys;
-use crate::server::storage::{FsStore, ObjectStore};
+use crate::server::storage::{FsStore, ObjectStore, S3Store};
 
 /// Where xorbs and shards are stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,11 +139,11 @@ pub fn open(
         StoreLocation::Dir(root) => Arc::new(FsStore::open(root, staging, fsync).map_err(
             io_context(format!("opening object storage in {}", root.display())),
         )?),
-        StoreLocation::S3 { .. } => {
-            return Err(DeploymentError::Unsupported {
-                what: "S3 object storage".into(),
-            })
-        }
+        StoreLocation::S3 { bucket, prefix } => Arc::new(
+            S3Store::open(bucket, prefix, staging).map_err(io_context(format!(
+                "configuring S3 object storage s3://{bucket}"
+            )))?,
+        ),
     };
     let (index, keys): (Arc<dyn Index>, Keys) = match &config.index {
         IndexLocation::Sqlite(path) => (

@@ -60,6 +60,15 @@ impl Env {
         })
     }
 
+    /// An environment around a server the test started (e.g. on Garage).
+    pub fn with_server(server: TestServer) -> Option<Env> {
+        Some(Env {
+            python: python()?,
+            server,
+            dir: tempfile::tempdir().unwrap(),
+        })
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }

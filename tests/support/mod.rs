@@ -3,6 +3,7 @@
 //! `mod support;`.
 #![allow(dead_code)]
 
+pub mod garage;
 pub mod postgres;
 mod random;
 
@@ -26,6 +27,10 @@ pub struct TestServer {
     pub data: PathBuf,
     _data_dir: Option<tempfile::TempDir>,
     extra_args: Vec<String>,
+    /// `s3://BUCKET/PREFIX` on the shared Garage under `GIT_XET_TEST_OBJECT_STORE=garage`.
+    object_store: Option<String>,
+    /// The `AWS_*` settings of that store.
+    store_env: Vec<(&'static str, String)>,
     child: Option<Child>,
     log: PathBuf,
 }
@@ -44,19 +49,51 @@ impl TestServer {
     /// Starts a server listening on `listen` (for a test that must know the address, e.g.
     /// behind a proxy with `--public-url`: `url` is then the public URL).
     pub fn start_on(listen: Option<&str>, args: &[&str]) -> Self {
+        let mut server = Self::start_deferred(args);
+        if let Some(garage) = test_object_store(args) {
+            server.use_garage(garage);
+        }
+        server.spawn(listen);
+        server
+    }
+
+    /// Starts a server whose object store is `s3://BUCKET/PREFIX` on `garage`, with a fresh
+    /// data directory (staging files, the SQLite index, the secret).
+    pub fn start_on_garage(garage: &garage::Garage, prefix: &str, args: &[&str]) -> Self {
+        let mut args: Vec<&str> = args.to_vec();
+        // Keeps test_object_store from choosing another store.
+        let url = format!("s3://{}/{prefix}", garage.bucket);
+        args.extend(["--object-store", &url]);
+        let mut server = Self::start_deferred(&args);
+        server.store_env = garage.env();
+        server.spawn(None);
+        server
+    }
+
+    /// A server set up but not started (`spawn` starts it).
+    fn start_deferred(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let data = dir.path().join("data");
         let log = dir.path().join("server.log");
-        let mut server = TestServer {
+        TestServer {
             url: String::new(),
             data,
             _data_dir: Some(dir),
             extra_args: args.iter().map(|s| s.to_string()).collect(),
+            object_store: None,
+            store_env: Vec::new(),
             child: None,
             log,
-        };
-        server.spawn(listen);
-        server
+        }
+    }
+
+    fn use_garage(&mut self, garage: &garage::Garage) {
+        self.object_store = Some(format!(
+            "s3://{}/{}",
+            garage.bucket,
+            garage::unique_prefix("server")
+        ));
+        self.store_env = garage.env();
     }
 
     /// Starts (or restarts) the process. With `listen`, binds that address (to keep the URL
@@ -83,6 +120,12 @@ impl TestServer {
             .arg("--ready-file")
             .arg(&ready)
             .args(&self.extra_args)
+            .args(
+                self.object_store
+                    .iter()
+                    .flat_map(|url| ["--object-store", url.as_str()]),
+            )
+            .envs(self.store_env.iter().map(|(k, v)| (k, v)))
             .env("GIT_XET_LOG_LEVEL", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -202,6 +245,9 @@ impl TestServer {
         self.stop();
         let addr = self.addr();
         std::fs::remove_dir_all(&self.data).expect("remove the data directory");
+        if let Some(garage) = self.object_store.as_ref().and(test_object_store(&[])) {
+            self.use_garage(garage);
+        }
         self.spawn(Some(&addr));
     }
 
@@ -220,6 +266,17 @@ impl TestServer {
     pub fn metric(&self, name: &str) -> f64 {
         parse_metric(&self.metrics(), name)
     }
+}
+
+/// `GIT_XET_TEST_OBJECT_STORE=garage` runs every test server on the test binary's shared
+/// Garage cluster, each under its own prefix (unless the test chose its own store).
+fn test_object_store(args: &[&str]) -> Option<&'static garage::Garage> {
+    if std::env::var("GIT_XET_TEST_OBJECT_STORE").ok()?.as_str() != "garage"
+        || args.contains(&"--object-store")
+    {
+        return None;
+    }
+    Some(garage::shared().expect("GIT_XET_TEST_OBJECT_STORE=garage needs garage"))
 }
 
 impl Drop for TestServer {

@@ -36,6 +36,11 @@ pub(super) struct RunArgs {
     /// Lifetime in seconds of signed xorb fetch URLs.
     #[arg(long, default_value_t = 300)]
     fetch_url_ttl: u64,
+    /// Hand out presigned S3 URLs in reconstructions, so that clients fetch xorb bytes
+    /// straight from the object store (which they must be able to reach) instead of through
+    /// this server. Needs an s3:// object store.
+    #[arg(long, env = "GIT_XET_SERVER_PRESIGN")]
+    presign: bool,
     /// Rotation period in seconds of the global-dedup chunk key.
     #[arg(long, default_value_t = 6 * 3600)]
     dedup_key_period: u64,
@@ -82,6 +87,16 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     config.basic_only = args.basic_only;
     config.cas_token_ttl = Duration::from_secs(args.token_ttl.max(60));
     config.fetch_url_ttl = Duration::from_secs(args.fetch_url_ttl.max(1));
+    anyhow::ensure!(
+        !args.presign
+            || matches!(
+                config.deployment.object_store,
+                crate::server::deployment::StoreLocation::S3 { .. }
+            ),
+        "--presign needs an S3 object store (--object-store s3://BUCKET[/PREFIX]): a directory \
+         has no presigned URLs"
+    );
+    config.presign = args.presign;
     config.dedup_key_period = Duration::from_secs(args.dedup_key_period.max(60));
     if let Some(max) = args.max_object_size {
         config.max_object_size = max;

@@ -10,10 +10,14 @@ use crate::server::auth::{now_secs, Scope};
 use crate::server::body::parse_range;
 use crate::server::cas::parse_hash;
 use crate::server::error::{ServerError, ServerResult};
-use crate::server::reconstruct::{load_metas, plan, to_reconstruction};
+use std::collections::HashMap;
+
+use crate::server::reconstruct::{load_metas, plan, to_reconstruction, Plan};
 use crate::server::signing::fetch_url;
 use crate::server::state::{blocking, SharedState};
+use crate::server::storage::ObjectKey;
 use crate::xet::reconstruction::{Reconstruction, ReconstructionV2};
+use crate::xet::MerkleHash;
 
 pub async fn get(
     State(state): State<SharedState>,
@@ -67,9 +71,35 @@ async fn answer(
     } else {
         plan(&file, &metas, range)?
     };
+    let presigned = presign(state, &plan).await?;
     let base = state.base_url(headers);
     let expires = now_secs() + state.config.fetch_url_ttl.as_secs();
-    Ok(to_reconstruction(&plan, |xorb| {
-        fetch_url(&state.keys, &base, xorb, expires)
+    Ok(to_reconstruction(&plan, |xorb| match presigned.get(xorb) {
+        Some(url) => url.clone(),
+        None => fetch_url(&state.keys, &base, xorb, expires),
     }))
+}
+
+/// With `--presign`, URLs that fetch the plan's xorbs straight from the object store; empty
+/// otherwise (and for a store without such URLs), so fetches come back to this server.
+async fn presign(state: &SharedState, plan: &Plan) -> ServerResult<HashMap<MerkleHash, String>> {
+    let mut urls = HashMap::new();
+    if !state.config.presign {
+        return Ok(urls);
+    }
+    for term in &plan.terms {
+        let hash = term.xorb.hash();
+        if urls.contains_key(&hash) {
+            continue;
+        }
+        let url = state
+            .store
+            .presign_get(ObjectKey::xorb(hash), state.config.fetch_url_ttl)
+            .await?;
+        match url {
+            Some(url) => urls.insert(hash, url),
+            None => break,
+        };
+    }
+    Ok(urls)
 }

@@ -3,6 +3,7 @@
 //! handlers. Objects are immutable and content-addressed: a key names its bytes forever.
 
 mod fs;
+mod s3;
 
 use std::future::Future;
 use std::ops::Range;
@@ -12,6 +13,7 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 
 pub use fs::FsStore;
+pub use s3::S3Store;
 
 use crate::io::platform::mmap::Mapper;
 use crate::xet::MerkleHash;
@@ -131,4 +133,14 @@ pub trait ObjectStore: Send + Sync + 'static {
 
     /// Deletes the object; `Ok(false)` when it was already absent.
     fn delete(&self, key: ObjectKey) -> BoxFuture<'_, std::io::Result<bool>>;
+
+    /// A URL that lets anyone holding it GET the object (with a `Range`) straight from the
+    /// store for `expires_in`, or `None` when the store has no such URLs (a local directory).
+    fn presign_get(
+        &self,
+        _key: ObjectKey,
+        _expires_in: std::time::Duration,
+    ) -> BoxFuture<'_, std::io::Result<Option<String>>> {
+        Box::pin(async { Ok(None) })
+    }
 }

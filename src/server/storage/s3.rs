@@ -1,0 +1,323 @@
+//! S3-compatible object storage through the `object_store` crate: keys
+//! `PREFIX/xorbs/ab/<hash>.xorb` and `PREFIX/shards/ab/<hash>.shard` (FsStore's layout),
+//! configured the standard way from `AWS_*` environment variables.
+//!
+//! Uploads are staged in a local file (validated through a mapping of it by the caller), then
+//! stored with one PUT, or a multipart upload above [`SINGLE_PUT_MAX`]. S3 makes an object
+//! visible only once its PUT (or its multipart completion) succeeds, so a crash leaves no half
+//! object; an abandoned multipart upload is invisible and the store's lifecycle rules reap it.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as S3Path;
+use object_store::signer::Signer;
+use object_store::{GetOptions, GetRange, ObjectStore as _, PutMode, PutOptions, PutPayload};
+
+use crate::server::storage::{
+    map_range, BoxFuture, ByteStream, ObjectInfo, ObjectKey, ObjectKind, ObjectStore, Staged,
+};
+use crate::xet::MerkleHash;
+
+/// Objects up to this size go up in one PUT; larger ones as a multipart upload.
+const SINGLE_PUT_MAX: u64 = 64 * 1024 * 1024;
+/// Part size of a multipart upload (S3's minimum is 5 MiB).
+const PART_SIZE: u64 = 16 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct S3Store {
+    s3: Arc<AmazonS3>,
+    /// Key prefix without a trailing `/`; empty for the bucket's root.
+    prefix: String,
+    tmp: PathBuf,
+}
+
+impl S3Store {
+    /// A store on `bucket` under `prefix`, configured from the `AWS_*` environment variables;
+    /// staging files go to `tmp`. Nothing is sent until the first request.
+    pub fn open(bucket: &str, prefix: &str, tmp: &Path) -> std::io::Result<S3Store> {
+        Self::with_builder(AmazonS3Builder::from_env(), bucket, prefix, tmp)
+    }
+
+    /// [`S3Store::open`] with the client settings of `builder` instead of the environment.
+    pub fn with_builder(
+        builder: AmazonS3Builder,
+        bucket: &str,
+        prefix: &str,
+        tmp: &Path,
+    ) -> std::io::Result<S3Store> {
+        let s3 = builder
+            .with_bucket_name(bucket)
+            .build()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        std::fs::create_dir_all(tmp)?;
+        Ok(S3Store {
+            s3: Arc::new(s3),
+            prefix: prefix.trim_matches('/').to_string(),
+            tmp: tmp.to_path_buf(),
+        })
+    }
+
+    fn kind_prefix(&self, kind: ObjectKind) -> String {
+        let (dir, _) = layout(kind);
+        if self.prefix.is_empty() {
+            dir.to_string()
+        } else {
+            format!("{}/{dir}", self.prefix)
+        }
+    }
+
+    fn path(&self, key: &ObjectKey) -> S3Path {
+        let (_, ext) = layout(key.kind);
+        let hex = key.hash.to_hex();
+        S3Path::from(format!(
+            "{}/{}/{hex}.{ext}",
+            self.kind_prefix(key.kind),
+            &hex[..2]
+        ))
+    }
+
+    /// Stores `payload` unless `key` exists. `PutMode::Create` sends `If-None-Match: *`;
+    /// Garage 2.5 does not implement it (it ignores the header and overwrites; see the
+    /// `garage_put_is_not_conditional` test), which is harmless here: keys are content hashes,
+    /// so a concurrent writer of the same key writes the same bytes.
+    async fn put_payload(&self, key: ObjectKey, payload: PutPayload) -> std::io::Result<bool> {
+        let path = self.path(&key);
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self.s3.put_opts(&path, payload, opts).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(to_io(e)),
+        }
+    }
+
+    /// A multipart upload of `file`'s first `len` bytes, sent from mappings of it.
+    async fn put_multipart(
+        &self,
+        key: ObjectKey,
+        file: Arc<std::fs::File>,
+        len: u64,
+    ) -> std::io::Result<bool> {
+        let path = self.path(&key);
+        let mut upload = self.s3.put_multipart(&path).await.map_err(to_io)?;
+        let mut offset = 0;
+        let sent: std::io::Result<()> = async {
+            while offset < len {
+                let n = (len - offset).min(PART_SIZE);
+                let part = {
+                    let file = file.clone();
+                    tokio::task::spawn_blocking(move || map_range(&file, offset, n as usize))
+                        .await
+                        .map_err(std::io::Error::other)??
+                };
+                upload.put_part(part.into()).await.map_err(to_io)?;
+                offset += n;
+            }
+            upload.complete().await.map_err(to_io)?;
+            Ok(())
+        }
+        .await;
+        if let Err(e) = sent {
+            // Best effort: an upload left behind is invisible and reaped by lifecycle rules.
+            let _ = upload.abort().await;
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    async fn get_range(&self, key: ObjectKey, range: Range<u64>) -> std::io::Result<ByteStream> {
+        let path = self.path(&key);
+        if range.is_empty() {
+            // S3 refuses an empty range; still say whether the object (and offset) exist.
+            let meta = self.s3.head(&path).await.map_err(to_io)?;
+            check_range(&range, meta.size)?;
+            return Ok(futures::stream::empty().boxed());
+        }
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            ..Default::default()
+        };
+        let got = self.s3.get_opts(&path, opts).await.map_err(to_io)?;
+        // A range running past the end is answered with what there is: refuse it, like FsStore.
+        check_range(&range, got.meta.size)?;
+        if got.range != range {
+            return Err(outside(&range, got.meta.size));
+        }
+        Ok(got.into_stream().map_err(to_io).boxed())
+    }
+}
+
+/// Directory and file extension of a kind of object (as in FsStore).
+fn layout(kind: ObjectKind) -> (&'static str, &'static str) {
+    match kind {
+        ObjectKind::Xorb => ("xorbs", "xorb"),
+        ObjectKind::Shard => ("shards", "shard"),
+    }
+}
+
+fn outside(range: &Range<u64>, len: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("range {range:?} is outside an object of {len} bytes"),
+    )
+}
+
+fn check_range(range: &Range<u64>, len: u64) -> std::io::Result<()> {
+    if range.start > range.end || range.end > len {
+        return Err(outside(range, len));
+    }
+    Ok(())
+}
+
+/// Maps an `object_store` error to the `std::io::Error` kind callers act on, by variant.
+fn to_io(e: object_store::Error) -> std::io::Error {
+    use std::io::ErrorKind;
+    let kind = match &e {
+        object_store::Error::NotFound { .. } => ErrorKind::NotFound,
+        object_store::Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+        object_store::Error::InvalidPath { .. } => ErrorKind::InvalidInput,
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => ErrorKind::PermissionDenied,
+        object_store::Error::NotSupported { .. } | object_store::Error::NotImplemented => {
+            ErrorKind::Unsupported
+        }
+        _ => ErrorKind::Other,
+    };
+    std::io::Error::new(kind, e)
+}
+
+/// `<hash>` of a listed key `.../ab/<hash>.EXT`; other names are skipped, never reported.
+fn listed_hash(path: &S3Path, ext: &str) -> Option<MerkleHash> {
+    let name = path.filename()?;
+    let hex = name.strip_suffix(ext)?.strip_suffix('.')?;
+    MerkleHash::from_hex(hex).ok()
+}
+
+impl ObjectStore for S3Store {
+    fn put(&self, key: ObjectKey, data: Bytes) -> BoxFuture<'_, std::io::Result<bool>> {
+        Box::pin(async move {
+            if self.len(key).await?.is_some() {
+                return Ok(false);
+            }
+            self.put_payload(key, data.into()).await
+        })
+    }
+
+    fn stage(&self) -> std::io::Result<Staged> {
+        let file = tempfile::Builder::new()
+            .prefix(".stage-")
+            .tempfile_in(&self.tmp)?;
+        Ok(Staged::new(file))
+    }
+
+    fn put_staged(&self, key: ObjectKey, staged: Staged) -> BoxFuture<'_, std::io::Result<bool>> {
+        Box::pin(async move {
+            // An object already there is not sent again (a re-upload of known content).
+            if self.len(key).await?.is_some() {
+                return Ok(false);
+            }
+            // The staging file is deleted when `_path` drops, after the upload.
+            let (file, _path) = staged.into_parts();
+            let len = file.metadata()?.len();
+            let file = Arc::new(file);
+            if len > SINGLE_PUT_MAX {
+                return self.put_multipart(key, file, len).await;
+            }
+            // Sent from a mapping of the staged file: no copy into the heap.
+            let body = tokio::task::spawn_blocking(move || map_range(&file, 0, len as usize))
+                .await
+                .map_err(std::io::Error::other)??;
+            self.put_payload(key, body.into()).await
+        })
+    }
+
+    fn len(&self, key: ObjectKey) -> BoxFuture<'_, std::io::Result<Option<u64>>> {
+        Box::pin(async move {
+            match self.s3.head(&self.path(&key)).await {
+                Ok(meta) => Ok(Some(meta.size)),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(to_io(e)),
+            }
+        })
+    }
+
+    fn read_range(
+        &self,
+        key: ObjectKey,
+        range: Range<u64>,
+    ) -> BoxFuture<'_, std::io::Result<Bytes>> {
+        Box::pin(async move {
+            let want = (range.end.saturating_sub(range.start)) as usize;
+            let mut stream = self.get_range(key, range).await?;
+            let mut out = bytes::BytesMut::with_capacity(want);
+            while let Some(part) = stream.next().await {
+                out.extend_from_slice(&part?);
+            }
+            Ok(out.freeze())
+        })
+    }
+
+    fn stream_range(
+        &self,
+        key: ObjectKey,
+        range: Range<u64>,
+    ) -> BoxFuture<'_, std::io::Result<ByteStream>> {
+        Box::pin(self.get_range(key, range))
+    }
+
+    fn list(
+        &self,
+        kind: ObjectKind,
+    ) -> futures::stream::BoxStream<'_, std::io::Result<ObjectInfo>> {
+        let (_, ext) = layout(kind);
+        let prefix = S3Path::from(self.kind_prefix(kind));
+        self.s3
+            .list(Some(&prefix))
+            .map_err(to_io)
+            .try_filter_map(move |meta| async move {
+                Ok(listed_hash(&meta.location, ext).map(|hash| ObjectInfo {
+                    key: ObjectKey { kind, hash },
+                    len: meta.size,
+                    modified: meta.last_modified.into(),
+                }))
+            })
+            .boxed()
+    }
+
+    fn delete(&self, key: ObjectKey) -> BoxFuture<'_, std::io::Result<bool>> {
+        Box::pin(async move {
+            // S3's DELETE succeeds on an absent key: HEAD first to tell the caller.
+            if self.len(key).await?.is_none() {
+                return Ok(false);
+            }
+            match self.s3.delete(&self.path(&key)).await {
+                Ok(()) => Ok(true),
+                Err(object_store::Error::NotFound { .. }) => Ok(false),
+                Err(e) => Err(to_io(e)),
+            }
+        })
+    }
+
+    fn presign_get(
+        &self,
+        key: ObjectKey,
+        expires_in: Duration,
+    ) -> BoxFuture<'_, std::io::Result<Option<String>>> {
+        Box::pin(async move {
+            let url = self
+                .s3
+                .signed_url(reqwest::Method::GET, &self.path(&key), expires_in)
+                .await
+                .map_err(to_io)?;
+            Ok(Some(url.to_string()))
+        })
+    }
+}
