@@ -1,9 +1,9 @@
 //! Several `git xet server` processes serving one deployment: a PostgreSQL index (real
-//! PostgreSQL, tests/support/postgres.rs), one object store directory and one `--git-dir`,
-//! each process with a data directory of its own. Real git, git-lfs and the agent push and
-//! clone through different processes.
+//! PostgreSQL, tests/support/postgres.rs), one S3 object store (a real 3-node Garage,
+//! tests/support/garage.rs) and one `--git-dir`, each process with a data directory of its
+//! own. Real git, git-lfs and the agent push and clone through different processes.
 
-use std::path::PathBuf;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,35 +11,46 @@ use git_xet::server::index::{Index, PgIndex};
 use git_xet::xet::MerkleHash;
 
 use crate::env::{assert_file_is, stderr, GitEnv};
+use crate::support::garage::{self, Garage};
 use crate::support::{git_xet, postgres, random_bytes, write_file, TestServer};
 
 const XORB_RECEIVED: &str = "git_xet_xorb_bytes_received_total";
 
 struct Deployment {
     db: postgres::PgDatabase,
+    garage: &'static Garage,
+    /// The deployment's key prefix in the Garage bucket.
+    prefix: String,
     root: tempfile::TempDir,
     servers: Vec<TestServer>,
 }
 
 impl Deployment {
     /// `n` processes sharing the index, the store and the git directory; `None` when
-    /// PostgreSQL is not installed (outside CI).
+    /// PostgreSQL or Garage is not installed (outside CI).
     fn start(n: usize) -> Option<Deployment> {
         let db = postgres::database()?;
+        let garage = garage::shared()?;
+        let prefix = garage::unique_prefix("multi");
         let root = tempfile::tempdir().unwrap();
-        let store = root.path().join("objects");
         let git_dir = root.path().join("git");
         let args = [
             "--index",
             db.url.as_str(),
-            "--object-store",
-            store.to_str().unwrap(),
             "--git-dir",
             git_dir.to_str().unwrap(),
             "--no-fsync",
         ];
-        let servers = (0..n).map(|_| TestServer::start_with(&args)).collect();
-        Some(Deployment { db, root, servers })
+        let servers = (0..n)
+            .map(|_| TestServer::start_on_garage(garage, &prefix, &args))
+            .collect();
+        Some(Deployment {
+            db,
+            garage,
+            prefix,
+            root,
+            servers,
+        })
     }
 
     /// A token from `token create --index`: no server's data directory involved.
@@ -73,6 +84,7 @@ impl Deployment {
     fn assert_consistent(&self) -> usize {
         let index = PgIndex::open(&self.db.url).unwrap();
         let files = self.db.sql("SELECT encode(hash, 'hex') FROM files");
+        let stored = self.stored_keys();
         let mut n = 0;
         for hex in files.lines().filter(|l| !l.is_empty()) {
             let hash = hash_of(hex);
@@ -83,21 +95,33 @@ impl Deployment {
                     .unwrap()
                     .unwrap_or_else(|| panic!("file {hex} uses unregistered xorb"));
                 assert!(term.chunk_end as usize <= xorb.num_chunks());
-                let stored = self.xorb_path(&term.xorb_hash);
-                assert!(stored.exists(), "{} missing", stored.display());
+                let key = self.xorb_key(&term.xorb_hash);
+                assert!(stored.contains(&key), "{key} is not in the bucket");
             }
             n += 1;
         }
         n
     }
 
-    fn xorb_path(&self, hash: &MerkleHash) -> PathBuf {
+    fn xorb_key(&self, hash: &MerkleHash) -> String {
         let hex = hash.to_hex();
-        self.root
-            .path()
-            .join("objects/xorbs")
-            .join(&hex[..2])
-            .join(format!("{hex}.xorb"))
+        format!("{}/xorbs/{}/{hex}.xorb", self.prefix, &hex[..2])
+    }
+
+    /// Every key under the deployment's prefix in the bucket.
+    fn stored_keys(&self) -> HashSet<String> {
+        use futures::TryStreamExt;
+        use object_store::ObjectStore;
+        let s3 = self.garage.s3_builder().build().unwrap();
+        let prefix = object_store::path::Path::from(self.prefix.as_str());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let listed: Vec<_> = s3.list(Some(&prefix)).try_collect().await.unwrap();
+            listed.into_iter().map(|m| m.location.to_string()).collect()
+        })
     }
 }
 
@@ -109,7 +133,7 @@ fn hash_of(hex: &str) -> MerkleHash {
     MerkleHash::from_slice(&bytes).unwrap()
 }
 
-fn clone_into(env: &GitEnv, remote: &str, name: &str) -> PathBuf {
+fn clone_into(env: &GitEnv, remote: &str, name: &str) -> std::path::PathBuf {
     let dir = env.root.path().join(name);
     env.git(
         env.root.path(),
@@ -118,7 +142,12 @@ fn clone_into(env: &GitEnv, remote: &str, name: &str) -> PathBuf {
     dir
 }
 
-fn push_files(env: &GitEnv, name: &str, remote: &str, files: &[(&str, &[u8])]) -> PathBuf {
+fn push_files(
+    env: &GitEnv,
+    name: &str,
+    remote: &str,
+    files: &[(&str, &[u8])],
+) -> std::path::PathBuf {
     let repo = env.lfs_repo(name, remote);
     for (path, bytes) in files {
         write_file(&repo.join(path), bytes);
