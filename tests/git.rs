@@ -37,9 +37,17 @@ mod old_lfs;
 mod prompt;
 #[path = "git/ssh_auth.rs"]
 mod ssh_auth;
+#[path = "git/ssh_shell.rs"]
+mod ssh_shell;
 #[path = "git/sshd.rs"]
 mod sshd;
+#[path = "git/status_page.rs"]
+mod status_page;
+#[path = "git/tls_native.rs"]
+mod tls_native;
 #[path = "git/transfer_protocol.rs"]
 mod transfer_protocol;
+#[path = "git/trusted_proxy.rs"]
+mod trusted_proxy;
 #[path = "git/workflow.rs"]
 mod workflow;

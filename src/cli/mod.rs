@@ -15,6 +15,7 @@ mod core_cmds;
 mod git_cmds;
 pub mod logging;
 mod server;
+mod shell;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -65,6 +66,10 @@ enum Command {
     /// The check of hooks/pre-receive, built in: run it from a bare repository's
     /// hooks/pre-receive (`git xet server` installs it in the repositories it hosts).
     PreReceive(git_cmds::PreReceiveArgs),
+    /// The forced command of an ssh key (authorized_keys `command="git xet shell ..."`):
+    /// serves git-upload-pack, git-receive-pack, git-lfs-authenticate and git-lfs-transfer
+    /// on the repositories its --repo arguments allow. See `git xet server user add`.
+    Shell(shell::ShellArgs),
 }
 
 /// Entry point of the binary.
@@ -86,6 +91,7 @@ pub fn main() -> ExitCode {
         Command::Status(a) => git_cmds::status(a),
         Command::Quickstart(a) => git_cmds::quickstart(a),
         Command::PreReceive(a) => git_cmds::pre_receive(a),
+        Command::Shell(a) => shell::shell(a),
     };
     match result {
         Ok(code) => code,

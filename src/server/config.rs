@@ -47,6 +47,10 @@ pub struct ServerConfig {
     /// Where hosted git repositories live [default: DATA/repos]; may be a filesystem several
     /// server processes share (git's lock files keep concurrent pushes safe).
     pub git_dir: Option<PathBuf>,
+    /// Serve HTTPS with this certificate and key; plain HTTP without.
+    pub tls: Option<crate::server::tls::TlsFiles>,
+    /// Peers whose `Forwarded`/`X-Forwarded-*` headers say the scheme and host of URLs.
+    pub trusted_proxies: crate::server::proxy::TrustedProxies,
 }
 
 impl ServerConfig {
@@ -75,6 +79,8 @@ impl ServerConfig {
             hook_program: None,
             limits: crate::server::listen::Limits::default(),
             git_dir: None,
+            tls: None,
+            trusted_proxies: Default::default(),
         }
     }
 

@@ -3,17 +3,18 @@
 use std::time::Instant;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, Method};
+use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
 use crate::server::state::SharedState;
-use crate::server::{cas, repo_routes};
+use crate::server::{cas, repo_routes, status};
 
 pub fn router(state: SharedState) -> Router {
     Router::new()
+        .route("/", get(status_page))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .nest("/v1", cas::router())
@@ -32,6 +33,10 @@ async fn metrics(State(state): State<SharedState>) -> Response {
         HeaderValue::from_static("text/plain; version=0.0.4"),
     );
     response
+}
+
+async fn status_page(State(state): State<SharedState>, headers: HeaderMap) -> Response {
+    status::overview(state, headers).await
 }
 
 /// Counts each request by route and status and logs it. Only the path is logged: query
@@ -88,6 +93,9 @@ pub fn route_label(method: &Method, path: &str) -> &'static str {
     }
     if path == "/metrics" {
         return "metrics";
+    }
+    if path == "/" {
+        return "status";
     }
     if let Some(i) = path.rfind("/info/lfs/") {
         let rest = &path[i + "/info/lfs/".len()..];

@@ -268,6 +268,7 @@ fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportErro
         upload_slots: tokio::sync::Semaphore::new(slots),
         conversion_slots: tokio::sync::Semaphore::new(slots),
         internal_url: "http://127.0.0.1:0".into(),
+        listen_url: "http://127.0.0.1:0".into(),
     };
     Ok((Arc::new(state), tmp))
 }

@@ -2,7 +2,9 @@
 //! holding the server: a cap on connections per client address, a deadline for a request's
 //! headers, and an inactivity timeout on every connection (no byte either way for that long
 //! closes it, which also bounds a stalled request body). Graceful shutdown stops accepting,
-//! lets requests in flight finish, and closes idle connections.
+//! lets requests in flight finish, and closes idle connections. With TLS, each connection's
+//! handshake must end within the header deadline; forwarding headers from peers that are not
+//! trusted proxies are dropped before the router sees the request.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -13,14 +15,18 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::extract::Request;
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
+
+use crate::server::proxy::TrustedProxies;
 
 /// Connection limits (see the module comment).
 #[derive(Debug, Clone, Copy)]
@@ -40,12 +46,21 @@ impl Default for Limits {
     }
 }
 
+/// What a connection goes through before HTTP: TLS (when serving HTTPS) and the screening of
+/// forwarding headers.
+#[derive(Clone, Default)]
+pub struct Front {
+    pub tls: Option<TlsAcceptor>,
+    pub trusted: Arc<TrustedProxies>,
+}
+
 /// Serves `router` on `listener` until `stop` turns true, then waits for the connections
 /// still open (the caller bounds that wait).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: Limits,
+    front: Front,
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
     let open = Arc::new(Mutex::new(HashMap::<IpAddr, usize>::new()));
@@ -75,25 +90,20 @@ pub async fn serve(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!("cannot set TCP_NODELAY: {e}");
         }
-        let service = TowerToHyperService::new(router.clone());
-        let mut stop = stop.clone();
-        let done = done_tx.clone();
+        let (router, front, stop, done) =
+            (router.clone(), front.clone(), stop.clone(), done_tx.clone());
         tokio::spawn(async move {
-            let io = TokioIo::new(Inactivity::new(tcp, limits.idle_timeout));
-            let conn = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .keep_alive(true)
-                .serve_connection(io, service);
-            let mut conn = std::pin::pin!(conn);
-            let stopping = async move {
-                let _ = stop.wait_for(|s| *s).await;
-            };
-            let result = tokio::select! {
-                result = conn.as_mut() => result,
-                _ = stopping => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
+            let io = Inactivity::new(tcp, limits.idle_timeout);
+            let result = match &front.tls {
+                None => connection(io, router, &front, peer.ip(), limits, stop).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(limits.header_timeout, acceptor.accept(io)).await {
+                        Ok(Ok(tls)) => {
+                            connection(tls, router, &front, peer.ip(), limits, stop).await
+                        }
+                        Ok(Err(e)) => Err(format!("TLS handshake failed: {e}")),
+                        Err(_) => Err("TLS handshake not done within the header timeout".into()),
+                    }
                 }
             };
             if let Err(e) = result {
@@ -107,6 +117,43 @@ pub async fn serve(
     // Every connection task holds a sender: this returns once all have ended.
     let _ = done_rx.recv().await;
     Ok(())
+}
+
+/// Serves HTTP/1.1 on one connection until it closes, or until `stop` and its requests in
+/// flight have ended.
+async fn connection<S>(
+    io: S,
+    router: Router,
+    front: &Front,
+    peer: IpAddr,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let trusted = front.trusted.clone();
+    let service = hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
+        trusted.screen(peer, request.headers_mut());
+        router.clone().oneshot(request.map(axum::body::Body::new))
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(io), service);
+    let mut conn = std::pin::pin!(conn);
+    let stopping = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let result = tokio::select! {
+        result = conn.as_mut() => result,
+        _ = stopping => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    result.map_err(|e| e.to_string())
 }
 
 /// One open connection counted against its address; uncounted on drop.
@@ -198,7 +245,7 @@ impl<S> Inactivity<S> {
     }
 }
 
-impl AsyncRead for Inactivity<TcpStream> {
+impl<S: AsyncRead + Unpin> AsyncRead for Inactivity<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -222,7 +269,7 @@ impl AsyncRead for Inactivity<TcpStream> {
     }
 }
 
-impl AsyncWrite for Inactivity<TcpStream> {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Inactivity<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -260,6 +307,7 @@ impl AsyncWrite for Inactivity<TcpStream> {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     #[tokio::test]
     async fn a_silent_peer_times_out_and_traffic_keeps_a_connection_alive() {

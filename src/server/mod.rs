@@ -19,6 +19,9 @@
 //! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
 //! | `http`, `metrics` | router, request accounting, Prometheus text                     |
 //! | `listen`        | connections: per-address cap, header and inactivity timeouts      |
+//! | `status`        | the status page (`GET /`, a browser's `GET /ORG/REPO`)            |
+//! | `tls`, `proxy`  | native HTTPS; trusted reverse proxies' forwarding headers         |
+//! | `ssh`           | `git xet shell`: git and git-lfs over OpenSSH (forced command)    |
 
 pub mod auth;
 pub mod body;
@@ -36,13 +39,17 @@ pub mod keys;
 pub mod lfs;
 pub mod listen;
 pub mod metrics;
+pub mod proxy;
 pub mod reconstruct;
 pub mod repo_name;
 pub mod repo_routes;
 pub mod shard_check;
 pub mod signing;
+pub mod ssh;
 pub mod state;
+pub mod status;
 pub mod storage;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -65,6 +72,8 @@ pub enum StartError {
     Index(#[from] index::IndexError),
     #[error(transparent)]
     Deployment(#[from] deployment::DeploymentError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 fn io_context(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
@@ -86,8 +95,13 @@ fn clean_tmp(tmp: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Opens the data directory and builds the shared state.
-fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, StartError> {
+/// Opens the data directory and builds the shared state. `internal` is the address of the
+/// plain loopback listener for hooks when it is not `bound` (TLS).
+fn open_state(
+    config: ServerConfig,
+    bound: SocketAddr,
+    internal: SocketAddr,
+) -> Result<AppState, StartError> {
     let data = &config.data_dir;
     std::fs::create_dir_all(data).map_err(io_context(format!(
         "creating data directory {}",
@@ -97,7 +111,13 @@ fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, Start
     let deployment::Deployment { store, index, keys } =
         deployment::open(&config.deployment, &config.tmp_dir(), config.fsync)?;
     let metrics = Metrics::with_stats(index.stats()?);
-    let internal_url = internal_url(bound);
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let listen_url = loopback_url(scheme, bound);
+    let internal_url = loopback_url("http", internal);
     let max_uploads = config.max_concurrent_uploads.max(1);
     Ok(AppState {
         config,
@@ -108,17 +128,18 @@ fn open_state(config: ServerConfig, bound: SocketAddr) -> Result<AppState, Start
         upload_slots: tokio::sync::Semaphore::new(max_uploads),
         conversion_slots: tokio::sync::Semaphore::new(max_uploads),
         internal_url,
+        listen_url,
     })
 }
 
-/// The loopback URL of the listener.
-fn internal_url(bound: SocketAddr) -> String {
+/// The loopback URL of a listener.
+fn loopback_url(scheme: &str, bound: SocketAddr) -> String {
     let ip = match bound.ip() {
         ip if ip.is_unspecified() && ip.is_ipv4() => std::net::IpAddr::from([127, 0, 0, 1]),
         ip if ip.is_unspecified() => std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
         ip => ip,
     };
-    format!("http://{}", SocketAddr::new(ip, bound.port()))
+    format!("{scheme}://{}", SocketAddr::new(ip, bound.port()))
 }
 
 /// Writes `contents` to `path` atomically (temp file + rename).
@@ -142,14 +163,36 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
     let bound = listener
         .local_addr()
         .map_err(io_context("reading the bound address"))?;
+    let tls = config
+        .tls
+        .as_ref()
+        .map(tls::TlsFiles::acceptor)
+        .transpose()?;
+    // With TLS, the hooks reach the server on a plain listener of their own on loopback.
+    let internal = match tls {
+        None => None,
+        Some(_) => Some(
+            tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+                .await
+                .map_err(io_context("binding the loopback listener for hooks"))?,
+        ),
+    };
+    let internal_bound = match &internal {
+        Some(l) => l
+            .local_addr()
+            .map_err(io_context("reading the bound address"))?,
+        None => bound,
+    };
     let ready_file = config.ready_file.clone();
     let grace = config.shutdown_grace;
-    let state = Arc::new(tokio::task::block_in_place(|| open_state(config, bound))?);
+    let state = Arc::new(tokio::task::block_in_place(|| {
+        open_state(config, bound, internal_bound)
+    })?);
     let base = state
         .config
         .public_url
         .clone()
-        .unwrap_or_else(|| state.internal_url.clone());
+        .unwrap_or_else(|| state.listen_url.clone());
     tracing::info!(url = %base, data = %state.config.data_dir.display(), "git xet server listening");
     if std::process::Command::new("git")
         .arg("--version")
@@ -158,6 +201,13 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
     {
         tracing::warn!("git is not on PATH: git over HTTP will answer 500 until it is installed");
     }
+    // `git xet shell` finds the running server through this file.
+    let urls = ssh::endpoint::ServerUrls {
+        internal_url: state.internal_url.clone(),
+        public_url: state.config.public_url.clone(),
+    };
+    ssh::endpoint::write(&state.config.data_dir, &urls)
+        .map_err(io_context("writing the server's URLs for git xet shell"))?;
     if let Some(path) = ready_file {
         write_atomically(&path, &base)
             .map_err(io_context(format!("writing ready file {}", path.display())))?;
@@ -170,7 +220,22 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
         let _ = stop_tx.send(true);
     });
     let limits = state.config.limits;
-    let serve = listen::serve(listener, http::router(state), limits, stop_rx.clone());
+    let front = listen::Front {
+        tls,
+        trusted: Arc::new(state.config.trusted_proxies.clone()),
+    };
+    let router = http::router(state);
+    let hooks = internal.map(|l| {
+        let serve = listen::serve(
+            l,
+            router.clone(),
+            limits,
+            Default::default(),
+            stop_rx.clone(),
+        );
+        tokio::spawn(serve)
+    });
+    let serve = listen::serve(listener, router, limits, front, stop_rx.clone());
     let mut deadline_rx = stop_rx;
     let deadline = async move {
         let _ = deadline_rx.wait_for(|stop| *stop).await;
@@ -179,6 +244,9 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
     tokio::select! {
         result = serve => result.map_err(io_context("serving"))?,
         _ = deadline => tracing::warn!("shutdown grace period over; exiting with requests in flight"),
+    }
+    if let Some(hooks) = hooks {
+        hooks.abort();
     }
     tracing::info!("stopped");
     Ok(())

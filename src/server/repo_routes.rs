@@ -1,5 +1,6 @@
 //! Routes under a repository path (`/{repo}.git/...` or `/{repo}/...`): the git-lfs Batch
-//! API and its object routes, git smart HTTP, and the hook's object check. Repository names
+//! API and its object routes, git smart HTTP, the hook's object check, and (for a browser's
+//! GET of the repository path itself) the status page. Repository names
 //! contain a `/`, so these are matched here rather than by the router.
 
 use axum::extract::{Request, State};
@@ -9,6 +10,7 @@ use crate::server::error::ServerError;
 use crate::server::git::{self, GitRoute};
 use crate::server::lfs;
 use crate::server::state::SharedState;
+use crate::server::status;
 
 const LFS_MARKER: &str = "/info/lfs/";
 const HOOK_CHECK: &str = "/info/xet/missing-objects";
@@ -31,6 +33,12 @@ pub async fn dispatch(State(state): State<SharedState>, request: Request) -> Res
         return git::missing_objects(state, repo, &parts.headers, body)
             .await
             .unwrap_or_else(IntoResponse::into_response);
+    }
+    // A browser on the repository's own path: its status page.
+    if status::wants_page(request.method(), request.headers()) {
+        let (parts, _) = request.into_parts();
+        let repo = path.trim_matches('/');
+        return status::repo_page(state, repo, parts.headers).await;
     }
     ServerError::not_found(format!("no route for {} {}", request.method(), path)).into_response()
 }

@@ -26,23 +26,39 @@ pub struct AppState {
     /// Basic uploads converted at once (each builds a xorb in memory for as long as its
     /// client takes to send it); kept apart so slow basic clients cannot starve xorb uploads.
     pub conversion_slots: tokio::sync::Semaphore,
-    /// Base URL of the bound listener on loopback, for the server's own helpers (hooks).
+    /// Plain-HTTP base URL on loopback for the server's own helpers (hooks): the listener's,
+    /// or with TLS a second, loopback-only listener's (the certificate need not name
+    /// 127.0.0.1, nor the hook trust its CA).
     pub internal_url: String,
+    /// Base URL of the bound listener on loopback (https when serving TLS).
+    pub listen_url: String,
 }
 
 impl AppState {
-    /// The base URL clients should use in URLs we hand out: `--public-url`, else the
-    /// request's `Host`, else the listener's address.
+    /// The base URL clients should use in URLs we hand out: `--public-url`, else the scheme
+    /// and host a trusted proxy forwarded (proxy.rs), else the request's own (https when
+    /// serving TLS) and `Host`, else the listener's address.
     pub fn base_url(&self, headers: &HeaderMap) -> String {
         if let Some(url) = &self.config.public_url {
             return url.clone();
         }
-        headers
-            .get(axum::http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
-            .map(|h| format!("http://{h}"))
-            .unwrap_or_else(|| self.internal_url.clone())
+        let (forwarded_scheme, forwarded_host) = crate::server::proxy::forwarded_origin(headers);
+        let own_scheme = if self.config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let scheme = forwarded_scheme.unwrap_or(own_scheme);
+        forwarded_host
+            .or_else(|| {
+                headers
+                    .get(axum::http::header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+                    .map(str::to_string)
+            })
+            .map(|h| format!("{scheme}://{h}"))
+            .unwrap_or_else(|| self.listen_url.clone())
     }
 
     /// Authorizes a request on a named repository with a user's token (git, the Batch API,

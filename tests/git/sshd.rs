@@ -48,12 +48,7 @@ impl Sshd {
         let dir = tempfile::tempdir().expect("temp dir");
         let d = dir.path();
         for key in ["host_key", "client_key"] {
-            let status = Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-C", key, "-f"])
-                .arg(d.join(key))
-                .status()
-                .expect("run ssh-keygen");
-            assert!(status.success(), "ssh-keygen failed");
+            keygen(d, key);
         }
         let script = d.join("forced-command.sh");
         std::fs::write(
@@ -71,6 +66,37 @@ impl Sshd {
             ),
         )
         .unwrap();
+        Sshd::launch(dir)
+    }
+
+    /// sshd with one client key per name in `keys` (`ssh_command_as(name)`) and an empty
+    /// authorized_keys, which the test fills (sshd reads it at each login).
+    pub fn start_empty(keys: &[&str]) -> Sshd {
+        let dir = tempfile::tempdir().expect("temp dir");
+        keygen(dir.path(), "host_key");
+        for key in keys {
+            keygen(dir.path(), key);
+        }
+        std::fs::write(dir.path().join("authorized_keys"), "").unwrap();
+        Sshd::launch(dir)
+    }
+
+    /// The authorized_keys file sshd reads.
+    pub fn authorized_keys(&self) -> std::path::PathBuf {
+        self.dir.path().join("authorized_keys")
+    }
+
+    /// The public key line of a client key made by `start_empty`.
+    pub fn public_key(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{name}.pub")))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// sshd on a free loopback port for the keys and authorized_keys in `dir`.
+    fn launch(dir: tempfile::TempDir) -> Sshd {
+        let d = dir.path();
         let port = free_port();
         std::fs::write(
             d.join("sshd_config"),
@@ -145,11 +171,16 @@ impl Sshd {
     /// `GIT_SSH_COMMAND` for this server: the client key, its known host key, no agent and
     /// no user configuration.
     pub fn ssh_command(&self) -> String {
+        self.ssh_command_as("client_key")
+    }
+
+    /// `GIT_SSH_COMMAND` logging in with the client key `key`.
+    pub fn ssh_command_as(&self, key: &str) -> String {
         let d = self.dir.path();
         format!(
             "ssh -F /dev/null -i {} -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes \
              -o UserKnownHostsFile={} -o StrictHostKeyChecking=yes",
-            d.join("client_key").display(),
+            d.join(key).display(),
             d.join("known_hosts").display()
         )
     }
@@ -180,6 +211,15 @@ impl Drop for Sshd {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn keygen(dir: &Path, name: &str) {
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(dir.join(name))
+        .status()
+        .expect("run ssh-keygen");
+    assert!(status.success(), "ssh-keygen failed");
 }
 
 fn set_mode(path: &Path, mode: u32) {

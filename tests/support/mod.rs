@@ -165,6 +165,7 @@ impl TestServer {
     pub fn addr(&self) -> String {
         self.url
             .trim_start_matches("http://")
+            .trim_start_matches("https://")
             .trim_end_matches('/')
             .to_string()
     }

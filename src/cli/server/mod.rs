@@ -4,6 +4,7 @@ mod deployment;
 mod import_lfs;
 mod run;
 mod token;
+mod user;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +30,9 @@ enum ServerCommand {
     /// checked against its name, granted to the repository. Resumable: a re-run skips what
     /// is done. Then `git push --mirror` the repository to the server.
     ImportLfs(import_lfs::ImportLfsArgs),
+    /// ssh users: authorized_keys lines whose forced command is `git xet shell`.
+    #[command(subcommand)]
+    User(user::UserCommand),
 }
 
 fn default_data_dir() -> anyhow::Result<PathBuf> {
@@ -48,6 +52,7 @@ pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         Some(ServerCommand::Token(c)) => token::run(c),
         Some(ServerCommand::ImportLfs(a)) => import_lfs::run(a),
+        Some(ServerCommand::User(c)) => user::run(c),
         None => run::serve(args.run),
     }
 }

@@ -65,6 +65,34 @@ pub(super) struct RunArgs {
     /// processes share (e.g. NFS) when several serve one deployment.
     #[arg(long, env = "GIT_XET_SERVER_GIT_DIR", value_name = "DIR")]
     git_dir: Option<PathBuf>,
+    /// Serve HTTPS with this PEM certificate chain (server certificate first); needs
+    /// --tls-key. Without both, plain HTTP (for a reverse proxy in front).
+    #[arg(
+        long,
+        env = "GIT_XET_SERVER_TLS_CERT",
+        value_name = "PEM",
+        requires = "tls_key"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(
+        long,
+        env = "GIT_XET_SERVER_TLS_KEY",
+        value_name = "PEM",
+        requires = "tls_cert"
+    )]
+    tls_key: Option<PathBuf>,
+    /// A reverse proxy (address or network, `ADDR[/PREFIX]`; repeatable, or comma-separated
+    /// in the variable) whose `Forwarded` / `X-Forwarded-Proto` / `X-Forwarded-Host` headers
+    /// set the scheme and host of the URLs the server hands out. From other peers those
+    /// headers are ignored. --public-url wins over both.
+    #[arg(
+        long,
+        env = "GIT_XET_SERVER_TRUSTED_PROXY",
+        value_name = "ADDR[/PREFIX]",
+        value_delimiter = ','
+    )]
+    trusted_proxy: Vec<crate::server::proxy::Network>,
     /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).
     #[arg(long)]
     no_fsync: bool,
@@ -104,6 +132,10 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     config.max_concurrent_uploads = args.max_concurrent_uploads.max(1);
     config.fsync = !args.no_fsync;
     config.git_dir = args.git_dir.map(|d| std::path::absolute(&d).unwrap_or(d));
+    if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
+        config.tls = Some(crate::server::tls::TlsFiles { cert, key });
+    }
+    config.trusted_proxies = crate::server::proxy::TrustedProxies(args.trusted_proxy);
     config.limits = crate::server::listen::Limits {
         header_timeout: Duration::from_secs(args.header_timeout.max(1)),
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),

@@ -3,7 +3,7 @@
 //! calls.
 
 mod hook_check;
-mod repos;
+pub(crate) mod repos;
 mod service;
 
 use axum::extract::Request;

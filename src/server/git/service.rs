@@ -102,7 +102,10 @@ where
     let protocol = git_protocol(headers);
     let user = request.user.as_deref().unwrap_or("anonymous");
     let mut cmd = Command::new(git_program());
-    cmd.arg(service.command())
+    // Bare repositories keep no reflog by default; the status page lists recent pushes
+    // from it.
+    cmd.args(["-c", "core.logAllRefUpdates=always"])
+        .arg(service.command())
         .arg("--stateless-rpc")
         .args(request.advertisement.then_some("--advertise-refs"))
         .arg(".")

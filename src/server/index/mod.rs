@@ -9,6 +9,7 @@ pub(crate) mod columns;
 pub(crate) mod meta_cache;
 mod postgres;
 mod sqlite;
+pub mod stats;
 
 use std::sync::Arc;
 
@@ -133,7 +134,7 @@ pub struct IndexStats {
     pub files: u64,
 }
 
-pub trait Index: Send + Sync + 'static {
+pub trait Index: stats::StatsIndex + Send + Sync + 'static {
     /// Records a stored xorb and its chunks. Returns `false` when it was already known.
     fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool>;
 

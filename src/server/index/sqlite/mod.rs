@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+mod stats;
+
 use crate::server::auth::now_secs;
 use crate::server::index::columns::*;
 use crate::server::index::meta_cache::MetaCache;

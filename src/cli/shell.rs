@@ -1,0 +1,69 @@
+//! `git xet shell`: the forced command of an ssh key (see server::ssh).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::server::auth::Scope;
+use crate::server::ssh::{self, access, ShellError};
+
+#[derive(clap::Args, Debug)]
+pub struct ShellArgs {
+    /// The user this key belongs to (reflogs, messages).
+    #[arg(long)]
+    user: String,
+    /// The server's data directory.
+    #[arg(long, env = "GIT_XET_SERVER_DATA")]
+    data: PathBuf,
+    /// A repository this key may use: `org/name:read`, `org/name:write`, or `org/*:SCOPE`
+    /// for every repository of an organization (repeat for more). Without any, nothing.
+    #[arg(long = "repo", value_name = "ORG/NAME:SCOPE")]
+    repos: Vec<String>,
+    /// Base URL of the server for git-lfs-authenticate's href [default: the running
+    /// server's --public-url, else its listener].
+    #[arg(long, env = "GIT_XET_SERVER_PUBLIC_URL")]
+    url: Option<String>,
+    /// Lifetime in seconds of the token git-lfs-authenticate hands out.
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(60..))]
+    token_ttl: u64,
+    /// Refuse git-lfs-transfer (git-lfs's pure ssh protocol): git-lfs then asks
+    /// git-lfs-authenticate and moves objects over HTTP(S) directly.
+    #[arg(long)]
+    no_lfs_transfer: bool,
+}
+
+fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
+    let grants = args
+        .repos
+        .iter()
+        .map(|spec| access::Grant::parse(spec, Scope::Read))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(url) = &args.url {
+        ssh::endpoint::check_url(url).map_err(ShellError::BadSetting)?;
+    }
+    Ok(ssh::Settings {
+        rules: access::Rules::new(&args.user, grants)?,
+        data_dir: std::path::absolute(&args.data).unwrap_or(args.data),
+        public_url: args.url,
+        token_ttl: args.token_ttl,
+        program: std::env::current_exe()
+            .and_then(|exe| exe.canonicalize())
+            .ok(),
+        no_lfs_transfer: args.no_lfs_transfer,
+    })
+}
+
+/// Serves the client's command; refusals and failures go to stderr (the ssh user sees
+/// them) with exit status 1. stdout belongs to the protocol.
+pub fn shell(args: ShellArgs) -> anyhow::Result<ExitCode> {
+    crate::cli::logging::init("warn");
+    let original = std::env::var("SSH_ORIGINAL_COMMAND").ok();
+    let result = settings(args).and_then(|s| ssh::run(&s, original.as_deref()));
+    match result {
+        Ok(0) => Ok(ExitCode::SUCCESS),
+        Ok(code) => Ok(ExitCode::from(u8::try_from(code).unwrap_or(1))),
+        Err(e) => {
+            eprintln!("git-xet shell: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! `git-upload-pack` / `git-receive-pack` over ssh: git's own services on the hosted bare
+//! repository, speaking to the client through the ssh channel (this process's stdin and
+//! stdout). Pushes get what HTTP pushes get: the repository created on first push with
+//! the pre-receive hook, the hook's callback to the running server, HEAD fixed afterwards.
+
+use std::path::Path;
+use std::process::{Command, ExitStatus};
+
+use crate::server::auth::{self, Scope};
+use crate::server::git::repos;
+use crate::server::repo_name::RepoName;
+use crate::server::ssh::{Settings, ShellError};
+
+/// Lifetime of the read token a push hands its pre-receive hook (as over HTTP).
+const HOOK_TOKEN_TTL: u64 = 15 * 60;
+
+/// Runs `git upload-pack` (`push == false`) or `git receive-pack` on `repo`.
+pub fn serve(settings: &Settings, repo: &RepoName, push: bool) -> Result<ExitStatus, ShellError> {
+    let root = settings.data_dir.join("repos");
+    let dir = repo.bare_dir(&root);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ShellError::Io("starting the async runtime".into(), e))?;
+    let mut hook_env = Vec::new();
+    if push {
+        // Without the running server the hook could not check the push: say so now.
+        let urls = super::endpoint::read(&settings.data_dir)?;
+        let keys = settings.keys()?;
+        let hook = repos::hook_script(settings.program.as_deref());
+        runtime
+            .block_on(async {
+                repos::ensure_repo(&root, repo, &hook).await?;
+                repos::install_hook(&dir, &hook).await
+            })
+            .map_err(|e| ShellError::Git(format!("preparing {repo}: {e}")))?;
+        let (token, _) = auth::issue(&keys, repo, Scope::Read, HOOK_TOKEN_TTL);
+        hook_env = vec![
+            ("GIT_XET_SERVER_URL", urls.internal_url),
+            ("GIT_XET_REPO", repo.to_string()),
+            ("GIT_XET_TOKEN", token),
+        ];
+    } else if !dir.exists() {
+        return Err(ShellError::NoRepo(repo.to_string()));
+    }
+    let status = run_git(settings, &dir, push, &hook_env)?;
+    if push {
+        runtime.block_on(repos::fix_head(&dir));
+    }
+    Ok(status)
+}
+
+fn run_git(
+    settings: &Settings,
+    dir: &Path,
+    push: bool,
+    hook_env: &[(&str, String)],
+) -> Result<ExitStatus, ShellError> {
+    let user = &settings.rules.user;
+    let service = if push { "receive-pack" } else { "upload-pack" };
+    let mut cmd = Command::new("git");
+    cmd.arg(service)
+        .arg(dir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &settings.data_dir)
+        .env("GIT_COMMITTER_NAME", user)
+        .env("GIT_COMMITTER_EMAIL", format!("{user}@ssh"));
+    // Protocol v2, when sshd passes the client's GIT_PROTOCOL (AcceptEnv GIT_PROTOCOL).
+    if let Some(protocol) = std::env::var("GIT_PROTOCOL")
+        .ok()
+        .filter(|p| p.len() < 256 && p.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        cmd.env("GIT_PROTOCOL", protocol);
+    }
+    for (k, v) in hook_env {
+        cmd.env(k, v);
+    }
+    cmd.status()
+        .map_err(|e| ShellError::Io(format!("running git {service}"), e))
+}
