@@ -217,11 +217,44 @@ fn overlapping_shards(open: &Opener) {
     assert_eq!(open().stats().unwrap().files, before + 40);
 }
 
+/// Storage use per repository: files, logical bytes, and the distinct xorbs behind them.
+fn usage(open: &Opener) {
+    let index = open();
+    let x = xorb(50, &[hash(5, 1), hash(5, 2)]);
+    index.register_xorb(&x).unwrap();
+    let (f1, f2) = (file(51, &x), file(52, &x));
+    index
+        .register_shard(&shard(53, "usage/a", &[f1.clone(), f2]))
+        .unwrap();
+    index
+        .register_shard(&shard(54, "usage/b", std::slice::from_ref(&f1)))
+        .unwrap();
+    let a = open()
+        .repo_usage(&RepoName::parse("usage/a").unwrap())
+        .unwrap();
+    assert_eq!(
+        (a.files, a.logical_bytes, a.xorbs, a.stored_bytes),
+        (2, 400, 1, x.stored_len)
+    );
+    let b = open()
+        .repo_usage(&RepoName::parse("usage/b").unwrap())
+        .unwrap();
+    assert_eq!((b.files, b.logical_bytes, b.xorbs), (1, 200, 1));
+    let none = open()
+        .repo_usage(&RepoName::parse("usage/none").unwrap())
+        .unwrap();
+    assert_eq!(none.files + none.xorbs, 0);
+    let total = open().total_usage().unwrap();
+    assert_eq!(total.files, open().stats().unwrap().files);
+    assert_eq!(total.stored_bytes, open().stats().unwrap().xorb_bytes);
+}
+
 fn contract(open: &Opener) {
     xorbs_and_chunks(open);
     shards_files_and_repos(open);
     concurrent_registrations(open);
     overlapping_shards(open);
+    usage(open);
 }
 
 #[test]

@@ -10,6 +10,7 @@
 mod migrate;
 mod pool;
 mod secret;
+mod stats;
 
 use std::sync::{Arc, Mutex};
 
