@@ -43,7 +43,8 @@ enum Command {
     #[command(subcommand)]
     Shard(core_cmds::ShardCommand),
     /// Run the XET server (CAS API, git-lfs Batch API, git over HTTP), or manage its tokens.
-    Server(server::ServerArgs),
+    // Boxed: the server's options are many, the other commands' few.
+    Server(Box<server::ServerArgs>),
     /// Upload files to a CAS server; prints `<xet-file-hash>  <path>` per file.
     Upload(client_cmds::UploadArgs),
     /// Download a file (or a byte range of it) from a CAS server by its XET hash.
@@ -80,7 +81,7 @@ pub fn main() -> ExitCode {
         Command::Hash(a) => core_cmds::hash(a),
         Command::Xorb(c) => core_cmds::xorb(c),
         Command::Shard(c) => core_cmds::shard(c),
-        Command::Server(a) => server::run(a),
+        Command::Server(a) => server::run(*a),
         Command::Upload(a) => client_cmds::upload(a),
         Command::Download(a) => client_cmds::download(a),
         Command::Transfer(a) => git_cmds::transfer(a),
