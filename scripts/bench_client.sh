@@ -114,7 +114,7 @@ echo "re-upload summary:"; sed 's/^/  /' "$WORK/reupload.err"
 # send) on one keep-alive connection through the last process.
 dedup_urls=()
 for i in $(seq 1 200); do dedup_urls+=("$LAST/v1/chunks/default-merkledb/$(printf '%064x' "$((i * 7919))")"); done
-curl -s -H "Authorization: Bearer $TOKEN" -o /dev/null -w '%{http_code} %{time_total}\n' "${dedup_urls[@]}" > "$WORK/dedup.times"
+curl -s -H "Authorization: Bearer $TOKEN" -w '\nT %{http_code} %{time_total}\n' "${dedup_urls[@]}" | awk '/^T / { print $2, $3 }' > "$WORK/dedup.times"
 grep -qv '^404 ' "$WORK/dedup.times" && { echo "unexpected dedup answers:" >&2; sort "$WORK/dedup.times" | uniq -c | head >&2; exit 1; }
 awk '{ print $2 * 1000 }' "$WORK/dedup.times" | sort -n | awk '{ t[NR] = $1 } END {
   printf "dedup query latency (ms, %d queries): median %.2f, p90 %.2f, p99 %.2f\n", NR, t[int(NR / 2)], t[int(NR * 0.9)], t[int(NR * 0.99)] }'
