@@ -15,7 +15,13 @@ use crate::server::index::{IndexError, IndexResult};
 const MIGRATION_LOCK: i64 = 0x0067_6974_2d78_6574;
 
 /// (version, SQL). Versions are increasing; append only.
-pub(super) const MIGRATIONS: &[(i32, &str)] = &[(1, V1_CORE)];
+pub(super) const MIGRATIONS: &[(i32, &str)] = &[
+    (1, V1_CORE),
+    (2, super::gc::MIGRATION),
+    (3, super::verify::MIGRATION),
+    (4, super::locks::MIGRATION),
+    (5, super::tokens::MIGRATION),
+];
 
 /// Xorbs, chunk locations, files, per-repository files, first chunks, shards (as in the
 /// SQLite index), and the deployment's one signing secret.

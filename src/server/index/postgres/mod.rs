@@ -7,10 +7,14 @@
 //! shared keys in the same order and do not deadlock; a conflict PostgreSQL resolves by
 //! aborting a transaction anyway is retried (`pool::Pool::run`).
 
+mod gc;
+mod locks;
 mod migrate;
 mod pool;
 mod secret;
 mod stats;
+mod tokens;
+mod verify;
 
 use std::sync::{Arc, Mutex};
 
@@ -50,6 +54,11 @@ impl PgIndex {
         self.pool.run(secret::load_or_create)?
     }
 
+    /// Drops a cached layout (its xorb was collected, perhaps by another process).
+    fn evict(&self, hash: &MerkleHash) {
+        self.cache.lock().expect("meta cache").remove(hash);
+    }
+
     fn load_xorb(client: &mut Client, hash: &MerkleHash) -> PgResult<Option<RawXorb>> {
         let row = wait(client.query_opt(
             "SELECT stored_len, chunk_hashes, chunk_ends, unpacked_ends FROM xorbs WHERE hash = $1",
@@ -72,9 +81,13 @@ impl PgIndex {
 /// A `xorbs` row: stored length and the three chunk tables.
 type RawXorb = (i64, Vec<u8>, Vec<u8>, Vec<u8>);
 
-fn register_xorb_tx(client: &mut Client, meta: &XorbMeta, now: i64) -> PgResult<bool> {
+fn register_xorb_tx(client: &mut Client, meta: &XorbMeta, now: i64) -> PgResult<IndexResult<bool>> {
     let f = &meta.footer;
     let tx = wait(client.transaction())?;
+    gc::registration_lock(&tx)?;
+    if let Err(e) = gc::refuse_condemned(&tx, &f.hash)? {
+        return Ok(Err(e));
+    }
     let inserted = wait(tx.query_opt(
         "INSERT INTO xorbs (hash, stored_len, unpacked_len, num_chunks, chunk_hashes, chunk_ends, unpacked_ends, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -91,7 +104,7 @@ fn register_xorb_tx(client: &mut Client, meta: &XorbMeta, now: i64) -> PgResult<
         ],
     ))?;
     let Some(row) = inserted else {
-        return Ok(false);
+        return Ok(Ok(false));
     };
     let id: i64 = row.get(0);
     // One row per distinct key, its first index in the xorb, in key order (lock order).
@@ -111,14 +124,14 @@ fn register_xorb_tx(client: &mut Client, meta: &XorbMeta, now: i64) -> PgResult<
         &[&keys, &id, &indexes],
     ))?;
     wait(tx.commit())?;
-    Ok(true)
+    Ok(Ok(true))
 }
 
 fn register_shard_tx(
     client: &mut Client,
     reg: &ShardRegistration,
     now: i64,
-) -> PgResult<RegisterOutcome> {
+) -> PgResult<IndexResult<RegisterOutcome>> {
     // Sorted and distinct: the lock order every transaction shares.
     let mut files: Vec<&FileRecord> = reg.files.iter().collect();
     files.sort_unstable_by(|a, b| a.file_hash.as_bytes().cmp(b.file_hash.as_bytes()));
@@ -138,8 +151,20 @@ fn register_shard_tx(
     first.sort_unstable();
     first.dedup();
     let (first_chunks, first_files): (Vec<&[u8]>, Vec<&[u8]>) = first.into_iter().unzip();
+    let mut referenced: Vec<&[u8]> = files
+        .iter()
+        .flat_map(|f| f.terms.iter().map(|t| t.xorb_hash.as_bytes().as_slice()))
+        .collect();
+    referenced.sort_unstable();
+    referenced.dedup();
 
     let tx = wait(client.transaction())?;
+    // Validation saw these xorbs, but gc may have condemned or deleted them since: checked
+    // again here, under the lock gc's condemning takes exclusively (see gc.rs).
+    gc::registration_lock(&tx)?;
+    if let Err(e) = gc::require_live_xorbs(&tx, &referenced)? {
+        return Ok(Err(e));
+    }
     let new_shard = wait(tx.execute(
         "INSERT INTO shards (hash, repo, len, created_at) VALUES ($1, $2, $3, $4)
          ON CONFLICT (hash) DO NOTHING",
@@ -169,17 +194,17 @@ fn register_shard_tx(
         &[&first_chunks, &first_files],
     ))?;
     wait(tx.commit())?;
-    Ok(RegisterOutcome {
+    Ok(Ok(RegisterOutcome {
         new_shard,
         new_files,
         new_repo_files,
-    })
+    }))
 }
 
 impl Index for PgIndex {
     fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool> {
         let now = now_secs() as i64;
-        let inserted = self.pool.run(|c| register_xorb_tx(c, meta, now))?;
+        let inserted = self.pool.run(|c| register_xorb_tx(c, meta, now))??;
         if inserted {
             self.cache
                 .lock()
@@ -205,7 +230,12 @@ impl Index for PgIndex {
 
     fn register_shard(&self, reg: &ShardRegistration) -> IndexResult<RegisterOutcome> {
         let now = now_secs() as i64;
-        self.pool.run(|c| register_shard_tx(c, reg, now))
+        let result = self.pool.run(|c| register_shard_tx(c, reg, now))?;
+        if let Err(IndexError::XorbCollected(hash)) = &result {
+            // The cached layout outlived the xorb: the client's next try must upload it.
+            self.evict(hash);
+        }
+        result
     }
 
     fn file(&self, file_hash: &MerkleHash) -> IndexResult<Option<FileRecord>> {
@@ -240,7 +270,8 @@ impl Index for PgIndex {
     fn chunk_location(&self, chunk_hash: &MerkleHash) -> IndexResult<Option<(MerkleHash, u32)>> {
         let row = self.pool.run(|c| {
             wait(c.query_opt(
-                "SELECT x.hash, c.chunk_index FROM chunks c JOIN xorbs x ON x.id = c.xorb_id WHERE c.key = $1",
+                "SELECT x.hash, c.chunk_index FROM chunks c JOIN xorbs x ON x.id = c.xorb_id WHERE c.key = $1
+                 AND NOT EXISTS (SELECT 1 FROM condemned_xorbs d WHERE d.hash = x.hash)",
                 &[&chunk_key(chunk_hash)],
             ))
         })?;
