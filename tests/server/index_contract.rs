@@ -14,6 +14,9 @@ use git_xet::xet::MerkleHash;
 
 use crate::support::postgres;
 
+#[path = "index_contract/topics.rs"]
+mod topics;
+
 /// Opens another handle on the same index (another "process").
 type Opener = Box<dyn Fn() -> Arc<dyn Index>>;
 
@@ -255,6 +258,7 @@ fn contract(open: &Opener) {
     concurrent_registrations(open);
     overlapping_shards(open);
     usage(open);
+    topics::all(open);
 }
 
 #[test]
@@ -291,7 +295,7 @@ fn postgres_concurrent_start_and_one_secret() {
     assert_eq!(db.sql("SELECT COUNT(*) FROM server_secret"), "1");
     assert_eq!(
         db.sql("SELECT string_agg(version::text, ',') FROM schema_migrations"),
-        "1"
+        "1,2,3,4,5"
     );
 }
 
