@@ -68,6 +68,29 @@ impl Deployment {
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
+    /// An admin command (`gc`, `check`, `repo delete`) on the shared deployment, from a data
+    /// directory of its own: it must succeed; its stdout.
+    fn admin(&self, args: &[&str]) -> String {
+        let mut cmd = git_xet();
+        cmd.arg("server")
+            .args(args)
+            .args(["--index", &self.db.url])
+            .arg("--object-store")
+            .arg(format!("s3://{}/{}", self.garage.bucket, self.prefix))
+            .arg("--data")
+            .arg(self.root.path().join("admin"))
+            .env("GIT_XET_SERVER_GIT_DIR", self.root.path().join("git"));
+        self.garage.apply_env(&mut cmd);
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            out.status.success(),
+            "git xet server {args:?}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+
     fn remote(&self, server: usize, repo: &str, token: &str) -> String {
         format!(
             "http://x:{token}@{}/{repo}.git",
@@ -336,4 +359,70 @@ fn a_process_killed_mid_push_leaves_the_others_serving() {
     let clone = clone_into(&reader, &d.remote(1, "org/crash", &read), "crash");
     assert_file_is(&clone.join("big.bin"), &big);
     assert_eq!(d.assert_consistent(), 2);
+}
+
+/// gc on the shared deployment: a repository pushed through one process and deleted, `gc
+/// --grace 0` from an admin command frees its unique xorbs in the bucket and keeps the
+/// shared ones; `check --read-data` passes and the other repository clones bit-exact
+/// through the other process.
+#[test]
+fn gc_on_postgres_and_garage_frees_a_deleted_repositorys_unique_xorbs() {
+    let Some(d) = Deployment::start(2) else {
+        return;
+    };
+    let env = GitEnv::with_agent(&[]);
+    let shared = random_bytes(3 << 20, 261);
+    let unique = random_bytes(5 << 20, 262);
+    let token = d.token("org/gone", "write");
+    push_files(
+        &env,
+        "gone",
+        &d.remote(0, "org/gone", &token),
+        &[("shared.bin", &shared), ("unique.bin", &unique)],
+    );
+    let token = d.token("org/kept", "write");
+    push_files(
+        &env,
+        "kept",
+        &d.remote(1, "org/kept", &token),
+        &[("shared.bin", &shared)],
+    );
+    let before = d.stored_keys();
+
+    d.admin(&["repo", "delete", "org/gone", "--yes"]);
+    let out = d.admin(&["gc", "--grace", "0"]);
+    eprintln!("gc: {out}");
+    let line = out.lines().find(|l| l.starts_with("xorbs freed:")).unwrap();
+    let freed: u64 = line
+        .split('(')
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let size = unique.len() as u64;
+    assert!(
+        freed >= size && freed < size + size / 10,
+        "freed {freed} bytes for a {size}-byte file: {out}"
+    );
+    let after = d.stored_keys();
+    let removed: Vec<_> = before.difference(&after).collect();
+    assert!(
+        !removed.is_empty() && after.is_subset(&before),
+        "{removed:?}"
+    );
+    assert!(
+        d.db.sql("SELECT COUNT(*) FROM condemned_xorbs") == "0",
+        "gc finished"
+    );
+    let out = d.admin(&["check", "--read-data"]);
+    assert!(out.contains("no problems found"), "{out}");
+    assert_eq!(d.assert_consistent(), 1, "only the kept repository's file");
+
+    let reader = GitEnv::with_agent(&[]);
+    let read = d.token("org/kept", "read");
+    let clone = clone_into(&reader, &d.remote(1, "org/kept", &read), "kept");
+    assert_file_is(&clone.join("shared.bin"), &shared);
 }
