@@ -55,10 +55,15 @@ impl Deployment {
 
     /// A token from `token create --index`: no server's data directory involved.
     fn token(&self, repo: &str, scope: &str) -> String {
+        self.user_token(repo, scope, None)
+    }
+
+    fn user_token(&self, repo: &str, scope: &str, user: Option<&str>) -> String {
         let out = git_xet()
             .args([
                 "server", "token", "create", "--repo", repo, "--scope", scope,
             ])
+            .args(user.map(|u| ["--user", u]).iter().flatten())
             .args(["--index", &self.db.url])
             .arg("--data")
             .arg(self.root.path().join("admin"))
@@ -425,4 +430,73 @@ fn gc_on_postgres_and_garage_frees_a_deleted_repositorys_unique_xorbs() {
     let read = d.token("org/kept", "read");
     let clone = clone_into(&reader, &d.remote(1, "org/kept", &read), "kept");
     assert_file_is(&clone.join("shared.bin"), &shared);
+}
+
+/// Locks and token revocation live in the shared index: a lock taken through one process
+/// is listed and holds through the other; a token listed and revoked by an admin command is
+/// refused by both processes within seconds.
+#[test]
+fn locks_and_revoked_tokens_hold_across_processes() {
+    let Some(d) = Deployment::start(2) else {
+        return;
+    };
+    const REPO: &str = "studio/art";
+    let alice = d.user_token(REPO, "write", Some("alice"));
+    let bob = d.user_token(REPO, "write", Some("bob"));
+    let env = GitEnv::with_agent(&[]);
+    let repo = push_files(
+        &env,
+        "art",
+        &d.remote(0, REPO, &alice),
+        &[("art.psd", &random_bytes(64 << 10, 271))],
+    );
+    env.git(&repo, &["lfs", "lock", "art.psd"]);
+
+    let bobs_env = GitEnv::with_agent(&[]);
+    let bobs = clone_into(&bobs_env, &d.remote(1, REPO, &bob), "bobs");
+    let listed = bobs_env.git(&bobs, &["lfs", "locks"]);
+    assert!(
+        listed.contains("art.psd") && listed.contains("alice"),
+        "{listed}"
+    );
+    let taken = bobs_env.git_output(&bobs, &["lfs", "lock", "art.psd"]);
+    assert!(
+        !taken.status.success(),
+        "bob locked alice's file through the other process"
+    );
+
+    let table = d.admin(&["token", "list"]);
+    let bob_id = table
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("bob"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("bob's token is listed: {table}"))
+        .to_string();
+    d.admin(&["token", "revoke", &bob_id]);
+    assert!(d
+        .admin(&["token", "list"])
+        .lines()
+        .any(|l| l.starts_with(&bob_id) && l.ends_with("revoked")));
+    let revoked_at = Instant::now();
+    for server in 0..2 {
+        loop {
+            let out = bobs_env.git_output(
+                bobs_env.root.path(),
+                &["ls-remote", &d.remote(server, REPO, &bob)],
+            );
+            if !out.status.success() {
+                break;
+            }
+            assert!(
+                revoked_at.elapsed() < Duration::from_secs(8),
+                "process {server} still accepts a revoked token after {:?}",
+                revoked_at.elapsed()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+    // Alice's token is not affected, and she unlocks through the other process.
+    let alices = clone_into(&env, &d.remote(1, REPO, &alice), "alices");
+    env.git(&alices, &["lfs", "unlock", "art.psd"]);
+    assert!(!env.git(&alices, &["lfs", "locks"]).contains("art.psd"));
 }
