@@ -4,11 +4,17 @@
 #   scripts/bench_client.sh [SIZE_MIB]     (default 1024)
 #   SERVER_ARGS="..." scripts/bench_client.sh   extra server flags (default: --no-fsync, so
 #                                               the figures are the client's, not the disk's)
+#   INDEX=postgres scripts/bench_client.sh      the index in a throwaway PostgreSQL
+#   INDEX=postgres PROCESSES=2 scripts/bench_client.sh
+#                                               two server processes sharing index, object
+#                                               store and git directory: upload through the
+#                                               first, re-upload and download through the second
 #
 # Measures, with a release build: upload of SIZE_MIB of random data, re-upload of the same
 # file (must send no xorb bytes), and download (fresh metadata, no chunk cache: everything
 # comes over HTTP and is verified). Prints wall time, throughput and the client's peak RSS
-# (from /usr/bin/time -v), and the server's xorb byte counters.
+# (from /usr/bin/time -v), and the server's xorb byte counters; then the latency of 200
+# global-dedup queries on one connection.
 set -euo pipefail
 
 SIZE_MIB="${1:-1024}"
@@ -16,10 +22,15 @@ SERVER_ARGS="${SERVER_ARGS---no-fsync}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="$ROOT/target/release/git-xet"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/bench-client.XXXXXX")"
-SERVER_PID=""
+INDEX="${INDEX:-sqlite}"
+PROCESSES="${PROCESSES:-1}"
+SERVER_PIDS=()
+# shellcheck source=scripts/lib/postgres.sh
+source "$ROOT/scripts/lib/postgres.sh"
 
 cleanup() {
-  if [[ -n "$SERVER_PID" ]]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  for pid in "${SERVER_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  pg_stop
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -29,15 +40,31 @@ trap cleanup EXIT
 echo "generating ${SIZE_MIB} MiB of random data" >&2
 head -c "$((SIZE_MIB * 1024 * 1024))" /dev/urandom > "$WORK/data.bin"
 
-# shellcheck disable=SC2086
-"$BIN" server --listen 127.0.0.1:0 --data "$WORK/server" --ready-file "$WORK/ready" $SERVER_ARGS 2> "$WORK/server.log" &
-SERVER_PID=$!
-for _ in $(seq 1 300); do [[ -s "$WORK/ready" ]] && break; sleep 0.1; done
-URL="$(cat "$WORK/ready")"
-TOKEN="$("$BIN" server token create --repo bench/data --scope write --data "$WORK/server")"
+DEPLOYMENT=()
+TOKEN_FROM=(--data "$WORK/server0")
+if [[ "$INDEX" == postgres ]]; then
+  pg_start "$WORK/pg"
+  DEPLOYMENT=(--index "$PG_URL" --object-store "$WORK/objects" --git-dir "$WORK/git")
+  TOKEN_FROM=(--index "$PG_URL")
+elif [[ "$PROCESSES" != 1 ]]; then
+  echo "PROCESSES needs INDEX=postgres (an embedded data directory serves one process)" >&2
+  exit 1
+fi
+URLS=()
+for i in $(seq 0 $((PROCESSES - 1))); do
+  # shellcheck disable=SC2086
+  "$BIN" server --listen 127.0.0.1:0 --data "$WORK/server$i" --ready-file "$WORK/ready$i" "${DEPLOYMENT[@]}" $SERVER_ARGS 2> "$WORK/server$i.log" &
+  SERVER_PIDS+=($!)
+  for _ in $(seq 1 300); do [[ -s "$WORK/ready$i" ]] && break; sleep 0.1; done
+  [[ -s "$WORK/ready$i" ]] || { cat "$WORK/server$i.log" >&2; echo "server $i did not start" >&2; exit 1; }
+  URLS+=("$(cat "$WORK/ready$i")")
+done
+URL="${URLS[0]}"
+LAST="${URLS[$((PROCESSES - 1))]}"
+TOKEN="$("$BIN" server token create --repo bench/data --scope write "${TOKEN_FROM[@]}")"
 
-metric() { # sum of a metric's samples
-  curl -s "$URL/metrics" | awk -v m="$1" '$1 ~ "^"m"({|$)" { s += $2 } END { printf "%.0f", s }'
+metric() { # sum of a metric's samples over every process
+  for u in "${URLS[@]}"; do curl -s "$u/metrics"; done | awk -v m="$1" '$1 ~ "^"m"({|$)" { s += $2 } END { printf "%.0f", s }'
 }
 
 # run NAME CMD...: runs under /usr/bin/time -v, prints seconds and peak RSS (KiB).
@@ -57,22 +84,24 @@ report() { # NAME SECONDS RSS_KIB
 }
 
 COMMON=(--endpoint "$URL" --token "$TOKEN" --no-chunk-cache)
+# The second process when there are two: it must find what the first stored.
+OTHER=(--endpoint "$LAST" --token "$TOKEN" --no-chunk-cache)
 
 received0="$(metric git_xet_xorb_bytes_received_total)"
 read -r up_s up_rss < <(run upload "$BIN" upload "${COMMON[@]}" --metadata-dir "$WORK/meta" "$WORK/data.bin")
 received1="$(metric git_xet_xorb_bytes_received_total)"
 HASH="$(awk '{ print $1 }' "$WORK/upload.out")"
 
-read -r re_s re_rss < <(run reupload "$BIN" upload "${COMMON[@]}" --metadata-dir "$WORK/meta" "$WORK/data.bin")
+read -r re_s re_rss < <(run reupload "$BIN" upload "${OTHER[@]}" --metadata-dir "$WORK/meta" "$WORK/data.bin")
 received2="$(metric git_xet_xorb_bytes_received_total)"
 
 served0="$(metric git_xet_xorb_bytes_served_total)"
-read -r down_s down_rss < <(run download "$BIN" download "${COMMON[@]}" --metadata-dir "$WORK/meta-download" "$HASH" -o "$WORK/copy.bin")
+read -r down_s down_rss < <(run download "$BIN" download "${OTHER[@]}" --metadata-dir "$WORK/meta-download" "$HASH" -o "$WORK/copy.bin")
 served1="$(metric git_xet_xorb_bytes_served_total)"
 cmp -s "$WORK/data.bin" "$WORK/copy.bin" || { echo "download differs from the upload" >&2; exit 1; }
 
 echo
-echo "git-xet client benchmark: ${SIZE_MIB} MiB of random data, server on loopback (${SERVER_ARGS:-no extra flags}; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "git-xet client benchmark: ${SIZE_MIB} MiB of random data, $PROCESSES server process(es) on loopback, index $INDEX (${SERVER_ARGS:-no extra flags}; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 report upload "$up_s" "$up_rss"
 report re-upload "$re_s" "$re_rss"
 report download "$down_s" "$down_rss"
@@ -80,3 +109,12 @@ echo "xorb bytes received by the server: upload $((received1 - received0)), re-u
 echo "xorb bytes served by the server:   download $((served1 - served0))"
 echo "upload summary:"; sed 's/^/  /' "$WORK/upload.err"
 echo "re-upload summary:"; sed 's/^/  /' "$WORK/reupload.err"
+
+# Global-dedup query latency: 200 queries (absent chunks: the index lookup, no shard to
+# send) on one keep-alive connection through the last process.
+dedup_urls=()
+for i in $(seq 1 200); do dedup_urls+=("$LAST/v1/chunks/default-merkledb/$(printf '%064x' "$((i * 7919))")"); done
+curl -s -H "Authorization: Bearer $TOKEN" -w '\nT %{http_code} %{time_total}\n' "${dedup_urls[@]}" | awk '/^T / { print $2, $3 }' > "$WORK/dedup.times"
+grep -qv '^404 ' "$WORK/dedup.times" && { echo "unexpected dedup answers:" >&2; sort "$WORK/dedup.times" | uniq -c | head >&2; exit 1; }
+awk '{ print $2 * 1000 }' "$WORK/dedup.times" | sort -n | awk '{ t[NR] = $1 } END {
+  printf "dedup query latency (ms, %d queries): median %.2f, p90 %.2f, p99 %.2f\n", NR, t[int(NR / 2)], t[int(NR * 0.9)], t[int(NR * 0.99)] }'

@@ -31,6 +31,8 @@ mod matrix;
 mod migrate;
 #[path = "git/migrate_endpoints.rs"]
 mod migrate_endpoints;
+#[path = "git/multi_process.rs"]
+mod multi_process;
 #[path = "git/old_lfs.rs"]
 mod old_lfs;
 #[path = "git/prompt.rs"]

@@ -48,6 +48,9 @@ mod slow_clients;
 #[path = "server/hardening.rs"]
 mod hardening;
 
+#[path = "server/index_contract.rs"]
+mod index_contract;
+
 #[path = "server/s3.rs"]
 mod s3;
 #[path = "server/upkeep.rs"]

@@ -43,6 +43,7 @@ enum Command {
     #[command(subcommand)]
     Shard(core_cmds::ShardCommand),
     /// Run the XET server (CAS API, git-lfs Batch API, git over HTTP), or manage its tokens.
+    // Boxed: the server's options are many, the other commands' few.
     Server(Box<server::ServerArgs>),
     /// Upload files to a CAS server; prints `<xet-file-hash>  <path>` per file.
     Upload(client_cmds::UploadArgs),

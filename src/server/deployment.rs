@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::server::index::{Index, IndexError, SqliteIndex};
+use crate::server::index::{Index, IndexError, PgIndex, SqliteIndex};
 use crate::server::keys::Keys;
 use crate::server::storage::{FsStore, ObjectStore, S3Store};
 
@@ -145,16 +145,66 @@ pub fn open(
             )))?,
         ),
     };
-    let index: Arc<dyn Index> = match &config.index {
-        IndexLocation::Sqlite(path) => Arc::new(SqliteIndex::open(path, fsync)?),
-        IndexLocation::Postgres(_) => {
-            return Err(DeploymentError::Unsupported {
-                what: "a PostgreSQL index".into(),
-            })
+    let (index, keys): (Arc<dyn Index>, Keys) = match &config.index {
+        IndexLocation::Sqlite(path) => (
+            Arc::new(SqliteIndex::open(path, fsync)?),
+            Keys::load_or_create(data).map_err(io_context("loading the server secret"))?,
+        ),
+        // Every process sharing the index must sign and verify with the same keys.
+        IndexLocation::Postgres(url) => {
+            let index = PgIndex::open(url)?;
+            let keys = Keys::from_secret(&index.shared_secret()?);
+            (Arc::new(index), keys)
         }
     };
-    let keys = Keys::load_or_create(data).map_err(io_context("loading the server secret"))?;
     Ok(Deployment { store, index, keys })
+}
+
+/// The deployment's keys alone (for `token create`): from the data directory's secret
+/// (created there only with `create`), or from the PostgreSQL index's shared secret.
+pub fn open_keys(config: &DeploymentConfig, create: bool) -> Result<Keys, KeysError> {
+    match &config.index {
+        IndexLocation::Sqlite(_) => {
+            let data = &config.data_dir;
+            let loaded = if create {
+                std::fs::create_dir_all(data).and_then(|()| Keys::load_or_create(data))
+            } else {
+                Keys::load(data)
+            };
+            loaded.map_err(|source| match source.kind() {
+                std::io::ErrorKind::NotFound => KeysError::NoSecret {
+                    data_dir: data.clone(),
+                },
+                _ => KeysError::Io {
+                    data_dir: data.clone(),
+                    source,
+                },
+            })
+        }
+        IndexLocation::Postgres(url) => {
+            let index = PgIndex::open(url)?;
+            Ok(Keys::from_secret(&index.shared_secret()?))
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeysError {
+    #[error(
+        "{} has no server secret ({} is missing): pass the data directory the server uses \
+         (--data or GIT_XET_SERVER_DATA) or its --index, start the server once, or pass \
+         --init to create a new secret there",
+        data_dir.display(),
+        crate::server::keys::secret_path(data_dir).display()
+    )]
+    NoSecret { data_dir: PathBuf },
+    #[error("loading the server secret in {}: {source}", data_dir.display())]
+    Io {
+        data_dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Index(#[from] IndexError),
 }
 
 #[cfg(test)]

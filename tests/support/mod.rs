@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod garage;
+pub mod postgres;
 mod random;
 
 use std::path::{Path, PathBuf};

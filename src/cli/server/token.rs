@@ -6,9 +6,8 @@ use anyhow::Context;
 
 use super::deployment::DeploymentArgs;
 use crate::server::auth::{self, Holder, Scope};
-use crate::server::deployment::{self, Deployment};
+use crate::server::deployment::{self, Deployment, IndexLocation};
 use crate::server::index::TokenRecord;
-use crate::server::keys::Keys;
 use crate::server::repo_name::RepoName;
 
 #[derive(clap::Subcommand, Debug)]
@@ -40,6 +39,8 @@ pub(super) struct TokenCreateArgs {
     #[arg(long, default_value_t = 30 * 24 * 3600,
           value_parser = clap::value_parser!(u64).range(1..))]
     ttl: u64,
+    /// Where the server's secret lives: its data directory or, with a PostgreSQL index,
+    /// the index (where the first server or command creates it).
     #[command(flatten)]
     deployment: DeploymentArgs,
     /// Create the data directory's signing secret if it has none (otherwise that is an
@@ -71,22 +72,12 @@ pub(super) fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// Opens the deployment. Without `init`, a data directory without a secret is an error (a
-/// mistyped path must not get a new secret whose tokens no server accepts).
+/// mistyped path must not get a new secret whose tokens no server accepts); with a PostgreSQL
+/// index the secret lives in the index, where the first server or command creates it.
 fn open(args: &DeploymentArgs, init: bool) -> anyhow::Result<Deployment> {
     let config = args.config()?;
-    let data = &config.data_dir;
-    if !init {
-        Keys::load(data).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => anyhow::anyhow!(
-                "{} has no server secret ({} is missing): pass the data directory the server \
-                 uses (--data or GIT_XET_SERVER_DATA), start the server once, or pass --init to \
-                 create a new secret there",
-                data.display(),
-                crate::server::keys::secret_path(data).display()
-            ),
-            _ => anyhow::Error::new(e)
-                .context(format!("loading the server secret in {}", data.display())),
-        })?;
+    if matches!(config.index, IndexLocation::Sqlite(_)) {
+        deployment::open_keys(&config, init)?;
     }
     let staging = config.tmp_dir();
     std::fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;

@@ -5,8 +5,11 @@
 //! PostgreSQL backend can replace the embedded SQLite one without touching the handlers.
 //! Every `register_*` call is one transaction: after a crash it either happened or not.
 
+pub(crate) mod columns;
 pub mod gc;
 pub mod locks;
+pub(crate) mod meta_cache;
+mod postgres;
 mod sqlite;
 pub mod stats;
 pub mod tokens;
@@ -15,6 +18,7 @@ pub mod verify;
 use std::sync::Arc;
 
 pub use locks::{Lock, LockIndex, LockOutcome, LockPage, LockQuery};
+pub use postgres::PgIndex;
 pub use sqlite::SqliteIndex;
 pub use tokens::{TokenIndex, TokenRecord};
 
@@ -27,6 +31,11 @@ use crate::xet::MerkleHash;
 pub enum IndexError {
     #[error("index database: {0}")]
     Database(#[from] rusqlite::Error),
+    #[error("PostgreSQL index: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// The PostgreSQL index could not be reached or set up (address, credentials, runtime).
+    #[error("PostgreSQL index {url}: {message}")]
+    PostgresUnavailable { url: String, message: String },
     #[error("index is inconsistent: {0}")]
     Corrupt(String),
     /// The xorb is being (or was) garbage-collected: it must be uploaded again.
@@ -46,6 +55,13 @@ impl From<IndexError> for crate::server::error::ServerError {
                 ServerError::disk_full(&e)
             }
             IndexError::XorbCollected(_) => ServerError::Conflict(e.to_string()),
+            IndexError::Postgres(pg) if postgres::is_disk_full(pg) => ServerError::disk_full(&e),
+            IndexError::Postgres(pg) if postgres::is_unavailable(pg) => ServerError::Unavailable(
+                format!("the index database is unreachable ({e}); retry shortly"),
+            ),
+            IndexError::PostgresUnavailable { .. } => ServerError::Unavailable(format!(
+                "the index database is unreachable ({e}); retry shortly"
+            )),
             _ => ServerError::Internal(e.to_string()),
         }
     }

@@ -5,8 +5,9 @@ use std::collections::HashSet;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{blob, hash_from, SqliteIndex};
+use super::{blob, SqliteIndex};
 use crate::server::auth::now_secs;
+use crate::server::index::columns::{file_record, hash_from};
 use crate::server::index::gc::{GcIndex, IndexedShard, IndexedXorb, Sha256Claim};
 use crate::server::index::{decode_terms, FileRecord, IndexError, IndexResult};
 use crate::server::repo_name::RepoName;
@@ -215,7 +216,7 @@ impl GcIndex for SqliteIndex {
                 "SELECT hash, size, sha256, terms FROM files WHERE hash > ?1 ORDER BY hash LIMIT ?2",
             )?;
             let rows = stmt.query_map(params![after, limit as i64], SqliteIndex::load_file)?;
-            rows.map(|r| SqliteIndex::file_record(r?)).collect()
+            rows.map(|r| file_record(r?)).collect()
         })
     }
 

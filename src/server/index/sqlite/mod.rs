@@ -9,7 +9,7 @@ mod locks;
 mod tokens;
 mod verify;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,6 +19,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 mod stats;
 
 use crate::server::auth::now_secs;
+use crate::server::index::columns::*;
+use crate::server::index::meta_cache::MetaCache;
 use crate::server::index::*;
 
 const SCHEMA_VERSION: i64 = 1;
@@ -71,12 +73,7 @@ CREATE TABLE IF NOT EXISTS shards (
 ) WITHOUT ROWID;
 ";
 
-/// Total chunks of cached xorb layouts (about 40 bytes each).
-const META_CACHE_CHUNKS: usize = 1 << 20;
 const IDLE_READERS: usize = 8;
-
-/// A `files` row: hash, size, sha256, terms.
-type RawFile = (Vec<u8>, i64, Vec<u8>, Vec<u8>);
 
 pub struct SqliteIndex {
     path: std::path::PathBuf,
@@ -84,23 +81,6 @@ pub struct SqliteIndex {
     readers: Mutex<Vec<Connection>>,
     cache: Mutex<MetaCache>,
     fsync: bool,
-}
-
-#[derive(Default)]
-struct MetaCache {
-    map: HashMap<MerkleHash, Arc<XorbMeta>>,
-    chunks: usize,
-}
-
-impl MetaCache {
-    fn insert(&mut self, meta: Arc<XorbMeta>) {
-        if self.chunks + meta.num_chunks() > META_CACHE_CHUNKS {
-            self.map.clear();
-            self.chunks = 0;
-        }
-        self.chunks += meta.num_chunks();
-        self.map.insert(meta.hash(), meta);
-    }
 }
 
 fn open_connection(path: &Path, fsync: bool) -> rusqlite::Result<Connection> {
@@ -114,26 +94,6 @@ fn open_connection(path: &Path, fsync: bool) -> rusqlite::Result<Connection> {
 
 fn blob(hash: &MerkleHash) -> &[u8] {
     hash.as_bytes()
-}
-
-fn hash_from(bytes: Vec<u8>) -> IndexResult<MerkleHash> {
-    MerkleHash::from_slice(&bytes)
-        .ok_or_else(|| IndexError::Corrupt(format!("hash of {} bytes", bytes.len())))
-}
-
-fn u32s(bytes: &[u8]) -> Vec<u32> {
-    bytes
-        .chunks_exact(4)
-        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-        .collect()
-}
-
-fn u32_blob(values: &[u32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-fn chunk_key(hash: &MerkleHash) -> i64 {
-    hash.truncated() as i64
 }
 
 impl SqliteIndex {
@@ -169,10 +129,7 @@ impl SqliteIndex {
 
     /// Drops a cached layout (its xorb was collected, perhaps by another process).
     fn evict(&self, hash: &MerkleHash) {
-        let mut cache = self.cache.lock().expect("meta cache");
-        if let Some(meta) = cache.map.remove(hash) {
-            cache.chunks = cache.chunks.saturating_sub(meta.num_chunks());
-        }
+        self.cache.lock().expect("meta cache").remove(hash);
     }
 
     /// Runs `f` on a pooled reader connection.
@@ -209,44 +166,17 @@ impl SqliteIndex {
         let Some((stored_len, hashes, chunk_ends, unpacked_ends)) = row else {
             return Ok(None);
         };
-        let chunk_hashes: Vec<MerkleHash> = hashes
-            .chunks_exact(32)
-            .map(|h| MerkleHash::from_slice(h).expect("32 bytes"))
-            .collect();
-        let footer = XorbFooter {
-            hash: *hash,
-            chunk_hashes,
-            chunk_ends: u32s(&chunk_ends),
-            unpacked_ends: u32s(&unpacked_ends),
-        };
-        if footer.chunk_ends.len() != footer.num_chunks()
-            || footer.unpacked_ends.len() != footer.num_chunks()
-        {
-            return Err(IndexError::Corrupt(format!(
-                "xorb {hash} has inconsistent chunk tables"
-            )));
-        }
-        Ok(Some(XorbMeta {
-            footer,
-            stored_len: stored_len as u64,
-        }))
+        Ok(Some(xorb_meta(
+            hash,
+            stored_len,
+            &hashes,
+            &chunk_ends,
+            &unpacked_ends,
+        )?))
     }
 
     fn load_file(row: &rusqlite::Row) -> rusqlite::Result<RawFile> {
         Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-    }
-
-    fn file_record(raw: RawFile) -> IndexResult<FileRecord> {
-        let (hash, size, sha256, terms) = raw;
-        Ok(FileRecord {
-            file_hash: hash_from(hash)?,
-            size: size as u64,
-            sha256: sha256
-                .as_slice()
-                .try_into()
-                .map_err(|_| IndexError::Corrupt("sha256 blob".into()))?,
-            terms: decode_terms(&terms)?,
-        })
     }
 
     fn insert_file(tx: &rusqlite::Transaction, file: &FileRecord, now: i64) -> IndexResult<bool> {
@@ -274,7 +204,7 @@ impl SqliteIndex {
 impl Index for SqliteIndex {
     fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool> {
         let f = &meta.footer;
-        let hashes: Vec<u8> = f.chunk_hashes.iter().flat_map(|h| *h.as_bytes()).collect();
+        let hashes = hashes_blob(&f.chunk_hashes);
         let inserted = self.write(|tx| {
             gc::refuse_condemned(tx, &f.hash)?;
             let n = tx.execute(
@@ -369,7 +299,7 @@ impl Index for SqliteIndex {
                 Self::load_file,
             )
             .optional()?
-            .map(Self::file_record)
+            .map(file_record)
             .transpose()
         })
     }
@@ -399,7 +329,7 @@ impl Index for SqliteIndex {
                 Self::load_file,
             )
             .optional()?
-            .map(Self::file_record)
+            .map(file_record)
             .transpose()
         })
     }

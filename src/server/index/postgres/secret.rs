@@ -1,0 +1,31 @@
+//! The deployment's signing secret, kept in the index so that every server process (and
+//! `git xet server token create --index ...`) derives the same keys: a token minted by one
+//! process is accepted by all, and they rotate the dedup key in step (it is derived from the
+//! secret and the clock).
+
+use tokio_postgres::Client;
+
+use super::pool::wait;
+use crate::server::auth::now_secs;
+
+/// Returns the secret, creating it if no process has yet. Concurrent first calls agree:
+/// only one insert wins, and everyone reads the winner's row.
+pub(super) fn load_or_create(
+    client: &mut Client,
+) -> Result<Result<[u8; 32], crate::server::index::IndexError>, tokio_postgres::Error> {
+    let mut fresh = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut fresh);
+    wait(client.execute(
+        "INSERT INTO server_secret (id, secret, created_at) VALUES (1, $1, $2)
+         ON CONFLICT (id) DO NOTHING",
+        &[&fresh.as_slice(), &(now_secs() as i64)],
+    ))?;
+    let row = wait(client.query_one("SELECT secret FROM server_secret WHERE id = 1", &[]))?;
+    let stored: Vec<u8> = row.get(0);
+    Ok(stored.as_slice().try_into().map_err(|_| {
+        crate::server::index::IndexError::Corrupt(format!(
+            "server_secret holds {} bytes, expected 32",
+            stored.len()
+        ))
+    }))
+}

@@ -1,0 +1,326 @@
+//! The `Index` contract, written once against `&dyn Index` and run on both backends: the
+//! embedded SQLite index and PostgreSQL (a real server, tests/support/postgres.rs). Two
+//! handles on one database stand for two server processes.
+
+use std::sync::Arc;
+
+use git_xet::server::index::{
+    FileRecord, Index, PgIndex, ShardRegistration, SqliteIndex, XorbMeta,
+};
+use git_xet::server::repo_name::RepoName;
+use git_xet::xet::shard::FileTerm;
+use git_xet::xet::xorb::XorbFooter;
+use git_xet::xet::MerkleHash;
+
+use crate::support::postgres;
+
+#[path = "index_contract/topics.rs"]
+mod topics;
+
+/// Opens another handle on the same index (another "process").
+type Opener = Box<dyn Fn() -> Arc<dyn Index>>;
+
+fn sqlite() -> (tempfile::TempDir, Opener) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.sqlite");
+    (
+        dir,
+        Box::new(move || Arc::new(SqliteIndex::open(&path, false).unwrap()) as Arc<dyn Index>),
+    )
+}
+
+fn pg() -> Option<(postgres::PgDatabase, Opener)> {
+    let db = postgres::database()?;
+    let url = db.url.clone();
+    Some((
+        db,
+        Box::new(move || Arc::new(PgIndex::open(&url).unwrap()) as Arc<dyn Index>),
+    ))
+}
+
+fn hash(tag: u8, n: u32) -> MerkleHash {
+    let mut b = [tag; 32];
+    b[8..12].copy_from_slice(&n.to_le_bytes());
+    b[0..4].copy_from_slice(&n.to_le_bytes());
+    b[4] = tag;
+    MerkleHash::from_bytes(b)
+}
+
+fn xorb(tag: u8, chunks: &[MerkleHash]) -> XorbMeta {
+    let n = chunks.len() as u32;
+    XorbMeta {
+        footer: XorbFooter {
+            hash: hash(tag, 0xffff),
+            chunk_hashes: chunks.to_vec(),
+            chunk_ends: (1..=n).map(|i| i * 110).collect(),
+            unpacked_ends: (1..=n).map(|i| i * 100).collect(),
+        },
+        stored_len: u64::from(n) * 110 + 64,
+    }
+}
+
+fn file(tag: u8, x: &XorbMeta) -> FileRecord {
+    FileRecord {
+        file_hash: hash(tag, 0xeeee),
+        size: 200,
+        sha256: [tag; 32],
+        terms: vec![FileTerm {
+            xorb_hash: x.hash(),
+            cas_flags: 0,
+            chunk_start: 0,
+            chunk_end: 2,
+            unpacked_bytes: 200,
+        }],
+    }
+}
+
+fn shard(tag: u8, repo: &str, files: &[FileRecord]) -> ShardRegistration {
+    ShardRegistration {
+        shard_hash: hash(tag, 0xdddd),
+        shard_len: 1000,
+        repo: RepoName::parse(repo).unwrap(),
+        files: files.to_vec(),
+        first_chunks: files
+            .iter()
+            .map(|f| {
+                let first = hash(f.sha256[0], 1);
+                (first, f.file_hash)
+            })
+            .collect(),
+    }
+}
+
+fn xorbs_and_chunks(open: &Opener) {
+    let index = open();
+    let c: Vec<MerkleHash> = (1..=3).map(|i| hash(1, i)).collect();
+    let a = xorb(10, &c[..2]);
+    let b = xorb(11, &c[1..]);
+    assert!(index.register_xorb(&a).unwrap(), "new xorb");
+    assert!(!index.register_xorb(&a).unwrap(), "known xorb");
+    assert!(index.register_xorb(&b).unwrap());
+    // A fresh handle (no cache) reads the same layout.
+    let other = open();
+    assert_eq!(*other.xorb(&a.hash()).unwrap().unwrap(), a);
+    assert!(other.xorb(&hash(99, 1)).unwrap().is_none());
+    // The first xorb to store a chunk stays its location.
+    assert_eq!(other.chunk_location(&c[0]).unwrap(), Some((a.hash(), 0)));
+    assert_eq!(other.chunk_location(&c[1]).unwrap(), Some((a.hash(), 1)));
+    assert_eq!(other.chunk_location(&c[2]).unwrap(), Some((b.hash(), 1)));
+    // Same 8-byte key, different hash: not a match.
+    let mut lookalike = *c[0].as_bytes();
+    lookalike[31] ^= 1;
+    assert_eq!(
+        other
+            .chunk_location(&MerkleHash::from_bytes(lookalike))
+            .unwrap(),
+        None
+    );
+    let stats = other.stats().unwrap();
+    assert_eq!(stats.xorbs, 2);
+    assert_eq!(stats.xorb_bytes, a.stored_len + b.stored_len);
+}
+
+fn shards_files_and_repos(open: &Opener) {
+    let index = open();
+    let x = xorb(20, &[hash(2, 1), hash(2, 2)]);
+    index.register_xorb(&x).unwrap();
+    let (f1, f2) = (file(21, &x), file(22, &x));
+    let s = shard(23, "team/models", &[f1.clone(), f2.clone()]);
+    let out = index.register_shard(&s).unwrap();
+    assert!(out.new_shard && out.changed());
+    assert_eq!((out.new_files, out.new_repo_files), (2, 2));
+    let again = index.register_shard(&s).unwrap();
+    assert!(!again.changed(), "{again:?}");
+    // The same files through another repository's shard: visible there too, not new files.
+    let other_repo = shard(24, "team/other", std::slice::from_ref(&f1));
+    let out = open().register_shard(&other_repo).unwrap();
+    assert_eq!(
+        (out.new_shard, out.new_files, out.new_repo_files),
+        (true, 0, 1)
+    );
+
+    let reader = open();
+    assert_eq!(reader.file(&f1.file_hash).unwrap().unwrap(), f1);
+    assert!(reader.file(&hash(29, 0)).unwrap().is_none());
+    let models = RepoName::parse("team/models").unwrap();
+    let other = RepoName::parse("team/other").unwrap();
+    assert!(reader.repo_has_file(&models, &f2.file_hash).unwrap());
+    assert!(!reader.repo_has_file(&other, &f2.file_hash).unwrap());
+    assert_eq!(
+        reader.repo_file_by_sha256(&models, &f2.sha256).unwrap(),
+        Some(f2.clone())
+    );
+    assert_eq!(
+        reader.repo_file_by_sha256(&other, &f2.sha256).unwrap(),
+        None,
+        "no lookup by sha256 across repositories"
+    );
+    assert_eq!(
+        reader.files_starting_with(&hash(21, 1), 10).unwrap(),
+        vec![f1.file_hash]
+    );
+    assert!(reader
+        .files_starting_with(&hash(28, 1), 10)
+        .unwrap()
+        .is_empty());
+    assert_eq!(reader.stats().unwrap().files, 2);
+}
+
+/// Eight writers on two handles register the same xorb and shard at once: none fails,
+/// exactly one of them created each row.
+fn concurrent_registrations(open: &Opener) {
+    let handles = [open(), open()];
+    let before = handles[0].stats().unwrap().files;
+    let x = xorb(30, &[hash(3, 1), hash(3, 2)]);
+    let files: Vec<FileRecord> = (31..35).map(|t| file(t, &x)).collect();
+    let s = shard(36, "team/race", &files);
+    let results: Vec<(bool, u64, bool)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..8)
+            .map(|i| {
+                let index = handles[i % 2].clone();
+                let (x, s) = (&x, &s);
+                scope.spawn(move || {
+                    let new_xorb = index.register_xorb(x).unwrap();
+                    let out = index.register_shard(s).unwrap();
+                    (new_xorb, out.new_files, out.new_shard)
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    assert_eq!(results.iter().filter(|r| r.0).count(), 1, "{results:?}");
+    assert_eq!(results.iter().filter(|r| r.2).count(), 1, "{results:?}");
+    assert_eq!(results.iter().map(|r| r.1).sum::<u64>(), 4, "{results:?}");
+    assert_eq!(open().stats().unwrap().files, before + 4);
+}
+
+/// Shards with overlapping files in opposite orders, registered at once, many times: the
+/// backends must not deadlock or fail.
+fn overlapping_shards(open: &Opener) {
+    let handles = [open(), open()];
+    let before = handles[0].stats().unwrap().files;
+    let x = xorb(40, &[hash(4, 1), hash(4, 2)]);
+    handles[0].register_xorb(&x).unwrap();
+    let files: Vec<FileRecord> = (0..40).map(|t| file(100 + t, &x)).collect();
+    std::thread::scope(|scope| {
+        for i in 0..6u8 {
+            let index = handles[usize::from(i) % 2].clone();
+            let mut mine = files.clone();
+            if i % 2 == 1 {
+                mine.reverse();
+            }
+            scope.spawn(move || {
+                for round in 0..5u8 {
+                    let s = shard(200 + i * 8 + round, "team/overlap", &mine);
+                    index.register_shard(&s).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(open().stats().unwrap().files, before + 40);
+}
+
+/// Storage use per repository: files, logical bytes, and the distinct xorbs behind them.
+fn usage(open: &Opener) {
+    let index = open();
+    let x = xorb(50, &[hash(5, 1), hash(5, 2)]);
+    index.register_xorb(&x).unwrap();
+    let (f1, f2) = (file(51, &x), file(52, &x));
+    index
+        .register_shard(&shard(53, "usage/a", &[f1.clone(), f2]))
+        .unwrap();
+    index
+        .register_shard(&shard(54, "usage/b", std::slice::from_ref(&f1)))
+        .unwrap();
+    let a = open()
+        .repo_usage(&RepoName::parse("usage/a").unwrap())
+        .unwrap();
+    assert_eq!(
+        (a.files, a.logical_bytes, a.xorbs, a.stored_bytes),
+        (2, 400, 1, x.stored_len)
+    );
+    let b = open()
+        .repo_usage(&RepoName::parse("usage/b").unwrap())
+        .unwrap();
+    assert_eq!((b.files, b.logical_bytes, b.xorbs), (1, 200, 1));
+    let none = open()
+        .repo_usage(&RepoName::parse("usage/none").unwrap())
+        .unwrap();
+    assert_eq!(none.files + none.xorbs, 0);
+    let total = open().total_usage().unwrap();
+    assert_eq!(total.files, open().stats().unwrap().files);
+    assert_eq!(total.stored_bytes, open().stats().unwrap().xorb_bytes);
+}
+
+fn contract(open: &Opener) {
+    xorbs_and_chunks(open);
+    shards_files_and_repos(open);
+    concurrent_registrations(open);
+    overlapping_shards(open);
+    usage(open);
+    topics::all(open);
+}
+
+#[test]
+fn sqlite_index_contract() {
+    let (_dir, open) = sqlite();
+    contract(&open);
+}
+
+#[test]
+fn postgres_index_contract() {
+    let Some((_db, open)) = pg() else { return };
+    contract(&open);
+}
+
+/// Processes starting at once against an empty database all migrate it without error,
+/// and agree on one signing secret.
+#[test]
+fn postgres_concurrent_start_and_one_secret() {
+    let Some(db) = postgres::database() else {
+        return;
+    };
+    let secrets: Vec<[u8; 32]> = std::thread::scope(|scope| {
+        let starts: Vec<_> = (0..6)
+            .map(|_| {
+                scope.spawn(|| {
+                    let index = PgIndex::open(&db.url).unwrap();
+                    index.shared_secret().unwrap()
+                })
+            })
+            .collect();
+        starts.into_iter().map(|s| s.join().unwrap()).collect()
+    });
+    assert!(secrets.windows(2).all(|w| w[0] == w[1]));
+    assert_eq!(db.sql("SELECT COUNT(*) FROM server_secret"), "1");
+    assert_eq!(
+        db.sql("SELECT string_agg(version::text, ',') FROM schema_migrations"),
+        "1,2,3,4,5"
+    );
+}
+
+/// An unreachable database is a typed error that says which one (password hidden).
+#[test]
+fn postgres_unreachable_is_a_clear_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://xet:hunter2@127.0.0.1:{port}/xet");
+    let err = match PgIndex::open(&url) {
+        Ok(_) => panic!("nothing listens on {port}"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(
+            err,
+            git_xet::server::index::IndexError::PostgresUnavailable { .. }
+        ),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(!text.contains("hunter2"), "{text}");
+    let server_error = git_xet::server::error::ServerError::from(err);
+    assert_eq!(server_error.status(), 503);
+}
