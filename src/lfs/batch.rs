@@ -5,13 +5,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use reqwest::Method;
-use serde::{Deserialize, Serialize};
 
 use crate::client::transport::{shown_url, Authenticator, HttpFactory};
 use crate::lfs::pointer::Oid;
 use crate::lfs::protocol::{Action, Operation};
 use crate::lfs::LfsError;
 use crate::xet::constants::{XET_DOWNLOAD_TRANSFER, XET_TRANSFER};
+pub use crate::xet::lfs::batch::ObjectError;
+use crate::xet::lfs::batch::{self as wire, BatchRequest, ObjectSpec, HASH_ALGO_SHA256};
+use crate::xet::lfs::pointer::PointerError;
 
 const MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
 /// Objects per batch request (git-lfs's own default batch size).
@@ -62,67 +64,18 @@ pub struct BatchClient {
 
 /// `transfers`, plus [`XET_DOWNLOAD_TRANSFER`] for a download offering `xet`: our `xet`
 /// downloads, and servers name `xet` for downloads only to clients that say so.
-fn with_download_marker<'a>(operation: Operation, transfers: &[&'a str]) -> Vec<&'a str> {
-    let mut out = transfers.to_vec();
+fn with_download_marker(operation: Operation, transfers: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = transfers.iter().map(|t| t.to_string()).collect();
     if operation == Operation::Download
-        && out.contains(&XET_TRANSFER)
-        && !out.contains(&XET_DOWNLOAD_TRANSFER)
+        && transfers.contains(&XET_TRANSFER)
+        && !transfers.contains(&XET_DOWNLOAD_TRANSFER)
     {
-        out.push(XET_DOWNLOAD_TRANSFER);
+        out.push(XET_DOWNLOAD_TRANSFER.to_string());
     }
     out
 }
 
-#[derive(Serialize)]
-struct RequestBody<'a> {
-    operation: &'a str,
-    transfers: Vec<&'a str>,
-    objects: Vec<ObjectSpec>,
-    hash_algo: &'a str,
-}
-
-#[derive(Serialize)]
-struct ObjectSpec {
-    oid: String,
-    size: u64,
-}
-
-#[derive(Deserialize)]
-struct ResponseBody {
-    #[serde(default)]
-    transfer: Option<String>,
-    #[serde(default)]
-    objects: Vec<ResponseObject>,
-}
-
-#[derive(Deserialize)]
-struct ResponseObject {
-    oid: String,
-    #[serde(default)]
-    size: u64,
-    #[serde(default)]
-    actions: Option<BTreeMap<String, RawAction>>,
-    #[serde(default)]
-    error: Option<ObjectError>,
-}
-
-#[derive(Deserialize)]
-struct RawAction {
-    #[serde(default)]
-    href: String,
-    #[serde(default)]
-    header: BTreeMap<String, String>,
-}
-
-#[derive(Deserialize, Debug, Clone)]
-pub struct ObjectError {
-    #[serde(default)]
-    pub code: u32,
-    #[serde(default)]
-    pub message: String,
-}
-
-/// The server's answer for one object.
+/// The server's answer for one object, its oid parsed and its actions sorted out.
 #[derive(Debug, Clone)]
 pub struct BatchObject {
     pub oid: Oid,
@@ -135,7 +88,7 @@ pub struct BatchObject {
     pub error: Option<ObjectError>,
 }
 
-/// The answer to one batch request.
+/// The answer to one batch request, as the client uses it.
 #[derive(Debug, Clone)]
 pub struct BatchResponse {
     /// The transfer the server chose (`basic` when it said nothing).
@@ -184,17 +137,23 @@ impl BatchClient {
         objects: &[(Oid, u64)],
     ) -> Result<BatchResponse, LfsError> {
         let url = format!("{}/objects/batch", self.endpoint);
-        let body = RequestBody {
-            operation: operation.as_str(),
+        let mut specs = Vec::with_capacity(objects.len());
+        for (oid, size) in objects {
+            // git-lfs reads sizes as int64: a pointer with a larger one is not valid to it.
+            let size = i64::try_from(*size).map_err(|_| PointerError {
+                reason: format!("object {oid} has size {size}, larger than git-lfs allows"),
+            })?;
+            specs.push(ObjectSpec {
+                oid: oid.to_hex(),
+                size,
+            });
+        }
+        let body = BatchRequest {
+            operation,
             transfers: with_download_marker(operation, transfers),
-            objects: objects
-                .iter()
-                .map(|(oid, size)| ObjectSpec {
-                    oid: oid.to_hex(),
-                    size: *size,
-                })
-                .collect(),
-            hash_algo: "sha256",
+            objects: specs,
+            refspec: None,
+            hash_algo: Some(HASH_ALGO_SHA256.into()),
         };
         let body = serde_json::to_vec(&body).expect("batch request serializes");
         let mut attempt = 0;
@@ -228,7 +187,7 @@ impl BatchClient {
             url: shown_url(&url),
             detail,
         };
-        let parsed: ResponseBody =
+        let parsed: wire::BatchResponse =
             serde_json::from_str(&text).map_err(|e| bad_answer(e.to_string()))?;
         let mut out = Vec::with_capacity(parsed.objects.len());
         for o in parsed.objects {
@@ -236,8 +195,10 @@ impl BatchClient {
                 .oid
                 .parse::<Oid>()
                 .map_err(|e| bad_answer(e.to_string()))?;
-            let mut actions = o.actions.unwrap_or_default();
-            let take = |actions: &mut BTreeMap<String, RawAction>, name: &str| {
+            let size = u64::try_from(o.size)
+                .map_err(|_| bad_answer(format!("object {oid} has size {}", o.size)))?;
+            let mut actions = o.actions;
+            let take = |actions: &mut BTreeMap<String, wire::Action>, name: &str| {
                 actions.remove(name).map(|a| Action {
                     href: a.href,
                     header: a.header,
@@ -245,7 +206,7 @@ impl BatchClient {
             };
             out.push(BatchObject {
                 oid,
-                size: o.size,
+                size,
                 action: take(&mut actions, operation.as_str()),
                 verify: take(&mut actions, "verify"),
                 error: o.error,

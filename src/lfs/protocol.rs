@@ -22,21 +22,8 @@ pub const TRANSFER_ERROR_CODE: u32 = 2;
 /// Longest request line accepted. Real requests are a few KiB (the action's headers).
 pub const MAX_LINE_LEN: usize = 1 << 20;
 
-/// Direction of a transfer session, from `init`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    Upload,
-    Download,
-}
-
-impl Operation {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Upload => "upload",
-            Operation::Download => "download",
-        }
-    }
-}
+/// Direction of a transfer session, from `init` (the Batch API's operation).
+pub use crate::xet::lfs::batch::Operation;
 
 /// `{"event":"init",...}`.
 #[derive(Clone, Debug, PartialEq, Eq)]

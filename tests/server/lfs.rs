@@ -291,6 +291,88 @@ fn objects_exist_per_repository() {
 }
 
 #[test]
+fn batch_bodies_are_checked_and_answered_in_git_lfs_shape() {
+    let server = TestServer::start();
+    let token = server.token("org/shape", "write");
+    let post = |body: &str| {
+        json(
+            client()
+                .post(lfs_url(&server, "org/shape", "objects/batch"))
+                .header("Accept", LFS)
+                .header("Content-Type", LFS)
+                .basic_auth("anyone", Some(&token))
+                .body(body.to_string())
+                .send()
+                .unwrap(),
+        )
+    };
+    // Bad requests are refused as a whole, with a message that names the fault.
+    for (body, status, says) in [
+        ("{", 400, "malformed batch request"),
+        (
+            r#"{"operation":"delete","objects":[]}"#,
+            400,
+            r#"unknown operation \"delete\""#,
+        ),
+        (r#"{"operation":"upload"}"#, 400, "missing field `objects`"),
+        (
+            r#"{"operation":"upload","objects":[{"oid":"ab","size":"1"}]}"#,
+            400,
+            "invalid type",
+        ),
+        (
+            r#"{"operation":"upload","objects":[],"hash_algo":"sha1"}"#,
+            409,
+            "sha256",
+        ),
+    ] {
+        let (got, answer) = post(body);
+        assert_eq!(got, status, "{body}: {answer}");
+        assert!(answer.to_string().contains(says), "{body}: {answer}");
+    }
+    // The documented request with its `ref` (and a `null` one) is served; a negative size
+    // is a per-object error.
+    let data = random_bytes(1000, 7);
+    let oid = sha256_hex(&data);
+    let documented = json!({
+        "operation": "upload",
+        "transfers": ["basic"],
+        "ref": {"name": "refs/heads/main"},
+        "objects": [{"oid": oid, "size": 1000}, {"oid": "0".repeat(64), "size": -1}],
+        "hash_algo": "sha256",
+    });
+    let (status, answer) = post(&documented.to_string());
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["objects"][1]["error"]["code"], 422, "{answer}");
+    let mut with_null_ref = documented.clone();
+    with_null_ref["ref"] = Value::Null;
+    assert_eq!(post(&with_null_ref.to_string()).0, 200);
+    // An object the server has: no `actions` key at all, and nothing written as `null`.
+    basic_upload(&server, "org/shape", &token, &data);
+    let response = client()
+        .post(lfs_url(&server, "org/shape", "objects/batch"))
+        .header("Accept", LFS)
+        .header("Content-Type", LFS)
+        .basic_auth("anyone", Some(&token))
+        .body(documented.to_string())
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().unwrap();
+    assert!(
+        text.starts_with(&format!(
+            r#"{{"transfer":"basic","objects":[{{"oid":"{oid}","size":1000}},"#
+        )),
+        "{text}"
+    );
+    assert!(text.ends_with(r#"],"hash_algo":"sha256"}"#), "{text}");
+    assert!(
+        !text.contains("null") && !text.contains("expires_at"),
+        "{text}"
+    );
+}
+
+#[test]
 fn lfs_authentication_and_scopes() {
     let server = TestServer::start();
     let oid = "a".repeat(64);

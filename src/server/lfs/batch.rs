@@ -21,58 +21,12 @@ use crate::server::repo_name::RepoName;
 use crate::server::state::{blocking, SharedState};
 use crate::xet::constants::{XET_DOWNLOAD_TRANSFER, XET_TRANSFER};
 use crate::xet::lfs;
+use crate::xet::lfs::batch::{
+    Action, BatchRequest, BatchResponse, ObjectError, ObjectResponse, Operation, HASH_ALGO_SHA256,
+};
 
 const MAX_BATCH_BODY: usize = 16 * 1024 * 1024;
 const MAX_OBJECTS: usize = 10_000;
-
-#[derive(serde::Deserialize)]
-pub struct BatchRequest {
-    operation: String,
-    #[serde(default)]
-    transfers: Vec<String>,
-    objects: Vec<ObjectSpec>,
-    #[serde(default)]
-    hash_algo: Option<String>,
-}
-
-#[derive(serde::Deserialize)]
-struct ObjectSpec {
-    oid: String,
-    size: i64,
-}
-
-#[derive(serde::Serialize)]
-struct BatchResponse {
-    transfer: &'static str,
-    objects: Vec<ObjectAnswer>,
-    hash_algo: &'static str,
-}
-
-#[derive(serde::Serialize)]
-struct ObjectAnswer {
-    oid: String,
-    size: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    authenticated: Option<bool>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    actions: BTreeMap<&'static str, Action>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<ObjectError>,
-}
-
-#[derive(serde::Serialize, Clone)]
-struct Action {
-    href: String,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    header: BTreeMap<String, String>,
-    expires_in: u64,
-}
-
-#[derive(serde::Serialize)]
-struct ObjectError {
-    code: u16,
-    message: String,
-}
 
 /// What the index says about one requested object.
 enum Known {
@@ -85,16 +39,13 @@ enum Known {
 pub fn parse_request(bytes: &[u8]) -> Result<(BatchRequest, bool), ServerError> {
     let request: BatchRequest = serde_json::from_slice(bytes)
         .map_err(|e| ServerError::bad_request(format!("malformed batch request: {e}")))?;
-    let upload = match request.operation.as_str() {
-        "upload" => true,
-        "download" => false,
-        other => {
-            return Err(ServerError::bad_request(format!(
-                "unknown operation {other:?}"
-            )))
-        }
-    };
-    if request.hash_algo.as_deref().is_some_and(|a| a != "sha256") {
+    // An unknown operation is a parse error that names it.
+    let upload = request.operation == Operation::Upload;
+    if request
+        .hash_algo
+        .as_deref()
+        .is_some_and(|a| a != HASH_ALGO_SHA256)
+    {
         return Err(ServerError::Conflict(
             "only the sha256 hash algorithm is supported".into(),
         ));
@@ -186,6 +137,7 @@ pub async fn batch(
         .as_secs()
         .saturating_sub(60)
         .max(30);
+    let expires_in = Some(i64::try_from(expires_in).unwrap_or(i64::MAX));
     let session = format!(
         "{:016x}{:016x}",
         rand::random::<u64>(),
@@ -203,20 +155,21 @@ pub async fn batch(
         href: format!("{lfs}/verify"),
         header: auth_header.clone(),
         expires_in,
+        expires_at: None,
     };
 
-    let objects: Vec<ObjectAnswer> = specs
+    let objects: Vec<ObjectResponse> = specs
         .into_iter()
         .zip(known)
         .map(|((oid, size), known)| {
-            let mut answer = ObjectAnswer {
+            let mut answer = ObjectResponse {
                 oid,
                 size,
                 authenticated: None,
                 actions: BTreeMap::new(),
                 error: None,
             };
-            let error = |code: u16, message: String| Some(ObjectError { code, message });
+            let error = |code: u32, message: String| Some(ObjectError { code, message });
             match (known, upload) {
                 (Known::Invalid(message), _) => answer.error = error(422, message),
                 (Known::Present { size: stored, .. }, _) if stored != size as u64 => {
@@ -247,21 +200,23 @@ pub async fn batch(
                             href: token_href.clone(),
                             header: xet_headers.clone(),
                             expires_in,
+                            expires_at: None,
                         }
                     } else {
                         Action {
                             href: format!("{lfs}/objects/{}", answer.oid),
                             header: auth_header.clone(),
                             expires_in,
+                            expires_at: None,
                         }
                     };
-                    answer.actions.insert("upload", action);
+                    answer.actions.insert("upload".into(), action);
                     // An xet upload is complete only once its shard registered the file
                     // here, which the agent waits for: a verify request would cost every
                     // object one more round trip (and git-lfs a new connection) to learn
                     // nothing.
                     if !xet {
-                        answer.actions.insert("verify", verify.clone());
+                        answer.actions.insert("verify".into(), verify.clone());
                     }
                 }
                 (Known::Present { file_hash, .. }, false) => {
@@ -273,15 +228,17 @@ pub async fn batch(
                             href: token_href.clone(),
                             header,
                             expires_in,
+                            expires_at: None,
                         }
                     } else {
                         Action {
                             href: format!("{lfs}/objects/{}", answer.oid),
                             header: auth_header.clone(),
                             expires_in,
+                            expires_at: None,
                         }
                     };
-                    answer.actions.insert("download", action);
+                    answer.actions.insert("download".into(), action);
                 }
             }
             answer
@@ -299,8 +256,8 @@ pub async fn batch(
         "basic"
     };
     Ok(lfs_json(&BatchResponse {
-        transfer,
+        transfer: Some(transfer.into()),
         objects,
-        hash_algo: "sha256",
+        hash_algo: Some(HASH_ALGO_SHA256.into()),
     }))
 }

@@ -1,7 +1,9 @@
 //! The vocabulary the `xet` transfer shares with git-lfs's Batch API, for client and server
-//! alike: the headers of a `xet` action (docs/formats.md, "The `xet` transfer in the git-lfs
-//! Batch API"), LFS object ids, and pointer files ([`pointer`]).
+//! alike: the Batch API messages ([`batch`]), the headers of a `xet` action (docs/formats.md,
+//! "The `xet` transfer in the git-lfs Batch API"), LFS object ids, and pointer files
+//! ([`pointer`]).
 
+pub mod batch;
 pub mod pointer;
 
 /// Base URL of the CAS API.

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use crate::server::ssh::command::LfsOperation;
 use crate::server::ssh::ShellError;
 use pkt::{PktIo, Request};
-use upstream::{ObjectAnswer, Upstream};
+use upstream::{ObjectResponse, Upstream};
 
 /// Most objects in one `batch` (git-lfs sends 100 by default).
 const MAX_BATCH: usize = 10_000;
@@ -25,7 +25,7 @@ pub trait Objects {
         operation: LfsOperation,
         objects: &[(String, u64)],
         refname: Option<&str>,
-    ) -> Result<Vec<ObjectAnswer>, ShellError>;
+    ) -> Result<Vec<ObjectResponse>, ShellError>;
     fn download(
         &self,
         action: &upstream::Action,
@@ -49,7 +49,7 @@ impl Objects for Upstream {
         operation: LfsOperation,
         objects: &[(String, u64)],
         refname: Option<&str>,
-    ) -> Result<Vec<ObjectAnswer>, ShellError> {
+    ) -> Result<Vec<ObjectResponse>, ShellError> {
         Upstream::batch(self, operation, objects, refname)
     }
 
@@ -229,7 +229,9 @@ fn one_object(
         )));
     };
     if let Some(error) = answer.error {
-        return Ok(Err((error.code, error.message)));
+        // A code that is no HTTP status is the server's fault.
+        let status = u16::try_from(error.code).unwrap_or(502);
+        return Ok(Err((status, error.message)));
     }
     Ok(Ok(answer.actions.remove(operation.as_str())))
 }

@@ -14,7 +14,7 @@ impl Objects for Unreachable {
         _: LfsOperation,
         objects: &[(String, u64)],
         _: Option<&str>,
-    ) -> Result<Vec<ObjectAnswer>, ShellError> {
+    ) -> Result<Vec<ObjectResponse>, ShellError> {
         Err(ShellError::Upstream {
             status: 503,
             message: format!("no server ({} objects)", objects.len()),

@@ -2,7 +2,6 @@
 //! through the Batch API and basic transfers, as any git-lfs client would, so the shell
 //! never opens the store or the index and the server's checks apply unchanged.
 
-use std::collections::HashMap;
 use std::io::Read;
 use std::time::Duration;
 
@@ -11,62 +10,16 @@ use crate::server::keys::Keys;
 use crate::server::repo_name::RepoName;
 use crate::server::ssh::command::LfsOperation;
 use crate::server::ssh::ShellError;
+pub use crate::xet::lfs::batch::{Action, ObjectResponse};
+use crate::xet::lfs::batch::{
+    BatchRequest, BatchResponse, ObjectSpec, Operation, Ref, HASH_ALGO_SHA256,
+};
 
 const LFS_JSON: &str = "application/vnd.git-lfs+json";
 /// Lifetime of the token the shell mints for each Batch request it makes.
 const TOKEN_TTL: u64 = 5 * 60;
 /// Largest error body read from the server.
 const MAX_ERROR_BODY: u64 = 64 * 1024;
-
-#[derive(serde::Serialize)]
-struct BatchRequest<'a> {
-    operation: &'a str,
-    transfers: [&'a str; 1],
-    objects: Vec<ObjectSpec<'a>>,
-    #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
-    refspec: Option<RefName<'a>>,
-    hash_algo: &'a str,
-}
-
-#[derive(serde::Serialize)]
-struct ObjectSpec<'a> {
-    oid: &'a str,
-    size: u64,
-}
-
-#[derive(serde::Serialize)]
-struct RefName<'a> {
-    name: &'a str,
-}
-
-#[derive(serde::Deserialize)]
-struct BatchAnswer {
-    #[serde(default)]
-    objects: Vec<ObjectAnswer>,
-}
-
-/// One object of a Batch answer.
-#[derive(Debug, serde::Deserialize)]
-pub struct ObjectAnswer {
-    pub oid: String,
-    #[serde(default)]
-    pub actions: HashMap<String, Action>,
-    #[serde(default)]
-    pub error: Option<ObjectError>,
-}
-
-#[derive(Debug, serde::Deserialize)]
-pub struct Action {
-    pub href: String,
-    #[serde(default)]
-    pub header: HashMap<String, String>,
-}
-
-#[derive(Debug, serde::Deserialize)]
-pub struct ObjectError {
-    pub code: u16,
-    pub message: String,
-}
 
 #[derive(serde::Deserialize)]
 struct ErrorBody {
@@ -121,16 +74,28 @@ impl Upstream {
         operation: LfsOperation,
         objects: &[(String, u64)],
         refname: Option<&str>,
-    ) -> Result<Vec<ObjectAnswer>, ShellError> {
+    ) -> Result<Vec<ObjectResponse>, ShellError> {
+        let mut specs = Vec::with_capacity(objects.len());
+        for (oid, size) in objects {
+            // git-lfs sizes are int64: the server would refuse the request (400) as well.
+            let size = i64::try_from(*size).map_err(|_| ShellError::Upstream {
+                status: 400,
+                message: format!("object {oid} has size {size}, larger than git-lfs allows"),
+            })?;
+            specs.push(ObjectSpec {
+                oid: oid.clone(),
+                size,
+            });
+        }
         let body = BatchRequest {
-            operation: operation.as_str(),
-            transfers: ["basic"],
-            objects: objects
-                .iter()
-                .map(|(oid, size)| ObjectSpec { oid, size: *size })
-                .collect(),
-            refspec: refname.map(|name| RefName { name }),
-            hash_algo: "sha256",
+            operation: match operation {
+                LfsOperation::Upload => Operation::Upload,
+                LfsOperation::Download => Operation::Download,
+            },
+            transfers: vec!["basic".into()],
+            objects: specs,
+            refspec: refname.map(|name| Ref { name: name.into() }),
+            hash_algo: Some(HASH_ALGO_SHA256.into()),
         };
         let (token, _) =
             auth::issue_for(&self.keys, &self.repo, self.scope, TOKEN_TTL, &self.holder);
@@ -145,7 +110,7 @@ impl Upstream {
             .send()
             .map_err(|e| self.unreachable(e))?;
         let response = checked(response)?;
-        let answer: BatchAnswer = response.json().map_err(|e| ShellError::Upstream {
+        let answer: BatchResponse = response.json().map_err(|e| ShellError::Upstream {
             status: 502,
             message: format!("the server's batch answer is not valid: {e}"),
         })?;
