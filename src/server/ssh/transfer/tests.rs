@@ -222,7 +222,7 @@ impl Objects for Held {
         op: LfsOperation,
         objects: &[(String, u64)],
         r: Option<&str>,
-    ) -> Result<Vec<ObjectAnswer>, ShellError> {
+    ) -> Result<Vec<ObjectResponse>, ShellError> {
         Unreachable.batch(op, objects, r)
     }
     fn download(&self, a: &Action) -> Result<(Option<u64>, Box<dyn Read>), ShellError> {
