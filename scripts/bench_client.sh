@@ -9,6 +9,9 @@
 #                                               two server processes sharing index, object
 #                                               store and git directory: upload through the
 #                                               first, re-upload and download through the second
+#   OBJECT_STORE=garage INDEX=postgres [PROCESSES=2] scripts/bench_client.sh
+#                                               xorbs and shards in a 3-node Garage cluster on
+#                                               loopback (.ci/deps/20-garage.sh installs garage)
 #
 # Measures, with a release build: upload of SIZE_MIB of random data, re-upload of the same
 # file (must send no xorb bytes), and download (fresh metadata, no chunk cache: everything
@@ -24,12 +27,15 @@ BIN="$ROOT/target/release/git-xet"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/bench-client.XXXXXX")"
 INDEX="${INDEX:-sqlite}"
 PROCESSES="${PROCESSES:-1}"
+OBJECT_STORE="${OBJECT_STORE:-}"
 SERVER_PIDS=()
+# Garage's nodes (scripts/lib/garage.sh appends to `pids`).
+pids=()
 # shellcheck source=scripts/lib/postgres.sh
 source "$ROOT/scripts/lib/postgres.sh"
 
 cleanup() {
-  for pid in "${SERVER_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  for pid in "${SERVER_PIDS[@]}" "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   pg_stop
   rm -rf "$WORK"
 }
@@ -46,6 +52,17 @@ if [[ "$INDEX" == postgres ]]; then
   pg_start "$WORK/pg"
   DEPLOYMENT=(--index "$PG_URL" --object-store "$WORK/objects" --git-dir "$WORK/git")
   TOKEN_FROM=(--index "$PG_URL")
+  if [[ "$OBJECT_STORE" == garage ]]; then
+    garage=${GIT_XET_GARAGE:-$HOME/.cache/git-xet/garage/bin/garage}
+    "$garage" --version >/dev/null || { echo "no garage at $garage: run .ci/deps/20-garage.sh" >&2; exit 1; }
+    work="$WORK/garage"
+    # shellcheck source=scripts/lib/garage.sh
+    source "$ROOT/scripts/lib/garage.sh"
+    start_garage bench
+    export AWS_ENDPOINT_URL=$endpoint AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$key_secret
+    export AWS_REGION=garage AWS_ALLOW_HTTP=true
+    DEPLOYMENT=(--index "$PG_URL" --object-store s3://bench/xet --git-dir "$WORK/git")
+  fi
 elif [[ "$PROCESSES" != 1 ]]; then
   echo "PROCESSES needs INDEX=postgres (an embedded data directory serves one process)" >&2
   exit 1
@@ -101,7 +118,7 @@ served1="$(metric git_xet_xorb_bytes_served_total)"
 cmp -s "$WORK/data.bin" "$WORK/copy.bin" || { echo "download differs from the upload" >&2; exit 1; }
 
 echo
-echo "git-xet client benchmark: ${SIZE_MIB} MiB of random data, $PROCESSES server process(es) on loopback, index $INDEX (${SERVER_ARGS:-no extra flags}; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "git-xet client benchmark: ${SIZE_MIB} MiB of random data, $PROCESSES server process(es) on loopback, index $INDEX, objects ${OBJECT_STORE:-in a directory} (${SERVER_ARGS:-no extra flags}; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 report upload "$up_s" "$up_rss"
 report re-upload "$re_s" "$re_rss"
 report download "$down_s" "$down_rss"
