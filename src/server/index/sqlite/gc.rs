@@ -104,25 +104,16 @@ impl GcIndex for SqliteIndex {
     }
 
     fn indexed_xorbs(&self) -> IndexResult<Vec<IndexedXorb>> {
-        self.read(|c| {
-            let mut stmt = c.prepare("SELECT hash, stored_len, created_at FROM xorbs")?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, Vec<u8>>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })?;
-            rows.map(|r| {
-                let (hash, len, at) = r?;
-                Ok(IndexedXorb {
-                    hash: hash_from(hash)?,
-                    stored_len: len as u64,
-                    created_at: at as u64,
-                })
+        let rows =
+            self.read(|c| hash_len_created(c, "SELECT hash, stored_len, created_at FROM xorbs"))?;
+        Ok(rows
+            .into_iter()
+            .map(|(hash, stored_len, created_at)| IndexedXorb {
+                hash,
+                stored_len,
+                created_at,
             })
-            .collect()
-        })
+            .collect())
     }
 
     fn referenced_xorbs(&self) -> IndexResult<HashSet<MerkleHash>> {
@@ -169,25 +160,16 @@ impl GcIndex for SqliteIndex {
     }
 
     fn indexed_shards(&self) -> IndexResult<Vec<IndexedShard>> {
-        self.read(|c| {
-            let mut stmt = c.prepare("SELECT hash, len, created_at FROM shards")?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, Vec<u8>>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })?;
-            rows.map(|r| {
-                let (hash, len, at) = r?;
-                Ok(IndexedShard {
-                    hash: hash_from(hash)?,
-                    len: len as u64,
-                    created_at: at as u64,
-                })
+        let rows =
+            self.read(|c| hash_len_created(c, "SELECT hash, len, created_at FROM shards"))?;
+        Ok(rows
+            .into_iter()
+            .map(|(hash, len, created_at)| IndexedShard {
+                hash,
+                len,
+                created_at,
             })
-            .collect()
-        })
+            .collect())
     }
 
     fn any_file_registered(&self, files: &[MerkleHash]) -> IndexResult<bool> {
@@ -242,4 +224,24 @@ impl GcIndex for SqliteIndex {
             .collect()
         })
     }
+}
+
+/// Rows of (hash, length, created_at) from `sql`: the listings gc compares with the store.
+fn hash_len_created(
+    c: &rusqlite::Connection,
+    sql: &str,
+) -> IndexResult<Vec<(MerkleHash, u64, u64)>> {
+    let mut stmt = c.prepare(sql)?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, Vec<u8>>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })?;
+    rows.map(|r| {
+        let (hash, len, at) = r?;
+        Ok((hash_from(hash)?, len as u64, at as u64))
+    })
+    .collect()
 }
