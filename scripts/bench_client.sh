@@ -12,6 +12,9 @@
 #   OBJECT_STORE=garage INDEX=postgres [PROCESSES=2] scripts/bench_client.sh
 #                                               xorbs and shards in a 3-node Garage cluster on
 #                                               loopback (.ci/deps/20-garage.sh installs garage)
+#   GIT_XET_BIN=/path/git-xet scripts/bench_client.sh
+#                                               that binary (client and server) instead of
+#                                               building this checkout's release build
 #
 # Measures, with a release build: upload of SIZE_MIB of random data, re-upload of the same
 # file (must send no xorb bytes), and download (fresh metadata, no chunk cache: everything
@@ -23,7 +26,7 @@ set -euo pipefail
 SIZE_MIB="${1:-1024}"
 SERVER_ARGS="${SERVER_ARGS---no-fsync}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BIN="$ROOT/target/release/git-xet"
+BIN="${GIT_XET_BIN:-$ROOT/target/release/git-xet}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/bench-client.XXXXXX")"
 INDEX="${INDEX:-sqlite}"
 PROCESSES="${PROCESSES:-1}"
@@ -41,7 +44,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$ROOT" && cargo build --release --quiet)
+[ -n "${GIT_XET_BIN:-}" ] || (cd "$ROOT" && cargo build --release --quiet)
 
 echo "generating ${SIZE_MIB} MiB of random data" >&2
 head -c "$((SIZE_MIB * 1024 * 1024))" /dev/urandom > "$WORK/data.bin"
