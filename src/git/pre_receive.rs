@@ -1,13 +1,12 @@
-//! `git xet pre-receive`: the check of `hooks/pre-receive`, built into the binary. It refuses
+//! `git xet pre-receive`: the pre-receive check, the one implementation of it. It refuses
 //! a push whose new commits hold LFS pointers to objects the XET server does not store for
 //! the repository, and names them; with `GIT_XET_CHECK_LOCKS` (set by `git xet server`) also
 //! a push changing a file another user has locked (src/git/lock_check.rs).
 //!
-//! A push waits for its hook. The shell hook starts nine processes (about 21 ms on the
-//! benchmark machine); this one starts three git processes, so `git xet server` installs it
-//! in the repositories it hosts. Other git servers can use either: both read the same
-//! settings, send the same requests, print the same messages and recognise pointers by the
-//! same lenient rule.
+//! `git xet server` installs a two-line hook running it in the repositories it hosts; other
+//! git servers run it through `hooks/pre-receive` (`exec git-xet pre-receive`). A push
+//! waits for its hook, and this check starts three git processes (the curl-based shell
+//! script it replaced started nine).
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -18,7 +17,7 @@ use crate::git::hook_server::HookServer;
 use crate::git::lock_check::{self, LockedChange, RefUpdate};
 use crate::git::GitError;
 
-/// Blobs outside these sizes cannot be pointers (the shell hook's bounds).
+/// Blobs outside these sizes cannot be pointers (git-lfs reads at most 1024 bytes).
 const POINTER_SIZES: std::ops::RangeInclusive<u64> = 100..=1024;
 /// Pointers per request to the server (it takes up to 16 MiB per request).
 const DEFAULT_BATCH_LINES: usize = 100_000;
@@ -113,7 +112,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The rejection as git shows it to the pusher (the shell hook's words).
+    /// The rejection as git shows it to the pusher.
     pub fn message(&self, repo: &str) -> Option<String> {
         let missing = match self {
             Verdict::Accept => return None,
@@ -338,7 +337,7 @@ fn referenced_objects(git: &Git, candidates: &[String]) -> Result<Vec<Referenced
 
 /// What a blob points to when it reads as a pointer: the version line first, then, on any
 /// line, `oid sha256:<64 hex>` and `size <digits>` (the last of each wins). Lenient on
-/// purpose, like the shell hook: a blob that git-lfs might take for a pointer is checked,
+/// purpose: a blob that git-lfs might take for a pointer is checked,
 /// and checking one that it would not costs only a lookup.
 pub fn lenient_pointer(blob: &[u8]) -> Option<Referenced> {
     let mut lines = blob.split(|&b| b == b'\n');
@@ -401,7 +400,7 @@ mod tests {
     }
 
     #[test]
-    fn pointers_are_recognised_as_the_shell_hook_does() {
+    fn pointers_are_recognised_leniently() {
         let want = Some(Referenced {
             oid: OID.into(),
             size: 12345,
