@@ -56,14 +56,11 @@ if [[ "$INDEX" == postgres ]]; then
   DEPLOYMENT=(--index "$PG_URL" --object-store "$WORK/objects" --git-dir "$WORK/git")
   TOKEN_FROM=(--index "$PG_URL")
   if [[ "$OBJECT_STORE" == garage ]]; then
-    garage=${GIT_XET_GARAGE:-$HOME/.cache/git-xet/garage/bin/garage}
-    "$garage" --version >/dev/null || { echo "no garage at $garage: run .ci/deps/20-garage.sh" >&2; exit 1; }
-    work="$WORK/garage"
     # shellcheck source=scripts/lib/garage.sh
     source "$ROOT/scripts/lib/garage.sh"
+    find_garage
+    work="$WORK/garage"
     start_garage bench
-    export AWS_ENDPOINT_URL=$endpoint AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$key_secret
-    export AWS_REGION=garage AWS_ALLOW_HTTP=true
     DEPLOYMENT=(--index "$PG_URL" --object-store s3://bench/xet --git-dir "$WORK/git")
   fi
 elif [[ "$PROCESSES" != 1 ]]; then

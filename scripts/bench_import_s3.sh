@@ -16,8 +16,9 @@ count=${COUNT:-20} obj_mb=${OBJ_MB:-4} big_mb=${BIG_MB:-512}
 
 bin="${GIT_XET_BIN:-$PWD/target/release/git-xet}"
 [ -n "${GIT_XET_BIN:-}" ] || cargo build --release --locked -q
-garage=${GIT_XET_GARAGE:-$HOME/.cache/git-xet/garage/bin/garage}
-"$garage" --version >/dev/null || { echo "no garage at $garage: run .ci/deps/20-garage.sh" >&2; exit 1; }
+# shellcheck source=scripts/lib/garage.sh
+. scripts/lib/garage.sh
+find_garage
 work=$(mktemp -d "${TMPDIR:-/tmp}/git-xet-bench-import-s3.XXXXXX")
 pids=()
 cleanup() {
@@ -26,11 +27,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# shellcheck source=scripts/lib/garage.sh
-. scripts/lib/garage.sh
 start_garage lfs
-export AWS_ENDPOINT_URL=$endpoint AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$key_secret
-export AWS_REGION=garage AWS_ALLOW_HTTP=true
 
 upload() { # FILE: stored as store/aa/bb/<sha256>
     local oid

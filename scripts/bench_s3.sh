@@ -11,8 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-garage=${GIT_XET_GARAGE:-$HOME/.cache/git-xet/garage/bin/garage}
-"$garage" --version >/dev/null || { echo "no garage at $garage: run .ci/deps/20-garage.sh" >&2; exit 1; }
+# shellcheck source=scripts/lib/garage.sh
+. scripts/lib/garage.sh
+find_garage
 work=$(mktemp -d "${TMPDIR:-/tmp}/git-xet-bench-s3.XXXXXX")
 pids=()
 cleanup() {
@@ -21,12 +22,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# shellcheck source=scripts/lib/garage.sh
-. scripts/lib/garage.sh
 start_garage bench
 
-export AWS_ENDPOINT_URL=$endpoint AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$key_secret
-export AWS_REGION=garage AWS_ALLOW_HTTP=true
 echo "== embedded store"
 scripts/bench_server.sh
 echo "== S3 (Garage, 3 nodes, replication 3), fetches through the server"

@@ -10,13 +10,14 @@
 //! |            | also install, config and credentials, migrate, status, quickstart, the   |
 //! |            | transfer agent's process, the pre-receive check                          |
 //! | [`lfs`]    | git-lfs custom transfer protocol and agent, pointer files, the Batch API |
-//! |            | client, and the backend that moves LFS objects through XET               |
-//! | [`server`] | HTTP server: CAS API, LFS Batch API, git smart HTTP; storage and index   |
-//! |            | behind traits (files on disk, SQLite)                                    |
-//! | [`client`] | CAS client: HTTP, retries, tokens; upload with dedup; download; caches    |
+//! |            | client, and the object service that moves LFS objects through XET        |
+//! | [`server`] | HTTP server: CAS API, LFS Batch API, git smart HTTP, git over ssh;       |
+//! |            | storage (disk, S3) and index (SQLite, PostgreSQL) behind traits          |
+//! | [`client`] | CAS client: HTTP (the client factory), retries, tokens; upload with      |
+//! |            | dedup; download; caches                                                  |
 //! | [`io`]     | I/O under the core, shared by client and server: the chunk-and-hash      |
-//! |            | `pipeline` (files, threads) and `platform`, every platform-specific call |
-//! |            | with a portable fallback                                                 |
+//! |            | `pipeline` (files, threads), `platform`, every platform-specific call    |
+//! |            | with a portable fallback, and `http`, the base of every HTTP client      |
 //! | [`xet`]    | protocol core, pure: chunker, hashes, xorbs, shards; no files, threads,  |
 //! |            | libc or network                                                          |
 //!

@@ -33,6 +33,9 @@ mod lfs_basic;
 #[path = "server/git.rs"]
 mod git;
 
+#[path = "server/ssh_relay.rs"]
+mod ssh_relay;
+
 #[path = "server/cas_deployed.rs"]
 mod cas_deployed;
 

@@ -1,9 +1,15 @@
 # A local 3-node Garage cluster on loopback (replication factor 3, as tests/support/garage.rs
 # starts it) with one bucket and a key allowed on it, for the scripts/bench_*.sh on S3.
-# Source it after setting $garage (the binary), $work (a directory removed by the caller) and
-# an array `pids` the caller's cleanup kills; `start_garage BUCKET` sets $endpoint, $key and
-# $key_secret.
+# Source it, call `find_garage` (sets $garage, or exits saying how to install it), set $work
+# (a directory removed by the caller) and an array `pids` the caller's cleanup kills;
+# `start_garage BUCKET` sets $endpoint, $key and $key_secret and exports them as the AWS_*
+# variables the server's S3 store reads.
 # shellcheck shell=bash
+find_garage() {
+    garage=${GIT_XET_GARAGE:-$HOME/.cache/git-xet/garage/bin/garage}
+    "$garage" --version >/dev/null || { echo "no garage at $garage: run .ci/deps/20-garage.sh" >&2; exit 1; }
+}
+
 start_garage() {
     local bucket=$1
     free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -46,4 +52,6 @@ TOML
     key="GK$(openssl rand -hex 12)"; key_secret=$(openssl rand -hex 32)
     g key import --yes -n "$bucket" "$key" "$key_secret" >/dev/null
     g bucket allow --read --write --owner "$bucket" --key "$key" >/dev/null
+    export AWS_ENDPOINT_URL=$endpoint AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$key_secret
+    export AWS_REGION=garage AWS_ALLOW_HTTP=true
 }

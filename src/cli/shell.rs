@@ -38,7 +38,7 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
         .map(|spec| access::Grant::parse(spec, Scope::Read))
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(url) = &args.url {
-        ssh::endpoint::check_url(url).map_err(ShellError::BadSetting)?;
+        ssh::endpoint::check_url(url).map_err(|e| ShellError::BadSetting(e.to_string()))?;
     }
     Ok(ssh::Settings {
         rules: access::Rules::new(&args.user, grants)?,

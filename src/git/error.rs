@@ -106,9 +106,40 @@ pub enum GitError {
     /// `quickstart`: its server did not start.
     #[error("the server did not start; its log:\n{log}")]
     ServerStart { log: String },
-    /// The pre-receive check failed; the message says which step.
-    #[error("{0}")]
-    Failed(String),
+    /// A git process of the pre-receive check exited with an error.
+    #[error("{step} failed ({status})")]
+    StepFailed {
+        step: &'static str,
+        status: std::process::ExitStatus,
+    },
+    /// git answered something its own format does not allow.
+    #[error("`{command}` answered {detail}")]
+    GitOutput {
+        command: &'static str,
+        detail: String,
+    },
+    /// The pre-receive check could not reach its XET server (or the exchange broke).
+    #[error("{what}: cannot reach the XET server at {server}: {source}")]
+    HookServerUnreachable {
+        server: String,
+        what: &'static str,
+        source: crate::client::transport::TransportError,
+    },
+    /// The pre-receive check's XET server answered with an error status.
+    #[error("{what}: the XET server at {server} answered HTTP {status}: {body}")]
+    HookServerRefused {
+        server: String,
+        what: &'static str,
+        status: u16,
+        body: String,
+    },
+    /// The pre-receive check's XET server answered something malformed.
+    #[error("{what}: the XET server at {server} answered {detail}")]
+    HookServerAnswer {
+        server: String,
+        what: &'static str,
+        detail: String,
+    },
 }
 
 impl GitError {

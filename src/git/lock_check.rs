@@ -8,8 +8,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::client::transport::{HttpFactory, TransportError};
 use crate::git::command::Git;
+use crate::git::hook_server::HookServer;
 use crate::git::pre_receive::HookSettings;
 use crate::git::GitError;
 
@@ -118,21 +118,9 @@ pub fn locked_changes(
     if changed.is_empty() {
         return Ok(Vec::new());
     }
-    let base = format!(
-        "{}/{}.git/info/lfs/locks",
-        settings.server_url, settings.repo
-    );
-    let http = HttpFactory::default();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
-    let unreachable = |e: TransportError| {
-        GitError::Http(format!(
-            "cannot read the locks of {} from the XET server at {}: {e}",
-            settings.repo, settings.server_url
-        ))
-    };
+    const WHAT: &str = "reading the locks";
+    let server = HookServer::new(settings)?;
+    let base = server.url("lfs/locks");
     let mut found = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -140,42 +128,19 @@ pub fn locked_changes(
         if let Some(c) = &cursor {
             // Cursors are lock ids: ASCII letters and digits, nothing to escape.
             if !c.bytes().all(|b| b.is_ascii_alphanumeric()) {
-                return Err(GitError::Http(format!(
-                    "the XET server answered a malformed lock cursor {c:?}"
-                )));
+                return Err(server.bad_answer(WHAT, format!("a malformed lock cursor {c:?}")));
             }
             url.push_str(&format!("&cursor={c}"));
         }
-        let mut request = http
-            .request(reqwest::Method::GET, &url)
-            .map_err(unreachable)?
-            .timeout(std::time::Duration::from_secs(120))
-            .header("Accept", "application/vnd.git-lfs+json");
-        if let Some(token) = &settings.token {
-            request = request.bearer_auth(token);
-        }
-        let (status, body) = rt
-            .block_on(async {
-                let response = request.send().await.map_err(|e| http.classify(&url, &e))?;
-                let status = response.status();
-                let body = response
-                    .bytes()
-                    .await
-                    .map_err(|e| http.classify(&url, &e))?;
-                Ok((status, body))
-            })
-            .map_err(unreachable)?;
-        if !status.is_success() {
-            let shown: String = String::from_utf8_lossy(&body).chars().take(300).collect();
-            return Err(GitError::Http(format!(
-                "the XET server at {} answered HTTP {} to a lock listing: {shown}",
-                settings.server_url,
-                status.as_u16()
-            )));
-        }
-        let page: LockList = serde_json::from_slice(&body).map_err(|e| {
-            GitError::Http(format!("the XET server's lock listing is malformed: {e}"))
-        })?;
+        let body = server.call(
+            reqwest::Method::GET,
+            &url,
+            std::time::Duration::from_secs(120),
+            WHAT,
+            |request| request.header("Accept", "application/vnd.git-lfs+json"),
+        )?;
+        let page: LockList = serde_json::from_slice(&body)
+            .map_err(|e| server.bad_answer(WHAT, format!("a malformed lock listing: {e}")))?;
         for lock in page.locks {
             let owner = lock.owner.map(|o| o.name).unwrap_or_default();
             if changed.contains(&lock.path) && settings.user.as_deref() != Some(owner.as_str()) {
@@ -188,9 +153,7 @@ pub fn locked_changes(
         match page.next_cursor.filter(|c| !c.is_empty()) {
             Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
             Some(_) => {
-                return Err(GitError::Http(
-                    "the XET server's lock listing repeats its cursor".into(),
-                ))
+                return Err(server.bad_answer(WHAT, "a lock listing that repeats its cursor".into()))
             }
             None => {
                 found.sort_by(|a, b| a.path.cmp(&b.path));
@@ -198,10 +161,7 @@ pub fn locked_changes(
             }
         }
     }
-    Err(GitError::Http(format!(
-        "the XET server lists more than {} locks",
-        PAGE * MAX_PAGES
-    )))
+    Err(server.bad_answer(WHAT, format!("more than {} locks", PAGE * MAX_PAGES)))
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@
 //! | [`transfer`]    | `git xet transfer`: the agent process git-lfs starts          |
 //! | [`objects`]     | the object service's environment (store, credentials, HTTP) |
 //! | [`pre_receive`] | `git xet pre-receive`: the server-side check of pushed pointers |
+//! | [`lock_check`]  | the pre-receive check of locked files                          |
+//! | [`hook_server`] | the pre-receive check's requests to its XET server             |
 
 pub mod command;
 pub mod config;
@@ -25,6 +27,7 @@ pub mod credentials;
 pub mod endpoint;
 mod error;
 pub mod filter;
+pub mod hook_server;
 pub mod http;
 pub mod install;
 pub mod lfs_objects;

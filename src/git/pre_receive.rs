@@ -1,24 +1,23 @@
-//! `git xet pre-receive`: the check of `hooks/pre-receive`, built into the binary. It refuses
+//! `git xet pre-receive`: the pre-receive check, the one implementation of it. It refuses
 //! a push whose new commits hold LFS pointers to objects the XET server does not store for
 //! the repository, and names them; with `GIT_XET_CHECK_LOCKS` (set by `git xet server`) also
 //! a push changing a file another user has locked (src/git/lock_check.rs).
 //!
-//! A push waits for its hook. The shell hook starts nine processes (about 21 ms on the
-//! benchmark machine); this one starts three git processes, so `git xet server` installs it
-//! in the repositories it hosts. Other git servers can use either: both read the same
-//! settings, send the same requests, print the same messages and recognise pointers by the
-//! same lenient rule.
+//! `git xet server` installs a two-line hook running it in the repositories it hosts; other
+//! git servers run it through `hooks/pre-receive` (`exec git-xet pre-receive`). A push
+//! waits for its hook, and this check starts three git processes (the curl-based shell
+//! script it replaced started nine).
 
-use crate::client::transport::{HttpFactory, TransportError};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};
 
 use crate::git::command::Git;
+use crate::git::hook_server::HookServer;
 use crate::git::lock_check::{self, LockedChange, RefUpdate};
 use crate::git::GitError;
 
-/// Blobs outside these sizes cannot be pointers (the shell hook's bounds).
+/// Blobs outside these sizes cannot be pointers (git-lfs reads at most 1024 bytes).
 const POINTER_SIZES: std::ops::RangeInclusive<u64> = 100..=1024;
 /// Pointers per request to the server (it takes up to 16 MiB per request).
 const DEFAULT_BATCH_LINES: usize = 100_000;
@@ -113,7 +112,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The rejection as git shows it to the pusher (the shell hook's words).
+    /// The rejection as git shows it to the pusher.
     pub fn message(&self, repo: &str) -> Option<String> {
         let missing = match self {
             Verdict::Accept => return None,
@@ -221,14 +220,14 @@ fn pushed_tips(updates: impl BufRead) -> Result<Vec<String>, GitError> {
     Ok(tips)
 }
 
-fn finish(mut child: Child, what: &str) -> Result<(), GitError> {
+fn finish(mut child: Child, step: &'static str) -> Result<(), GitError> {
     let status = child
         .wait()
-        .map_err(|e| GitError::io(format!("waiting for {what}"), e))?;
+        .map_err(|e| GitError::io(format!("waiting for {step}"), e))?;
     if status.success() {
         Ok(())
     } else {
-        Err(GitError::Failed(format!("{what} failed ({status})")))
+        Err(GitError::StepFailed { step, status })
     }
 }
 
@@ -296,10 +295,10 @@ fn referenced_objects(git: &Git, candidates: &[String]) -> Result<Vec<Referenced
             _ => None,
         };
         let Some(size) = size else {
-            return Err(GitError::Failed(format!(
-                "git cat-file --batch answered {:?}",
-                header.trim_end()
-            )));
+            return Err(GitError::GitOutput {
+                command: "git cat-file --batch",
+                detail: format!("{:?}", header.trim_end()),
+            });
         };
         content.clear();
         let wanted = if POINTER_SIZES.contains(&size) {
@@ -310,9 +309,10 @@ fn referenced_objects(git: &Git, candidates: &[String]) -> Result<Vec<Referenced
         };
         let got = wanted.map_err(|e| GitError::io("reading git cat-file --batch", e))?;
         if got as u64 != size + 1 {
-            return Err(GitError::Failed(
-                "git cat-file --batch ended inside an object".into(),
-            ));
+            return Err(GitError::GitOutput {
+                command: "git cat-file --batch",
+                detail: "an object cut short".into(),
+            });
         }
         if content.is_empty() {
             continue;
@@ -326,7 +326,10 @@ fn referenced_objects(git: &Git, candidates: &[String]) -> Result<Vec<Referenced
     }
     feeder
         .join()
-        .map_err(|_| GitError::Failed("feeding git cat-file panicked".into()))?
+        .map_err(|_| {
+            let panicked = std::io::Error::other("the writing thread panicked");
+            GitError::io("writing to git cat-file --batch", panicked)
+        })?
         .map_err(|e| GitError::io("writing to git cat-file --batch", e))?;
     finish(batch, "reading the pushed pointer candidates")?;
     Ok(found)
@@ -334,7 +337,7 @@ fn referenced_objects(git: &Git, candidates: &[String]) -> Result<Vec<Referenced
 
 /// What a blob points to when it reads as a pointer: the version line first, then, on any
 /// line, `oid sha256:<64 hex>` and `size <digits>` (the last of each wins). Lenient on
-/// purpose, like the shell hook: a blob that git-lfs might take for a pointer is checked,
+/// purpose: a blob that git-lfs might take for a pointer is checked,
 /// and checking one that it would not costs only a lookup.
 pub fn lenient_pointer(blob: &[u8]) -> Option<Referenced> {
     let mut lines = blob.split(|&b| b == b'\n');
@@ -365,53 +368,22 @@ pub fn lenient_pointer(blob: &[u8]) -> Option<Referenced> {
 /// Asks the server which of the objects it lacks (`POST <repo>.git/info/xet/missing-objects`,
 /// in batches), returning its answer lines.
 fn ask_server(settings: &HookSettings, objects: &[Referenced]) -> Result<Vec<String>, GitError> {
-    let url = format!(
-        "{}/{}.git/info/xet/missing-objects",
-        settings.server_url, settings.repo
-    );
-    // The hook talks to its own server: the factory's defaults, not a user's git settings.
-    let http = HttpFactory::default();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| GitError::Failed(format!("cannot start the async runtime: {e}")))?;
-    let unreachable = |e: TransportError| {
-        GitError::Http(format!(
-            "cannot reach the XET server at {}: {e}",
-            settings.server_url
-        ))
-    };
+    let server = HookServer::new(settings)?;
+    let url = server.url("xet/missing-objects");
     let mut missing = Vec::new();
     for batch in objects.chunks(settings.batch_lines) {
         let body: String = batch
             .iter()
             .map(|o| format!("{} {}\n", o.oid, o.size))
             .collect();
-        let mut request = http
-            .request(reqwest::Method::POST, &url)
-            .map_err(unreachable)?
-            .timeout(std::time::Duration::from_secs(300))
-            .header("Content-Type", "text/plain")
-            .body(body);
-        if let Some(token) = &settings.token {
-            request = request.bearer_auth(token);
-        }
-        let (status, text) = rt
-            .block_on(async {
-                let response = request.send().await.map_err(|e| http.classify(&url, &e))?;
-                let status = response.status();
-                let text = response.text().await.map_err(|e| http.classify(&url, &e))?;
-                Ok((status, text))
-            })
-            .map_err(unreachable)?;
-        if !status.is_success() {
-            let shown: String = text.chars().take(300).collect();
-            return Err(GitError::Http(format!(
-                "the XET server at {} answered HTTP {}: {shown}",
-                settings.server_url,
-                status.as_u16()
-            )));
-        }
+        let answer = server.call(
+            reqwest::Method::POST,
+            &url,
+            std::time::Duration::from_secs(300),
+            "checking the pushed LFS objects",
+            |request| request.header("Content-Type", "text/plain").body(body),
+        )?;
+        let text = String::from_utf8_lossy(&answer);
         missing.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
     }
     Ok(missing)
@@ -428,7 +400,7 @@ mod tests {
     }
 
     #[test]
-    fn pointers_are_recognised_as_the_shell_hook_does() {
+    fn pointers_are_recognised_leniently() {
         let want = Some(Referenced {
             oid: OID.into(),
             size: 12345,

@@ -7,7 +7,7 @@
 //! | [`agent`]    | the state machine: `init` -> `upload`/`download`* -> `terminate`     |
 //! | [`progress`] | `progress` events, monotonic, ending at the object's size           |
 //! | [`action`]   | the `xet` batch action: CAS URL, token, expiry, session, file hash   |
-//! | [`batch`]    | a git-lfs Batch API client (for migrate and status)                 |
+//! | [`batch`]    | a git-lfs Batch API client (for the filter, migrate and status)     |
 //! | [`pointer`](mod@pointer) | pointer files: strict parsing and canonical writing                  |
 //! | [`objects`]  | the object service: upload/download LFS objects through XET, typed  |
 //! | [`store`]    | git-lfs's object store (`.git/lfs/objects`, `.git/lfs/tmp`): its layout |

@@ -40,7 +40,7 @@ pub struct ServerConfig {
     /// How long shutdown waits for in-flight requests.
     pub shutdown_grace: Duration,
     /// The git-xet binary whose built-in `pre-receive` check hosted repositories' hook runs;
-    /// without it they get the shell hook, hooks/pre-receive (same check, slower).
+    /// without it they get hooks/pre-receive, which runs the git-xet found on PATH.
     pub hook_program: Option<PathBuf>,
     /// Connections per client address, header deadline, inactivity timeout.
     pub limits: crate::server::listen::Limits,

@@ -101,8 +101,8 @@ pub async fn serve(
                         Ok(Ok(tls)) => {
                             connection(tls, router, &front, peer.ip(), limits, stop).await
                         }
-                        Ok(Err(e)) => Err(format!("TLS handshake failed: {e}")),
-                        Err(_) => Err("TLS handshake not done within the header timeout".into()),
+                        Ok(Err(e)) => Err(ConnectionError::Handshake(e)),
+                        Err(_) => Err(ConnectionError::HandshakeTimeout),
                     }
                 }
             };
@@ -128,7 +128,7 @@ async fn connection<S>(
     peer: IpAddr,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
-) -> Result<(), String>
+) -> Result<(), ConnectionError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -153,7 +153,18 @@ where
             conn.await
         }
     };
-    result.map_err(|e| e.to_string())
+    result.map_err(ConnectionError::Http)
+}
+
+/// Why a connection ended early (logged at debug level: clients hang up all the time).
+#[derive(Debug, thiserror::Error)]
+enum ConnectionError {
+    #[error("TLS handshake failed: {0}")]
+    Handshake(std::io::Error),
+    #[error("TLS handshake not done within the header timeout")]
+    HandshakeTimeout,
+    #[error("{0}")]
+    Http(hyper::Error),
 }
 
 /// One open connection counted against its address; uncounted on drop.

@@ -211,11 +211,18 @@ fn commit_unuploaded(env: &GitEnv, work: &Path, name: &str, data: &[u8]) -> Stri
 }
 
 /// `git push` of commits whose LFS objects were not uploaded (git-lfs's pre-push skipped),
-/// so that only the server's pre-receive hook decides.
+/// so that only the server's pre-receive hook decides. The git-xet under test comes first
+/// on PATH, where hooks/pre-receive looks for it (ahead of any installed one).
 fn push_pointers_only(env: &GitEnv, work: &Path, target: &str) -> std::process::Command {
+    let bin = git_xet_bin();
+    let mut dirs = vec![bin.parent().unwrap().to_path_buf()];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
     let mut cmd = env.cmd("git", work);
     cmd.args(["push", target, "main"])
-        .env("GIT_LFS_SKIP_PUSH", "1");
+        .env("GIT_LFS_SKIP_PUSH", "1")
+        .env("PATH", std::env::join_paths(dirs).unwrap());
     cmd
 }
 
@@ -246,7 +253,7 @@ fn pre_receive_hook_rejects_pointers_to_missing_objects() {
 /// local transport, configured with git config only.
 #[test]
 fn pre_receive_hook_works_standalone_with_git_config() {
-    for kind in [Hook::Shell, Hook::BuiltIn] {
+    for kind in [Hook::Shipped, Hook::BuiltIn] {
         standalone_hook_with_git_config(kind);
     }
 }
@@ -297,11 +304,52 @@ fn standalone_hook_with_git_config(kind: Hook) {
     );
 }
 
-/// The two forms of the pre-receive check.
+/// The shipped hook on a git server without git-xet fails closed (the push is refused and
+/// nothing is written), saying what to install.
+#[test]
+fn shipped_hook_without_git_xet_refuses_the_push_saying_so() {
+    let server = TestServer::start();
+    let env = GitEnv::new(Some(&server.token("org/model", "write")));
+    let bare = bare_repo_with_hook(&env, &server, "org/model", Hook::Shipped);
+    let work = env.home.path().join("work");
+    env.new_repo(&work);
+    commit_unuploaded(&env, &work, "a.bin", &random_bytes(5_000, 66));
+    // A PATH holding git and git-lfs only (wrappers, so that they find their own files).
+    let tools = env.home.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    for tool in ["git", "git-lfs"] {
+        let real = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+            .map(|dir| dir.join(tool))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("{tool} is not on PATH"));
+        let wrapper = tools.join(tool);
+        std::fs::write(
+            &wrapper,
+            format!("#!/bin/sh\nexec '{}' \"$@\"\n", real.display()),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = push_pointers_only(&env, &work, bare.to_str().unwrap())
+        .env("PATH", &tools)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("git-xet is not installed on this git server"),
+        "{err}"
+    );
+    let refs = env.git(&bare, &["for-each-ref"]);
+    assert_eq!(refs, "", "the refused push wrote no ref");
+}
+
+/// The two ways a git server runs the pre-receive check.
 #[derive(Clone, Copy, Debug)]
 enum Hook {
-    /// hooks/pre-receive, the shell script.
-    Shell,
+    /// hooks/pre-receive as shipped (git-xet from PATH).
+    Shipped,
     /// `git xet pre-receive`, run from a two-line hook as the server installs it.
     BuiltIn,
 }
@@ -321,7 +369,7 @@ fn bare_repo_with_hook(
     );
     let installed = bare.join("hooks/pre-receive");
     match kind {
-        Hook::Shell => {
+        Hook::Shipped => {
             let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/pre-receive");
             std::fs::copy(&hook, &installed).unwrap();
         }
@@ -352,7 +400,7 @@ fn pointer_text(oid: &str, size: usize) -> String {
 /// batches, whose answers all count.
 #[test]
 fn pre_receive_hook_names_exactly_the_missing_pointers_among_many_blobs() {
-    for kind in [Hook::Shell, Hook::BuiltIn] {
+    for kind in [Hook::Shipped, Hook::BuiltIn] {
         names_exactly_the_missing_pointers_among_many_blobs(kind);
     }
 }

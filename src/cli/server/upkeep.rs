@@ -29,8 +29,19 @@ pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
+/// A duration option that [`parse_duration`] refused (clap shows it with the option's name).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum BadDuration {
+    #[error("{0:?}: expected a number with s, m, h or d, e.g. 24h")]
+    NotANumber(String),
+    #[error("{0:?}: unit must be s, m, h or d, e.g. 24h")]
+    Unit(String),
+    #[error("{0:?} is too long")]
+    TooLong(String),
+}
+
 /// `24h`, `30m`, `90s`, `7d`, or plain seconds.
-pub(super) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+pub(super) fn parse_duration(text: &str) -> Result<std::time::Duration, BadDuration> {
     let text = text.trim();
     let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => text.split_at(i),
@@ -38,17 +49,17 @@ pub(super) fn parse_duration(text: &str) -> Result<std::time::Duration, String> 
     };
     let n: u64 = digits
         .parse()
-        .map_err(|_| format!("{text:?}: expected a number with s, m, h or d, e.g. 24h"))?;
+        .map_err(|_| BadDuration::NotANumber(text.to_string()))?;
     let scale = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86400,
-        _ => return Err(format!("{text:?}: unit must be s, m, h or d, e.g. 24h")),
+        _ => return Err(BadDuration::Unit(text.to_string())),
     };
     n.checked_mul(scale)
         .map(std::time::Duration::from_secs)
-        .ok_or_else(|| format!("{text:?} is too long"))
+        .ok_or_else(|| BadDuration::TooLong(text.to_string()))
 }
 
 #[cfg(test)]

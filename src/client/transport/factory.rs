@@ -1,6 +1,8 @@
-//! The one place HTTP clients are made: every request of the client side (Batch API, CAS,
-//! token refresh, the pre-receive check) goes through a client from [`HttpFactory`], so
-//! they all trust the same certificates, use the same proxy and send the same extra headers.
+//! The one place the client side's HTTP clients are made: every request of the client side
+//! (Batch API, CAS, token refresh, the pre-receive check) goes through a client from
+//! [`HttpFactory`], so they all trust the same certificates, use the same proxy and send the
+//! same extra headers. Each starts from [`crate::io::http::builder`], the base the server's
+//! ssh relay shares.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -114,12 +116,8 @@ impl HttpFactory {
                 .proxy
                 .and_then(|p| reqwest::Url::parse(&p).ok())
         });
-        let mut builder = reqwest::Client::builder()
-            .use_rustls_tls()
-            .user_agent(concat!("git-xet/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(15))
+        let mut builder = crate::io::http::builder()
             .read_timeout(Duration::from_secs(120))
-            .tcp_nodelay(true)
             .proxy(proxy);
         if let Some(file) = &key.ca_info {
             for cert in read_certificates(file, "http.sslCAInfo")? {

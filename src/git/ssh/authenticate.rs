@@ -121,7 +121,19 @@ pub fn run(
         };
         return Err(fail(kind, format!("{}: {stderr}", out.status)));
     }
-    parse_answer(&out.stdout, started, default_ttl).map_err(|e| fail(SshFailure::BadAnswer, e))
+    parse_answer(&out.stdout, started, default_ttl)
+        .map_err(|e| fail(SshFailure::BadAnswer, e.to_string()))
+}
+
+/// What is wrong with git-lfs-authenticate's answer.
+#[derive(Debug, thiserror::Error)]
+enum AnswerError {
+    #[error("not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("href {0:?} is not an http(s) URL")]
+    Href(String),
+    #[error("expires_at {0:?} is not RFC 3339")]
+    ExpiresAt(String),
 }
 
 /// The JSON answer; `now` is when the command was started (what `expires_in` counts from).
@@ -129,19 +141,19 @@ fn parse_answer(
     stdout: &[u8],
     now: SystemTime,
     default_ttl: Option<u64>,
-) -> Result<SshAuth, String> {
-    let answer: Answer = serde_json::from_slice(stdout).map_err(|e| format!("not JSON: {e}"))?;
+) -> Result<SshAuth, AnswerError> {
+    let answer: Answer = serde_json::from_slice(stdout).map_err(AnswerError::NotJson)?;
     let href = Some(answer.href.trim().to_string()).filter(|h| !h.is_empty());
     if let Some(h) = &href {
         if !(h.starts_with("http://") || h.starts_with("https://")) {
-            return Err(format!("href {h:?} is not an http(s) URL"));
+            return Err(AnswerError::Href(h.clone()));
         }
     }
     // As git-lfs: `expires_in` wins over `expires_at`; Go's zero time means none.
     let expires = match (answer.expires_in, answer.expires_at.as_deref()) {
         (Some(secs), _) if secs != 0 => Some(offset(now, secs)),
         (_, Some(at)) if !at.starts_with("0001-01-01") && !at.is_empty() => {
-            Some(parse_rfc3339(at).ok_or_else(|| format!("expires_at {at:?} is not RFC 3339"))?)
+            Some(parse_rfc3339(at).ok_or_else(|| AnswerError::ExpiresAt(at.to_string()))?)
         }
         _ => default_ttl
             .filter(|&t| t > 0)

@@ -1,8 +1,8 @@
 //! `POST <repo>/info/xet/missing-objects`: which LFS objects the repository lacks.
 //!
 //! The body is one `<oid> <size>` per line; the answer lists, in the same form, those not
-//! stored for the repository (or stored with another size). Plain text so that a shell
-//! hook with curl can use it; `hooks/pre-receive` does.
+//! stored for the repository (or stored with another size). Plain text, so that a hook
+//! of any kind (even curl in a shell script) can use it; `git xet pre-receive` does.
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue};

@@ -8,13 +8,12 @@ use tokio::process::Command;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::repo_name::RepoName;
 
-/// The shell hook of this project (the file admins of other git servers can use).
+/// The hook of this project for any git server: runs `git-xet pre-receive` from PATH.
 pub const PRE_RECEIVE_HOOK: &str = include_str!("../../../hooks/pre-receive");
 
 /// The pre-receive hook of hosted repositories. With `program` (the git-xet binary serving
-/// them), a two-line script running that binary's built-in check: a push waits for its
-/// hook, and the shell hook starts nine processes where this starts four. Without, the
-/// shell hook itself.
+/// them), a two-line script running that binary's built-in check, so that the hook runs
+/// the server's own version. Without, hooks/pre-receive (the git-xet on PATH).
 pub fn hook_script(program: Option<&Path>) -> String {
     match program.and_then(Path::to_str) {
         Some(exe) => format!(

@@ -204,29 +204,41 @@ async fn feed(body: Body, mut stdin: tokio::process::ChildStdin, gzipped: bool, 
     let _ = stdin.shutdown().await;
 }
 
+/// Why a request body did not reach the service whole (logged; the service fails on it).
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error("over {0} bytes; cut off")]
+    TooLarge(u64),
+    #[error("git stopped reading it: {0}")]
+    GitStopped(std::io::Error),
+    #[error("the client stopped sending it")]
+    ClientStopped,
+    #[error("not valid gzip: {0}")]
+    Gzip(std::io::Error),
+    #[error("ends inside its gzip stream: {0}")]
+    GzipCut(std::io::Error),
+}
+
 /// The body, inflated when gzipped, at most `max_body` bytes of it.
 async fn copy_body(
     mut body: Body,
     stdin: &mut tokio::process::ChildStdin,
     gzipped: bool,
     max_body: u64,
-) -> Result<(), String> {
+) -> Result<(), BodyError> {
     use std::io::Write;
     let mut inflater = gzipped.then(|| flate2::write::GzDecoder::new(Vec::new()));
     let mut sent = 0u64;
     let mut send = async |plain: &[u8]| {
         sent += plain.len() as u64;
         if sent > max_body {
-            return Err(format!("over {max_body} bytes; cut off"));
+            return Err(BodyError::TooLarge(max_body));
         }
-        stdin
-            .write_all(plain)
-            .await
-            .map_err(|e| format!("git stopped reading it: {e}"))
+        stdin.write_all(plain).await.map_err(BodyError::GitStopped)
     };
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else {
-            return Err("the client stopped sending it".into());
+            return Err(BodyError::ClientStopped);
         };
         let Ok(data) = frame.into_data() else {
             continue;
@@ -234,17 +246,13 @@ async fn copy_body(
         match inflater.as_mut() {
             None => send(&data).await?,
             Some(inflater) => {
-                inflater
-                    .write_all(&data)
-                    .map_err(|e| format!("not valid gzip: {e}"))?;
+                inflater.write_all(&data).map_err(BodyError::Gzip)?;
                 send(&std::mem::take(inflater.get_mut())).await?;
             }
         }
     }
     if let Some(inflater) = inflater {
-        let rest = inflater
-            .finish()
-            .map_err(|e| format!("ends inside its gzip stream: {e}"))?;
+        let rest = inflater.finish().map_err(BodyError::GzipCut)?;
         send(&rest).await?;
     }
     Ok(())

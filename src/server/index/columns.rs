@@ -32,6 +32,18 @@ pub(crate) fn chunk_key(hash: &MerkleHash) -> i64 {
     hash.truncated() as i64
 }
 
+/// A chunk-location row's answer, once confirmed: its key is only 8 bytes of the hash, so
+/// the xorb's layout (`meta`, if still stored) must hold `chunk_hash` at `index`.
+pub(crate) fn confirmed_location(
+    meta: Option<&XorbMeta>,
+    chunk_hash: &MerkleHash,
+    index: u32,
+) -> Option<(MerkleHash, u32)> {
+    let meta = meta?;
+    (meta.footer.chunk_hashes.get(index as usize) == Some(chunk_hash))
+        .then_some((meta.footer.hash, index))
+}
+
 /// A stored xorb's layout from its row.
 pub(crate) fn xorb_meta(
     hash: &MerkleHash,

@@ -122,6 +122,21 @@ pub struct ShardRegistration {
     pub first_chunks: Vec<(MerkleHash, MerkleHash)>,
 }
 
+impl ShardRegistration {
+    /// The xorbs its files reference, each once, in byte order (the lock order of every
+    /// backend's transaction).
+    pub fn referenced_xorbs(&self) -> Vec<MerkleHash> {
+        let mut xorbs: Vec<MerkleHash> = self
+            .files
+            .iter()
+            .flat_map(|f| f.terms.iter().map(|t| t.xorb_hash))
+            .collect();
+        xorbs.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        xorbs.dedup();
+        xorbs
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RegisterOutcome {
     pub new_shard: bool,

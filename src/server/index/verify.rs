@@ -1,7 +1,8 @@
 //! Index operations for checking sha256 claims. A file's sha256 in a shard is the
 //! uploading repository's claim, not checked at registration; the first basic download or
 //! verify of the file through that claim hashes the content and records the result (see
-//! `src/server/lfs/claims.rs`), and a false claim is dropped.
+//! `check_claim` in src/server/lfs/objects.rs and `settle_claim` in src/server/file_stream.rs),
+//! and a false claim is dropped.
 
 use crate::server::index::IndexResult;
 use crate::server::repo_name::RepoName;

@@ -134,6 +134,21 @@ fn user_of(access: &Access) -> Result<String, ServerError> {
     })
 }
 
+/// The start of every lock change (create, verify, unlock): a write token that names its
+/// user, then the request body (at most `MAX_BODY` bytes).
+async fn change_request(
+    state: &SharedState,
+    repo: &RepoName,
+    headers: &HeaderMap,
+    body: Body,
+    what: &str,
+) -> LfsResult<(Access, String, bytes::Bytes)> {
+    let access = state.authorize_repo(headers, repo, Scope::Write)?;
+    let user = user_of(&access)?;
+    let bytes = read_limited(body, headers, MAX_BODY, what).await?;
+    Ok((access, user, bytes))
+}
+
 /// `POST locks`: 201 with the new lock, or 409 with the lock already held on the path.
 pub async fn create(
     state: &SharedState,
@@ -141,9 +156,7 @@ pub async fn create(
     headers: &HeaderMap,
     body: Body,
 ) -> LfsResult<Response> {
-    let access = state.authorize_repo(headers, repo, Scope::Write)?;
-    let owner = user_of(&access)?;
-    let bytes = read_limited(body, headers, MAX_BODY, "lock request").await?;
+    let (_, owner, bytes) = change_request(state, repo, headers, body, "lock request").await?;
     let request: CreateRequest = serde_json::from_slice(&bytes)
         .map_err(|e| ServerError::bad_request(format!("malformed lock request: {e}")))?;
     valid_path(&request.path)?;
@@ -233,9 +246,8 @@ pub async fn verify(
     headers: &HeaderMap,
     body: Body,
 ) -> LfsResult<Response> {
-    let access = state.authorize_repo(headers, repo, Scope::Write)?;
-    let user = user_of(&access)?;
-    let bytes = read_limited(body, headers, MAX_BODY, "lock verify request").await?;
+    let (_, user, bytes) =
+        change_request(state, repo, headers, body, "lock verify request").await?;
     let request: VerifyRequest = parse_body(&bytes, "lock verify request")?;
     if let Some(cursor) = &request.cursor {
         if !cursor.is_empty() {
@@ -268,10 +280,9 @@ pub async fn unlock(
     headers: &HeaderMap,
     body: Body,
 ) -> LfsResult<Response> {
-    let access = state.authorize_repo(headers, repo, Scope::Write)?;
-    let user = user_of(&access)?;
+    let (access, user, bytes) =
+        change_request(state, repo, headers, body, "unlock request").await?;
     valid_id("lock id", id)?;
-    let bytes = read_limited(body, headers, MAX_BODY, "unlock request").await?;
     let request: UnlockRequest = parse_body(&bytes, "unlock request")?;
     let query = LockQuery {
         id: Some(id.to_string()),

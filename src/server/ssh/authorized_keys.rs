@@ -130,7 +130,8 @@ pub fn line(command: &ShellCommand<'_>, key: &PublicKey) -> Result<String, Shell
         path(command.data_dir, "the data directory")?,
     ];
     if let Some(url) = command.public_url {
-        crate::server::ssh::endpoint::check_url(url).map_err(ShellError::BadSetting)?;
+        crate::server::ssh::endpoint::check_url(url)
+            .map_err(|e| ShellError::BadSetting(e.to_string()))?;
         words.push("--url".into());
         words.push(word(url, "the URL")?);
     }

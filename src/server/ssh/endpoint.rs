@@ -58,16 +58,19 @@ pub fn read(data_dir: &Path) -> Result<ServerUrls, ShellError> {
     Ok(urls)
 }
 
+/// A URL that [`check_url`] refused.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not an http:// or https:// base URL without a trailing slash")]
+pub struct BadBaseUrl(pub String);
+
 /// An `http://` or `https://` base URL without a trailing slash.
-pub fn check_url(url: &str) -> Result<(), String> {
+pub fn check_url(url: &str) -> Result<(), BadBaseUrl> {
     let ok = (url.starts_with("http://") || url.starts_with("https://"))
         && !url.ends_with('/')
         && url.bytes().all(|b| b.is_ascii_graphic());
     match ok {
         true => Ok(()),
-        false => Err(format!(
-            "{url:?} is not an http:// or https:// base URL without a trailing slash"
-        )),
+        false => Err(BadBaseUrl(url.to_string())),
     }
 }
 

@@ -151,12 +151,8 @@ fn register_shard_tx(
     first.sort_unstable();
     first.dedup();
     let (first_chunks, first_files): (Vec<&[u8]>, Vec<&[u8]>) = first.into_iter().unzip();
-    let mut referenced: Vec<&[u8]> = files
-        .iter()
-        .flat_map(|f| f.terms.iter().map(|t| t.xorb_hash.as_bytes().as_slice()))
-        .collect();
-    referenced.sort_unstable();
-    referenced.dedup();
+    let xorbs = reg.referenced_xorbs();
+    let referenced: Vec<&[u8]> = xorbs.iter().map(|h| h.as_bytes().as_slice()).collect();
 
     let tx = wait(client.transaction())?;
     // Validation saw these xorbs, but gc may have condemned or deleted them since: checked
@@ -280,15 +276,12 @@ impl Index for PgIndex {
         };
         let xorb = hash_from(row.get(0))?;
         let index: i32 = row.get(1);
-        // The key is only 8 bytes of the hash: confirm against the xorb's layout.
-        let Some(meta) = self.xorb(&xorb)? else {
-            return Ok(None);
-        };
-        let index = index as u32;
-        Ok(
-            (meta.footer.chunk_hashes.get(index as usize) == Some(chunk_hash))
-                .then_some((xorb, index)),
-        )
+        let meta = self.xorb(&xorb)?;
+        Ok(confirmed_location(
+            meta.as_deref(),
+            chunk_hash,
+            index as u32,
+        ))
     }
 
     fn files_starting_with(

@@ -9,7 +9,6 @@ mod locks;
 mod tokens;
 mod verify;
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -254,11 +253,7 @@ impl Index for SqliteIndex {
 
     fn register_shard(&self, reg: &ShardRegistration) -> IndexResult<RegisterOutcome> {
         let now = now_secs() as i64;
-        let referenced: HashSet<MerkleHash> = reg
-            .files
-            .iter()
-            .flat_map(|f| f.terms.iter().map(|t| t.xorb_hash))
-            .collect();
+        let referenced = reg.referenced_xorbs();
         let result = self.write(|tx| {
             // Validation saw these xorbs, but gc may have condemned or deleted them since:
             // checked again here, where no gc transaction can interleave.
@@ -346,16 +341,12 @@ impl Index for SqliteIndex {
         let Some((xorb, index)) = found else {
             return Ok(None);
         };
-        let xorb = hash_from(xorb)?;
-        // The key is only 8 bytes of the hash: confirm against the xorb's layout.
-        let Some(meta) = self.xorb(&xorb)? else {
-            return Ok(None);
-        };
-        let index = index as u32;
-        Ok(
-            (meta.footer.chunk_hashes.get(index as usize) == Some(chunk_hash))
-                .then_some((xorb, index)),
-        )
+        let meta = self.xorb(&hash_from(xorb)?)?;
+        Ok(confirmed_location(
+            meta.as_deref(),
+            chunk_hash,
+            index as u32,
+        ))
     }
 
     fn files_starting_with(

@@ -3,7 +3,6 @@
 //! never opens the store or the index and the server's checks apply unchanged.
 
 use std::io::Read;
-use std::time::Duration;
 
 use crate::server::auth::{self, Scope};
 use crate::server::keys::Keys;
@@ -45,8 +44,9 @@ impl Upstream {
         scope: Scope,
         holder: auth::Holder,
     ) -> Result<Upstream, ShellError> {
-        let client = reqwest::blocking::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
+        let client = crate::io::http::blocking_builder()
+            // Loopback to its own server: never through a proxy from the environment.
+            .no_proxy()
             // Objects are large and their transfers long; the server has its own timeouts.
             .timeout(None)
             .build()

@@ -1,0 +1,115 @@
+//! The docs and code comments name only files that exist: every repository path
+//! (`src/...`, `tests/...`, `docs/...`, `scripts/...`, `hooks/...`, ...) written in
+//! README.md, docs/*.md and the comments of src/ and tests/ is checked against the tree, so
+//! a file moved or renamed does not leave its old name behind.
+
+use std::path::{Path, PathBuf};
+
+/// Where repository paths start.
+const ROOTS: &[&str] = &[
+    "src/",
+    "tests/",
+    "docs/",
+    "scripts/",
+    "hooks/",
+    "benches/",
+    "fixtures/",
+    "fuzz/",
+    ".ci/",
+];
+
+/// Paths in other projects' repositories that the comments cite by name (git-lfs's docs).
+const FOREIGN: &[&str] = &[
+    "docs/api/",
+    "docs/spec.md",
+    "docs/custom-transfers.md",
+    "docs/proposals/",
+];
+
+fn is_path_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-')
+}
+
+/// The repository paths named in `text`: a root at a word start, up to the first character
+/// that cannot be in a path. Patterns (`locks*.rs`, `{a,b}`, `<name>`) are left out.
+fn named_paths(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (start, _) in text.char_indices() {
+        let rest = &text[start..];
+        if !ROOTS.iter().any(|r| rest.starts_with(r)) {
+            continue;
+        }
+        let before = text[..start].chars().next_back();
+        if before.is_some_and(|c| is_path_char(c) || c == '$' || c == '~') {
+            continue;
+        }
+        let len = rest.find(|c| !is_path_char(c)).unwrap_or(rest.len());
+        if rest[len..].starts_with(['*', '{', '<']) {
+            continue;
+        }
+        let path = rest[..len].trim_end_matches(['.', '-']);
+        if FOREIGN.iter().any(|f| path.starts_with(f)) {
+            continue;
+        }
+        found.push(path.to_string());
+    }
+    found
+}
+
+fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_under(&path, ext, out);
+        } else if path.extension().is_some_and(|e| e == ext) {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_path_the_docs_and_comments_name_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    files_under(&root.join("docs"), "md", &mut files);
+    files_under(&root.join("src"), "rs", &mut files);
+    files_under(&root.join("tests"), "rs", &mut files);
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            // In code, only comments name files for readers.
+            let is_rs = file.extension().is_some_and(|e| e == "rs");
+            if is_rs && !line.trim_start().starts_with("//") {
+                continue;
+            }
+            for path in named_paths(line) {
+                checked += 1;
+                if !root.join(&path).exists() {
+                    let shown = file.strip_prefix(root).unwrap().display();
+                    missing.push(format!("{shown}:{}: {path}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 50,
+        "only {checked} paths found: is the scan broken?"
+    );
+    assert!(
+        missing.is_empty(),
+        "named but missing:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn paths_are_found_as_readers_see_them() {
+    assert_eq!(
+        named_paths("see src/lib.rs. and `docs/server.md`, not x/src/a.rs"),
+        ["src/lib.rs", "docs/server.md"]
+    );
+    assert!(named_paths("src/server/lfs/locks*.rs and src/{a,b}/ and $HOME/src/x").is_empty());
+    assert!(named_paths("git-lfs's docs/api/batch.md").is_empty());
+}
