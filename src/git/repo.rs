@@ -25,7 +25,18 @@ pub struct Repo {
 impl Repo {
     /// The repository containing `dir`.
     pub fn discover(dir: &Path) -> Result<Repo, GitError> {
-        let git = Git::in_dir(dir);
+        Repo::discover_with(&Git::in_dir(dir))
+    }
+
+    /// The repository containing `git`'s directory (the current one when it has none), as
+    /// git run with `git`'s environment sees it; the repository's git keeps that environment.
+    pub fn discover_with(git: &Git) -> Result<Repo, GitError> {
+        let dir = match git.dir() {
+            Some(dir) => dir.to_path_buf(),
+            None => std::env::current_dir()
+                .map_err(|e| GitError::io("reading the current directory", e))?,
+        };
+        let dir = dir.as_path();
         // One git process: `--show-cdup` (the way up to the work tree's top) is printed only
         // inside a work tree, where `--show-toplevel` would need a second call to be safe.
         let out = git
@@ -57,12 +68,32 @@ impl Repo {
         };
         let run_dir = work_tree.clone().unwrap_or_else(|| PathBuf::from(git_dir));
         Ok(Repo {
-            git: Git::in_dir(run_dir),
+            git: git.moved_to(run_dir),
             work_tree,
             git_dir: PathBuf::from(git_dir),
             common_dir: PathBuf::from(common_dir),
             config_snapshot: None,
         })
+    }
+
+    /// [`Repo::discover_with`] with the configuration read once (see
+    /// [`Repo::snapshot_config`]), for the filter and the agent: git is asked both at once,
+    /// so a start waits for one git process, not two in a row. A configuration that cannot
+    /// be read leaves the repository reading it per key, as it would without a snapshot.
+    pub fn discover_with_config(git: &Git) -> Result<Repo, GitError> {
+        let snapshot = {
+            let git = git.clone();
+            std::thread::spawn(move || ConfigSnapshot::load(&git))
+        };
+        let repo = Repo::discover_with(git)?;
+        match snapshot.join() {
+            Ok(Ok(snapshot)) => Ok(repo.with_config_snapshot(Arc::new(snapshot))),
+            Ok(Err(e)) => {
+                tracing::debug!("configuration read per key: {e}");
+                Ok(repo)
+            }
+            Err(_) => Ok(repo),
+        }
     }
 
     /// From now on, effective configuration is read from one `git config --list` taken now
@@ -77,6 +108,11 @@ impl Repo {
     pub fn with_config_snapshot(mut self, snapshot: Arc<ConfigSnapshot>) -> Repo {
         self.config_snapshot = Some(snapshot);
         self
+    }
+
+    /// [`Repo::current`] with the configuration read once ([`Repo::discover_with_config`]).
+    pub fn current_with_config() -> Result<Repo, GitError> {
+        Repo::discover_with_config(&Git::new())
     }
 
     /// The repository containing the current directory.
