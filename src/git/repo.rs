@@ -174,6 +174,9 @@ impl Repo {
     /// only remote.
     pub fn default_remote(&self) -> Result<String, GitError> {
         let config = self.config();
+        if self.config_snapshot.is_some() && origin_settles(&config)? {
+            return Ok("origin".into());
+        }
         if let Some(branch) = self
             .git
             .try_run(["symbolic-ref", "--quiet", "--short", "HEAD"])?
@@ -297,6 +300,21 @@ impl Repo {
         let file = path.to_string_lossy().into_owned();
         self.git.try_run(["config", "--file", &file, "--get", key])
     }
+}
+
+/// Whether configuration alone settles [`Repo::default_remote`] as `origin`: `origin` is a
+/// configured remote and every branch that names a remote names `origin` (or `.`, which
+/// falls back to it), so whichever branch is current, or none, the answer is `origin`
+/// without asking git for the current branch or the list of remotes.
+fn origin_settles(config: &Config) -> Result<bool, GitError> {
+    if config.get(None, "remote.origin.url")?.is_none() {
+        return Ok(false);
+    }
+    Ok(config
+        .with_prefix("branch.")?
+        .iter()
+        .filter(|(key, _)| key.ends_with(".remote"))
+        .all(|(_, remote)| remote == "origin" || remote == "."))
 }
 
 /// git-lfs's default endpoint for a remote URL: `<url>.git/info/lfs` (no double `.git`);
