@@ -1,7 +1,7 @@
 //! Repository discovery and the paths git-lfs and git-xet keep inside it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::git::command::Git;
 use crate::git::config::{Config, ConfigSnapshot};
@@ -20,6 +20,9 @@ pub struct Repo {
     pub common_dir: PathBuf,
     /// Configuration read once, for processes that only read it (see [`Repo::snapshot_config`]).
     config_snapshot: Option<Arc<ConfigSnapshot>>,
+    /// The work tree's `.lfsconfig`, read at its first use when configuration is read once
+    /// too (shared by clones of this `Repo`).
+    lfsconfig: Arc<OnceLock<Arc<ConfigSnapshot>>>,
 }
 
 impl Repo {
@@ -73,6 +76,7 @@ impl Repo {
             git_dir: PathBuf::from(git_dir),
             common_dir: PathBuf::from(common_dir),
             config_snapshot: None,
+            lfsconfig: Arc::default(),
         })
     }
 
@@ -298,7 +302,24 @@ impl Repo {
             return Ok(None);
         };
         let file = path.to_string_lossy().into_owned();
-        self.git.try_run(["config", "--file", &file, "--get", key])
+        if self.config_snapshot.is_none() {
+            // A process that may write `.lfsconfig` (migrate) reads it afresh.
+            return self.git.try_run(["config", "--file", &file, "--get", key]);
+        }
+        // Read once, like the configuration: `git config --file` follows no includes, in
+        // a list as in a single read.
+        let snapshot = match self.lfsconfig.get() {
+            Some(snapshot) => snapshot.clone(),
+            None => {
+                let out = self
+                    .git
+                    .run_bytes(["config", "--file", &file, "--list", "-z"], None)?;
+                self.lfsconfig
+                    .get_or_init(|| Arc::new(ConfigSnapshot::parse(&out)))
+                    .clone()
+            }
+        };
+        Ok(snapshot.get(key).map(str::to_string))
     }
 }
 
