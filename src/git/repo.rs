@@ -357,6 +357,10 @@ pub fn lfs_endpoint_from_remote_url(url: &str) -> String {
 }
 
 #[cfg(test)]
+#[path = "repo_tests.rs"]
+mod read_once_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
