@@ -18,7 +18,8 @@ pub struct Repo {
     pub git_dir: PathBuf,
     /// Shared by all worktrees; LFS objects and the XET shard cache live here.
     pub common_dir: PathBuf,
-    /// Configuration read once, for processes that only read it (see [`Repo::snapshot_config`]).
+    /// Configuration read once, for processes that only read it (the filter and the agent:
+    /// see [`Repo::discover_with_config`]).
     config_snapshot: Option<Arc<ConfigSnapshot>>,
     /// The work tree's `.lfsconfig`, read at its first use when configuration is read once
     /// too (shared by clones of this `Repo`).
@@ -80,8 +81,9 @@ impl Repo {
         })
     }
 
-    /// [`Repo::discover_with`] with the configuration read once (see
-    /// [`Repo::snapshot_config`]), for the filter and the agent: git is asked both at once,
+    /// [`Repo::discover_with`] with the configuration read once (one `git config --list`
+    /// rather than a git process per key, as git-lfs reads it), for processes that do not
+    /// change it (the filter lives for one git command): git is asked both at once,
     /// so a start waits for one git process, not two in a row. A configuration that cannot
     /// be read leaves the repository reading it per key, as it would without a snapshot.
     pub fn discover_with_config(git: &Git) -> Result<Repo, GitError> {
@@ -98,14 +100,6 @@ impl Repo {
             }
             Err(_) => Ok(repo),
         }
-    }
-
-    /// From now on, effective configuration is read from one `git config --list` taken now
-    /// rather than a git process per key. For processes that do not change configuration
-    /// (the filter lives for one git command, as git-lfs's own reads config once too).
-    pub fn snapshot_config(mut self) -> Result<Repo, GitError> {
-        self.config_snapshot = Some(Arc::new(ConfigSnapshot::load(&self.git)?));
-        Ok(self)
     }
 
     /// Reads effective configuration from `snapshot` (taken in this repository).
