@@ -109,6 +109,12 @@ fn started(trace: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Values a case must read, besides agreeing with git.
+type Expected = &'static [(&'static str, &'static str)];
+
+/// A change to the repository's configuration, run before a step.
+type Setup<'a> = Box<dyn Fn() + 'a>;
+
 /// Discovery and configuration read once agree with git asked per key, wherever the
 /// process starts and however the configuration reaches it.
 #[test]
@@ -117,7 +123,7 @@ fn read_once_agrees_with_git_per_key() {
     let elsewhere = f.root.path().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
     let params = "'xet.param'='from -c' 'xet.local'='overridden'";
-    let cases: Vec<(&str, Git, &[(&str, &str)])> = vec![
+    let cases: Vec<(&str, Git, Expected)> = vec![
         ("top", f.git.moved_to(&f.repo), &[("xet.onbranch", "main")]),
         (
             "subdirectory",
@@ -232,7 +238,7 @@ fn default_remote_read_once_agrees_with_git() {
             .unwrap();
     };
     // (setup, answer, whether git must be asked)
-    let steps: Vec<(Box<dyn Fn() + '_>, Result<&str, ()>, bool)> = vec![
+    let steps: Vec<(Setup, Result<&str, ()>, bool)> = vec![
         (
             Box::new(|| set("remote.fork.url", "http://127.0.0.1:9/f")),
             Ok("fork"),
