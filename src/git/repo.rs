@@ -300,8 +300,8 @@ impl Repo {
             // A process that may write `.lfsconfig` (migrate) reads it afresh.
             return self.git.try_run(["config", "--file", &file, "--get", key]);
         }
-        // Read once, like the configuration: `git config --file` follows no includes, in
-        // a list as in a single read.
+        // Listed once, like the configuration (`git config --file` follows no includes when
+        // listing, as when asked per key).
         let snapshot = match self.lfsconfig.get() {
             Some(snapshot) => snapshot.clone(),
             None => {
