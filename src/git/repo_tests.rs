@@ -355,3 +355,63 @@ fn lfsconfig_read_once_agrees_with_git() {
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
 }
+
+/// A repository owned by another user is git's to refuse (safe.directory), and so ours:
+/// discovery is git's own. Listed in safe.directory (here by GIT_CONFIG_COUNT, command-line
+/// scope, which git honours for it), it is found, and read as git reads it.
+#[test]
+fn another_users_repository_only_when_safe() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "this test chowns a repository: CI runs it as root"
+        );
+        eprintln!("skipped: giving a repository to another user needs root");
+        return;
+    }
+    let f = Fixture::new();
+    let foreign = std::fs::canonicalize(f.root.path())
+        .unwrap()
+        .join("foreign");
+    f.git
+        .run(["init", "-q", foreign.to_str().unwrap()])
+        .unwrap();
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&foreign)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let git = f.git.moved_to(&foreign);
+    assert!(
+        git.run(["rev-parse", "--git-dir"]).is_err(),
+        "git refuses it"
+    );
+    assert!(matches!(
+        Repo::discover_with_config(&git),
+        Err(GitError::NotARepository(_))
+    ));
+    let safe = git
+        .clone()
+        .with_env("GIT_CONFIG_COUNT", "2")
+        .with_env("GIT_CONFIG_KEY_0", "safe.directory")
+        .with_env("GIT_CONFIG_VALUE_0", foreign.to_str().unwrap())
+        .with_env("GIT_CONFIG_KEY_1", "xet.count")
+        .with_env("GIT_CONFIG_VALUE_1", "safe");
+    let repo = Repo::discover_with_config(&safe).unwrap();
+    assert_eq!(repo.git_dir, foreign.join(".git"));
+    assert_eq!(repo.work_tree.as_deref(), Some(foreign.as_path()));
+    let per_key = Config::new(safe.clone());
+    for key in KEYS {
+        assert_eq!(
+            repo.config().get(None, key).unwrap(),
+            per_key.get(None, key).unwrap(),
+            "{key}"
+        );
+    }
+    assert_eq!(
+        repo.config().get(None, "xet.count").unwrap().as_deref(),
+        Some("safe")
+    );
+}
