@@ -33,6 +33,14 @@ impl Git {
         }
     }
 
+    /// This git (its environment and prompting) run in `dir` instead.
+    pub fn moved_to(&self, dir: impl Into<PathBuf>) -> Git {
+        Git {
+            dir: Some(dir.into()),
+            ..self.clone()
+        }
+    }
+
     pub fn with_env(mut self, key: &str, value: &str) -> Git {
         self.env.push((key.to_string(), value.to_string()));
         self

@@ -1,7 +1,7 @@
 //! Repository discovery and the paths git-lfs and git-xet keep inside it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::git::command::Git;
 use crate::git::config::{Config, ConfigSnapshot};
@@ -18,14 +18,29 @@ pub struct Repo {
     pub git_dir: PathBuf,
     /// Shared by all worktrees; LFS objects and the XET shard cache live here.
     pub common_dir: PathBuf,
-    /// Configuration read once, for processes that only read it (see [`Repo::snapshot_config`]).
+    /// Configuration read once, for processes that only read it (the filter and the agent:
+    /// see [`Repo::discover_with_config`]).
     config_snapshot: Option<Arc<ConfigSnapshot>>,
+    /// The work tree's `.lfsconfig`, read at its first use when configuration is read once
+    /// too (shared by clones of this `Repo`).
+    lfsconfig: Arc<OnceLock<Arc<ConfigSnapshot>>>,
 }
 
 impl Repo {
     /// The repository containing `dir`.
     pub fn discover(dir: &Path) -> Result<Repo, GitError> {
-        let git = Git::in_dir(dir);
+        Repo::discover_with(&Git::in_dir(dir))
+    }
+
+    /// The repository containing `git`'s directory (the current one when it has none), as
+    /// git run with `git`'s environment sees it; the repository's git keeps that environment.
+    pub fn discover_with(git: &Git) -> Result<Repo, GitError> {
+        let dir = match git.dir() {
+            Some(dir) => dir.to_path_buf(),
+            None => std::env::current_dir()
+                .map_err(|e| GitError::io("reading the current directory", e))?,
+        };
+        let dir = dir.as_path();
         // One git process: `--show-cdup` (the way up to the work tree's top) is printed only
         // inside a work tree, where `--show-toplevel` would need a second call to be safe.
         let out = git
@@ -57,26 +72,45 @@ impl Repo {
         };
         let run_dir = work_tree.clone().unwrap_or_else(|| PathBuf::from(git_dir));
         Ok(Repo {
-            git: Git::in_dir(run_dir),
+            git: git.moved_to(run_dir),
             work_tree,
             git_dir: PathBuf::from(git_dir),
             common_dir: PathBuf::from(common_dir),
             config_snapshot: None,
+            lfsconfig: Arc::default(),
         })
     }
 
-    /// From now on, effective configuration is read from one `git config --list` taken now
-    /// rather than a git process per key. For processes that do not change configuration
-    /// (the filter lives for one git command, as git-lfs's own reads config once too).
-    pub fn snapshot_config(mut self) -> Result<Repo, GitError> {
-        self.config_snapshot = Some(Arc::new(ConfigSnapshot::load(&self.git)?));
-        Ok(self)
+    /// [`Repo::discover_with`] with the configuration read once (one `git config --list`
+    /// rather than a git process per key, as git-lfs reads it), for processes that do not
+    /// change it (the filter lives for one git command): git is asked both at once,
+    /// so a start waits for one git process, not two in a row. A configuration that cannot
+    /// be read leaves the repository reading it per key, as it would without a snapshot.
+    pub fn discover_with_config(git: &Git) -> Result<Repo, GitError> {
+        let snapshot = {
+            let git = git.clone();
+            std::thread::spawn(move || ConfigSnapshot::load(&git))
+        };
+        let repo = Repo::discover_with(git)?;
+        match snapshot.join() {
+            Ok(Ok(snapshot)) => Ok(repo.with_config_snapshot(Arc::new(snapshot))),
+            Ok(Err(e)) => {
+                tracing::debug!("configuration read per key: {e}");
+                Ok(repo)
+            }
+            Err(_) => Ok(repo),
+        }
     }
 
     /// Reads effective configuration from `snapshot` (taken in this repository).
     pub fn with_config_snapshot(mut self, snapshot: Arc<ConfigSnapshot>) -> Repo {
         self.config_snapshot = Some(snapshot);
         self
+    }
+
+    /// [`Repo::current`] with the configuration read once ([`Repo::discover_with_config`]).
+    pub fn current_with_config() -> Result<Repo, GitError> {
+        Repo::discover_with_config(&Git::new())
     }
 
     /// The repository containing the current directory.
@@ -138,6 +172,9 @@ impl Repo {
     /// only remote.
     pub fn default_remote(&self) -> Result<String, GitError> {
         let config = self.config();
+        if self.config_snapshot.is_some() && origin_settles(&config)? {
+            return Ok("origin".into());
+        }
         if let Some(branch) = self
             .git
             .try_run(["symbolic-ref", "--quiet", "--short", "HEAD"])?
@@ -259,8 +296,40 @@ impl Repo {
             return Ok(None);
         };
         let file = path.to_string_lossy().into_owned();
-        self.git.try_run(["config", "--file", &file, "--get", key])
+        if self.config_snapshot.is_none() {
+            // A process that may write `.lfsconfig` (migrate) reads it afresh.
+            return self.git.try_run(["config", "--file", &file, "--get", key]);
+        }
+        // Listed once, like the configuration (`git config --file` follows no includes when
+        // listing, as when asked per key).
+        let snapshot = match self.lfsconfig.get() {
+            Some(snapshot) => snapshot.clone(),
+            None => {
+                let out = self
+                    .git
+                    .run_bytes(["config", "--file", &file, "--list", "-z"], None)?;
+                self.lfsconfig
+                    .get_or_init(|| Arc::new(ConfigSnapshot::parse(&out)))
+                    .clone()
+            }
+        };
+        Ok(snapshot.get(key).map(str::to_string))
     }
+}
+
+/// Whether configuration alone settles [`Repo::default_remote`] as `origin`: `origin` is a
+/// configured remote and every branch that names a remote names `origin` (or `.`, which
+/// falls back to it), so whichever branch is current, or none, the answer is `origin`
+/// without asking git for the current branch or the list of remotes.
+fn origin_settles(config: &Config) -> Result<bool, GitError> {
+    if config.get(None, "remote.origin.url")?.is_none() {
+        return Ok(false);
+    }
+    Ok(config
+        .with_prefix("branch.")?
+        .iter()
+        .filter(|(key, _)| key.ends_with(".remote"))
+        .all(|(_, remote)| remote == "origin" || remote == "."))
 }
 
 /// git-lfs's default endpoint for a remote URL: `<url>.git/info/lfs` (no double `.git`);
@@ -280,6 +349,10 @@ pub fn lfs_endpoint_from_remote_url(url: &str) -> String {
         format!("{http}.git/info/lfs")
     }
 }
+
+#[cfg(test)]
+#[path = "repo_tests.rs"]
+mod read_once_tests;
 
 #[cfg(test)]
 mod tests {

@@ -7,13 +7,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::git::command::Git;
-use crate::git::config::ConfigSnapshot;
 use crate::git::repo::Repo;
 use crate::git::GitError;
 use crate::lfs::agent::{self, Ending};
 use crate::lfs::progress::AnswerSink;
 use crate::lfs::protocol::InitRequest;
-use crate::lfs::store::LfsStore;
 use crate::lfs::xet_backend::{EnvStart, XetBackend};
 use crate::lfs::LfsError;
 
@@ -42,24 +40,9 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
     let remote = init.remote.clone();
     let operation = init.operation;
     let discover = move || {
-        // The first transfer waits for both answers: git is asked both at once. The
-        // configuration (lfs.storage, remotes, http.*) is read once, as git-lfs does.
-        let snapshot = {
-            let cwd = cwd.clone();
-            std::thread::spawn(move || ConfigSnapshot::load(&Git::in_dir(cwd)))
-        };
-        let repo = Repo::discover(&cwd).map_err(setup_failed)?;
-        let (repo, store) = match snapshot.join() {
-            Ok(Ok(snapshot)) => {
-                let storage = snapshot.get("lfs.storage").map(str::to_string);
-                let store = LfsStore::in_dir(&repo.lfs_dir_from(storage.as_deref()));
-                (repo.with_config_snapshot(Arc::new(snapshot)), store)
-            }
-            _ => {
-                let store = repo.lfs_store(); // asked again, the usual way
-                (repo, store)
-            }
-        };
+        // The configuration (lfs.storage, remotes, http.*) is read once, as git-lfs does.
+        let repo = Repo::discover_with_config(&Git::in_dir(&cwd)).map_err(setup_failed)?;
+        let store = repo.lfs_store();
         crate::git::objects::env_with_store(&repo, &remote, operation, store).map_err(setup_failed)
     };
     if quick {

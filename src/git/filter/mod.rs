@@ -63,8 +63,9 @@ const STREAM_QUEUE: usize = 256;
 
 /// Runs the filter on stdin/stdout until git closes the pipe.
 pub fn run_stdio() -> anyhow::Result<ExitCode> {
-    // git waits for the filter's handshake: one configuration read instead of one per key.
-    let repo = Repo::current()?.snapshot_config()?;
+    // git waits for the filter's handshake: one configuration read instead of one per key,
+    // asked together with the discovery.
+    let repo = Repo::current_with_config()?;
     if let Some(why) = needs_git_lfs_filter(&repo)? {
         tracing::info!("handing the filter over to git-lfs: {why}");
         let err = std::process::Command::new("git")
