@@ -88,6 +88,19 @@ impl IndexLocation {
         }
         Err(DeploymentError::BadIndexLocation(text.to_string()))
     }
+
+    /// Whether the URL carries a password (in its user part or a `password=` parameter),
+    /// which must not be written where others read it (a command line, authorized_keys).
+    /// A URL PostgreSQL's client cannot parse is refused rather than guessed at.
+    pub fn holds_password(&self) -> Result<bool, DeploymentError> {
+        match self {
+            IndexLocation::Sqlite(_) => Ok(false),
+            IndexLocation::Postgres(url) => url
+                .parse::<tokio_postgres::Config>()
+                .map(|config| config.get_password().is_some())
+                .map_err(|_| DeploymentError::BadIndexLocation(url.clone())),
+        }
+    }
 }
 
 /// Where a deployment's parts are; the defaults put everything under `data_dir`.
@@ -252,6 +265,19 @@ mod tests {
             IndexLocation::parse("postgres://xet@db/xet").unwrap(),
             IndexLocation::Postgres(_)
         ));
+        for (url, password) in [
+            ("postgres://xet@db/xet", false),
+            ("postgresql://xet@%2Frun%2Fpostgresql/xet", false),
+            ("postgres://xet:s3cret@db/xet", true),
+            ("postgres://xet@db/xet?password=s3cret", true),
+        ] {
+            let index = IndexLocation::parse(url).unwrap();
+            assert_eq!(index.holds_password().unwrap(), password, "{url}");
+        }
+        assert!(IndexLocation::parse("postgres://db:notaport/x")
+            .unwrap()
+            .holds_password()
+            .is_err());
         for bad in ["sqlite:", "mysql://db", "/srv/index.sqlite"] {
             assert!(
                 matches!(
