@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::server::index::{Index, IndexError, PgIndex, SqliteIndex};
 use crate::server::keys::Keys;
-use crate::server::storage::{FsStore, ObjectStore, S3Store};
+use crate::server::storage::{FsStore, ObjectStore, S3ProbeError, S3Store};
 
 /// Where xorbs and shards are stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +47,9 @@ pub enum DeploymentError {
     },
     #[error(transparent)]
     Index(#[from] IndexError),
+    /// The S3 object store failed its check at open (bucket, credentials, endpoint).
+    #[error(transparent)]
+    ObjectStore(#[from] S3ProbeError),
 }
 
 fn io_context(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DeploymentError {
@@ -148,15 +151,17 @@ pub fn open(
         "creating data directory {}",
         data.display()
     )))?;
-    let store: Arc<dyn ObjectStore> = match &config.object_store {
-        StoreLocation::Dir(root) => Arc::new(FsStore::open(root, staging, fsync).map_err(
-            io_context(format!("opening object storage in {}", root.display())),
-        )?),
-        StoreLocation::S3 { bucket, prefix } => Arc::new(
-            S3Store::open(bucket, prefix, staging).map_err(io_context(format!(
+    // The remote engines are checked before anything is created locally, so that a start
+    // refused for a missing bucket or an unreachable database leaves nothing behind.
+    let s3 = match &config.object_store {
+        StoreLocation::Dir(_) => None,
+        StoreLocation::S3 { bucket, prefix } => {
+            let store = S3Store::open(bucket, prefix, staging).map_err(io_context(format!(
                 "configuring S3 object storage s3://{bucket}"
-            )))?,
-        ),
+            )))?;
+            store.check()?;
+            Some(store)
+        }
     };
     let (index, keys): (Arc<dyn Index>, Keys) = match &config.index {
         IndexLocation::Sqlite(path) => (
@@ -169,6 +174,13 @@ pub fn open(
             let keys = Keys::from_secret(&index.shared_secret()?);
             (Arc::new(index), keys)
         }
+    };
+    let store: Arc<dyn ObjectStore> = match (s3, &config.object_store) {
+        (Some(s3), _) => Arc::new(s3),
+        (None, StoreLocation::Dir(root)) => Arc::new(FsStore::open(root, staging, fsync).map_err(
+            io_context(format!("opening object storage in {}", root.display())),
+        )?),
+        (None, StoreLocation::S3 { .. }) => unreachable!("an S3 store is opened above"),
     };
     Ok(Deployment { store, index, keys })
 }
