@@ -114,12 +114,16 @@ impl Settings {
         if let Some(index) = &self.index {
             config.index = index.clone();
         }
+        let secret = crate::server::keys::secret_path(&self.data_dir);
         deployment::open_keys(&config, false).map_err(|e| match e {
-            KeysError::NoSecret { .. } | KeysError::Io { .. } => ShellError::Secret(format!(
-                "cannot read {} ({e}): is --data the server's data directory? (a deployment \
+            KeysError::NoSecret { .. } => ShellError::Secret(format!(
+                "{} does not exist: is --data the server's data directory? (a deployment \
                  whose index is PostgreSQL needs the servers' --index here too)",
-                crate::server::keys::secret_path(&self.data_dir).display()
+                secret.display()
             )),
+            KeysError::Io { source, .. } => {
+                ShellError::Secret(format!("cannot read {} ({source})", secret.display()))
+            }
             KeysError::Index(e) => ShellError::Secret(e.to_string()),
         })
     }
