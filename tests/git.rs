@@ -39,6 +39,8 @@ mod old_lfs;
 mod prompt;
 #[path = "git/ssh_auth.rs"]
 mod ssh_auth;
+#[path = "git/ssh_postgres.rs"]
+mod ssh_postgres;
 #[path = "git/ssh_shell.rs"]
 mod ssh_shell;
 #[path = "git/ssh_shell_locks.rs"]

@@ -61,5 +61,7 @@ mod upkeep;
 
 #[path = "server/claims.rs"]
 mod claims;
+#[path = "server/engine_checks.rs"]
+mod engine_checks;
 #[path = "server/locks.rs"]
 mod locks;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::server::auth::Scope;
+use crate::server::deployment::IndexLocation;
 use crate::server::ssh::{self, access, ShellError};
 
 #[derive(clap::Args, Debug)]
@@ -11,9 +12,15 @@ pub struct ShellArgs {
     /// The user this key belongs to (reflogs, messages).
     #[arg(long)]
     user: String,
-    /// The server's data directory.
+    /// The data directory of a server process on this machine (its `server.json` says
+    /// where it listens; with the default SQLite index it also holds the signing secret).
     #[arg(long, env = "GIT_XET_SERVER_DATA")]
     data: PathBuf,
+    /// The deployment's index, as the servers were given it: with `postgres://...` the
+    /// signing secret is read there. A URL with a password belongs in sshd's environment
+    /// (`SetEnv GIT_XET_SERVER_INDEX=...`), not in authorized_keys.
+    #[arg(long, env = "GIT_XET_SERVER_INDEX", value_name = "URL")]
+    index: Option<String>,
     /// A repository this key may use: `org/name:read`, `org/name:write`, or `org/*:SCOPE`
     /// for every repository of an organization (repeat for more). Without any, nothing.
     #[arg(long = "repo", value_name = "ORG/NAME:SCOPE")]
@@ -40,6 +47,12 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
     if let Some(url) = &args.url {
         ssh::endpoint::check_url(url).map_err(|e| ShellError::BadSetting(e.to_string()))?;
     }
+    let index = args
+        .index
+        .as_deref()
+        .map(IndexLocation::parse)
+        .transpose()
+        .map_err(|e| ShellError::BadSetting(e.to_string()))?;
     Ok(ssh::Settings {
         rules: access::Rules::new(&args.user, grants)?,
         data_dir: std::path::absolute(&args.data).unwrap_or(args.data),
@@ -49,6 +62,7 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
             .and_then(|exe| exe.canonicalize())
             .ok(),
         no_lfs_transfer: args.no_lfs_transfer,
+        index,
     })
 }
 

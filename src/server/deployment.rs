@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::server::index::{Index, IndexError, PgIndex, SqliteIndex};
 use crate::server::keys::Keys;
-use crate::server::storage::{FsStore, ObjectStore, S3Store};
+use crate::server::storage::{FsStore, ObjectStore, S3ProbeError, S3Store};
 
 /// Where xorbs and shards are stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +47,9 @@ pub enum DeploymentError {
     },
     #[error(transparent)]
     Index(#[from] IndexError),
+    /// The S3 object store failed its check at open (bucket, credentials, endpoint).
+    #[error(transparent)]
+    ObjectStore(#[from] S3ProbeError),
 }
 
 fn io_context(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DeploymentError {
@@ -87,6 +90,19 @@ impl IndexLocation {
             return Ok(IndexLocation::Postgres(text.to_string()));
         }
         Err(DeploymentError::BadIndexLocation(text.to_string()))
+    }
+
+    /// Whether the URL carries a password (in its user part or a `password=` parameter),
+    /// which must not be written where others read it (a command line, authorized_keys).
+    /// A URL PostgreSQL's client cannot parse is refused rather than guessed at.
+    pub fn holds_password(&self) -> Result<bool, DeploymentError> {
+        match self {
+            IndexLocation::Sqlite(_) => Ok(false),
+            IndexLocation::Postgres(url) => url
+                .parse::<tokio_postgres::Config>()
+                .map(|config| config.get_password().is_some())
+                .map_err(|_| DeploymentError::BadIndexLocation(url.clone())),
+        }
     }
 }
 
@@ -135,15 +151,17 @@ pub fn open(
         "creating data directory {}",
         data.display()
     )))?;
-    let store: Arc<dyn ObjectStore> = match &config.object_store {
-        StoreLocation::Dir(root) => Arc::new(FsStore::open(root, staging, fsync).map_err(
-            io_context(format!("opening object storage in {}", root.display())),
-        )?),
-        StoreLocation::S3 { bucket, prefix } => Arc::new(
-            S3Store::open(bucket, prefix, staging).map_err(io_context(format!(
+    // The remote engines are checked before anything is created locally, so that a start
+    // refused for a missing bucket or an unreachable database leaves nothing behind.
+    let s3 = match &config.object_store {
+        StoreLocation::Dir(_) => None,
+        StoreLocation::S3 { bucket, prefix } => {
+            let store = S3Store::open(bucket, prefix, staging).map_err(io_context(format!(
                 "configuring S3 object storage s3://{bucket}"
-            )))?,
-        ),
+            )))?;
+            store.check()?;
+            Some(store)
+        }
     };
     let (index, keys): (Arc<dyn Index>, Keys) = match &config.index {
         IndexLocation::Sqlite(path) => (
@@ -156,6 +174,13 @@ pub fn open(
             let keys = Keys::from_secret(&index.shared_secret()?);
             (Arc::new(index), keys)
         }
+    };
+    let store: Arc<dyn ObjectStore> = match (s3, &config.object_store) {
+        (Some(s3), _) => Arc::new(s3),
+        (None, StoreLocation::Dir(root)) => Arc::new(FsStore::open(root, staging, fsync).map_err(
+            io_context(format!("opening object storage in {}", root.display())),
+        )?),
+        (None, StoreLocation::S3 { .. }) => unreachable!("an S3 store is opened above"),
     };
     Ok(Deployment { store, index, keys })
 }
@@ -252,6 +277,19 @@ mod tests {
             IndexLocation::parse("postgres://xet@db/xet").unwrap(),
             IndexLocation::Postgres(_)
         ));
+        for (url, password) in [
+            ("postgres://xet@db/xet", false),
+            ("postgresql://xet@%2Frun%2Fpostgresql/xet", false),
+            ("postgres://xet:s3cret@db/xet", true),
+            ("postgres://xet@db/xet?password=s3cret", true),
+        ] {
+            let index = IndexLocation::parse(url).unwrap();
+            assert_eq!(index.holds_password().unwrap(), password, "{url}");
+        }
+        assert!(IndexLocation::parse("postgres://db:notaport/x")
+            .unwrap()
+            .holds_password()
+            .is_err());
         for bad in ["sqlite:", "mysql://db", "/srv/index.sqlite"] {
             assert!(
                 matches!(

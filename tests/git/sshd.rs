@@ -72,12 +72,18 @@ impl Sshd {
     /// sshd with one client key per name in `keys` (`ssh_command_as(name)`) and an empty
     /// authorized_keys, which the test fills (sshd reads it at each login).
     pub fn start_empty(keys: &[&str]) -> Sshd {
+        Sshd::start_empty_with(keys, "")
+    }
+
+    /// [`Sshd::start_empty`] with more sshd_config lines (e.g. `SetEnv NAME=value`).
+    pub fn start_empty_with(keys: &[&str], config: &str) -> Sshd {
         let dir = tempfile::tempdir().expect("temp dir");
         keygen(dir.path(), "host_key");
         for key in keys {
             keygen(dir.path(), key);
         }
         std::fs::write(dir.path().join("authorized_keys"), "").unwrap();
+        std::fs::write(dir.path().join("sshd_config.extra"), config).unwrap();
         Sshd::launch(dir)
     }
 
@@ -98,13 +104,14 @@ impl Sshd {
     fn launch(dir: tempfile::TempDir) -> Sshd {
         let d = dir.path();
         let port = free_port();
+        let extra = std::fs::read_to_string(d.join("sshd_config.extra")).unwrap_or_default();
         std::fs::write(
             d.join("sshd_config"),
             format!(
                 "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
                  StrictModes no\nUsePAM no\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
-                 PermitRootLogin prohibit-password\nPidFile none\nLogLevel VERBOSE\n",
+                 PermitRootLogin prohibit-password\nPidFile none\nLogLevel VERBOSE\n{extra}",
                 d.join("host_key").display(),
                 d.join("authorized_keys").display()
             ),

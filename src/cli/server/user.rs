@@ -8,6 +8,7 @@ use anyhow::Context;
 
 use super::data_dir;
 use crate::server::auth::Scope;
+use crate::server::deployment::IndexLocation;
 use crate::server::ssh::access::Grant;
 use crate::server::ssh::authorized_keys::{self, PublicKey, ShellCommand};
 
@@ -40,6 +41,12 @@ pub(super) struct UserAddArgs {
     /// The server's data directory, written into the command.
     #[arg(long, env = "GIT_XET_SERVER_DATA")]
     data: Option<PathBuf>,
+    /// The deployment's index (`postgres://USER@HOST/DB`), written into the command so that
+    /// the shell reads the signing secret where the servers do. Without a password: give
+    /// one to the shell through sshd's environment instead (see docs/server.md). Not read
+    /// from GIT_XET_SERVER_INDEX: what goes into the line is spelled out here.
+    #[arg(long, value_name = "URL")]
+    index: Option<String>,
     /// Base URL git-lfs-authenticate hands out [default: the running server's].
     #[arg(long)]
     url: Option<String>,
@@ -67,6 +74,11 @@ fn add(args: UserAddArgs) -> anyhow::Result<ExitCode> {
         .map(|spec| Grant::parse(spec, scope))
         .collect::<Result<Vec<_>, _>>()?;
     let key = PublicKey::parse(&args.key)?;
+    let index = args
+        .index
+        .as_deref()
+        .map(IndexLocation::parse)
+        .transpose()?;
     let data = data_dir(args.data)?;
     let data = std::path::absolute(&data).unwrap_or(data);
     let program = match args.program {
@@ -83,6 +95,7 @@ fn add(args: UserAddArgs) -> anyhow::Result<ExitCode> {
             grants: &grants,
             public_url: args.url.as_deref(),
             no_lfs_transfer: args.no_lfs_transfer,
+            index: index.as_ref(),
         },
         &key,
     )?;

@@ -9,6 +9,7 @@ use std::path::Path;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
+use crate::server::deployment::IndexLocation;
 use crate::server::ssh::access::Grant;
 use crate::server::ssh::ShellError;
 
@@ -90,7 +91,19 @@ pub struct ShellCommand<'a> {
     pub public_url: Option<&'a str>,
     /// `--no-lfs-transfer`: LFS over git-lfs-authenticate and HTTP only.
     pub no_lfs_transfer: bool,
+    /// `--index`: the deployment's index, when the signing secret lives there.
+    pub index: Option<&'a IndexLocation>,
 }
+
+/// Why an index URL with a password is refused, and what to do instead.
+const INDEX_PASSWORD: &str = "the --index URL holds a password, which must not be written into \
+     authorized_keys (the forced command's arguments are visible to every local user through \
+     ps). Either give a URL without a password that PostgreSQL accepts for the account sshd \
+     runs the shell as (peer authentication over the local socket, e.g. \
+     postgres://git@%2Fvar%2Frun%2Fpostgresql/xet, or a pg_hba.conf rule for that host), or \
+     leave --index out here and set the URL in sshd's environment for that account \
+     (sshd_config: `Match User git` then `SetEnv GIT_XET_SERVER_INDEX=postgres://...`, in a \
+     file only root can read); see docs/server.md, \"ssh with a PostgreSQL index\"";
 
 /// One word for sh, refusing what cannot sit inside authorized_keys' `command="..."`.
 fn word(s: &str, what: &str) -> Result<String, ShellError> {
@@ -134,6 +147,22 @@ pub fn line(command: &ShellCommand<'_>, key: &PublicKey) -> Result<String, Shell
             .map_err(|e| ShellError::BadSetting(e.to_string()))?;
         words.push("--url".into());
         words.push(word(url, "the URL")?);
+    }
+    match command.index {
+        // With SQLite the secret is in the data directory: nothing to add.
+        None | Some(IndexLocation::Sqlite(_)) => {}
+        Some(index @ IndexLocation::Postgres(url)) => {
+            // The line is readable by the account, and the command line by every local
+            // user (ps): a password goes into sshd's environment instead.
+            let has_password = index
+                .holds_password()
+                .map_err(|e| ShellError::BadSetting(e.to_string()))?;
+            if has_password {
+                return Err(ShellError::BadSetting(INDEX_PASSWORD.into()));
+            }
+            words.push("--index".into());
+            words.push(word(url, "the index")?);
+        }
     }
     if command.no_lfs_transfer {
         words.push("--no-lfs-transfer".into());
@@ -216,6 +245,7 @@ mod tests {
             grants: &grants,
             public_url: Some("https://xet.example"),
             no_lfs_transfer: false,
+            index: None,
         };
         assert_eq!(
             line(&cmd, &key).unwrap(),
@@ -233,6 +263,43 @@ mod tests {
             ..quoted
         };
         assert!(line(&relative, &key).is_err());
+    }
+
+    #[test]
+    fn an_index_url_goes_in_without_a_password_only() {
+        let key = PublicKey::parse(KEY).unwrap();
+        let grants = [Grant::parse("org/m:write", Scope::Read).unwrap()];
+        let pg = IndexLocation::parse("postgres://git@db:5432/xet?sslmode=disable").unwrap();
+        let cmd = ShellCommand {
+            program: Path::new("/usr/bin/git-xet"),
+            user: "alice",
+            data_dir: Path::new("/srv/xet"),
+            grants: &grants,
+            public_url: None,
+            no_lfs_transfer: false,
+            index: Some(&pg),
+        };
+        assert!(line(&cmd, &key).unwrap().starts_with(
+            "command=\"/usr/bin/git-xet shell --user alice --data /srv/xet \
+             --index 'postgres://git@db:5432/xet?sslmode=disable' --repo org/m:write\","
+        ));
+        for secret in [
+            "postgres://git:s3cret@db/xet",
+            "postgres://git@db/xet?password=s3cret",
+        ] {
+            let index = IndexLocation::parse(secret).unwrap();
+            let err = line(
+                &ShellCommand {
+                    index: Some(&index),
+                    ..cmd
+                },
+                &key,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(!err.contains("s3cret"), "{err}");
+            assert!(err.contains("SetEnv GIT_XET_SERVER_INDEX"), "{err}");
+        }
     }
 
     #[test]

@@ -11,8 +11,9 @@
 //! | `git-lfs-transfer <repo> <op>`      | git-lfs's ssh protocol, through the server's HTTP API ([`transfer`]) |
 //!
 //! Anything else is refused on stderr with a non-zero exit, and nothing runs. The shell
-//! never opens the object store or the index: git reads the repository directory, and
-//! LFS goes through the running server, found through `DATA/server.json` ([`endpoint`]).
+//! never opens the object store: git reads the repository directory, and LFS goes through
+//! the running server, found through `DATA/server.json` ([`endpoint`]). It reads the index
+//! only for the signing secret when that lives there (`--index postgres://...`).
 
 pub mod access;
 pub mod authenticate;
@@ -90,6 +91,9 @@ pub struct Settings {
     /// Refuse `git-lfs-transfer`, so that git-lfs uses `git-lfs-authenticate` and HTTP
     /// (git-lfs before 3.4 has no client-side switch for it).
     pub no_lfs_transfer: bool,
+    /// The deployment's index when it is not the data directory's SQLite (the signing
+    /// secret then lives there).
+    pub index: Option<crate::server::deployment::IndexLocation>,
 }
 
 impl Settings {
@@ -102,12 +106,25 @@ impl Settings {
         }
     }
 
+    /// The deployment's signing keys: from `DATA/keys/secret`, or from the shared index
+    /// (`--index postgres://...`), where every server process of the deployment reads them.
     pub fn keys(&self) -> Result<Keys, ShellError> {
-        Keys::load(&self.data_dir).map_err(|e| {
-            ShellError::Secret(format!(
-                "cannot read {} ({e}): is --data the server's data directory?",
-                crate::server::keys::secret_path(&self.data_dir).display()
-            ))
+        use crate::server::deployment::{self, DeploymentConfig, KeysError};
+        let mut config = DeploymentConfig::embedded(&self.data_dir);
+        if let Some(index) = &self.index {
+            config.index = index.clone();
+        }
+        let secret = crate::server::keys::secret_path(&self.data_dir);
+        deployment::open_keys(&config, false).map_err(|e| match e {
+            KeysError::NoSecret { .. } => ShellError::Secret(format!(
+                "{} does not exist: is --data the server's data directory? (a deployment \
+                 whose index is PostgreSQL needs the servers' --index here too)",
+                secret.display()
+            )),
+            KeysError::Io { source, .. } => {
+                ShellError::Secret(format!("cannot read {} ({source})", secret.display()))
+            }
+            KeysError::Index(e) => ShellError::Secret(e.to_string()),
         })
     }
 }

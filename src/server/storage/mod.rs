@@ -4,6 +4,7 @@
 
 mod fs;
 mod s3;
+mod s3_probe;
 
 use std::future::Future;
 use std::ops::Range;
@@ -14,6 +15,7 @@ use futures::stream::BoxStream;
 
 pub use fs::FsStore;
 pub use s3::S3Store;
+pub use s3_probe::S3ProbeError;
 
 use crate::io::platform::mmap::Mapper;
 use crate::xet::MerkleHash;

@@ -29,9 +29,11 @@ const SINGLE_PUT_MAX: u64 = 64 * 1024 * 1024;
 /// Part size of a multipart upload (S3's minimum is 5 MiB).
 const PART_SIZE: u64 = 16 * 1024 * 1024;
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct S3Store {
     s3: Arc<AmazonS3>,
+    /// The client's settings, for [`S3Store::check`]'s own short-timeout client.
+    builder: AmazonS3Builder,
     /// Key prefix without a trailing `/`; empty for the bucket's root.
     prefix: String,
     tmp: PathBuf,
@@ -39,7 +41,8 @@ pub struct S3Store {
 
 impl S3Store {
     /// A store on `bucket` under `prefix`, configured from the `AWS_*` environment variables;
-    /// staging files go to `tmp`. Nothing is sent until the first request.
+    /// staging files go to `tmp`. Nothing is sent until the first request ([`S3Store::check`]
+    /// sends one).
     pub fn open(bucket: &str, prefix: &str, tmp: &Path) -> std::io::Result<S3Store> {
         Self::with_builder(AmazonS3Builder::from_env(), bucket, prefix, tmp)
     }
@@ -51,16 +54,24 @@ impl S3Store {
         prefix: &str,
         tmp: &Path,
     ) -> std::io::Result<S3Store> {
+        let builder = builder.with_bucket_name(bucket);
         let s3 = builder
-            .with_bucket_name(bucket)
+            .clone()
             .build()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         std::fs::create_dir_all(tmp)?;
         Ok(S3Store {
             s3: Arc::new(s3),
+            builder,
             prefix: prefix.trim_matches('/').to_string(),
             tmp: tmp.to_path_buf(),
         })
+    }
+
+    /// Checks within seconds that the bucket exists and takes these credentials (one LIST
+    /// under the prefix, bounded retries): what a server does before it starts listening.
+    pub fn check(&self) -> Result<(), super::S3ProbeError> {
+        super::s3_probe::probe(&self.builder, &self.prefix)
     }
 
     fn kind_prefix(&self, kind: ObjectKind) -> String {
@@ -152,6 +163,16 @@ impl S3Store {
             return Err(outside(&range, got.meta.size));
         }
         Ok(got.into_stream().map_err(to_io).boxed())
+    }
+}
+
+/// Without the builder's fields: they hold the secret key.
+impl std::fmt::Debug for S3Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Store")
+            .field("s3", &self.s3.to_string())
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
     }
 }
 

@@ -89,7 +89,7 @@ impl Pool {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(IndexError::PostgresUnavailable {
                 url: self.shown_url.clone(),
-                message: e.to_string(),
+                message: connect_failure(&e),
             }),
             Err(e) => Err(IndexError::PostgresUnavailable {
                 url: self.shown_url.clone(),
@@ -169,6 +169,37 @@ impl Drop for Pool {
             runtime.shutdown_background();
         }
     }
+}
+
+/// Why a connection failed and what to do, decided by SQLSTATE or by the I/O error under it.
+fn connect_failure(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let code = db.code();
+        let hint = if code.code().starts_with("28") {
+            "check the user and password of the URL and pg_hba.conf"
+        } else if code == &SqlState::INVALID_CATALOG_NAME {
+            "create the database (createdb -O USER DB) or fix its name in the URL"
+        } else if code == &SqlState::TOO_MANY_CONNECTIONS {
+            "raise max_connections or run fewer processes"
+        } else {
+            "see PostgreSQL's log"
+        };
+        return format!(
+            "PostgreSQL refused the connection: {}: {hint}",
+            db.message()
+        );
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return format!(
+                "cannot reach PostgreSQL ({io}): check the host and port of the URL, and that \
+                 PostgreSQL runs there and accepts connections (listen_addresses, pg_hba.conf)"
+            );
+        }
+        source = err.source();
+    }
+    e.to_string()
 }
 
 /// Blocks the calling thread on a query future (see the module comment).
