@@ -138,6 +138,14 @@ pub struct Deployment {
     pub keys: Keys,
 }
 
+/// The object store between the remote check and local creation.
+enum StoreToOpen<'a> {
+    /// A remote store, already reached once.
+    Checked(Box<S3Store>),
+    /// A directory, created only after every remote engine answered.
+    Local(&'a Path),
+}
+
 /// Opens (creating what is missing) the deployment's store, index and secret. Staging files
 /// go to `staging`, a directory of the caller's on the data directory's filesystem. Without
 /// `fsync` a power loss may lose recent writes (tests and benchmarks only).
@@ -153,14 +161,14 @@ pub fn open(
     )))?;
     // The remote engines are checked before anything is created locally, so that a start
     // refused for a missing bucket or an unreachable database leaves nothing behind.
-    let s3 = match &config.object_store {
-        StoreLocation::Dir(_) => None,
+    let store = match &config.object_store {
+        StoreLocation::Dir(root) => StoreToOpen::Local(root),
         StoreLocation::S3 { bucket, prefix } => {
             let store = S3Store::open(bucket, prefix, staging).map_err(io_context(format!(
                 "configuring S3 object storage s3://{bucket}"
             )))?;
             store.check()?;
-            Some(store)
+            StoreToOpen::Checked(Box::new(store))
         }
     };
     let (index, keys): (Arc<dyn Index>, Keys) = match &config.index {
@@ -175,12 +183,11 @@ pub fn open(
             (Arc::new(index), keys)
         }
     };
-    let store: Arc<dyn ObjectStore> = match (s3, &config.object_store) {
-        (Some(s3), _) => Arc::new(s3),
-        (None, StoreLocation::Dir(root)) => Arc::new(FsStore::open(root, staging, fsync).map_err(
+    let store: Arc<dyn ObjectStore> = match store {
+        StoreToOpen::Checked(s3) => Arc::new(*s3),
+        StoreToOpen::Local(root) => Arc::new(FsStore::open(root, staging, fsync).map_err(
             io_context(format!("opening object storage in {}", root.display())),
         )?),
-        (None, StoreLocation::S3 { .. }) => unreachable!("an S3 store is opened above"),
     };
     Ok(Deployment { store, index, keys })
 }
