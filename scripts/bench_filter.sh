@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Benchmark: `git xet filter-process` alone (no server, no network), two binaries side by
-# side: the clean filter (`git add`) and the smudge filter (`git checkout` from the local
+# Benchmark: `git xet filter-process` (no server, no network), two binaries side by side:
+# the clean filter (`git add`) and the smudge filter (`git checkout` from the local
 # .git/lfs/objects) of one large file, and of many small files (the per-file cost: request
-# lists, statuses, framing).
+# lists, statuses, framing); then the filter alone, fed what git would send.
 #
 #   BASE=/path/to/git-xet NEW=/path/to/git-xet scripts/bench_filter.sh [SIZE_MIB] [COUNT] [SMALL_KIB]
 #       defaults: 512 MiB, 4000 files of 4 KiB; ROUNDS=9 timed rounds after WARMUP=1
@@ -12,6 +12,8 @@
 # both read the same cached bytes) and times, with `sync` before each step:
 #   clean  SIZE   git add big.bin          smudge SIZE   rm big.bin; git checkout -- big.bin
 #   clean  COUNT  git add small            smudge COUNT  rm -r small; git checkout -- small
+#   filter alone: the same clean of SIZE, smudge of SIZE (into a pipe) and clean of COUNT,
+#   from recorded pkt-line input (python3 writes it once), without git's own work
 # The order of the two binaries alternates from round to round (BASE first in odd rounds),
 # so that neither always runs on a warmer or cooler machine. Prints every round, then per
 # step the median wall time and MB/s of each binary, NEW/BASE of the medians (below 1: NEW
@@ -31,7 +33,7 @@ warmup="${WARMUP:-1}"
 for b in "$BASE" "$NEW"; do
   [ -x "$b" ] || { echo "$(basename "$0"): $b is not an executable" >&2; exit 1; }
 done
-for tool in git git-lfs openssl /usr/bin/time; do
+for tool in git git-lfs openssl python3 /usr/bin/time; do
   command -v "$tool" >/dev/null || { echo "$(basename "$0"): $tool is required" >&2; exit 1; }
 done
 
@@ -58,6 +60,32 @@ gen 1 $(( size_mib * 1048576 )) > "$tmp/pool/big.bin"
 gen 2 $(( count * small_kib * 1024 )) | \
   split -b "${small_kib}K" -a 6 -d --additional-suffix=.bin - "$tmp/pool/small/f"
 echo '*.bin filter=lfs diff=lfs merge=lfs -text' > "$tmp/pool/.gitattributes"
+
+# What git would send the filter, recorded once, for the steps that run the filter alone
+# (no git): the handshake, then a clean of the large file, a smudge of its pointer, or a
+# clean of each small file. The cleans name paths outside the index, so that the content is
+# hashed and stored (a path git re-checks is compared with its stored object instead).
+python3 - "$tmp" "$size_mib" "$(sha256sum < "$tmp/pool/big.bin" | cut -d' ' -f1)" <<'PY'
+import os, sys
+tmp, size = sys.argv[1], int(sys.argv[2]) << 20
+def pkt(b): return b"%04x" % (len(b) + 4) + b
+def lst(*lines): return b"".join(pkt(l.encode() + b"\n") for l in lines) + b"0000"
+hello = lst("git-filter-client", "version=2") + lst("capability=clean", "capability=smudge")
+with open(f"{tmp}/clean.in", "wb") as out, open(f"{tmp}/pool/big.bin", "rb") as big:
+    out.write(hello + lst("command=clean", "pathname=alone/big.bin"))
+    while chunk := big.read(65516):
+        out.write(pkt(chunk))
+    out.write(b"0000")
+pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sys.argv[3]}\nsize {size}\n"
+with open(f"{tmp}/smudge.in", "wb") as out:
+    out.write(hello + lst("command=smudge", "pathname=big.bin") + pkt(pointer.encode()) + b"0000")
+with open(f"{tmp}/small.in", "wb") as out:
+    out.write(hello)
+    for name in sorted(os.listdir(f"{tmp}/pool/small")):
+        with open(f"{tmp}/pool/small/{name}", "rb") as f:
+            data = f.read()
+        out.write(lst("command=clean", f"pathname=alone/{name}") + pkt(data) + b"0000")
+PY
 
 # One environment per binary: its own HOME and global config, the filter run under GNU time
 # so that its own peak RSS is recorded (appended, one line per filter process).
@@ -101,7 +129,23 @@ timed() {
 }
 
 declare -A times rss
-steps=(clean_big smudge_big clean_small smudge_small)
+steps=(clean_big smudge_big clean_small smudge_small alone_clean_big alone_smudge_big alone_clean_small)
+
+# alone NAME DIR INPUT: the filter alone on a recorded input, its answers read from a pipe
+# (as git does; smudged content is spliced into it). Sets $secs and $frss_kib.
+alone() {
+  local name="$1" dir="$2" input="$3" bin start end
+  bin=$BASE
+  if [ "$name" = new ]; then bin=$NEW; fi
+  if [ "$on_tmpfs" = 0 ]; then sync; fi
+  start=$(date +%s.%N)
+  in_env "$name" "$dir" /usr/bin/time -o "$tmp/alone-rss" -f %M "$bin" filter-process \
+    <"$input" 2>"$tmp/out" | cat >/dev/null || { cat "$tmp/out" >&2; exit 1; }
+  end=$(date +%s.%N)
+  grep -q . "$tmp/alone-rss" || { cat "$tmp/out" >&2; exit 1; }
+  secs=$(echo "$end - $start" | bc)
+  frss_kib=$(tail -1 "$tmp/alone-rss")
+}
 round() { # round NAME KEEP
   local name="$1" keep="$2" repo="$tmp/$1-repo" step
   rm -rf "$repo"
@@ -126,6 +170,9 @@ round() { # round NAME KEEP
         rm -r "$repo/small"
         timed "$name" "$repo" git checkout -- small
         diff -rq "$repo/small" "$tmp/pool/small" >/dev/null || { echo "$name: small/ differs" >&2; exit 1; } ;;
+      alone_clean_big) alone "$name" "$repo" "$tmp/clean.in" ;;
+      alone_smudge_big) alone "$name" "$repo" "$tmp/smudge.in" ;;
+      alone_clean_small) alone "$name" "$repo" "$tmp/small.in" ;;
     esac
     line+=$(printf ' %8.3f' "$secs")
     if [ "$keep" = 1 ]; then
@@ -147,8 +194,9 @@ echo "BASE $BASE ($(stat -c %s "$BASE") bytes)"
 echo "NEW  $NEW ($(stat -c %s "$NEW") bytes)"
 echo "files in $tmp ($(stat -f -c %T "$tmp"))"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '\n%-16s %8s %8s %8s %8s   (seconds)\n' round clean smudge clean smudge
-printf '%-16s %8s %8s %8s %8s\n' "" "${size_mib}MiB" "${size_mib}MiB" "${count}x" "${count}x"
+printf '\n%-16s %8s %8s %8s %8s   %8s %8s %8s   (seconds)\n' round clean smudge clean smudge clean smudge clean
+printf '%-16s %8s %8s %8s %8s   %8s %8s %8s\n' "" "${size_mib}MiB" "${size_mib}MiB" "${count}x" "${count}x" \
+  "alone" "alone" "alone"
 for (( r = 1 - warmup; r <= rounds; r++ )); do
   keep=1; label="round $r"
   if [ "$r" -le 0 ]; then keep=0; label="warm-up"; fi
@@ -169,6 +217,9 @@ for step in "${steps[@]}"; do
     smudge_big) label="smudge ${size_mib} MiB (checkout)"; bytes=$big_bytes ;;
     clean_small) label="clean $count x ${small_kib} KiB"; bytes=$small_bytes ;;
     smudge_small) label="smudge $count x ${small_kib} KiB"; bytes=$small_bytes ;;
+    alone_clean_big) label="  filter alone: clean"; bytes=$big_bytes ;;
+    alone_smudge_big) label="  filter alone: smudge"; bytes=$big_bytes ;;
+    alone_clean_small) label="  filter alone: $count x"; bytes=$small_bytes ;;
   esac
   bs=$(median <<<"${times[base,$step]}")
   ns=$(median <<<"${times[new,$step]}")
