@@ -162,6 +162,7 @@ impl<R: Read> PktReader<R> {
 pub(super) mod tests {
     use super::*;
     use crate::git::filter::pktline::{PktWriter, MAX_DATA};
+    use proptest::prelude::*;
 
     /// Every packet of `input` (`None` for a flush), up to its clean end.
     pub(in crate::git::filter::pktline) fn packets(
@@ -303,6 +304,70 @@ pub(super) mod tests {
         assert!(result.unwrap_err().to_string().contains("disk full"));
         // The stream is positioned after the content.
         assert!(matches!(r.read().unwrap(), Some(Packet::Data(b"next\n"))));
+    }
+
+    /// A packet for the writer: data, or a flush (`None`).
+    fn packet() -> impl Strategy<Value = Option<Vec<u8>>> {
+        prop::option::of(prop::collection::vec(any::<u8>(), 1..200))
+    }
+
+    /// Bytes that are mostly hex digits, so that lengths parse.
+    fn hexish() -> impl Strategy<Value = Vec<u8>> {
+        let byte =
+            prop_oneof![3 => prop::sample::select(b"0123456789abcdef".to_vec()), 1 => any::<u8>()];
+        prop::collection::vec(byte, 0..64)
+    }
+
+    proptest! {
+        /// Packets the writer framed read back as written; cut anywhere, the input reads
+        /// back up to the cut and then ends cleanly (at a packet boundary) or fails as a
+        /// protocol error, never a panic.
+        #[test]
+        fn framed_packets_read_back_and_cuts_fail_cleanly(
+            written in prop::collection::vec(packet(), 0..20),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut w = PktWriter::new(Vec::new());
+            let mut boundaries = vec![0];
+            for p in &written {
+                match p {
+                    Some(d) => w.data(d).unwrap(),
+                    None => w.flush_packet().unwrap(),
+                }
+                let len = p.as_ref().map_or(4, |d| d.len() + 4);
+                boundaries.push(boundaries.last().unwrap() + len);
+            }
+            w.send().unwrap();
+            let bytes = w.into_inner();
+            prop_assert_eq!(packets(&bytes).unwrap(), written.clone());
+            let at = cut.index(bytes.len() + 1);
+            match packets(&bytes[..at]) {
+                Ok(got) => {
+                    prop_assert!(boundaries.contains(&at));
+                    prop_assert_eq!(&got[..], &written[..got.len()]);
+                }
+                Err(e) => {
+                    prop_assert!(!boundaries.contains(&at));
+                    prop_assert!(matches!(e, GitError::FilterProtocol(_)), "{:?}", e);
+                }
+            }
+        }
+
+        /// Arbitrary bytes: lists, a clean end or a protocol error, never a panic.
+        #[test]
+        fn arbitrary_input_never_panics(input in hexish()) {
+            let mut r = PktReader::new(&input[..]);
+            for _ in 0..64 {
+                match r.read_list() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(e) => {
+                        prop_assert!(matches!(e, GitError::FilterProtocol(_)), "{:?}", e);
+                        break;
+                    }
+                }
+            }
+        }
     }
 
     #[test]
