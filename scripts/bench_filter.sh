@@ -33,7 +33,7 @@ warmup="${WARMUP:-1}"
 for b in "$BASE" "$NEW"; do
   [ -x "$b" ] || { echo "$(basename "$0"): $b is not an executable" >&2; exit 1; }
 done
-for tool in git git-lfs openssl python3 /usr/bin/time; do
+for tool in git git-lfs openssl python3 bc /usr/bin/time; do
   command -v "$tool" >/dev/null || { echo "$(basename "$0"): $tool is required" >&2; exit 1; }
 done
 
