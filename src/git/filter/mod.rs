@@ -10,7 +10,7 @@
 //!
 //! | module      | job                                                                 |
 //! |-------------|---------------------------------------------------------------------|
-//! | [`pktline`] | pkt-line framing                                                    |
+//! | [`pktline`] | pkt-line framing (gix-packetline), content spliced into git's pipe  |
 //! | [`clean`]   | content -> pointer, storing the object                              |
 //! | [`smudge`]  | pointer -> content; pass-through and the `git lfs smudge` fallback |
 //! | [`fetch`]   | missing objects through the Batch API and XET                       |

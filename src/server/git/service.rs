@@ -15,6 +15,7 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use gix_packetline::blocking_io::encode;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
@@ -83,9 +84,13 @@ fn wants_v2(protocol: Option<&str>) -> bool {
     protocol.is_some_and(|p| p.split(':').any(|item| item == "version=2"))
 }
 
-/// A pkt-line holding `text`.
-fn pkt_line(text: &str) -> String {
-    format!("{:04x}{text}", text.len() + 4)
+/// The banner of a v0/v1 advertisement: `# service=NAME` as a pkt-line (gix-packetline's
+/// encoder), then a flush.
+fn service_banner(service: Service) -> std::io::Result<bytes::Bytes> {
+    let mut out = Vec::with_capacity(64);
+    encode::text_to_write(format!("# service={}", service.name()).as_bytes(), &mut out)?;
+    encode::flush_to_write(&mut out)?;
+    Ok(out.into())
 }
 
 /// Runs the service; `on_exit` runs after it has exited and before the response body ends.
@@ -101,6 +106,14 @@ where
     );
     let protocol = git_protocol(headers);
     let user = request.user.as_deref().unwrap_or("anonymous");
+    // v0/v1 advertisements start with a banner naming the service; v2's does not.
+    let banner = if request.advertisement && !wants_v2(protocol) {
+        Some(service_banner(service).map_err(|e| {
+            ServerError::internal(format!("framing the {} banner: {e}", service.name()))
+        })?)
+    } else {
+        None
+    };
     let mut cmd = Command::new(git_program());
     // Bare repositories keep no reflog by default; the status page lists recent pushes
     // from it.
@@ -145,13 +158,6 @@ where
     });
 
     let stdout = child.stdout.take().expect("piped stdout");
-    // v0/v1 advertisements start with a banner naming the service; v2's does not.
-    let banner = (request.advertisement && !wants_v2(protocol)).then(|| {
-        bytes::Bytes::from(format!(
-            "{}0000",
-            pkt_line(&format!("# service={}\n", service.name()))
-        ))
-    });
     let head = futures::stream::iter(banner.map(Ok::<_, std::io::Error>));
     let tail = futures::stream::once(async move {
         match child.wait().await {
@@ -304,10 +310,14 @@ mod tests {
     }
 
     #[test]
-    fn pkt_lines_count_their_own_header() {
+    fn the_banner_is_one_pkt_line_and_a_flush() {
         assert_eq!(
-            pkt_line("# service=git-upload-pack\n"),
-            "001e# service=git-upload-pack\n"
+            &service_banner(Service::UploadPack).unwrap()[..],
+            b"001e# service=git-upload-pack\n0000"
+        );
+        assert_eq!(
+            &service_banner(Service::ReceivePack).unwrap()[..],
+            b"001f# service=git-receive-pack\n0000"
         );
     }
 }
