@@ -246,7 +246,8 @@ impl Repo {
 
     /// The LFS endpoint set in configuration, if any: for `upload`, `lfs.pushurl` and
     /// `remote.<name>.lfspushurl` first; then `lfs.url`, `remote.<name>.lfsurl`; from git
-    /// config, then `.lfsconfig`; its alias replaced (git-lfs replaces them here too).
+    /// config, then `.lfsconfig` (not `lfspushurl`, as git-lfs); its alias replaced (git-lfs
+    /// replaces them here too).
     pub fn configured_lfs_url(
         &self,
         remote: &str,
@@ -261,10 +262,12 @@ impl Repo {
             ]);
         }
         keys.extend(["lfs.url".to_string(), format!("remote.{remote}.lfsurl")]);
-        // git-lfs looks a key up in git config and then in `.lfsconfig` before the next key.
+        // git-lfs looks a key up in git config and then in `.lfsconfig` before the next key;
+        // `remote.<name>.lfspushurl` it ignores in `.lfsconfig` (not one of its safe keys).
         for key in &keys {
             let url = match config.get(None, key)? {
                 Some(url) => Some(url),
+                None if key.ends_with(".lfspushurl") => None,
                 None => self.lfsconfig_get(key)?,
             };
             if let Some(url) = url {

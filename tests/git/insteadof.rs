@@ -157,23 +157,45 @@ fn endpoints_with_url_aliases_are_those_of_git_lfs() {
         &b("lfs/org/r"),
         &b("lfsw/org/w"),
     );
+    check(
+        ".lfsconfig: lfs.url an alias of git config's; remote.origin.lfspushurl ignored",
+        &b("plain/org/r.git"),
+        &[
+            (".lfsconfig:lfs.url", "lfs:org/r"),
+            (".lfsconfig:remote.origin.lfspushurl", "lfs:org/elsewhere"),
+            ("url.BASE/lfs/.insteadOf", "lfs:"),
+        ],
+        &b("lfs/org/r"),
+        &b("lfs/org/r"),
+    );
 }
 
 /// One setup: a repository with an LFS object committed, `origin` = `url` and `config`
-/// set locally; our endpoints are git-lfs's and the expected ones.
-/// `BASE` in a key stands for the closed loopback base of the expected endpoints.
+/// set locally (`BASE` in a key: the loopback base of the expected endpoints; a key
+/// starting with `.lfsconfig:` goes to a committed `.lfsconfig`); git-lfs's endpoints are
+/// the expected ones, and ours are git-lfs's.
 fn check(name: &str, url: &str, config: &[(&str, &str)], download: &str, upload: &str) {
     let base = download.split('/').take(3).collect::<Vec<_>>().join("/");
     let env = GitEnv::plain_lfs();
     let repo = env.lfs_repo("repo", url);
     write_file(&repo.join("a.bin"), name.as_bytes());
+    let mut local = Vec::new();
+    for (key, value) in config {
+        let key = key.replace("BASE", &base);
+        match key.strip_prefix(".lfsconfig:") {
+            Some(key) => {
+                env.git(
+                    &repo,
+                    &["config", "--file", ".lfsconfig", "--add", key, value],
+                );
+            }
+            None => local.push((key, value)),
+        }
+    }
     env.git(&repo, &["add", "."]);
     env.git(&repo, &["commit", "-qm", "one object"]);
-    for (key, value) in config {
-        env.git(
-            &repo,
-            &["config", "--add", &key.replace("BASE", &base), value],
-        );
+    for (key, value) in local {
+        env.git(&repo, &["config", "--add", &key, value]);
     }
     let lfs = (git_lfs_download(&env, &repo), git_lfs_upload(&env, &repo));
     assert_eq!(
