@@ -67,6 +67,14 @@ fn git_lfs_upload(env: &GitEnv, repo: &Path) -> String {
 /// Our endpoint for `operation`, reading configuration per key and read once (the
 /// filter's and the agent's way); both must agree.
 fn ours(env: &GitEnv, repo: &Path, operation: Operation) -> String {
+    match our_source(env, repo, operation) {
+        Source::Http(url) => url,
+        other => panic!("not an http endpoint: {other:?}"),
+    }
+}
+
+/// [`endpoint::source`] of `origin`, read per key and read once (both must agree).
+fn our_source(env: &GitEnv, repo: &Path, operation: Operation) -> Source {
     let git = Git::in_dir(repo)
         .with_env("HOME", env.home.to_str().unwrap())
         .with_env("GIT_CONFIG_GLOBAL", env.global_config.to_str().unwrap())
@@ -76,10 +84,7 @@ fn ours(env: &GitEnv, repo: &Path, operation: Operation) -> String {
     let a = endpoint::source(&per_key, "origin", operation).unwrap();
     let b = endpoint::source(&once, "origin", operation).unwrap();
     assert_eq!(a, b, "per key and read once disagree");
-    match a {
-        Source::Http(url) => url,
-        other => panic!("not an http endpoint: {other:?}"),
-    }
+    a
 }
 
 #[test]
@@ -211,6 +216,44 @@ fn check(name: &str, url: &str, config: &[(&str, &str)], download: &str, upload:
         ours, lfs,
         "{name}: ours (download, upload) differ from git-lfs's"
     );
+}
+
+/// `url."git@host:".insteadOf https://host/` (common in companies) makes an https remote an
+/// ssh one: git-lfs's endpoint is then its https guess for the ssh remote, and ours too.
+/// Nothing is contacted (`git lfs env` runs no ssh; our source asks nothing).
+#[test]
+fn an_https_remote_aliased_to_ssh_resolves_as_git_lfs_resolves_it() {
+    let env = GitEnv::plain_lfs();
+    let https = closed_base().replace("http://", "https://");
+    let repo = env.lfs_repo("repo", &format!("{https}/org/r"));
+    env.git(
+        &repo,
+        &[
+            "config",
+            "url.git@127.0.0.1:.insteadOf",
+            &format!("{https}/"),
+        ],
+    );
+    let out = ok(
+        env.command("git", &repo)
+            .args(["lfs", "env"])
+            .output()
+            .unwrap(),
+        "git lfs env",
+    );
+    let text = stdout(&out);
+    assert!(text.contains("\n  SSH=git@127.0.0.1:org/r\n"), "{text}");
+    let download = git_lfs_download(&env, &repo);
+    assert_eq!(download, "https://127.0.0.1/org/r.git/info/lfs");
+    match our_source(&env, &repo, Operation::Download) {
+        Source::Ssh { fallback, url, .. } => {
+            assert_eq!(
+                (fallback.as_str(), url.as_str()),
+                (download.as_str(), "git@127.0.0.1:org/r")
+            )
+        }
+        other => panic!("not an ssh endpoint: {other:?}"),
+    }
 }
 
 /// `origin` = `xet:org/aliased.git` with `url.<server>/.insteadOf xet:` (for git, git-lfs,
