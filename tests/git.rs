@@ -25,6 +25,8 @@ mod import_lfs;
 mod import_lfs_s3;
 #[path = "git/install.rs"]
 mod install;
+#[path = "git/insteadof.rs"]
+mod insteadof;
 #[path = "git/matrix.rs"]
 mod matrix;
 #[path = "git/migrate.rs"]

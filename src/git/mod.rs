@@ -12,6 +12,7 @@
 //! | [`credentials`] | `git credential fill`/`approve`/`reject`                      |
 //! | [`http`]        | git's HTTP settings and credentials for the client's requests |
 //! | [`ssh`]         | ssh remotes: `git-lfs-authenticate` as git-lfs runs it        |
+//! | [`url_alias`]   | `url.<base>.insteadOf`/`pushInsteadOf` as git-lfs applies them |
 //! | [`endpoint`]    | a remote's Batch API endpoint, its headers and the way it authenticates |
 //! | [`install`]     | registering the transfer agent, and taking it back            |
 //! | [`filter`]      | `git xet filter-process`: clean/smudge for `filter=lfs` files |
@@ -40,5 +41,6 @@ pub mod repo;
 pub mod ssh;
 pub mod status;
 pub mod transfer;
+pub mod url_alias;
 
 pub use error::GitError;

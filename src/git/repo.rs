@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::git::command::Git;
 use crate::git::config::{Config, ConfigSnapshot};
+use crate::git::url_alias::UrlAliases;
 use crate::git::GitError;
 use crate::lfs::pointer::Oid;
 use crate::lfs::store::LfsStore;
@@ -206,27 +207,31 @@ impl Repo {
         }
     }
 
-    /// The URL of a remote; a URL given as the remote is returned as it is.
+    /// The URL a remote fetches from (a URL given as the remote is taken as it is), with
+    /// `url.<base>.insteadOf` applied.
     pub fn remote_url(&self, remote: &str) -> Result<String, GitError> {
-        if remote.contains("://") {
-            return Ok(remote.to_string());
-        }
-        self.config()
-            .get(None, &format!("remote.{remote}.url"))?
-            .ok_or_else(|| GitError::NoRemote(remote.to_string()))
+        self.remote_url_for(remote, false)
     }
 
-    /// The URL of a remote for `upload` (its `pushurl` first, as git-lfs) or download.
+    /// The URL of a remote for `upload` (its `pushurl` first, as git-lfs) or download,
+    /// with its alias replaced as git-lfs replaces it (see [`UrlAliases`]).
     pub fn remote_url_for(&self, remote: &str, upload: bool) -> Result<String, GitError> {
-        if upload && !remote.contains("://") {
-            if let Some(url) = self
-                .config()
-                .get(None, &format!("remote.{remote}.pushurl"))?
-            {
-                return Ok(url);
+        let config = self.config();
+        let url = if remote.contains("://") {
+            remote.to_string()
+        } else {
+            let push = match upload {
+                true => config.get(None, &format!("remote.{remote}.pushurl"))?,
+                false => None,
+            };
+            match push {
+                Some(url) => url,
+                None => config
+                    .get(None, &format!("remote.{remote}.url"))?
+                    .ok_or_else(|| GitError::NoRemote(remote.to_string()))?,
             }
-        }
-        self.remote_url(remote)
+        };
+        Ok(UrlAliases::read(&config)?.rewrite(&url, upload))
     }
 
     /// The git-lfs endpoint of a remote, by git-lfs's rules: `lfs.url`, then
@@ -241,7 +246,8 @@ impl Repo {
 
     /// The LFS endpoint set in configuration, if any: for `upload`, `lfs.pushurl` and
     /// `remote.<name>.lfspushurl` first; then `lfs.url`, `remote.<name>.lfsurl`; from git
-    /// config, then `.lfsconfig`.
+    /// config, then `.lfsconfig` (not `lfspushurl`, as git-lfs); its alias replaced (git-lfs
+    /// replaces them here too).
     pub fn configured_lfs_url(
         &self,
         remote: &str,
@@ -256,13 +262,16 @@ impl Repo {
             ]);
         }
         keys.extend(["lfs.url".to_string(), format!("remote.{remote}.lfsurl")]);
-        // git-lfs looks a key up in git config and then in `.lfsconfig` before the next key.
+        // git-lfs looks a key up in git config and then in `.lfsconfig` before the next key;
+        // `remote.<name>.lfspushurl` it ignores in `.lfsconfig` (not one of its safe keys).
         for key in &keys {
             let url = match config.get(None, key)? {
                 Some(url) => Some(url),
+                None if key.ends_with(".lfspushurl") => None,
                 None => self.lfsconfig_get(key)?,
             };
             if let Some(url) = url {
+                let url = UrlAliases::read(&config)?.rewrite(&url, upload);
                 return Ok(Some(url.trim_end_matches('/').to_string()));
             }
         }
@@ -279,7 +288,10 @@ impl Repo {
             None => self.lfsconfig_get(&key)?,
         };
         Ok(match named {
-            Some(url) => url.trim_end_matches('/').to_string(),
+            Some(url) => UrlAliases::read(&self.config())?
+                .rewrite(&url, false)
+                .trim_end_matches('/')
+                .to_string(),
             None => lfs_endpoint_from_remote_url(&self.remote_url(remote)?),
         })
     }

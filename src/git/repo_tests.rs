@@ -415,3 +415,53 @@ fn another_users_repository_only_when_safe() {
         Some("safe")
     );
 }
+
+/// URL aliases reach every way a remote's URL is read (the filter's and agent's endpoint,
+/// migrate's `remote_url`, `lfs_endpoint` and `own_lfs_endpoint`), read once as per key,
+/// from any scope and `git -c` (a base keeps its case), with no git process once listed.
+#[test]
+fn url_aliases_read_once_agree_with_git_and_start_no_git() {
+    let f = Fixture::new();
+    let git = f.git.moved_to(&f.repo);
+    git.run(["remote", "add", "origin", "xet:org/r"]).unwrap();
+    git.run(["config", "remote.origin.pushurl", "XET:org/w"])
+        .unwrap();
+    git.run(["config", "url.http://127.0.0.1:9/Down/.insteadOf", "xet:"])
+        .unwrap();
+    let git = git.with_env(
+        "GIT_CONFIG_PARAMETERS",
+        "'url.http://127.0.0.1:9/Up/.insteadof'='XET:'",
+    );
+    let per_key = Repo::discover_with(&git).unwrap();
+    let (traced, trace) = f.traced(&git, "aliases");
+    let once = Repo::discover_with_config(&traced).unwrap();
+    started(&trace);
+    for repo in [&once, &per_key] {
+        assert_eq!(
+            repo.remote_url("origin").unwrap(),
+            "http://127.0.0.1:9/Down/org/r"
+        );
+        assert_eq!(
+            repo.remote_url_for("origin", true).unwrap(),
+            "http://127.0.0.1:9/Up/org/w"
+        );
+        assert_eq!(
+            repo.lfs_endpoint("origin").unwrap(),
+            "http://127.0.0.1:9/Down/org/r.git/info/lfs"
+        );
+        assert_eq!(
+            repo.own_lfs_endpoint("origin").unwrap(),
+            "http://127.0.0.1:9/Down/org/r.git/info/lfs"
+        );
+        // A URL given as the remote is rewritten too.
+        assert_eq!(
+            repo.remote_url("xet://h/r").unwrap(),
+            "http://127.0.0.1:9/Down///h/r"
+        );
+    }
+    assert_eq!(
+        started(&trace),
+        Vec::<String>::new(),
+        "no git process once listed"
+    );
+}
