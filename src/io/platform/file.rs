@@ -125,6 +125,21 @@ mod tests {
         let err = lock(&b, Lock::ExclusiveNow).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
         drop(a);
-        lock(&b, Lock::ExclusiveNow).unwrap();
+        // A test running in parallel may fork between our open and our close; its child holds
+        // a copy of `a`'s descriptor (and so the lock) until it execs, which closes it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match lock(&b, Lock::ExclusiveNow) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the lock was never released"
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
     }
 }
