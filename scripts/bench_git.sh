@@ -93,6 +93,11 @@ bench_mode() { # bench_mode MODE SEED
   results[$mode,xpush2]="$(hook_secs "$a") ${results[$mode,push2]#* }"
   # Pull = what users run: `git pull` (fetch, merge, and the smudge filter bringing in the
   # new version). The transfer alone is timed in a third clone with `git lfs fetch`.
+  # For the agent that time includes git-lfs's own work after the agent answers `complete`:
+  # git-lfs re-hashes every object a custom adapter downloads (sha256, single-threaded)
+  # before moving it into .git/lfs/objects, whatever the agent already verified. For 1 GiB
+  # rebuilt from local chunks that is most of the row (GIT_TRANSFER_TRACE=1 shows the split:
+  # from the `download` message to `complete` is the agent, then to "finished job" git-lfs).
   before=$(wire "$mode" down); run_in "$mode-b" "$b" git pull -q origin main
   results[$mode,pull2]="$secs $(( $(wire "$mode" down) - before )) $rss_mib"
   run_in "$mode-c" "$c" git fetch -q origin
