@@ -244,9 +244,16 @@ impl ConfigSnapshot {
         match value.to_ascii_lowercase().as_str() {
             "true" | "yes" | "on" => Ok(Some(true)),
             "false" | "no" | "off" | "" => Ok(Some(false)),
-            other => other.parse::<i64>().map(|n| Some(n != 0)).map_err(|_| {
-                GitError::Config(format!("bad boolean config value {value:?} for {key:?}"))
-            }),
+            other => {
+                other
+                    .parse::<i64>()
+                    .map(|n| Some(n != 0))
+                    .map_err(|_| GitError::BadConfigValue {
+                        key: key.to_string(),
+                        value: value.to_string(),
+                        expected: "boolean",
+                    })
+            }
         }
     }
 }

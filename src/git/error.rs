@@ -23,9 +23,32 @@ pub enum GitError {
     /// Not inside a git repository.
     #[error("{0} is not inside a git repository (run this command in a clone)")]
     NotARepository(PathBuf),
-    /// A configuration problem the user must fix.
-    #[error("{0}")]
-    Config(String),
+    /// The repository has no remote, so none can be chosen.
+    #[error("this repository has no remote (add one with `git remote add origin URL`)")]
+    NoRemotes,
+    /// Several remotes and none is `origin`: the user must name one.
+    #[error("several remotes ({}) and none is `origin`: name one", .0.join(", "))]
+    SeveralRemotes(Vec<String>),
+    /// A git config value that does not parse as its key's type.
+    #[error("bad {expected} config value {value:?} for {key:?}")]
+    BadConfigValue {
+        key: String,
+        value: String,
+        expected: &'static str,
+    },
+    /// A setting the command needs is set neither in the environment nor in git config.
+    #[error("no {what} configured (set {env} or git config {key})")]
+    NotConfigured {
+        what: &'static str,
+        env: &'static str,
+        key: &'static str,
+    },
+    /// A command-line option out of its range.
+    #[error("{option} {requirement}")]
+    BadOption {
+        option: &'static str,
+        requirement: &'static str,
+    },
     /// The repository has no such remote or it has no URL.
     #[error("remote {0:?} is not configured (see `git remote -v`)")]
     NoRemote(String),
@@ -46,9 +69,15 @@ pub enum GitError {
     },
     #[error(transparent)]
     Lfs(#[from] crate::lfs::LfsError),
-    /// Anything from an HTTP exchange with an LFS or XET server.
-    #[error("{0}")]
-    Http(String),
+    /// An HTTP exchange with a server failed; `source` says how.
+    #[error("reading {url}: {source}")]
+    Http {
+        url: String,
+        source: crate::client::transport::TransportError,
+    },
+    /// A server answered an HTTP request with an error status.
+    #[error("reading {url}: the server answered HTTP {status}")]
+    HttpStatus { url: String, status: u16 },
     /// git sent something the long-running filter protocol does not allow.
     #[error("filter protocol error: {0}")]
     FilterProtocol(String),
@@ -148,5 +177,17 @@ impl GitError {
             context: context.into(),
             source,
         }
+    }
+
+    /// Configuration the user must fix (reported, never worked around).
+    pub fn is_misconfiguration(&self) -> bool {
+        matches!(
+            self,
+            GitError::NoRemotes
+                | GitError::SeveralRemotes(_)
+                | GitError::BadConfigValue { .. }
+                | GitError::NotConfigured { .. }
+                | GitError::BadOption { .. }
+        )
     }
 }

@@ -31,9 +31,13 @@ pub fn settings(config: &Config) -> Result<HttpSettings, GitError> {
             "sslcapath" => HttpKey::SslCaPath(path(&value)),
             "sslcert" => HttpKey::SslCert(path(&value)),
             "sslkey" => HttpKey::SslKey(path(&value)),
-            "sslverify" => HttpKey::SslVerify(parse_bool(&value).ok_or_else(|| {
-                GitError::Config(format!("bad boolean config value {value:?} for {key:?}"))
-            })?),
+            "sslverify" => {
+                HttpKey::SslVerify(parse_bool(&value).ok_or_else(|| GitError::BadConfigValue {
+                    key: key.clone(),
+                    value: value.clone(),
+                    expected: "boolean",
+                })?)
+            }
             "proxy" => HttpKey::Proxy(value),
             "extraheader" => HttpKey::ExtraHeader(value),
             _ => continue,

@@ -86,7 +86,10 @@ pub fn config_for(scope: Scope, dir: &Path) -> Result<Config, GitError> {
 /// Registers the agent. Idempotent.
 pub fn install(config: &Config, opts: &InstallOptions) -> Result<Vec<Change>, GitError> {
     if opts.concurrency == Some(0) {
-        return Err(GitError::Config("--concurrency must be at least 1".into()));
+        return Err(GitError::BadOption {
+            option: "--concurrency",
+            requirement: "must be at least 1",
+        });
     }
     let scope = opts.scope;
     let mut wanted = vec![

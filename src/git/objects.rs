@@ -30,8 +30,9 @@ pub(crate) fn env_with_store(
     let auth = match endpoint::authenticator(repo, remote, operation) {
         Ok(auth) => auth,
         // No remote to ask credentials for (a URL git-lfs was given...): git's HTTP
-        // settings still apply; the token refresh goes without credentials.
-        Err(e) if !matches!(e, GitError::Config(_)) => {
+        // settings still apply; the token refresh goes without credentials. Configuration
+        // the user must fix is reported instead.
+        Err(e) if !e.is_misconfiguration() => {
             tracing::debug!("no LFS endpoint for {remote:?}: {e}");
             Arc::new(Authenticator::anonymous())
         }

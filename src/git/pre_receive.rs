@@ -64,15 +64,16 @@ impl HookSettings {
             }
         };
         let server_url = setting("GIT_XET_SERVER_URL", "xet.serverUrl")?.ok_or_else(|| {
-            GitError::Config(
-                "no XET server configured (set GIT_XET_SERVER_URL or git config xet.serverUrl)"
-                    .into(),
-            )
+            GitError::NotConfigured {
+                what: "XET server",
+                env: "GIT_XET_SERVER_URL",
+                key: "xet.serverUrl",
+            }
         })?;
-        let repo = setting("GIT_XET_REPO", "xet.repo")?.ok_or_else(|| {
-            GitError::Config(
-                "no repository name configured (set GIT_XET_REPO or git config xet.repo)".into(),
-            )
+        let repo = setting("GIT_XET_REPO", "xet.repo")?.ok_or_else(|| GitError::NotConfigured {
+            what: "repository name",
+            env: "GIT_XET_REPO",
+            key: "xet.repo",
         })?;
         let token = setting("GIT_XET_TOKEN", "xet.token")?;
         let check_locks = setting("GIT_XET_CHECK_LOCKS", "xet.checkLocks")?

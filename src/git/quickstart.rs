@@ -384,22 +384,29 @@ impl Server {
             .enable_all()
             .build()
             .map_err(GitError::Runtime)?;
-        let text = rt
-            .block_on(async {
-                let request = http
-                    .request(reqwest::Method::GET, &url)
-                    .map_err(|e| e.to_string())?;
-                let response = request
-                    .send()
-                    .await
-                    .map_err(|e| http.classify(&url, &e).to_string())?;
-                let response = response.error_for_status().map_err(|e| e.to_string())?;
-                response
-                    .text()
-                    .await
-                    .map_err(|e| http.classify(&url, &e).to_string())
-            })
-            .map_err(|e| GitError::Http(format!("reading {url}: {e}")))?;
+        let text = rt.block_on(async {
+            let transport = |source| GitError::Http {
+                url: url.clone(),
+                source,
+            };
+            let request = http
+                .request(reqwest::Method::GET, &url)
+                .map_err(transport)?;
+            let response = request
+                .send()
+                .await
+                .map_err(|e| transport(http.classify(&url, &e)))?;
+            if !response.status().is_success() {
+                return Err(GitError::HttpStatus {
+                    url: url.clone(),
+                    status: response.status().as_u16(),
+                });
+            }
+            response
+                .text()
+                .await
+                .map_err(|e| transport(http.classify(&url, &e)))
+        })?;
         Ok(text
             .lines()
             .filter(|l| !l.starts_with('#'))

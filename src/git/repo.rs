@@ -197,13 +197,8 @@ impl Repo {
         }
         match remotes.as_slice() {
             [only] => Ok(only.clone()),
-            [] => Err(GitError::Config(
-                "this repository has no remote (add one with `git remote add origin URL`)".into(),
-            )),
-            _ => Err(GitError::Config(format!(
-                "several remotes ({}) and none is `origin`: name one",
-                remotes.join(", ")
-            ))),
+            [] => Err(GitError::NoRemotes),
+            _ => Err(GitError::SeveralRemotes(remotes.clone())),
         }
     }
 
