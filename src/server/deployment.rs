@@ -220,8 +220,25 @@ pub fn open_keys(config: &DeploymentConfig, create: bool) -> Result<Keys, KeysEr
     }
 }
 
+/// The deployment's keys for a process that must change nothing (the ssh shell): as
+/// [`open_keys`] without `create`, and on PostgreSQL without opening (migrating) the index.
+pub fn read_keys(config: &DeploymentConfig) -> Result<Keys, KeysError> {
+    match &config.index {
+        IndexLocation::Sqlite(_) => open_keys(config, false),
+        IndexLocation::Postgres(url) => match PgIndex::existing_secret(url)? {
+            Some(secret) => Ok(Keys::from_secret(&secret)),
+            None => Err(KeysError::NoSharedSecret),
+        },
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum KeysError {
+    #[error(
+        "the PostgreSQL index has no server secret yet: start `git xet server --index ...` \
+         once (it creates the secret every process of the deployment shares)"
+    )]
+    NoSharedSecret,
     #[error(
         "{} has no server secret ({} is missing): pass the data directory the server uses \
          (--data or GIT_XET_SERVER_DATA) or its --index, start the server once, or pass \

@@ -223,3 +223,56 @@ fn a_password_goes_to_the_shell_through_sshd_not_authorized_keys() {
     let (status, body) = batch(&server, &href, &authorization, &"0".repeat(64), 1);
     assert_eq!(status, 200, "the server accepts the token: {body}");
 }
+
+/// The shell runs once per ssh command and may be newer than the servers: it reads the
+/// secret and changes nothing in the index (no schema created or upgraded, no secret made).
+#[test]
+fn the_shell_reads_the_secret_without_touching_the_schema() {
+    let Some(db) = postgres::database() else {
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    let shell = || {
+        git_xet()
+            .args(["shell", "--user", "alice", "--repo", "org/m:read"])
+            .args(["--url", "http://127.0.0.1:9", "--index", db.url.as_str()])
+            .arg("--data")
+            .arg(data.path())
+            .env(
+                "SSH_ORIGINAL_COMMAND",
+                "git-lfs-authenticate org/m download",
+            )
+            .output()
+            .unwrap()
+    };
+    let tables = || db.sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'");
+
+    // Before any server started: a clear refusal, and still no table.
+    let out = shell();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no server secret yet"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(tables().trim(), "0");
+
+    // A server creates the schema and the secret; then the index is made to look one
+    // migration behind, as when the shell is upgraded before the servers.
+    let server = TestServer::start_with(&["--index", db.url.as_str(), "--no-fsync"]);
+    drop(server);
+    let latest = db.sql("SELECT max(version) FROM schema_migrations");
+    db.sql(&format!(
+        "DELETE FROM schema_migrations WHERE version = {}",
+        latest.trim()
+    ));
+    let out = shell();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"href\""));
+    // The removed migration was not applied again.
+    let now = db.sql("SELECT COALESCE(max(version), 0) FROM schema_migrations");
+    assert!(
+        now.trim().parse::<i64>().unwrap() < latest.trim().parse::<i64>().unwrap(),
+        "the shell migrated the schema: {now} (latest {latest})"
+    );
+}

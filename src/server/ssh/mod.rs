@@ -108,6 +108,7 @@ impl Settings {
 
     /// The deployment's signing keys: from `DATA/keys/secret`, or from the shared index
     /// (`--index postgres://...`), where every server process of the deployment reads them.
+    /// Read only: the shell never creates a secret or migrates the index's schema.
     pub fn keys(&self) -> Result<Keys, ShellError> {
         use crate::server::deployment::{self, DeploymentConfig, KeysError};
         let mut config = DeploymentConfig::embedded(&self.data_dir);
@@ -115,7 +116,7 @@ impl Settings {
             config.index = index.clone();
         }
         let secret = crate::server::keys::secret_path(&self.data_dir);
-        deployment::open_keys(&config, false).map_err(|e| match e {
+        deployment::read_keys(&config).map_err(|e| match e {
             KeysError::NoSecret { .. } => ShellError::Secret(format!(
                 "{} does not exist: is --data the server's data directory? (a deployment \
                  whose index is PostgreSQL needs the servers' --index here too)",
@@ -124,6 +125,7 @@ impl Settings {
             KeysError::Io { source, .. } => {
                 ShellError::Secret(format!("cannot read {} ({source})", secret.display()))
             }
+            KeysError::NoSharedSecret => ShellError::Secret(e.to_string()),
             KeysError::Index(e) => ShellError::Secret(e.to_string()),
         })
     }

@@ -49,6 +49,14 @@ impl PgIndex {
         })
     }
 
+    /// The deployment's signing secret as its servers created it, read without opening the
+    /// index (no migration, nothing written): for the ssh shell, which runs per ssh command
+    /// and must not upgrade a schema that older servers still use. `None` before the first
+    /// server start.
+    pub fn existing_secret(url: &str) -> IndexResult<Option<[u8; 32]>> {
+        Pool::new(url)?.run(secret::load_existing)?
+    }
+
     /// The deployment's signing secret, created by the first process that asks.
     pub fn shared_secret(&self) -> IndexResult<[u8; 32]> {
         self.pool.run(secret::load_or_create)?

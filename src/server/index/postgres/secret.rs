@@ -8,6 +8,30 @@ use tokio_postgres::Client;
 use super::pool::wait;
 use crate::server::auth::now_secs;
 
+/// The secret if a server of the deployment created it; `None` before the first server start
+/// (no table yet, or no row). Changes nothing: no migration, no insert.
+pub(super) fn load_existing(
+    client: &mut Client,
+) -> Result<Result<Option<[u8; 32]>, crate::server::index::IndexError>, tokio_postgres::Error> {
+    let row = match wait(client.query_opt("SELECT secret FROM server_secret WHERE id = 1", &[])) {
+        Ok(row) => row,
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => {
+            return Ok(Ok(None))
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(row) = row else {
+        return Ok(Ok(None));
+    };
+    let stored: Vec<u8> = row.get(0);
+    Ok(stored.as_slice().try_into().map(Some).map_err(|_| {
+        crate::server::index::IndexError::Corrupt(format!(
+            "server_secret holds {} bytes, expected 32",
+            stored.len()
+        ))
+    }))
+}
+
 /// Returns the secret, creating it if no process has yet. Concurrent first calls agree:
 /// only one insert wins, and everyone reads the winner's row.
 pub(super) fn load_or_create(
