@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use super::{RepoStatus, StatusPage};
 use crate::server::index::stats::Usage;
+use crate::server::time::utc;
 
 /// `s` safe as HTML text and as a double-quoted attribute value.
 pub fn escape(s: &str) -> String {
@@ -46,28 +47,6 @@ pub fn ratio(usage: &Usage) -> String {
         .dedup_ratio()
         .map(|r| format!("{r:.2}×"))
         .unwrap_or_else(|| "–".into())
-}
-
-/// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS UTC`.
-pub fn utc(seconds: i64) -> String {
-    let days = seconds.div_euclid(86_400);
-    let secs = seconds.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
 }
 
 const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:70em;\
