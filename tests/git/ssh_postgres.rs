@@ -13,22 +13,7 @@ use crate::support::{git_xet, postgres, TestServer};
 
 /// `user add NAME --key ... --data DATA ARGS... --authorized-keys FILE`.
 fn user_add(sshd: &Sshd, server: &TestServer, name: &str, args: &[&str]) -> Output {
-    git_xet()
-        .args([
-            "server",
-            "user",
-            "add",
-            name,
-            "--key",
-            &sshd.public_key(name),
-        ])
-        .arg("--data")
-        .arg(&server.data)
-        .args(args)
-        .arg("--authorized-keys")
-        .arg(sshd.authorized_keys())
-        .output()
-        .unwrap()
+    sshd.user_add(server, name).args(args).output().unwrap()
 }
 
 /// Runs `command` over ssh, logged in with `user`'s key.

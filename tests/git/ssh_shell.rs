@@ -24,19 +24,7 @@ pub(crate) fn site(users: &[(&str, &[&str])]) -> Option<Site> {
     let names: Vec<&str> = users.iter().map(|(n, _)| *n).collect();
     let sshd = Sshd::start_empty(&names);
     for (name, repos) in users {
-        let mut cmd = git_xet();
-        cmd.args([
-            "server",
-            "user",
-            "add",
-            name,
-            "--key",
-            &sshd.public_key(name),
-        ])
-        .arg("--data")
-        .arg(&server.data)
-        .arg("--authorized-keys")
-        .arg(sshd.authorized_keys());
+        let mut cmd = sshd.user_add(&server, name);
         for arg in *repos {
             match arg.starts_with("--") {
                 true => cmd.arg(arg),

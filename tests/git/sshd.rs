@@ -87,6 +87,25 @@ impl Sshd {
         Sshd::launch(dir)
     }
 
+    /// `git xet server user add NAME --key <NAME's key> --data <server's data>
+    /// --authorized-keys <this sshd's file>`; the caller adds `--repo`s and options.
+    pub fn user_add(&self, server: &TestServer, name: &str) -> Command {
+        let mut cmd = Command::new(git_xet_bin());
+        cmd.args([
+            "server",
+            "user",
+            "add",
+            name,
+            "--key",
+            &self.public_key(name),
+        ])
+        .arg("--data")
+        .arg(&server.data)
+        .arg("--authorized-keys")
+        .arg(self.authorized_keys());
+        cmd
+    }
+
     /// The authorized_keys file sshd reads.
     pub fn authorized_keys(&self) -> std::path::PathBuf {
         self.dir.path().join("authorized_keys")
