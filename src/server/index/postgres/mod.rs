@@ -16,7 +16,7 @@ mod stats;
 mod tokens;
 mod verify;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio_postgres::Client;
 
@@ -30,7 +30,7 @@ pub(crate) use pool::{is_disk_full, is_unavailable};
 
 pub struct PgIndex {
     pool: Pool,
-    cache: Mutex<MetaCache>,
+    cache: MetaCache,
 }
 
 type PgResult<T> = Result<T, tokio_postgres::Error>;
@@ -45,7 +45,7 @@ impl PgIndex {
         tracing::info!(index = pool.shown_url(), "PostgreSQL index ready");
         Ok(PgIndex {
             pool,
-            cache: Mutex::new(MetaCache::default()),
+            cache: MetaCache::default(),
         })
     }
 
@@ -64,7 +64,7 @@ impl PgIndex {
 
     /// Drops a cached layout (its xorb was collected, perhaps by another process).
     fn evict(&self, hash: &MerkleHash) {
-        self.cache.lock().expect("meta cache").remove(hash);
+        self.cache.remove(hash);
     }
 
     fn load_xorb(client: &mut Client, hash: &MerkleHash) -> PgResult<Option<RawXorb>> {
@@ -210,17 +210,14 @@ impl Index for PgIndex {
         let now = now_secs() as i64;
         let inserted = self.pool.run(|c| register_xorb_tx(c, meta, now))??;
         if inserted {
-            self.cache
-                .lock()
-                .expect("meta cache")
-                .insert(Arc::new(meta.clone()));
+            self.cache.insert(Arc::new(meta.clone()));
         }
         Ok(inserted)
     }
 
     fn xorb(&self, hash: &MerkleHash) -> IndexResult<Option<Arc<XorbMeta>>> {
-        if let Some(meta) = self.cache.lock().expect("meta cache").map.get(hash) {
-            return Ok(Some(meta.clone()));
+        if let Some(meta) = self.cache.get(hash) {
+            return Ok(Some(meta));
         }
         let Some((stored_len, hashes, ends, unpacked)) =
             self.pool.run(|c| Self::load_xorb(c, hash))?
@@ -228,7 +225,7 @@ impl Index for PgIndex {
             return Ok(None);
         };
         let meta = Arc::new(xorb_meta(hash, stored_len, &hashes, &ends, &unpacked)?);
-        self.cache.lock().expect("meta cache").insert(meta.clone());
+        self.cache.insert(meta.clone());
         Ok(Some(meta))
     }
 

@@ -78,7 +78,7 @@ pub struct SqliteIndex {
     path: std::path::PathBuf,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
-    cache: Mutex<MetaCache>,
+    cache: MetaCache,
     fsync: bool,
 }
 
@@ -121,14 +121,14 @@ impl SqliteIndex {
             path: path.to_path_buf(),
             writer: Mutex::new(writer),
             readers: Mutex::new(Vec::new()),
-            cache: Mutex::new(MetaCache::default()),
+            cache: MetaCache::default(),
             fsync,
         })
     }
 
     /// Drops a cached layout (its xorb was collected, perhaps by another process).
     fn evict(&self, hash: &MerkleHash) {
-        self.cache.lock().expect("meta cache").remove(hash);
+        self.cache.remove(hash);
     }
 
     /// Runs `f` on a pooled reader connection.
@@ -231,23 +231,20 @@ impl Index for SqliteIndex {
             Ok(true)
         })?;
         if inserted {
-            self.cache
-                .lock()
-                .expect("meta cache")
-                .insert(Arc::new(meta.clone()));
+            self.cache.insert(Arc::new(meta.clone()));
         }
         Ok(inserted)
     }
 
     fn xorb(&self, hash: &MerkleHash) -> IndexResult<Option<Arc<XorbMeta>>> {
-        if let Some(meta) = self.cache.lock().expect("meta cache").map.get(hash) {
-            return Ok(Some(meta.clone()));
+        if let Some(meta) = self.cache.get(hash) {
+            return Ok(Some(meta));
         }
         let Some(meta) = self.read(|c| Self::load_xorb(c, hash))? else {
             return Ok(None);
         };
         let meta = Arc::new(meta);
-        self.cache.lock().expect("meta cache").insert(meta.clone());
+        self.cache.insert(meta.clone());
         Ok(Some(meta))
     }
 
