@@ -5,6 +5,8 @@
 
 mod support;
 
+#[path = "interop/big.rs"]
+mod big;
 #[path = "interop/common.rs"]
 mod common;
 #[path = "server/gitenv.rs"]

@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use crate::io::pipeline::{
     chunk_and_hash, chunk_and_hash_file, HashedChunk, PipelineError, StreamSummary,
 };
-use crate::xet::constants::MAX_XORB_SIZE;
+use crate::xet::constants::{MAX_XORB_BODY, MAX_XORB_CHUNKS};
 use crate::xet::hash::sha256_hex;
 use crate::xet::shard::parse_shard;
 use crate::xet::xorb::{extract_chunks, inspect_xorb, CompressedChunk, XorbBuilder, XorbFooter};
@@ -220,8 +220,12 @@ fn xorb_pack(files: &[PathBuf], output: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The largest xorb file read: what the server accepts, plus the footer it appends to a
+/// footer-less body (a stored xorb can be inspected).
+const MAX_XORB_FILE: u64 = (MAX_XORB_BODY + XorbFooter::encoded_len(MAX_XORB_CHUNKS) + 4) as u64;
+
 fn xorb_inspect(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let bytes = read_limited(path, MAX_XORB_SIZE as u64, "xorb")?;
+    let bytes = read_limited(path, MAX_XORB_FILE, "xorb")?;
     let report =
         inspect_xorb(&bytes).with_context(|| format!("{} is not a valid xorb", path.display()))?;
     let mut out = BufWriter::new(io::stdout().lock());
@@ -313,7 +317,7 @@ fn parse_chunk_range(spec: Option<&str>, n: usize) -> anyhow::Result<(usize, usi
 }
 
 fn xorb_extract(path: &Path, chunks: Option<&str>, output: &Path) -> anyhow::Result<ExitCode> {
-    let bytes = read_limited(path, MAX_XORB_SIZE as u64, "xorb")?;
+    let bytes = read_limited(path, MAX_XORB_FILE, "xorb")?;
     let footer = XorbFooter::parse(&bytes)
         .with_context(|| format!("{} is not a valid xorb", path.display()))?;
     let (start, end) = parse_chunk_range(chunks, footer.num_chunks())?;

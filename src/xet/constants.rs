@@ -8,9 +8,32 @@ pub const MAX_CHUNK_SIZE: usize = TARGET_CHUNK_SIZE * 2;
 /// A boundary is a position where the top 16 bits of the rolling hash are zero.
 pub const CHUNK_MASK: u64 = 0xFFFF_0000_0000_0000;
 
-/// Xorb limits: serialized size including footer, and chunk count.
-pub const MAX_XORB_SIZE: usize = 64 * 1024 * 1024;
+/// Xorb limits. The deployed reference client (xet-core's `MAX_XORB_BYTES` and
+/// `MAX_XORB_CHUNKS`) cuts a xorb before its *uncompressed* chunk data would pass
+/// [`MAX_XORB_DATA`] or its chunks [`MAX_XORB_CHUNKS`]: for data that does not compress, its
+/// body is 64 MiB plus 8 header bytes per chunk. What this crate *produces* is stricter,
+/// [`MAX_XORB_SIZE`], which every deployed server accepts; what the server *accepts* is
+/// [`MAX_XORB_BODY`]. docs/protocol.md, "Limits", has the table.
+pub const MAX_XORB_DATA: usize = 64 * 1024 * 1024;
 pub const MAX_XORB_CHUNKS: usize = 8192;
+/// What our client, `import-lfs` and basic uploads build: serialized size, footer and length
+/// trailer included (the draft's reading).
+pub const MAX_XORB_SIZE: usize = 64 * 1024 * 1024;
+/// The largest xorb body the server accepts: the reference client's worst case (64 MiB of
+/// incompressible chunk data in 8192 records, and a footer should a client send one) plus a
+/// margin. Only a size cap: the body is still validated record by record.
+pub const MAX_XORB_BODY: usize = 65 * 1024 * 1024;
+const _: () = assert!(
+    MAX_XORB_BODY
+        >= MAX_XORB_DATA
+            + MAX_XORB_CHUNKS * crate::xet::xorb::CHUNK_HEADER_LEN
+            + crate::xet::xorb::XorbFooter::encoded_len(MAX_XORB_CHUNKS)
+            + 4
+);
+/// The largest shard body the server accepts. The reference client cuts its shards at
+/// xet-core's `MDB_SHARD_TARGET_SIZE` (64 MiB, header and footer counted) and uploads them
+/// without the footer, so its shards stay below this.
+pub const MAX_SHARD_BODY: usize = 64 * 1024 * 1024;
 
 /// Aggregated Merkle tree fan-out.
 pub const MEAN_BRANCHING_FACTOR: u64 = 4;

@@ -121,6 +121,11 @@ impl Env {
 
     /// Downloads a whole file with hf-xet and returns its bytes.
     pub fn hf_download(&self, hash: &str, size: u64, name: &str) -> Vec<u8> {
+        std::fs::read(self.hf_download_file(hash, size, name)).unwrap()
+    }
+
+    /// Downloads a whole file with hf-xet into the scratch file `name`; returns its path.
+    pub fn hf_download_file(&self, hash: &str, size: u64, name: &str) -> PathBuf {
         let dest = self.path(name);
         let size = size.to_string();
         let dest_s = dest.display().to_string();
@@ -128,7 +133,7 @@ impl Env {
             "read",
             &["download", &self.endpoint(), hash, &size, &dest_s],
         );
-        std::fs::read(dest).unwrap()
+        dest
     }
 
     /// Bytes `start..end` (end exclusive) with hf-xet's streaming download.

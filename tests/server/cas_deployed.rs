@@ -334,3 +334,44 @@ fn v2_shard_upload_registers_and_answers_progress_frames() {
         .unwrap();
     assert_eq!(again.status(), 200);
 }
+
+/// The reference client cuts a xorb when its uncompressed data would pass 64 MiB, so a
+/// xorb of data that does not compress arrives as 64 MiB plus 8 header bytes per chunk
+/// (hf-xet 1.8 sent 67,113,683 bytes for 1057 chunks). The largest such body: 64 MiB of
+/// stored-raw chunks, footer-less. Accepted and stored whole; one more byte than the
+/// server's stated cap is refused from `Content-Length` alone.
+#[test]
+fn the_reference_clients_largest_xorb_is_accepted() {
+    use git_xet::xet::compression::CompressionScheme;
+    use git_xet::xet::constants::{MAX_CHUNK_SIZE, MAX_XORB_BODY, MAX_XORB_DATA};
+    use git_xet::xet::hash::{chunk_hash, xorb_hash};
+    use git_xet::xet::xorb::ChunkHeader;
+    use std::io::Read;
+
+    let server = TestServer::start();
+    let cas = Cas::new(&server, REPO, "write");
+    let data = crate::support::random_bytes(MAX_XORB_DATA, 31);
+    let mut body = Vec::with_capacity(MAX_XORB_DATA + 8 * 512);
+    let mut chunks = Vec::new();
+    for chunk in data.chunks(MAX_CHUNK_SIZE) {
+        let header = ChunkHeader::new(CompressionScheme::None, chunk.len(), chunk.len());
+        body.extend_from_slice(&header.to_bytes());
+        body.extend_from_slice(chunk);
+        chunks.push((chunk_hash(chunk), chunk.len() as u64));
+    }
+    assert!(body.len() > 64 * 1024 * 1024, "{}", body.len());
+    let sent = body.len();
+    let hash = xorb_hash(chunks).to_hex();
+    let (status, answer) = json(cas.post_xorb_raw(&hash, body));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["was_inserted"], true);
+    let stored = server.stored_objects("xorbs");
+    assert_eq!(stored.len(), 1);
+    assert!(stored[0].1.len() > sent, "stored with its footer");
+
+    let path = format!("/v1/xorbs/default/{}", "0".repeat(64));
+    let mut stream = raw_request(&server, "POST", &path, &cas.token, MAX_XORB_BODY + 1);
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 413");
+}

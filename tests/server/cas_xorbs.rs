@@ -156,12 +156,13 @@ fn oversized_xorbs_get_413_before_the_body_is_read() {
     let hash = "0".repeat(64);
     // Declared too large: refused from the header alone, without sending the body.
     let path = format!("/v1/xorbs/default/{hash}");
-    let mut stream = raw_request(&server, "POST", &path, &cas.token, 64 * 1024 * 1024 + 1);
+    let limit = git_xet::xet::constants::MAX_XORB_BODY;
+    let mut stream = raw_request(&server, "POST", &path, &cas.token, limit + 1);
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 413");
-    // Streamed without a length: refused once it passes 64 MiB.
-    let body = random_bytes(64 * 1024 * 1024 + 4096, 9);
+    // Streamed without a length: refused once it passes the limit.
+    let body = random_bytes(limit + 4096, 9);
     let chunks: Vec<Vec<u8>> = body.chunks(1 << 20).map(|c| c.to_vec()).collect();
     let stream_body = reqwest::blocking::Body::new(ChunkReader {
         chunks,

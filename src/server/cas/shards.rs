@@ -12,9 +12,7 @@ use crate::server::error::ServerResult;
 use crate::server::repo_name::RepoName;
 use crate::server::shard_check::{validate_upload, ValidatedShard};
 use crate::server::state::{blocking, SharedState};
-
-/// Largest shard accepted (the same bound as a xorb: memory per request stays bounded).
-const MAX_SHARD_SIZE: usize = 64 * 1024 * 1024;
+use crate::xet::constants::MAX_SHARD_BODY;
 
 pub async fn upload(
     State(state): State<SharedState>,
@@ -33,7 +31,7 @@ pub(super) async fn receive(
     body: Body,
 ) -> ServerResult<(bool, usize)> {
     let access = state.authorize_cas(headers, Scope::Write)?;
-    let bytes = read_limited(body, headers, MAX_SHARD_SIZE, "shard").await?;
+    let bytes = read_limited(body, headers, MAX_SHARD_BODY, "shard").await?;
     // Taken once the body is in: a client stalling mid-body holds no slot.
     let _slot = state.upload_slot().await?;
     let index = state.index.clone();

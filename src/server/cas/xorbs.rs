@@ -22,7 +22,7 @@ use crate::server::index::XorbMeta;
 use crate::server::metrics::add;
 use crate::server::state::{blocking, SharedState};
 use crate::server::storage::{map_range, BoxFuture, ObjectKey, Staged};
-use crate::xet::constants::MAX_XORB_SIZE;
+use crate::xet::constants::MAX_XORB_BODY;
 use crate::xet::xorb::{is_footerless, rebuild_footer, validate_xorb, XorbFooter};
 use std::io::Write;
 
@@ -45,7 +45,7 @@ pub async fn upload(
     let (staged, received, stored_len, footer) = read_blocking_then_slot(
         body,
         &headers,
-        MAX_XORB_SIZE as u64,
+        MAX_XORB_BODY as u64,
         "xorb",
         slots,
         move |body| {
