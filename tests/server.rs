@@ -63,5 +63,7 @@ mod upkeep;
 mod claims;
 #[path = "server/engine_checks.rs"]
 mod engine_checks;
+#[path = "server/layouts.rs"]
+mod layouts;
 #[path = "server/locks.rs"]
 mod locks;

@@ -33,6 +33,9 @@ pub enum Problem {
         indexed: u64,
         stored: u64,
     },
+    /// The stored xorb is another valid layout than the indexed one (its records end
+    /// elsewhere): files using it cannot be served. Uploading the xorb again repairs it.
+    XorbLayout { xorb: MerkleHash },
     /// Reading the stored xorb found it corrupt.
     XorbCorrupt { xorb: MerkleHash, reason: String },
     /// A file's term names a xorb the index does not know.
@@ -79,6 +82,10 @@ impl fmt::Display for Problem {
             } => write!(
                 f,
                 "xorb {xorb}: stored object has {stored} bytes, the index says {indexed}"
+            ),
+            Problem::XorbLayout { xorb } => write!(
+                f,
+                "xorb {xorb}: the index describes another layout than the stored one (upload the xorb again to repair)"
             ),
             Problem::XorbCorrupt { xorb, reason } => write!(f, "xorb {xorb}: corrupt: {reason}"),
             Problem::TermXorbUnknown { file, term, xorb } => {
@@ -174,15 +181,27 @@ pub async fn check(
             let verdict = validate_xorb(&bytes)
                 .map_err(|e| e.to_string())
                 .and_then(|f| {
-                    (f.hash == hash)
-                        .then_some(())
-                        .ok_or_else(|| format!("its content is xorb {}", f.hash))
+                    if f.hash == hash {
+                        Ok(f)
+                    } else {
+                        Err(format!("its content is xorb {}", f.hash))
+                    }
                 });
-            if let Err(reason) = verdict {
-                bad.insert(hash);
-                report
-                    .problems
-                    .push(Problem::XorbCorrupt { xorb: hash, reason });
+            match verdict {
+                Err(reason) => {
+                    bad.insert(hash);
+                    report
+                        .problems
+                        .push(Problem::XorbCorrupt { xorb: hash, reason });
+                }
+                Ok(footer) if !bad.contains(&hash) => {
+                    let meta = on_index(index, move |i| i.xorb(&hash)).await?;
+                    if meta.is_some_and(|m| m.footer.chunk_ends != footer.chunk_ends) {
+                        bad.insert(hash);
+                        report.problems.push(Problem::XorbLayout { xorb: hash });
+                    }
+                }
+                Ok(_) => {}
             }
         }
     }

@@ -70,6 +70,40 @@ impl TestServer {
         server
     }
 
+    /// A server with extra environment variables (test hooks), on `garage` under `prefix`
+    /// when given; they stay set across restarts.
+    pub fn start_with_env(
+        garage: Option<(&garage::Garage, &str)>,
+        env: &[(&'static str, String)],
+    ) -> Self {
+        let url = garage.map(|(g, prefix)| format!("s3://{}/{prefix}", g.bucket));
+        let args: Vec<&str> = match &url {
+            Some(url) => vec!["--object-store", url],
+            None => Vec::new(),
+        };
+        let mut server = Self::start_deferred(&args);
+        if let Some((g, _)) = garage {
+            server.store_env = g.env();
+        } else if let Some(g) = test_object_store(&args) {
+            server.use_garage(g);
+        }
+        server.store_env.extend(env.iter().cloned());
+        server.spawn(None);
+        server
+    }
+
+    /// `git xet server ARGS --data DATA`, with this server's object store and its settings:
+    /// an upkeep command (check, gc) beside the running server.
+    pub fn admin(&self, args: &[&str]) -> Command {
+        let mut cmd = git_xet();
+        cmd.arg("server").args(args).arg("--data").arg(&self.data);
+        if let Some((bucket, prefix)) = self.s3_location() {
+            cmd.args(["--object-store", &format!("s3://{bucket}/{prefix}")]);
+        }
+        cmd.envs(self.store_env.iter().map(|(k, v)| (k, v)));
+        cmd
+    }
+
     /// A server set up but not started (`spawn` starts it).
     fn start_deferred(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");

@@ -8,6 +8,7 @@ mod grants;
 mod reconstruction;
 mod shards;
 mod shards_v2;
+mod stored_xorb;
 mod telemetry;
 mod xorb_data;
 mod xorbs;

@@ -20,8 +20,8 @@ use crate::server::cas::parse_hash;
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::XorbMeta;
 use crate::server::metrics::add;
-use crate::server::state::{blocking, SharedState};
-use crate::server::storage::{map_range, BoxFuture, ObjectKey, Staged};
+use crate::server::state::SharedState;
+use crate::server::storage::{map_range, Staged};
 use crate::xet::constants::MAX_XORB_BODY;
 use crate::xet::xorb::{is_footerless, rebuild_footer, validate_xorb, XorbFooter};
 use std::io::Write;
@@ -84,33 +84,12 @@ pub async fn upload(
     Ok(Json(serde_json::json!({ "was_inserted": inserted })))
 }
 
-/// Stores a validated xorb from its staging file and indexes it; counts it when new.
-/// Returns whether it was new.
+/// Stores a validated xorb from its staging file and indexes the layout the store holds
+/// (write-once per hash: see `stored_xorb`); counts it when new. Returns whether it was new.
 pub async fn store_staged_xorb(
     state: &SharedState,
     meta: XorbMeta,
     staged: Staged,
 ) -> ServerResult<bool> {
-    let put = state.store.put_staged(ObjectKey::xorb(meta.hash()), staged);
-    index_xorb(state, meta, put).await
-}
-
-/// Waits for a validated xorb's bytes to be stored (`put`), then indexes it.
-async fn index_xorb(
-    state: &SharedState,
-    meta: XorbMeta,
-    put: BoxFuture<'_, std::io::Result<bool>>,
-) -> ServerResult<bool> {
-    let hash = meta.hash();
-    let len = meta.stored_len;
-    put.await?;
-    let index = state.index.clone();
-    // Indexed only once the bytes are durable: a crash in between leaves an unreferenced
-    // file, never an index entry without its data.
-    let inserted = blocking(move || Ok(index.register_xorb(&meta)?)).await?;
-    if inserted {
-        state.metrics.xorb_stored(len);
-        tracing::debug!(xorb = %hash, bytes = len, "stored xorb");
-    }
-    Ok(inserted)
+    super::stored_xorb::store_and_index(state, meta, staged).await
 }

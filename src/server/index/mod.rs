@@ -169,7 +169,10 @@ pub trait Index:
     + Sync
     + 'static
 {
-    /// Records a stored xorb and its chunks. Returns `false` when it was already known.
+    /// Records a stored xorb and its chunks. Returns `false` when it was already known; a
+    /// known xorb whose recorded layout differs from `meta` gets `meta`'s (one xorb has several
+    /// valid byte layouts, and `meta` must be the one the store holds: the caller read it
+    /// from the stored object, see `server::cas::stored_xorb`).
     fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool>;
 
     /// A stored xorb's layout.

@@ -1,7 +1,8 @@
 //! The local-directory object store: `xorbs/ab/<hash>.xorb`, `shards/ab/<hash>.shard`.
 //!
-//! Writes go to `tmp/` on the same filesystem, are fsynced, then renamed into place and the
-//! directory fsynced, so an object is either absent or complete, even after a power loss.
+//! Writes go to `tmp/` on the same filesystem, are fsynced, then linked into place (never
+//! over an existing object: write-once per key) and the directory fsynced, so an object is
+//! either absent or complete, even after a power loss, and once there it never changes.
 //! Leftovers in `tmp/` (a crash mid-write) are removed at startup.
 
 use std::io::Write;
@@ -13,7 +14,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use crate::server::storage::{
-    map_range, BoxFuture, ByteStream, ObjectInfo, ObjectKey, ObjectKind, ObjectStore, Staged,
+    map_range, BoxFuture, ByteStream, ObjectInfo, ObjectKey, ObjectKind, ObjectStore, ObjectTail,
+    ObjectVersion, Staged,
 };
 use crate::xet::MerkleHash;
 
@@ -58,15 +60,18 @@ impl FsStore {
             .prefix(".put-")
             .tempfile_in(&self.tmp)?;
         tmp.write_all(data)?;
-        self.commit(key, Staged::new(tmp))
+        Ok(self.commit(key, Staged::new(tmp))?.is_some())
     }
 
-    /// Makes a fully written staging file the object `key`: fsync, rename, fsync the
-    /// directory. An existing object is kept and the staging file deleted.
-    fn commit(&self, key: ObjectKey, staged: Staged) -> std::io::Result<bool> {
+    /// Makes a fully written staging file the object `key`: fsync, link into place, fsync
+    /// the directory; returns the new object's version. An existing object is kept as it is
+    /// and the staging file deleted (`None`): a concurrent writer of the same key may hold
+    /// other bytes (another layout of one xorb), and replacing them would pull them from
+    /// under what the index says of them.
+    fn commit(&self, key: ObjectKey, staged: Staged) -> std::io::Result<Option<ObjectVersion>> {
         let path = self.path(&key);
         if path.exists() {
-            return Ok(false);
+            return Ok(None);
         }
         let dir = path.parent().expect("object path has a parent");
         std::fs::create_dir_all(dir)?;
@@ -74,14 +79,46 @@ impl FsStore {
         if self.fsync {
             file.sync_all()?;
         }
-        drop(file);
-        // A concurrent writer of the same key wrote the same bytes; either rename wins.
-        tmp.persist(&path).map_err(|e| e.error)?;
+        // link(2) (or renameat2 with RENAME_NOREPLACE): fails when the key exists.
+        match tmp.persist_noclobber(&path) {
+            Ok(()) => {}
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
+            Err(e) => return Err(e.error),
+        }
         if self.fsync {
             std::fs::File::open(dir)?.sync_all()?;
         }
-        Ok(true)
+        Ok(Some(file_version(&file.metadata()?)))
     }
+
+    fn read_tail_blocking(&self, key: ObjectKey, max: u64) -> std::io::Result<ObjectTail> {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::File::open(self.path(&key))?;
+        let meta = file.metadata()?;
+        let len = meta.len();
+        let n = max.min(len);
+        let mut bytes = vec![0u8; n as usize];
+        file.read_exact_at(&mut bytes, len - n)?;
+        Ok(ObjectTail {
+            bytes: bytes.into(),
+            len,
+            version: file_version(&meta),
+        })
+    }
+}
+
+/// A stored file's identity: objects are never rewritten in place, so the inode, size and
+/// modification time name its bytes (a delete and re-store gives a new one).
+fn file_version(meta: &std::fs::Metadata) -> ObjectVersion {
+    use std::os::unix::fs::MetadataExt;
+    ObjectVersion(format!(
+        "{}:{}:{}:{}.{}",
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec()
+    ))
 }
 
 /// Directory and file extension of a kind of object.
@@ -161,9 +198,38 @@ impl ObjectStore for FsStore {
     }
 
     fn put_staged(&self, key: ObjectKey, staged: Staged) -> BoxFuture<'_, std::io::Result<bool>> {
+        let put = self.put_staged_versioned(key, staged);
+        Box::pin(async move { Ok(put.await?.is_some()) })
+    }
+
+    fn put_staged_versioned(
+        &self,
+        key: ObjectKey,
+        staged: Staged,
+    ) -> BoxFuture<'_, std::io::Result<Option<ObjectVersion>>> {
         let store = self.clone();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || store.commit(key, staged))
+                .await
+                .map_err(std::io::Error::other)?
+        })
+    }
+
+    fn version(&self, key: ObjectKey) -> BoxFuture<'_, std::io::Result<Option<ObjectVersion>>> {
+        let path = self.path(&key);
+        Box::pin(async move {
+            match tokio::fs::metadata(&path).await {
+                Ok(m) => Ok(Some(file_version(&m))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    fn read_tail(&self, key: ObjectKey, max: u64) -> BoxFuture<'_, std::io::Result<ObjectTail>> {
+        let store = self.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || store.read_tail_blocking(key, max))
                 .await
                 .map_err(std::io::Error::other)?
         })
@@ -307,6 +373,36 @@ mod tests {
         }
         assert_eq!(got, b"hello");
         assert!(store.read_range(key, 5..12).await.is_err());
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+            0
+        );
+    }
+
+    /// Two writers of one key with different bytes (two layouts of one xorb): the first
+    /// stays, the second is told so, and versions and tails describe the first.
+    #[tokio::test]
+    async fn a_stored_object_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsStore::open(dir.path(), &dir.path().join("tmp"), true).unwrap();
+        let key = ObjectKey::xorb(MerkleHash::from_bytes([5; 32]));
+        let staged = |bytes: &[u8]| {
+            let staged = store.stage().unwrap();
+            let mut file = staged.file();
+            file.write_all(bytes).unwrap();
+            staged
+        };
+        let (first, second) = (staged(b"first layout"), staged(b"second, longer layout"));
+        assert_eq!(store.version(key).await.unwrap(), None);
+        let v1 = store.put_staged_versioned(key, first).await.unwrap();
+        assert!(v1.is_some());
+        assert_eq!(store.put_staged_versioned(key, second).await.unwrap(), None);
+        assert_eq!(store.version(key).await.unwrap(), v1);
+        let tail = store.read_tail(key, 6).await.unwrap();
+        assert_eq!((&tail.bytes[..], tail.len), (&b"layout"[..], 12));
+        assert_eq!(Some(tail.version), v1);
+        assert_eq!(store.read_tail(key, 100).await.unwrap().bytes.len(), 12);
+        // The loser's staging file is gone.
         assert_eq!(
             std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
             0

@@ -26,7 +26,7 @@ use crate::xet::MerkleHash;
 /// returns (no disk wait on the runtime's workers): call it on a blocking thread. Ranges are
 /// small (a few MiB), so memory stays bounded by the blocks in flight.
 pub fn map_range(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<Bytes> {
-    // SAFETY: objects are written once (staged, then renamed into place) and never truncated
+    // SAFETY: objects are written once (staged, then linked into place) and never truncated
     // or rewritten, so a mapping cannot lose its pages underneath.
     unsafe { Mapper::new() }.map_range(file, offset, len, true)
 }
@@ -96,6 +96,19 @@ impl Staged {
     }
 }
 
+/// Identifies the bytes an object holds: two reads that report equal versions read the same
+/// bytes. S3's ETag; on the directory store (write-once), the file's identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVersion(pub String);
+
+/// The last bytes of a stored object, its size and version, all from one read.
+#[derive(Debug, Clone)]
+pub struct ObjectTail {
+    pub bytes: Bytes,
+    pub len: u64,
+    pub version: ObjectVersion,
+}
+
 /// Immutable object storage.
 pub trait ObjectStore: Send + Sync + 'static {
     /// Stores `data` under `key` so that readers see either nothing or all of it, and it
@@ -111,6 +124,28 @@ pub trait ObjectStore: Send + Sync + 'static {
     ///
     /// [`put`]: ObjectStore::put
     fn put_staged(&self, key: ObjectKey, staged: Staged) -> BoxFuture<'_, std::io::Result<bool>>;
+
+    /// [`put_staged`] that says what it wrote: `Some(version)` when this call stored the
+    /// object, `None` when it was found there (then left as it was). Two writers of one key
+    /// may hold different bytes (a xorb has several valid layouts): a store that can refuse to
+    /// overwrite does, one that cannot (Garage) may let the last writer win, which is why
+    /// callers compare versions after writing (see `server::cas::stored_xorb`). Callers ask
+    /// [`version`] first to skip sending an object already stored.
+    ///
+    /// [`version`]: ObjectStore::version
+    ///
+    /// [`put_staged`]: ObjectStore::put_staged
+    fn put_staged_versioned(
+        &self,
+        key: ObjectKey,
+        staged: Staged,
+    ) -> BoxFuture<'_, std::io::Result<Option<ObjectVersion>>>;
+
+    /// The version of the object's current bytes, or `None` when absent.
+    fn version(&self, key: ObjectKey) -> BoxFuture<'_, std::io::Result<Option<ObjectVersion>>>;
+
+    /// The object's last `max` bytes (all of it if shorter), with its size and version.
+    fn read_tail(&self, key: ObjectKey, max: u64) -> BoxFuture<'_, std::io::Result<ObjectTail>>;
 
     /// The object's size, or `None` when absent.
     fn len(&self, key: ObjectKey) -> BoxFuture<'_, std::io::Result<Option<u64>>>;

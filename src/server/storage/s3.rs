@@ -20,7 +20,8 @@ use object_store::signer::Signer;
 use object_store::{GetOptions, GetRange, ObjectStore as _, PutMode, PutOptions, PutPayload};
 
 use crate::server::storage::{
-    map_range, BoxFuture, ByteStream, ObjectInfo, ObjectKey, ObjectKind, ObjectStore, Staged,
+    map_range, BoxFuture, ByteStream, ObjectInfo, ObjectKey, ObjectKind, ObjectStore, ObjectTail,
+    ObjectVersion, Staged,
 };
 use crate::xet::MerkleHash;
 
@@ -93,20 +94,43 @@ impl S3Store {
         ))
     }
 
-    /// Stores `payload` unless `key` exists. `PutMode::Create` sends `If-None-Match: *`;
-    /// Garage 2.5 does not implement it (it ignores the header and overwrites; see the
-    /// `garage_put_is_not_conditional` test), which is harmless here: keys are content hashes,
-    /// so a concurrent writer of the same key writes the same bytes.
-    async fn put_payload(&self, key: ObjectKey, payload: PutPayload) -> std::io::Result<bool> {
+    /// Stores `payload` unless `key` exists; returns the stored version, `None` when the key
+    /// existed. `PutMode::Create` sends `If-None-Match: *`; Garage 2.5 does not implement it
+    /// (it ignores the header and overwrites; see the `garage_put_is_not_conditional` test),
+    /// so two writers of one key can both succeed and the last one's bytes stay. Keys are
+    /// content hashes, but a xorb has several valid layouts: the xorb path compares the
+    /// stored version with what it indexed (`server::cas::stored_xorb`).
+    async fn put_payload(
+        &self,
+        key: ObjectKey,
+        payload: PutPayload,
+    ) -> std::io::Result<Option<ObjectVersion>> {
         let path = self.path(&key);
         let opts = PutOptions {
             mode: PutMode::Create,
             ..Default::default()
         };
         match self.s3.put_opts(&path, payload, opts).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Ok(put) => Ok(Some(self.put_version(key, put).await?)),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(None),
             Err(e) => Err(to_io(e)),
+        }
+    }
+
+    /// The version a PUT reported, or (a store that sends no ETag) the one a HEAD reports.
+    async fn put_version(
+        &self,
+        key: ObjectKey,
+        put: object_store::PutResult,
+    ) -> std::io::Result<ObjectVersion> {
+        match put.e_tag {
+            Some(tag) => Ok(ObjectVersion(tag)),
+            None => self.version(key).await?.ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "object gone right after it was stored",
+                )
+            }),
         }
     }
 
@@ -116,11 +140,11 @@ impl S3Store {
         key: ObjectKey,
         file: Arc<std::fs::File>,
         len: u64,
-    ) -> std::io::Result<bool> {
+    ) -> std::io::Result<Option<ObjectVersion>> {
         let path = self.path(&key);
         let mut upload = self.s3.put_multipart(&path).await.map_err(to_io)?;
         let mut offset = 0;
-        let sent: std::io::Result<()> = async {
+        let sent: std::io::Result<object_store::PutResult> = async {
             while offset < len {
                 let n = (len - offset).min(PART_SIZE);
                 let part = {
@@ -132,16 +156,17 @@ impl S3Store {
                 upload.put_part(part.into()).await.map_err(to_io)?;
                 offset += n;
             }
-            upload.complete().await.map_err(to_io)?;
-            Ok(())
+            upload.complete().await.map_err(to_io)
         }
         .await;
-        if let Err(e) = sent {
-            // Best effort: an upload left behind is invisible and reaped by lifecycle rules.
-            let _ = upload.abort().await;
-            return Err(e);
+        match sent {
+            Ok(put) => Ok(Some(self.put_version(key, put).await?)),
+            Err(e) => {
+                // Best effort: an upload left behind is invisible and reaped by lifecycle rules.
+                let _ = upload.abort().await;
+                Err(e)
+            }
         }
-        Ok(true)
     }
 
     async fn get_range(&self, key: ObjectKey, range: Range<u64>) -> std::io::Result<ByteStream> {
@@ -173,6 +198,14 @@ impl std::fmt::Debug for S3Store {
             .field("s3", &self.s3.to_string())
             .field("prefix", &self.prefix)
             .finish_non_exhaustive()
+    }
+}
+
+/// An object's version: its ETag, else (a store that sends none) its size and time.
+fn meta_version(meta: &object_store::ObjectMeta) -> ObjectVersion {
+    match &meta.e_tag {
+        Some(tag) => ObjectVersion(tag.clone()),
+        None => ObjectVersion(format!("{}@{}", meta.size, meta.last_modified.to_rfc3339())),
     }
 }
 
@@ -228,7 +261,7 @@ impl ObjectStore for S3Store {
             if self.len(key).await?.is_some() {
                 return Ok(false);
             }
-            self.put_payload(key, data.into()).await
+            Ok(self.put_payload(key, data.into()).await?.is_some())
         })
     }
 
@@ -245,6 +278,54 @@ impl ObjectStore for S3Store {
             if self.len(key).await?.is_some() {
                 return Ok(false);
             }
+            Ok(self.put_staged_versioned(key, staged).await?.is_some())
+        })
+    }
+
+    fn version(&self, key: ObjectKey) -> BoxFuture<'_, std::io::Result<Option<ObjectVersion>>> {
+        Box::pin(async move {
+            match self.s3.head(&self.path(&key)).await {
+                Ok(meta) => Ok(Some(meta_version(&meta))),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(to_io(e)),
+            }
+        })
+    }
+
+    fn read_tail(&self, key: ObjectKey, max: u64) -> BoxFuture<'_, std::io::Result<ObjectTail>> {
+        Box::pin(async move {
+            let path = self.path(&key);
+            if max == 0 {
+                let meta = self.s3.head(&path).await.map_err(to_io)?;
+                return Ok(ObjectTail {
+                    bytes: Bytes::new(),
+                    len: meta.size,
+                    version: meta_version(&meta),
+                });
+            }
+            let opts = GetOptions {
+                range: Some(GetRange::Suffix(max)),
+                ..Default::default()
+            };
+            // One GET: the bytes, the size and the version all describe the same object.
+            let got = self.s3.get_opts(&path, opts).await.map_err(to_io)?;
+            let (len, version) = (got.meta.size, meta_version(&got.meta));
+            let bytes = got.bytes().await.map_err(to_io)?;
+            Ok(ObjectTail {
+                bytes,
+                len,
+                version,
+            })
+        })
+    }
+
+    fn put_staged_versioned(
+        &self,
+        key: ObjectKey,
+        staged: Staged,
+    ) -> BoxFuture<'_, std::io::Result<Option<ObjectVersion>>> {
+        Box::pin(async move {
+            // No HEAD first: the caller asked [`ObjectStore::version`] already.
             // The staging file is deleted when `_path` drops, after the upload.
             let (file, _path) = staged.into_parts();
             let len = file.metadata()?.len();

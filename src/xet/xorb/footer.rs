@@ -140,12 +140,42 @@ impl XorbFooter {
         Ok(parsed)
     }
 
+    /// The footer of a stored xorb of `total` bytes from its last bytes `tail` (at least the
+    /// footer and its trailer: [`XorbFooter::MAX_TAIL`] always suffices), checked as
+    /// [`XorbFooter::parse`] checks it, without reading the chunk region.
+    pub fn parse_tail(tail: &[u8], total: u64) -> Result<Self> {
+        let parsed = Self::parse_tail_structure(tail, total)?;
+        let computed = parsed.computed_hash();
+        if computed != parsed.hash {
+            return Err(CoreError::Xorb(format!(
+                "footer names xorb hash {} but its chunks hash to {computed}",
+                parsed.hash
+            )));
+        }
+        Ok(parsed)
+    }
+
+    /// The longest footer with its trailer: a tail this long holds any xorb's footer.
+    pub const MAX_TAIL: usize = Self::encoded_len(MAX_XORB_CHUNKS) + 4;
+
     /// Like [`XorbFooter::parse`] but without comparing the stored xorb hash to the computed
     /// one, so that a xorb with a wrong hash can still be inspected.
     pub fn parse_structure(xorb: &[u8]) -> Result<Self> {
+        Self::parse_tail_structure(xorb, xorb.len() as u64)
+    }
+
+    fn parse_tail_structure(tail: &[u8], total: u64) -> Result<Self> {
         let err = |msg: String| CoreError::Xorb(msg);
-        let total = xorb.len();
-        let Some(trailer) = xorb.last_chunk::<4>() else {
+        let Ok(total) = usize::try_from(total) else {
+            return Err(err(format!("{total} bytes is too large for a xorb")));
+        };
+        if tail.len() > total {
+            return Err(err(format!(
+                "{} bytes of tail for a {total}-byte xorb",
+                tail.len()
+            )));
+        }
+        let Some(trailer) = tail.last_chunk::<4>() else {
             return Err(err(format!(
                 "{total} bytes is too short to hold a footer length"
             )));
@@ -156,8 +186,14 @@ impl XorbFooter {
                 "footer length {info_len} does not fit a {total}-byte xorb"
             )));
         }
+        if info_len > tail.len() - 4 {
+            return Err(err(format!(
+                "footer length {info_len} is longer than the {} bytes read",
+                tail.len() - 4
+            )));
+        }
         let data_len = total - 4 - info_len;
-        let footer = &xorb[data_len..total - 4];
+        let footer = &tail[tail.len() - 4 - info_len..tail.len() - 4];
         let mut r = Reader {
             bytes: footer,
             pos: 0,
@@ -294,5 +330,32 @@ impl Reader<'_> {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xet::xorb::XorbBuilder;
+
+    /// The footer read from a stored xorb's last bytes is the one parsed from all of it; a
+    /// tail shorter than the footer is refused, never misread.
+    #[test]
+    fn parse_tail_reads_the_footer_from_the_last_bytes() {
+        let mut builder = XorbBuilder::new();
+        for i in 0..5u8 {
+            builder.push_data(&vec![i; 20_000]).unwrap();
+        }
+        let xorb = builder.finish();
+        let whole = XorbFooter::parse(&xorb.bytes).unwrap();
+        let total = xorb.bytes.len() as u64;
+        let need = XorbFooter::encoded_len(5) + 4;
+        for n in [need, need + 1, xorb.bytes.len()] {
+            let tail = &xorb.bytes[xorb.bytes.len() - n..];
+            assert_eq!(XorbFooter::parse_tail(tail, total).unwrap(), whole);
+        }
+        let short = &xorb.bytes[xorb.bytes.len() - need + 1..];
+        assert!(XorbFooter::parse_tail(short, total).is_err());
+        assert!(XorbFooter::parse_tail(&xorb.bytes, total - 1).is_err());
     }
 }

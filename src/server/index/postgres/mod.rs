@@ -112,6 +112,21 @@ fn register_xorb_tx(client: &mut Client, meta: &XorbMeta, now: i64) -> PgResult<
         ],
     ))?;
     let Some(row) = inserted else {
+        // Known: make its layout the stored one (the hash fixes chunk hashes and sizes, not
+        // where each record ends).
+        let changed = wait(tx.execute(
+            "UPDATE xorbs SET stored_len = $2, chunk_ends = $3
+             WHERE hash = $1 AND (stored_len <> $2 OR chunk_ends <> $3)",
+            &[
+                &f.hash.as_bytes().as_slice(),
+                &(meta.stored_len as i64),
+                &u32_blob(&f.chunk_ends),
+            ],
+        ))?;
+        wait(tx.commit())?;
+        if changed > 0 {
+            tracing::warn!(xorb = %f.hash, "the index's layout of this xorb was not the stored one: replaced");
+        }
         return Ok(Ok(false));
     };
     let id: i64 = row.get(0);
@@ -209,9 +224,7 @@ impl Index for PgIndex {
     fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool> {
         let now = now_secs() as i64;
         let inserted = self.pool.run(|c| register_xorb_tx(c, meta, now))??;
-        if inserted {
-            self.cache.insert(Arc::new(meta.clone()));
-        }
+        self.cache.insert(Arc::new(meta.clone()));
         Ok(inserted)
     }
 

@@ -221,6 +221,15 @@ impl Index for SqliteIndex {
                 ],
             )?;
             if n == 0 {
+                // Known: make its layout the stored one (the hash fixes chunk hashes and sizes,
+                // not where each record ends).
+                let changed = tx.execute(
+                    "UPDATE xorbs SET stored_len = ?2, chunk_ends = ?3 WHERE hash = ?1 AND (stored_len != ?2 OR chunk_ends != ?3)",
+                    params![blob(&f.hash), meta.stored_len as i64, u32_blob(&f.chunk_ends)],
+                )?;
+                if changed > 0 {
+                    tracing::warn!(xorb = %f.hash, "the index's layout of this xorb was not the stored one: replaced");
+                }
                 return Ok(false);
             }
             let id = tx.last_insert_rowid();
@@ -230,9 +239,7 @@ impl Index for SqliteIndex {
             }
             Ok(true)
         })?;
-        if inserted {
-            self.cache.insert(Arc::new(meta.clone()));
-        }
+        self.cache.insert(Arc::new(meta.clone()));
         Ok(inserted)
     }
 
