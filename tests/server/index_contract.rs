@@ -118,6 +118,18 @@ fn xorbs_and_chunks(open: &Opener) {
     let stats = other.stats().unwrap();
     assert_eq!(stats.xorbs, 2);
     assert_eq!(stats.xorb_bytes, a.stored_len + b.stored_len);
+
+    // Another layout of a known xorb (records ending elsewhere), as read from the store:
+    // it replaces the recorded one, for this handle and a fresh one; not counted as new.
+    let mut relaid = a.clone();
+    relaid.footer.chunk_ends = vec![90, 200];
+    relaid.stored_len = a.stored_len + 50;
+    assert!(!other.register_xorb(&relaid).unwrap());
+    assert_eq!(*other.xorb(&a.hash()).unwrap().unwrap(), relaid);
+    assert_eq!(*open().xorb(&a.hash()).unwrap().unwrap(), relaid);
+    assert_eq!(other.chunk_location(&c[1]).unwrap(), Some((a.hash(), 1)));
+    assert!(!other.register_xorb(&a).unwrap());
+    assert_eq!(*open().xorb(&a.hash()).unwrap().unwrap(), a);
 }
 
 fn shards_files_and_repos(open: &Opener) {

@@ -13,6 +13,7 @@ use git_xet::xet::xorb::ChunkHeader;
 
 use crate::common::*;
 use crate::support::garage::{self, Garage};
+use crate::support::postgres;
 use crate::support::TestServer;
 
 const REPO: &str = "org/layouts";
@@ -70,7 +71,7 @@ fn go(dir: &Path, step: &str) {
 
 fn server(garage: Option<(&Garage, &str)>, pause: &Path) -> TestServer {
     let env = [("GIT_XET_XORB_TEST_PAUSE", pause.display().to_string())];
-    TestServer::start_with_env(garage, &env)
+    TestServer::start_with_env(garage, &[], &env)
 }
 
 /// The file downloads bit-exact, and `check --read-data` finds nothing wrong.
@@ -92,28 +93,48 @@ fn assert_served(server: &TestServer, cas: &Cas, up: &Upload) {
 /// upload `first` going first.
 fn race(server: &TestServer, pause: &Path, seed: u64, n: u32, first: u32) {
     let cas = Cas::new(server, REPO, "write");
+    race_between(
+        (server, &cas, pause, n),
+        (server, &cas, pause, n + 1),
+        seed,
+        first == n,
+    );
+}
+
+/// An upload of one xorb's compressed layout to server `a` (its upload number `na`) and of
+/// its raw layout to `b` (`nb`): both pass the existence check, write the store a then b,
+/// then write the index, a first when `a_first`. Then the file must be served by both.
+fn race_between(
+    (sa, ca, pa, na): (&TestServer, &Cas, &Path, u32),
+    (sb, cb, pb, nb): (&TestServer, &Cas, &Path, u32),
+    seed: u64,
+    a_first: bool,
+) {
     let (up, raw) = two_layouts(seed);
     let hash = up.xorbs[0].hash.to_hex();
-    let a = post(
-        &server.url,
-        &cas.token,
-        hash.clone(),
-        up.xorbs[0].bytes.clone(),
-    );
-    reached(pause, &format!("staged.{n}"));
-    let b = post(&server.url, &cas.token, hash, raw);
-    reached(pause, &format!("staged.{}", n + 1));
-    go(pause, &format!("staged.{n}"));
-    reached(pause, &format!("stored.{n}"));
-    go(pause, &format!("staged.{}", n + 1));
-    reached(pause, &format!("stored.{}", n + 1));
-    let other = if first == n { n + 1 } else { n };
-    let (first_up, other_up) = if first == n { (a, b) } else { (b, a) };
-    go(pause, &format!("stored.{first}"));
-    assert_eq!(first_up.join().unwrap(), 200);
-    go(pause, &format!("stored.{other}"));
-    assert_eq!(other_up.join().unwrap(), 200);
-    assert_served(server, &cas, &up);
+    let a = post(&sa.url, &ca.token, hash.clone(), up.xorbs[0].bytes.clone());
+    reached(pa, &format!("staged.{na}"));
+    let b = post(&sb.url, &cb.token, hash, raw);
+    reached(pb, &format!("staged.{nb}"));
+    go(pa, &format!("staged.{na}"));
+    reached(pa, &format!("stored.{na}"));
+    go(pb, &format!("staged.{nb}"));
+    reached(pb, &format!("stored.{nb}"));
+    let a = (a, pa, format!("stored.{na}"));
+    let b = (b, pb, format!("stored.{nb}"));
+    let (first, second) = if a_first { (a, b) } else { (b, a) };
+    for (upload, pause, step) in [first, second] {
+        go(pause, &step);
+        assert_eq!(upload.join().unwrap(), 200);
+    }
+    assert_served(sa, ca, &up);
+    if !std::ptr::eq(sa, sb) {
+        let got = cb.download(&up.file_hash, None);
+        assert!(
+            got == up.data,
+            "the other server does not serve it bit-exact"
+        );
+    }
 }
 
 /// Upload `n` (compressed) stops after the store write: the server is killed. Then the raw
@@ -184,4 +205,37 @@ fn a_retry_in_another_layout_after_an_interrupted_upload_on_garage() {
     let prefix = garage::unique_prefix("layouts");
     let mut server = server(Some((garage, &prefix)), &pause);
     interrupted(&mut server, &pause, 6, 1);
+}
+
+/// Two server processes on one PostgreSQL index and one Garage bucket, each given one
+/// layout: both orders of their index writes.
+#[test]
+fn racing_layouts_through_two_servers_on_postgres_and_garage() {
+    let Some(garage) = garage::shared() else {
+        return;
+    };
+    let Some(db) = postgres::database() else {
+        return;
+    };
+    let prefix = garage::unique_prefix("layouts");
+    let (_d1, p1) = pause_dir();
+    let (_d2, p2) = pause_dir();
+    let start = |pause: &Path| {
+        let env = [("GIT_XET_XORB_TEST_PAUSE", pause.display().to_string())];
+        TestServer::start_with_env(Some((garage, &prefix)), &["--index", &db.url], &env)
+    };
+    let (s1, s2) = (start(&p1), start(&p2));
+    let out = s1
+        .admin(&["token", "create", "--repo", REPO, "--scope", "write"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let (c1, c2) = (Cas::with_token(&s1, &token), Cas::with_token(&s2, &token));
+    race_between((&s1, &c1, &p1, 1), (&s2, &c2, &p2, 1), 7, true);
+    race_between((&s1, &c1, &p1, 2), (&s2, &c2, &p2, 2), 8, false);
 }

@@ -70,17 +70,18 @@ impl TestServer {
         server
     }
 
-    /// A server with extra environment variables (test hooks), on `garage` under `prefix`
-    /// when given; they stay set across restarts.
+    /// A server with extra arguments and environment variables (test hooks), on `garage`
+    /// under `prefix` when given; they stay set across restarts.
     pub fn start_with_env(
         garage: Option<(&garage::Garage, &str)>,
+        args: &[&str],
         env: &[(&'static str, String)],
     ) -> Self {
         let url = garage.map(|(g, prefix)| format!("s3://{}/{prefix}", g.bucket));
-        let args: Vec<&str> = match &url {
-            Some(url) => vec!["--object-store", url],
-            None => Vec::new(),
-        };
+        let mut args: Vec<&str> = args.to_vec();
+        if let Some(url) = &url {
+            args.extend(["--object-store", url]);
+        }
         let mut server = Self::start_deferred(&args);
         if let Some((g, _)) = garage {
             server.store_env = g.env();
@@ -92,13 +93,16 @@ impl TestServer {
         server
     }
 
-    /// `git xet server ARGS --data DATA`, with this server's object store and its settings:
-    /// an upkeep command (check, gc) beside the running server.
+    /// `git xet server ARGS --data DATA`, with this server's object store, index and their
+    /// settings: an upkeep command (check, gc, token) beside the running server.
     pub fn admin(&self, args: &[&str]) -> Command {
         let mut cmd = git_xet();
         cmd.arg("server").args(args).arg("--data").arg(&self.data);
         if let Some((bucket, prefix)) = self.s3_location() {
             cmd.args(["--object-store", &format!("s3://{bucket}/{prefix}")]);
+        }
+        if let Some(at) = self.extra_args.iter().position(|a| a == "--index") {
+            cmd.args(&self.extra_args[at..(at + 2).min(self.extra_args.len())]);
         }
         cmd.envs(self.store_env.iter().map(|(k, v)| (k, v)));
         cmd
