@@ -239,3 +239,42 @@ fn racing_layouts_through_two_servers_on_postgres_and_garage() {
     race_between((&s1, &c1, &p1, 1), (&s2, &c2, &p2, 1), 7, true);
     race_between((&s1, &c1, &p1, 2), (&s2, &c2, &p2, 2), 8, false);
 }
+
+/// An index that describes another layout than the stored one (what an older server could
+/// leave): `check --read-data` names it, and uploading the xorb again, in either layout,
+/// repairs it.
+#[test]
+fn check_reports_a_layout_mismatch_and_a_re_upload_repairs_it() {
+    use git_xet::server::index::{Index, SqliteIndex, XorbMeta};
+    use git_xet::xet::xorb::XorbFooter;
+
+    let mut server = TestServer::start();
+    let cas = Cas::new(&server, REPO, "write");
+    let (up, raw) = two_layouts(9);
+    cas.upload(&up);
+    server.stop();
+    // The stored layout with its first record ending one byte early: same size, other
+    // offsets.
+    let mut wrong = XorbMeta {
+        footer: XorbFooter::parse(&up.xorbs[0].bytes).unwrap(),
+        stored_len: up.xorbs[0].bytes.len() as u64,
+    };
+    wrong.footer.chunk_ends[0] -= 1;
+    let index = SqliteIndex::open(&server.data.join("index.sqlite"), false).unwrap();
+    assert!(!index.register_xorb(&wrong).unwrap());
+    drop(index);
+    let out = server.admin(&["check", "--read-data"]).output().unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("the index describes another layout than the stored one"),
+        "{said}"
+    );
+
+    server.restart();
+    assert!(!cas
+        .post_xorb_raw(&up.xorbs[0].hash.to_hex(), raw)
+        .status()
+        .is_client_error());
+    assert_served(&server, &cas, &up);
+}
