@@ -65,3 +65,6 @@ mod claims;
 mod engine_checks;
 #[path = "server/locks.rs"]
 mod locks;
+
+#[path = "server/isolation.rs"]
+mod isolation;

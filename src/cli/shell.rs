@@ -36,6 +36,11 @@ pub struct ShellArgs {
     /// git-lfs-authenticate and moves objects over HTTP(S) directly.
     #[arg(long)]
     no_lfs_transfer: bool,
+    /// The id of this key's token record (`user add` writes it): every token minted for the
+    /// key carries it, so that `git xet server token revoke ID` stops them. Without it (lines
+    /// written before ids were recorded) each token gets a fresh id nothing can revoke.
+    #[arg(long, value_name = "ID")]
+    token_id: Option<String>,
 }
 
 fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
@@ -63,6 +68,7 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
             .ok(),
         no_lfs_transfer: args.no_lfs_transfer,
         index,
+        token_id: args.token_id,
     })
 }
 

@@ -199,7 +199,13 @@ fn a_password_goes_to_the_shell_through_sshd_not_authorized_keys() {
         "nothing written"
     );
 
-    let out = user_add(&sshd, &server, "alice", &["--repo", "org/m:read"]);
+    // The admin's environment names the index (to record the key's token); the line does not.
+    let out = sshd
+        .user_add(&server, "alice")
+        .args(["--repo", "org/m:read"])
+        .env("GIT_XET_SERVER_INDEX", &secret_url)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "user add: {}", stderr(&out));
     assert!(!std::fs::read_to_string(sshd.authorized_keys())
         .unwrap()
