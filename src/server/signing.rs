@@ -71,17 +71,11 @@ pub struct FetchQuery {
 /// Checks a fetch URL's signature and expiry and returns what it grants: 403 when tampered
 /// with or expired. The caller checks the token id against revocations and the request's
 /// `Range` against the granted bytes.
-pub fn verify(
-    keys: &Keys,
-    xorb: &MerkleHash,
-    query: &FetchQuery,
-    now: u64,
-) -> ServerResult<Grant> {
+pub fn verify(keys: &Keys, xorb: &MerkleHash, query: &FetchQuery, now: u64) -> ServerResult<Grant> {
     let forbidden = |why: &str| {
         ServerError::Forbidden(format!("xorb data URL {why}; ask for a new reconstruction"))
     };
-    let (Some(bytes), Some(expires), Some(sig)) = (&query.bytes, &query.expires, &query.sig)
-    else {
+    let (Some(bytes), Some(expires), Some(sig)) = (&query.bytes, &query.expires, &query.sig) else {
         return Err(forbidden(
             "is not signed for a byte range (made by an older server?)",
         ));

@@ -347,7 +347,9 @@ fn user_add_prints_a_line_sshd_accepts_and_refuses_bad_keys() {
     // The key's token is recorded in the deployment's index: a data directory without a
     // secret (a mistyped path) is refused.
     let out = git_xet()
-        .args(["server", "user", "add", "dana", "--key", key, "--repo", "org/m"])
+        .args([
+            "server", "user", "add", "dana", "--key", key, "--repo", "org/m",
+        ])
         .arg("--data")
         .arg(&data)
         .output()

@@ -128,7 +128,11 @@ fn fetch_urls_are_signed_range_capable_and_tamper_proof() {
     let http = client();
     let total = up.xorbs[0].bytes.len();
     let records_end = *up.xorbs[0].footer.chunk_ends.last().unwrap() as u64;
-    assert_eq!(info.url_range.end, records_end - 1, "the chunk records, not the footer");
+    assert_eq!(
+        info.url_range.end,
+        records_end - 1,
+        "the chunk records, not the footer"
+    );
 
     // The URL grants the chunk records the file uses: asked with exactly that Range, or a
     // part of it; a request without one is refused.
@@ -138,7 +142,10 @@ fn fetch_urls_are_signed_range_capable_and_tamper_proof() {
         .send()
         .unwrap();
     assert_eq!(all.status(), 206);
-    assert_eq!(all.bytes().unwrap(), up.xorbs[0].bytes[..=info.url_range.end as usize]);
+    assert_eq!(
+        all.bytes().unwrap(),
+        up.xorbs[0].bytes[..=info.url_range.end as usize]
+    );
     assert_eq!(http.get(url).send().unwrap().status(), 403);
 
     let part = http.get(url).header("Range", "bytes=10-19").send().unwrap();
@@ -266,6 +273,10 @@ fn signed_url_for_a_missing_xorb_is_not_found() {
         expires,
     };
     let url = git_xet::server::signing::fetch_url(&keys, &server.url, &grant);
-    let r = client().get(&url).header("Range", "bytes=0-9").send().unwrap();
+    let r = client()
+        .get(&url)
+        .header("Range", "bytes=0-9")
+        .send()
+        .unwrap();
     assert_eq!(r.status(), 404);
 }

@@ -101,7 +101,10 @@ fn a_writer_cannot_widen_a_fetch_url_into_another_repositorys_file() {
         .expect("the prefix was deduplicated against F's xorb");
     assert_eq!(infos.len(), 1);
     let (url, granted) = (&infos[0].url, infos[0].url_range);
-    assert!(granted.start == 0 && granted.end + 1 < total / 2, "{granted:?}");
+    assert!(
+        granted.start == 0 && granted.end + 1 < total / 2,
+        "{granted:?}"
+    );
 
     // What the reconstruction authorized is served, and any part of it.
     let r = fetch(url, Some(&granted.header_value()));
@@ -142,7 +145,10 @@ fn a_writer_cannot_widen_a_fetch_url_into_another_repositorys_file() {
     // The v2 answer (hf-xet's) grants the same, one URL per range.
     let v2: serde_json::Value = a
         .http
-        .get(format!("{}/v2/reconstructions/{}", server.url, prefix.file_hash))
+        .get(format!(
+            "{}/v2/reconstructions/{}",
+            server.url, prefix.file_hash
+        ))
         .bearer_auth(&a.token)
         .send()
         .unwrap()
@@ -154,9 +160,15 @@ fn a_writer_cannot_widen_a_fetch_url_into_another_repositorys_file() {
             let url = entry["url"].as_str().unwrap();
             assert_eq!(fetch(url, None).status(), 403);
             let bytes = &entry["ranges"][0]["bytes"];
-            let (s, e) = (bytes["start"].as_u64().unwrap(), bytes["end"].as_u64().unwrap());
+            let (s, e) = (
+                bytes["start"].as_u64().unwrap(),
+                bytes["end"].as_u64().unwrap(),
+            );
             assert_eq!(fetch(url, Some(&format!("bytes={s}-{e}"))).status(), 206);
-            assert_eq!(fetch(url, Some(&format!("bytes={s}-{}", e + 1))).status(), 403);
+            assert_eq!(
+                fetch(url, Some(&format!("bytes={s}-{}", e + 1))).status(),
+                403
+            );
         }
     }
 }
@@ -188,11 +200,17 @@ fn a_tampered_fetch_url_is_refused() {
     );
     let whole = format!("bytes=0-{}", total - 1);
     let tampered = [
-        format!("{base}?bytes=0-{}&tid={tid}&expires={expires}&sig={sig}", total - 1),
+        format!(
+            "{base}?bytes=0-{}&tid={tid}&expires={expires}&sig={sig}",
+            total - 1
+        ),
         format!("{base}?bytes={bytes}&tid=0000000000000000&expires={expires}&sig={sig}"),
         format!("{base}?bytes={bytes}&expires={expires}&sig={sig}"),
         format!("{base}?tid={tid}&expires={expires}&sig={sig}"),
-        format!("{base}?bytes={bytes}&tid={tid}&expires={}&sig={sig}", expires.parse::<u64>().unwrap() + 3600),
+        format!(
+            "{base}?bytes={bytes}&tid={tid}&expires={}&sig={sig}",
+            expires.parse::<u64>().unwrap() + 3600
+        ),
         format!("{base}?expires={expires}&sig={sig}"),
     ];
     for url in tampered {
@@ -275,11 +293,18 @@ fn a_revoked_token_is_refused_on_every_route() {
     let up = Upload::random(100_000, 302, 1000);
     cas.upload(&up);
     let r = client()
-        .get(format!("{}/org/a.git/info/refs?service=git-upload-pack", server.url))
+        .get(format!(
+            "{}/org/a.git/info/refs?service=git-upload-pack",
+            server.url
+        ))
         .bearer_auth(&token)
         .send()
         .unwrap();
-    assert!(r.status().is_success() || r.status() == 404, "{}", r.status());
+    assert!(
+        r.status().is_success() || r.status() == 404,
+        "{}",
+        r.status()
+    );
     let (h, x) = (up.file_hash.to_hex(), up.xorbs[0].hash.to_hex());
     let oid = sha256_hex(&up.data);
     let lfs = "/org/a.git/info/lfs";
@@ -295,8 +320,16 @@ fn a_revoked_token_is_refused_on_every_route() {
         ("POST", format!("/v1/xorb-grants/default/{x}"), ""),
         ("POST", "/v1/shards".into(), ""),
         ("POST", "/v2/shards".into(), ""),
-        ("GET", "/org/a.git/info/refs?service=git-upload-pack".into(), ""),
-        ("GET", "/org/a.git/info/refs?service=git-receive-pack".into(), ""),
+        (
+            "GET",
+            "/org/a.git/info/refs?service=git-upload-pack".into(),
+            "",
+        ),
+        (
+            "GET",
+            "/org/a.git/info/refs?service=git-receive-pack".into(),
+            "",
+        ),
         ("POST", "/org/a.git/git-upload-pack".into(), ""),
         ("POST", "/org/a.git/git-receive-pack".into(), ""),
         ("POST", "/org/a.git/info/xet/missing-objects".into(), ""),

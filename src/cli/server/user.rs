@@ -145,7 +145,11 @@ fn record_key_token(
          and their --index or GIT_XET_SERVER_INDEX when it is PostgreSQL)",
     )?;
     let id = new_token_id();
-    let scope = grants.iter().map(Grant::scope_granted).max().unwrap_or(Scope::Read);
+    let scope = grants
+        .iter()
+        .map(Grant::scope_granted)
+        .max()
+        .unwrap_or(Scope::Read);
     let specs: Vec<String> = grants.iter().map(Grant::spec).collect();
     index
         .record_token(&TokenRecord {

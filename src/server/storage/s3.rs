@@ -352,7 +352,12 @@ impl ObjectStore for S3Store {
             if let Some(q) = url.find('?') {
                 url.truncate(q);
             }
-            let credential = self.s3.credentials().get_credential().await.map_err(to_io)?;
+            let credential = self
+                .s3
+                .credentials()
+                .get_credential()
+                .await
+                .map_err(to_io)?;
             let region = self
                 .builder
                 .get_config_value(&object_store::aws::AmazonS3ConfigKey::Region)
@@ -365,9 +370,15 @@ impl ObjectStore for S3Store {
             };
             let value = format!("bytes={}-{}", range.start, range.end - 1);
             let now = crate::server::auth::now_secs();
-            super::sigv4::presign_get(&creds, &url, &[("range", &value)], now, expires_in.as_secs())
-                .map(Some)
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+            super::sigv4::presign_get(
+                &creds,
+                &url,
+                &[("range", &value)],
+                now,
+                expires_in.as_secs(),
+            )
+            .map(Some)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
         })
     }
 }

@@ -223,7 +223,11 @@ mod tests {
         let a = with_range("bytes=0-9");
         assert!(a.contains("X-Amz-SignedHeaders=host%3Brange"), "{a}");
         assert!(a.starts_with("http://127.0.0.1:3900/b/k.xorb?"));
-        assert_ne!(a, with_range("bytes=0-10"), "the range is under the signature");
+        assert_ne!(
+            a,
+            with_range("bytes=0-10"),
+            "the range is under the signature"
+        );
         let default_port = presign_get(&EXAMPLE, "https://h:443/k", &[], 0, 1).unwrap();
         let no_port = presign_get(&EXAMPLE, "https://h/k", &[], 0, 1).unwrap();
         let sig = |u: &str| u.rsplit_once('=').unwrap().1.to_string();
