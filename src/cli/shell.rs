@@ -49,6 +49,19 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
         .iter()
         .map(|spec| access::Grant::parse(spec, Scope::Read))
         .collect::<Result<Vec<_>, _>>()?;
+    // The id travels in fetch URLs' query strings: letters, digits, `-` and `_` only.
+    if let Some(id) = &args.token_id {
+        let ok = !id.is_empty()
+            && id.len() <= 64
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !ok {
+            return Err(ShellError::BadSetting(format!(
+                "--token-id {id:?} is not a token id (as `git xet server token list` shows them)"
+            )));
+        }
+    }
     if let Some(url) = &args.url {
         ssh::endpoint::check_url(url).map_err(|e| ShellError::BadSetting(e.to_string()))?;
     }
