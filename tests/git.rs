@@ -43,6 +43,8 @@ mod prompt;
 mod ssh_auth;
 #[path = "git/ssh_postgres.rs"]
 mod ssh_postgres;
+#[path = "git/ssh_revoke.rs"]
+mod ssh_revoke;
 #[path = "git/ssh_shell.rs"]
 mod ssh_shell;
 #[path = "git/ssh_shell_locks.rs"]

@@ -67,3 +67,6 @@ mod engine_checks;
 mod layouts;
 #[path = "server/locks.rs"]
 mod locks;
+
+#[path = "server/isolation.rs"]
+mod isolation;

@@ -36,6 +36,11 @@ pub struct ShellArgs {
     /// git-lfs-authenticate and moves objects over HTTP(S) directly.
     #[arg(long)]
     no_lfs_transfer: bool,
+    /// The id of this key's token record (`user add` writes it): every token minted for the
+    /// key carries it, so that `git xet server token revoke ID` stops them. Without it (lines
+    /// written before ids were recorded) each token gets a fresh id nothing can revoke.
+    #[arg(long, value_name = "ID")]
+    token_id: Option<String>,
 }
 
 fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
@@ -44,6 +49,19 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
         .iter()
         .map(|spec| access::Grant::parse(spec, Scope::Read))
         .collect::<Result<Vec<_>, _>>()?;
+    // The id travels in fetch URLs' query strings: letters, digits, `-` and `_` only.
+    if let Some(id) = &args.token_id {
+        let ok = !id.is_empty()
+            && id.len() <= 64
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !ok {
+            return Err(ShellError::BadSetting(format!(
+                "--token-id {id:?} is not a token id (as `git xet server token list` shows them)"
+            )));
+        }
+    }
     if let Some(url) = &args.url {
         ssh::endpoint::check_url(url).map_err(|e| ShellError::BadSetting(e.to_string()))?;
     }
@@ -63,6 +81,7 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
             .ok(),
         no_lfs_transfer: args.no_lfs_transfer,
         index,
+        token_id: args.token_id,
     })
 }
 

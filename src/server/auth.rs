@@ -259,8 +259,10 @@ pub enum Accepts {
 
 /// Authorizes a request for `need` on `repo` (or, for CAS routes, on the token's own
 /// repository when `repo` is `None`). 401 without a valid token, 403 for the wrong
-/// repository or too small a scope.
-pub fn authorize(
+/// repository or too small a scope. Signature, expiry, repository and scope only: handlers go
+/// through `AppState::authorize_*`, which add the revocation check, so that no route can
+/// forget it.
+pub(crate) fn authorize(
     keys: &Keys,
     headers: &HeaderMap,
     repo: Option<&RepoName>,

@@ -220,6 +220,19 @@ pub fn open_keys(config: &DeploymentConfig, create: bool) -> Result<Keys, KeysEr
     }
 }
 
+/// The deployment's index alone (for `user add`, which records a key's token): SQLite only
+/// where the data directory has the secret (a mistyped path must not get an index of its
+/// own), or the PostgreSQL index.
+pub fn open_index(config: &DeploymentConfig) -> Result<Arc<dyn Index>, KeysError> {
+    match &config.index {
+        IndexLocation::Sqlite(path) => {
+            open_keys(config, false)?;
+            Ok(Arc::new(SqliteIndex::open(path, true)?))
+        }
+        IndexLocation::Postgres(url) => Ok(Arc::new(PgIndex::open(url)?)),
+    }
+}
+
 /// The deployment's keys for a process that must change nothing (the ssh shell): as
 /// [`open_keys`] without `create`, and on PostgreSQL without opening (migrating) the index.
 pub fn read_keys(config: &DeploymentConfig) -> Result<Keys, KeysError> {

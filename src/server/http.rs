@@ -71,6 +71,33 @@ async fn observe(State(state): State<SharedState>, request: Request, next: Next)
     response
 }
 
+/// Every label [`route_label`] gives (tests check each route against this list).
+pub const ROUTE_LABELS: &[&str] = &[
+    "xorb_upload",
+    "xorb_grant",
+    "telemetry",
+    "reconstruction",
+    "reconstruction_v2",
+    "dedup_query",
+    "xorb_data",
+    "shard_upload",
+    "shard_upload_v2",
+    "health",
+    "metrics",
+    "status",
+    "lfs_batch",
+    "lfs_verify",
+    "lfs_xet_token",
+    "lfs_locks",
+    "lfs_upload",
+    "lfs_download",
+    "git_info_refs",
+    "git_upload_pack",
+    "git_receive_pack",
+    "hook_check",
+    "other",
+];
+
 /// A fixed label per route, so that metrics have bounded cardinality.
 pub fn route_label(method: &Method, path: &str) -> &'static str {
     let cas = path.strip_prefix("/api").unwrap_or(path);

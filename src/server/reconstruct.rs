@@ -104,10 +104,11 @@ pub fn plan(
 }
 
 /// The reconstruction API's answer for a plan. Chunk ranges of the same xorb that overlap
-/// or touch share one fetch entry, so a client makes one request for them.
+/// or touch share one fetch entry, so a client makes one request for them. Each entry gets
+/// its own URL from `url_for(xorb, bytes)`: a URL grants its entry's bytes only.
 pub fn to_reconstruction(
     plan: &Plan,
-    mut url_for: impl FnMut(&MerkleHash) -> String,
+    mut url_for: impl FnMut(&MerkleHash, HttpRange) -> String,
 ) -> Reconstruction {
     // Per xorb: its layout and the chunk ranges the terms use.
     type Ranges = (Arc<XorbMeta>, Vec<(u32, u32)>);
@@ -138,18 +139,18 @@ pub fn to_reconstruction(
                 _ => merged.push((s, e)),
             }
         }
-        let url = url_for(&hash);
         let infos = merged
             .into_iter()
             .map(|(s, e)| {
                 let bytes = xorb.footer.records_range(s as usize, e as usize);
+                let url_range = HttpRange {
+                    start: bytes.start as u64,
+                    end: bytes.end as u64 - 1,
+                };
                 FetchInfo {
                     range: ChunkRange::new(s, e),
-                    url: url.clone(),
-                    url_range: HttpRange {
-                        start: bytes.start as u64,
-                        end: bytes.end as u64 - 1,
-                    },
+                    url: url_for(&hash, url_range),
+                    url_range,
                 }
             })
             .collect();
@@ -224,7 +225,7 @@ mod tests {
             .map(|t| (t.start, t.end, t.unpacked))
             .collect();
         assert_eq!(got, vec![(0, 3, 60), (2, 4, 70)]);
-        let r = to_reconstruction(&p, |_| "u".into());
+        let r = to_reconstruction(&p, |_, _| "u".into());
         let infos = &r.fetch_info[&metas.values().next().unwrap().hash()];
         assert_eq!(infos.len(), 1, "overlapping ranges merge");
         assert_eq!((infos[0].range.start, infos[0].range.end), (0, 4));
@@ -260,7 +261,7 @@ mod tests {
             .map(|t| (t.start, t.end, t.unpacked))
             .collect();
         assert_eq!((p.offset_into_first_range, got), (39, vec![(3, 4, 40)]));
-        let r = to_reconstruction(&p, |_| "u".into());
+        let r = to_reconstruction(&p, |_, _| "u".into());
         let info = &r.fetch_info.values().next().unwrap()[0];
         assert_eq!((info.url_range.start, info.url_range.end), (84, 131));
     }

@@ -113,25 +113,35 @@ impl AppState {
         self.not_revoked(access)
     }
 
+    /// Authorizes a request on the token's own repository with a user's token (the status
+    /// page): like [`AppState::authorize_repo`] without a named repository.
+    pub fn authorize_user(&self, headers: &HeaderMap, need: Scope) -> ServerResult<Access> {
+        let accepts = Accepts::UserTokens;
+        let access = auth::authorize(&self.keys, headers, None, need, false, accepts)?;
+        self.not_revoked(access)
+    }
+
     /// Refuses a credential whose token (or, for a transfer token, whose parent) was revoked.
     /// A cache hit most of the time; otherwise one primary-key read of the index, small
     /// enough to run on the async worker. 403, not 401: git-lfs 3.3 answers a 401 by asking
     /// its credential helper again, and a helper that keeps the revoked token made it retry
     /// thousands of times a second; a 403 stops git and git-lfs at once.
     fn not_revoked(&self, access: Access) -> ServerResult<Access> {
-        let Some(holder) = &access.holder else {
-            return Ok(access);
-        };
-        if self
-            .revocations
-            .is_revoked(self.index.as_ref(), &holder.id)?
-        {
-            return Err(ServerError::Forbidden(format!(
-                "access token {} was revoked; ask the server's admin for a new one (`git xet server token create`)",
-                holder.id
-            )));
+        if let Some(holder) = &access.holder {
+            self.not_revoked_id(&holder.id)?;
         }
         Ok(access)
+    }
+
+    /// Refuses what was handed out to the token `id` (a fetch URL, a transfer token) once
+    /// that token is revoked.
+    pub fn not_revoked_id(&self, id: &str) -> ServerResult<()> {
+        if self.revocations.is_revoked(self.index.as_ref(), id)? {
+            return Err(ServerError::Forbidden(format!(
+                "access token {id} was revoked; ask the server's admin for a new one (`git xet server token create`)"
+            )));
+        }
+        Ok(())
     }
 
     /// Waits for one of the upload slots that bound memory.

@@ -111,8 +111,18 @@ fn ssh_on_a_postgres_index_hands_out_tokens_every_server_accepts() {
         let out = user_add(&sshd, &server, name, &all);
         assert!(out.status.success(), "user add {name}: {}", stderr(&out));
     }
-    // A key installed without the deployment's index cannot sign: it says what is missing.
+    // `user add` records the key's token in the index, so it needs to find it.
     let out = user_add(&sshd, &server, "bob", &["--repo", "org/m:write"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--index"), "{}", stderr(&out));
+    // A key installed without the deployment's index in its line (the admin's environment
+    // named it) cannot sign: the shell says what is missing.
+    let out = sshd
+        .user_add(&server, "bob")
+        .args(["--repo", "org/m:write"])
+        .env("GIT_XET_SERVER_INDEX", &db.url)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "user add bob: {}", stderr(&out));
     let keys = std::fs::read_to_string(sshd.authorized_keys()).unwrap();
     assert!(keys.contains(&format!("--index {}", db.url)), "{keys}");
@@ -199,7 +209,13 @@ fn a_password_goes_to_the_shell_through_sshd_not_authorized_keys() {
         "nothing written"
     );
 
-    let out = user_add(&sshd, &server, "alice", &["--repo", "org/m:read"]);
+    // The admin's environment names the index (to record the key's token); the line does not.
+    let out = sshd
+        .user_add(&server, "alice")
+        .args(["--repo", "org/m:read"])
+        .env("GIT_XET_SERVER_INDEX", &secret_url)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "user add: {}", stderr(&out));
     assert!(!std::fs::read_to_string(sshd.authorized_keys())
         .unwrap()

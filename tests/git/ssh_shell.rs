@@ -50,7 +50,7 @@ impl Site {
     }
 
     /// Runs `command` as the ssh client's command, logged in with `user`'s key.
-    fn ssh(&self, user: &str, command: Option<&str>) -> Output {
+    pub(crate) fn ssh(&self, user: &str, command: Option<&str>) -> Output {
         let ssh = self.sshd.ssh_command_as(user);
         let mut words = ssh.split_whitespace();
         let mut cmd = Command::new(words.next().unwrap());
@@ -344,6 +344,19 @@ fn user_add_prints_a_line_sshd_accepts_and_refuses_bad_keys() {
     let data = dir.path().join("data");
     let key =
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO64O9Iq6vaFV1fGGgFEgWul2qiXXeZcr3hGWJjfmnb0 dana@x";
+    // The key's token is recorded in the deployment's index: a data directory without a
+    // secret (a mistyped path) is refused.
+    let out = git_xet()
+        .args([
+            "server", "user", "add", "dana", "--key", key, "--repo", "org/m",
+        ])
+        .arg("--data")
+        .arg(&data)
+        .output()
+        .unwrap();
+    failed_saying(out, "user add without a secret", "has no server secret");
+    std::fs::create_dir_all(&data).unwrap();
+    git_xet::server::keys::Keys::load_or_create(&data).unwrap();
     let out = git_xet()
         .args([
             "server", "user", "add", "dana", "--key", key, "--repo", "org/m", "--scope", "write",
@@ -355,6 +368,7 @@ fn user_add_prints_a_line_sshd_accepts_and_refuses_bad_keys() {
     let line = String::from_utf8(env::ok(out, "user add").stdout).unwrap();
     assert!(line.starts_with("command=\""), "{line}");
     assert!(line.contains(" shell --user dana --data "), "{line}");
+    assert!(line.contains(" --token-id "), "{line}");
     assert!(line.contains("--repo org/m:write\",no-port-forwarding,no-X11-forwarding,no-agent-forwarding,no-pty ssh-ed25519 "), "{line}");
     assert!(line.ends_with(" dana@x\n"), "{line}");
     if sshd::available() {

@@ -60,6 +60,15 @@ async fn hf_xet_uploads_and_both_clients_read_back_bit_exact() {
         !metrics.contains("route=\"shard_upload\""),
         "hf-xet fell back to v1 shard uploads: {metrics}"
     );
+    // Both clients fetched through range-bound URLs, each request inside its signed range.
+    assert!(
+        metrics.contains("route=\"xorb_data\",status=\"206\""),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("route=\"xorb_data\",status=\"403\""),
+        "a client asked a fetch URL for bytes outside its range: {metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

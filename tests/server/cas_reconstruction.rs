@@ -126,14 +126,30 @@ fn fetch_urls_are_signed_range_capable_and_tamper_proof() {
     let info = &rec.fetch_info[&up.xorbs[0].hash][0];
     let url = &info.url;
     let http = client();
+    let total = up.xorbs[0].bytes.len();
+    let records_end = *up.xorbs[0].footer.chunk_ends.last().unwrap() as u64;
+    assert_eq!(
+        info.url_range.end,
+        records_end - 1,
+        "the chunk records, not the footer"
+    );
 
-    let full = http.get(url).send().unwrap();
-    assert_eq!(full.status(), 200);
-    assert_eq!(full.bytes().unwrap(), up.xorbs[0].bytes);
+    // The URL grants the chunk records the file uses: asked with exactly that Range, or a
+    // part of it; a request without one is refused.
+    let all = http
+        .get(url)
+        .header("Range", info.url_range.header_value())
+        .send()
+        .unwrap();
+    assert_eq!(all.status(), 206);
+    assert_eq!(
+        all.bytes().unwrap(),
+        up.xorbs[0].bytes[..=info.url_range.end as usize]
+    );
+    assert_eq!(http.get(url).send().unwrap().status(), 403);
 
     let part = http.get(url).header("Range", "bytes=10-19").send().unwrap();
     assert_eq!(part.status(), 206);
-    let total = up.xorbs[0].bytes.len();
     assert_eq!(
         part.headers()["content-range"],
         format!("bytes 10-19/{total}").as_str()
@@ -159,22 +175,25 @@ fn fetch_urls_are_signed_range_capable_and_tamper_proof() {
         .unwrap()
         .parse()
         .unwrap();
+    let signed = query.rsplit_once("&expires=").unwrap().0;
     let mut bad_sig = sig.to_string().into_bytes();
     bad_sig[0] = if bad_sig[0] == b'A' { b'B' } else { b'A' };
     let bad_sig = String::from_utf8(bad_sig).unwrap();
     let tampered = [
-        format!("{base}?expires={expires}&sig={bad_sig}"),
-        format!("{base}?expires={}&sig={sig}", expires + 3600),
-        format!("{base}?expires={expires}"),
+        format!("{base}?{signed}&expires={expires}&sig={bad_sig}"),
+        format!("{base}?{signed}&expires={}&sig={sig}", expires + 3600),
+        format!("{base}?{signed}&expires={expires}"),
+        format!("{base}?expires={expires}&sig={sig}"),
         base.to_string(),
         format!(
-            "{}/v1/xorb-data/{}?expires={expires}&sig={sig}",
+            "{}/v1/xorb-data/{}?{signed}&expires={expires}&sig={sig}",
             server.url,
             "2".repeat(64)
         ),
     ];
     for t in tampered {
-        assert_eq!(http.get(&t).send().unwrap().status(), 403, "{t}");
+        let r = http.get(&t).header("Range", "bytes=0-9").send().unwrap();
+        assert_eq!(r.status(), 403, "{t}");
     }
 }
 
@@ -185,9 +204,14 @@ fn fetch_urls_expire() {
     let up = Upload::random(100_000, 24, 1000);
     cas.upload(&up);
     let rec = cas.reconstruction(&up.file_hash, None);
-    let url = &rec.fetch_info[&up.xorbs[0].hash][0].url;
+    let info = &rec.fetch_info[&up.xorbs[0].hash][0];
     std::thread::sleep(std::time::Duration::from_millis(2100));
-    let (status, v) = json(client().get(url).send().unwrap());
+    let r = client()
+        .get(&info.url)
+        .header("Range", info.url_range.header_value())
+        .send()
+        .unwrap();
+    let (status, v) = json(r);
     assert_eq!(status, 403);
     assert!(reason(&v).contains("expired"), "{v}");
 }
@@ -242,6 +266,17 @@ fn signed_url_for_a_missing_xorb_is_not_found() {
         .unwrap()
         .as_secs()
         + 60;
-    let url = git_xet::server::signing::fetch_url(&keys, &server.url, &xorb, expires);
-    assert_eq!(client().get(&url).send().unwrap().status(), 404);
+    let grant = git_xet::server::signing::Grant {
+        xorb,
+        bytes: git_xet::xet::reconstruction::HttpRange { start: 0, end: 9 },
+        token_id: String::new(),
+        expires,
+    };
+    let url = git_xet::server::signing::fetch_url(&keys, &server.url, &grant);
+    let r = client()
+        .get(&url)
+        .header("Range", "bytes=0-9")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 404);
 }

@@ -269,6 +269,38 @@ fn presigned_fetch_urls_download_straight_from_garage() {
     assert!(
         cas.download(&upload.file_hash, Some((1000, 2_500_000))) == upload.data[1000..=2_500_000]
     );
+    // The Range is a signed header: Garage itself refuses the URL without it or with any
+    // other range (a xorb holds other repositories' chunks too).
+    let part = cas.reconstruction(&upload.file_hash, Some((1000, 2000)));
+    let fetch = part.fetch_info.values().flatten().next().unwrap();
+    let granted = fetch.url_range;
+    let get = |range: Option<String>| {
+        let mut req = cas.http.get(&fetch.url);
+        if let Some(r) = range {
+            req = req.header("Range", r);
+        }
+        let r = req.send().unwrap();
+        (r.status().as_u16(), r.bytes().unwrap())
+    };
+    let (status, body) = get(Some(granted.header_value()));
+    assert_eq!(status, 206);
+    assert_eq!(body.len() as u64, granted.len());
+    let (s, e) = (granted.start, granted.end);
+    for other in [
+        None,
+        Some(format!("bytes={s}-{}", e + 1)),
+        Some(format!("bytes={}-{}", e + 1, e + 1000)),
+        Some(format!("bytes=0-{e}")).filter(|_| s > 0),
+        Some(format!("bytes={s}-")),
+    ] {
+        // Garage answers a missing signed header with 400, a different one with 403.
+        let (status, body) = get(other.clone());
+        assert!(
+            status == 400 || status == 403,
+            "Garage answered {status} to {other:?} of a URL signed for {s}-{e}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(300)])
+        );
+    }
     assert_eq!(server.metric("git_xet_xorb_bytes_served_total"), 0.0);
 }
 

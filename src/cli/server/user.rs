@@ -1,5 +1,7 @@
 //! `git xet server user add`: the authorized_keys line giving a user's ssh key git and LFS
-//! access through `git xet shell`.
+//! access through `git xet shell`. The key gets a token record of its own in the index (user,
+//! grants, never an expiry) whose id the line passes to the shell: every token the shell
+//! mints for the key carries it, so `git xet server token revoke ID` stops them all.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -87,6 +89,7 @@ fn add(args: UserAddArgs) -> anyhow::Result<ExitCode> {
             .and_then(|exe| exe.canonicalize())
             .context("finding this program's path; pass --program")?,
     };
+    let token_id = record_key_token(&data, index.as_ref(), &args.name, &grants)?;
     let line = authorized_keys::line(
         &ShellCommand {
             program: &program,
@@ -96,6 +99,7 @@ fn add(args: UserAddArgs) -> anyhow::Result<ExitCode> {
             public_url: args.url.as_deref(),
             no_lfs_transfer: args.no_lfs_transfer,
             index: index.as_ref(),
+            token_id: Some(&token_id),
         },
         &key,
     )?;
@@ -103,9 +107,60 @@ fn add(args: UserAddArgs) -> anyhow::Result<ExitCode> {
         Some(path) => {
             authorized_keys::append(&path, &line)
                 .with_context(|| format!("appending to {}", path.display()))?;
-            eprintln!("added {}'s key to {}", args.name, path.display());
+            eprintln!(
+                "added {}'s key to {} (token id {token_id}: `git xet server token revoke {token_id}` stops its LFS tokens)",
+                args.name,
+                path.display()
+            );
         }
         None => println!("{line}"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Expiry recorded for a key's token: keys do not expire (the tokens minted for them do).
+const KEY_NEVER_EXPIRES: u64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+
+/// Records the key's token in the deployment's index (`--index`, else GIT_XET_SERVER_INDEX,
+/// which is read here but never written into the line, else the data directory's SQLite)
+/// and returns its id.
+fn record_key_token(
+    data: &std::path::Path,
+    index: Option<&IndexLocation>,
+    user: &str,
+    grants: &[Grant],
+) -> anyhow::Result<String> {
+    use crate::server::auth::{new_token_id, now_secs};
+    use crate::server::deployment::{open_index, DeploymentConfig};
+    use crate::server::index::TokenRecord;
+    let mut config = DeploymentConfig::embedded(data);
+    let from_env = std::env::var("GIT_XET_SERVER_INDEX").ok();
+    match (index, from_env) {
+        (Some(index), _) => config.index = index.clone(),
+        (None, Some(url)) => config.index = IndexLocation::parse(&url)?,
+        (None, None) => {}
+    }
+    let index = open_index(&config).context(
+        "opening the deployment's index to record the key's token (pass the servers' --data, \
+         and their --index or GIT_XET_SERVER_INDEX when it is PostgreSQL)",
+    )?;
+    let id = new_token_id();
+    let scope = grants
+        .iter()
+        .map(Grant::scope_granted)
+        .max()
+        .unwrap_or(Scope::Read);
+    let specs: Vec<String> = grants.iter().map(Grant::spec).collect();
+    index
+        .record_token(&TokenRecord {
+            id: id.clone(),
+            user: user.to_string(),
+            repo: format!("ssh:{}", specs.join(",")),
+            scope: scope.as_str().to_string(),
+            created: now_secs(),
+            expires: KEY_NEVER_EXPIRES,
+            revoked: false,
+        })
+        .context("recording the key's token in the index")?;
+    Ok(id)
 }

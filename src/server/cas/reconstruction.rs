@@ -10,14 +10,11 @@ use crate::server::auth::{now_secs, Scope};
 use crate::server::body::parse_range;
 use crate::server::cas::parse_hash;
 use crate::server::error::{ServerError, ServerResult};
-use std::collections::HashMap;
-
-use crate::server::reconstruct::{load_metas, plan, to_reconstruction, Plan};
-use crate::server::signing::fetch_url;
+use crate::server::reconstruct::{load_metas, plan, to_reconstruction};
+use crate::server::signing::{fetch_url, Grant};
 use crate::server::state::{blocking, SharedState};
 use crate::server::storage::ObjectKey;
 use crate::xet::reconstruction::{Reconstruction, ReconstructionV2};
-use crate::xet::MerkleHash;
 
 pub async fn get(
     State(state): State<SharedState>,
@@ -71,35 +68,44 @@ async fn answer(
     } else {
         plan(&file, &metas, range)?
     };
-    let presigned = presign(state, &plan).await?;
+    // Each URL grants its entry's bytes to this token, never past the token's own expiry.
     let base = state.base_url(headers);
-    let expires = now_secs() + state.config.fetch_url_ttl.as_secs();
-    Ok(to_reconstruction(&plan, |xorb| match presigned.get(xorb) {
-        Some(url) => url.clone(),
-        None => fetch_url(&state.keys, &base, xorb, expires),
-    }))
+    let now = now_secs();
+    let ttl = state.config.fetch_url_ttl.as_secs();
+    let expires = access.exp.map_or(now + ttl, |exp| exp.min(now + ttl));
+    let token_id = access.holder.map(|h| h.id).unwrap_or_default();
+    let mut answer = to_reconstruction(&plan, |xorb, bytes| {
+        let grant = Grant {
+            xorb: *xorb,
+            bytes,
+            token_id: token_id.clone(),
+            expires,
+        };
+        fetch_url(&state.keys, &base, &grant)
+    });
+    if state.config.presign {
+        presign(state, &mut answer, expires.saturating_sub(now)).await?;
+    }
+    Ok(answer)
 }
 
-/// With `--presign`, URLs that fetch the plan's xorbs straight from the object store; empty
-/// otherwise (and for a store without such URLs), so fetches come back to this server.
-async fn presign(state: &SharedState, plan: &Plan) -> ServerResult<HashMap<MerkleHash, String>> {
-    let mut urls = HashMap::new();
-    if !state.config.presign {
-        return Ok(urls);
-    }
-    for term in &plan.terms {
-        let hash = term.xorb.hash();
-        if urls.contains_key(&hash) {
-            continue;
+/// With `--presign`, replaces the URLs by ones that fetch each entry's bytes straight from
+/// the object store (signed for that `Range` only); keeps this server's URLs for a store
+/// without such URLs. A store cannot see revocations: these URLs live out their TTL.
+async fn presign(state: &SharedState, answer: &mut Reconstruction, ttl: u64) -> ServerResult<()> {
+    let ttl = std::time::Duration::from_secs(ttl.max(1));
+    for (hash, infos) in answer.fetch_info.iter_mut() {
+        for info in infos {
+            let range = info.url_range.start..info.url_range.end + 1;
+            let url = state
+                .store
+                .presign_get(ObjectKey::xorb(*hash), range, ttl)
+                .await?;
+            match url {
+                Some(url) => info.url = url,
+                None => return Ok(()),
+            }
         }
-        let url = state
-            .store
-            .presign_get(ObjectKey::xorb(hash), state.config.fetch_url_ttl)
-            .await?;
-        match url {
-            Some(url) => urls.insert(hash, url),
-            None => break,
-        };
     }
-    Ok(urls)
+    Ok(())
 }

@@ -1,5 +1,7 @@
-//! `GET /v1/xorb-data/{hash}?expires=..&sig=..`: the bytes of a stored xorb, for the signed
-//! URLs reconstructions hand out. Honours a single HTTP `Range` with 206 and streams.
+//! `GET /v1/xorb-data/{hash}?bytes=..&tid=..&expires=..&sig=..`: bytes of a stored xorb, for
+//! the signed URLs reconstructions hand out. Serves only inside the URL's signed byte range
+//! (a single HTTP `Range` within it, answered 206 and streamed), and only while the token it
+//! was handed out to is not revoked: a xorb holds other repositories' chunks too.
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -23,15 +25,34 @@ pub async fn get(
     headers: HeaderMap,
 ) -> ServerResult<Response> {
     let hash = parse_hash(&hash, "xorb hash")?;
-    signing::verify(&state.keys, &hash, &query, now_secs())?;
+    let grant = signing::verify(&state.keys, &hash, &query, now_secs())?;
+    if !grant.token_id.is_empty() {
+        state.not_revoked_id(&grant.token_id)?;
+    }
     let key = ObjectKey::xorb(hash);
     let len = state
         .store
         .len(key)
         .await?
         .ok_or_else(|| ServerError::not_found(format!("xorb {hash} is not stored")))?;
-    let requested = parse_range(&headers, len)?;
-    let range = requested.clone().unwrap_or(0..len);
+    let (from, to) = (grant.bytes.start, grant.bytes.end);
+    let outside = |what: &str| {
+        ServerError::Forbidden(format!(
+            "this xorb data URL grants bytes {from}-{to} of xorb {hash} only, and {what}: \
+             send a Range header inside bytes={from}-{to}, as the reconstruction's url_range says"
+        ))
+    };
+    let range = match parse_range(&headers, len)? {
+        None => return Err(outside("the request has no (single) byte Range")),
+        Some(r) if r.start < from || r.end > to + 1 => {
+            return Err(outside(&format!(
+                "bytes {}-{} were asked",
+                r.start,
+                r.end.saturating_sub(1)
+            )))
+        }
+        Some(r) => r,
+    };
     let stream = state.store.stream_range(key, range.clone()).await?;
     let counter = state.clone();
     let stream =
@@ -47,17 +68,15 @@ pub async fn get(
         header::CONTENT_LENGTH,
         HeaderValue::from(range.end - range.start),
     );
-    if requested.is_some() {
-        let value = format!(
-            "bytes {}-{}/{len}",
-            range.start,
-            range.end.saturating_sub(1)
-        );
-        h.insert(
-            header::CONTENT_RANGE,
-            HeaderValue::from_str(&value).expect("ascii"),
-        );
-        *response.status_mut() = StatusCode::PARTIAL_CONTENT;
-    }
+    let value = format!(
+        "bytes {}-{}/{len}",
+        range.start,
+        range.end.saturating_sub(1)
+    );
+    h.insert(
+        header::CONTENT_RANGE,
+        HeaderValue::from_str(&value).expect("ascii"),
+    );
+    *response.status_mut() = StatusCode::PARTIAL_CONTENT;
     Ok(response)
 }

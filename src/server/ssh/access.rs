@@ -71,6 +71,11 @@ impl Grant {
     }
 
     /// The form `parse` reads back.
+    /// The scope this grant gives.
+    pub fn scope_granted(&self) -> Scope {
+        self.scope
+    }
+
     pub fn spec(&self) -> String {
         let name = match &self.target {
             Target::Repo(r) => r.to_string(),

@@ -93,6 +93,8 @@ pub struct ShellCommand<'a> {
     pub no_lfs_transfer: bool,
     /// `--index`: the deployment's index, when the signing secret lives there.
     pub index: Option<&'a IndexLocation>,
+    /// `--token-id`: the id of the key's token record, carried by every token minted for it.
+    pub token_id: Option<&'a str>,
 }
 
 /// Why an index URL with a password is refused, and what to do instead.
@@ -166,6 +168,10 @@ pub fn line(command: &ShellCommand<'_>, key: &PublicKey) -> Result<String, Shell
     }
     if command.no_lfs_transfer {
         words.push("--no-lfs-transfer".into());
+    }
+    if let Some(id) = command.token_id {
+        words.push("--token-id".into());
+        words.push(word(id, "the token id")?);
     }
     for grant in command.grants {
         words.push("--repo".into());
@@ -246,11 +252,12 @@ mod tests {
             public_url: Some("https://xet.example"),
             no_lfs_transfer: false,
             index: None,
+            token_id: Some("0123456789abcdef"),
         };
         assert_eq!(
             line(&cmd, &key).unwrap(),
             "command=\"/usr/bin/git-xet shell --user alice --data '/srv/xet data' --url https://xet.example \
-             --repo org/m:write --repo 'team/*:read'\",no-port-forwarding,no-X11-forwarding,\
+             --token-id 0123456789abcdef --repo org/m:write --repo 'team/*:read'\",no-port-forwarding,no-X11-forwarding,\
              no-agent-forwarding,no-pty ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO64O9Iq6vaFV1fGGgFEgWul2qiXXeZcr3hGWJjfmnb0 alice@laptop"
         );
         let quoted = ShellCommand {
@@ -278,6 +285,7 @@ mod tests {
             public_url: None,
             no_lfs_transfer: false,
             index: Some(&pg),
+            token_id: None,
         };
         assert!(line(&cmd, &key).unwrap().starts_with(
             "command=\"/usr/bin/git-xet shell --user alice --data /srv/xet \

@@ -94,14 +94,19 @@ pub struct Settings {
     /// The deployment's index when it is not the data directory's SQLite (the signing
     /// secret then lives there).
     pub index: Option<crate::server::deployment::IndexLocation>,
+    /// The key's recorded token id (`--token-id`), which the tokens minted here carry.
+    pub token_id: Option<String>,
 }
 
 impl Settings {
-    /// Who the tokens this session mints are for: the key's user, with a fresh id (an ssh
-    /// session has no token of its own to inherit one from).
+    /// Who the tokens this session mints are for: the key's user, with the key's recorded
+    /// token id (revoking it stops them), or a fresh id for a line without one.
     pub fn holder(&self) -> crate::server::auth::Holder {
         crate::server::auth::Holder {
-            id: crate::server::auth::new_token_id(),
+            id: self
+                .token_id
+                .clone()
+                .unwrap_or_else(crate::server::auth::new_token_id),
             user: self.rules.user.clone(),
         }
     }

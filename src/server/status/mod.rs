@@ -11,7 +11,7 @@ pub mod scan;
 use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 
-use crate::server::auth::{self, Accepts, Scope};
+use crate::server::auth::{self, Scope};
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::stats::Usage;
 use crate::server::index::{Lock, LockQuery};
@@ -56,19 +56,17 @@ pub fn wants_page(method: &Method, headers: &HeaderMap) -> bool {
 
 /// `GET /`.
 pub async fn overview(state: SharedState, headers: HeaderMap) -> Response {
-    // Every repository is readable anonymously, or the token's one only.
+    // Every repository is readable anonymously, or the token's one only. A token sent
+    // anyway is still checked (a revoked one is refused everywhere).
     let repos = if state.config.anonymous_read {
+        if auth::credential(&headers).is_some() {
+            if let Err(e) = state.authorize_user(&headers, Scope::Read) {
+                return e.into_response();
+            }
+        }
         None
     } else {
-        let access = auth::authorize(
-            &state.keys,
-            &headers,
-            None,
-            Scope::Read,
-            false,
-            Accepts::UserTokens,
-        );
-        match access {
+        match state.authorize_user(&headers, Scope::Read) {
             Ok(access) => Some(vec![access.repo]),
             Err(e) => return e.into_response(),
         }

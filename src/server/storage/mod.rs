@@ -5,6 +5,7 @@
 mod fs;
 mod s3;
 mod s3_probe;
+mod sigv4;
 
 use std::future::Future;
 use std::ops::Range;
@@ -171,11 +172,13 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// Deletes the object; `Ok(false)` when it was already absent.
     fn delete(&self, key: ObjectKey) -> BoxFuture<'_, std::io::Result<bool>>;
 
-    /// A URL that lets anyone holding it GET the object (with a `Range`) straight from the
+    /// A URL that lets anyone holding it GET bytes `range` of the object straight from the
     /// store for `expires_in`, or `None` when the store has no such URLs (a local directory).
+    /// The store refuses the URL with any other `Range` (or none): the range is signed.
     fn presign_get(
         &self,
         _key: ObjectKey,
+        _range: Range<u64>,
         _expires_in: std::time::Duration,
     ) -> BoxFuture<'_, std::io::Result<Option<String>>> {
         Box::pin(async { Ok(None) })

@@ -411,18 +411,55 @@ impl ObjectStore for S3Store {
         })
     }
 
+    /// The `Range` is a signed header ([`super::sigv4`]), so the store refuses any other.
     fn presign_get(
         &self,
         key: ObjectKey,
+        range: Range<u64>,
         expires_in: Duration,
     ) -> BoxFuture<'_, std::io::Result<Option<String>>> {
         Box::pin(async move {
+            if range.is_empty() {
+                return Err(outside(&range, 0));
+            }
+            // object_store knows the URL's form (path or virtual-hosted style, endpoint); its
+            // own signature covers `host` only and is replaced.
             let url = self
                 .s3
                 .signed_url(reqwest::Method::GET, &self.path(&key), expires_in)
                 .await
                 .map_err(to_io)?;
-            Ok(Some(url.to_string()))
+            let mut url = url.to_string();
+            if let Some(q) = url.find('?') {
+                url.truncate(q);
+            }
+            let credential = self
+                .s3
+                .credentials()
+                .get_credential()
+                .await
+                .map_err(to_io)?;
+            let region = self
+                .builder
+                .get_config_value(&object_store::aws::AmazonS3ConfigKey::Region)
+                .unwrap_or_else(|| "us-east-1".into());
+            let creds = super::sigv4::Credentials {
+                key_id: &credential.key_id,
+                secret_key: &credential.secret_key,
+                token: credential.token.as_deref(),
+                region: &region,
+            };
+            let value = format!("bytes={}-{}", range.start, range.end - 1);
+            let now = crate::server::auth::now_secs();
+            super::sigv4::presign_get(
+                &creds,
+                &url,
+                &[("range", &value)],
+                now,
+                expires_in.as_secs(),
+            )
+            .map(Some)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
         })
     }
 }
