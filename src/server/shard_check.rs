@@ -7,13 +7,14 @@
 //! the file hash is recomputed from those chunks, sha256 metadata is present, and every
 //! CAS block describes its xorb exactly.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::{FileRecord, Index, ShardRegistration, XorbMeta};
 use crate::server::repo_name::RepoName;
-use crate::xet::hash::{file_hash, merkle_as_sha256, verification_hash};
+use crate::xet::hash::{file_hash_from_root, merkle_as_sha256, verification_hash};
+use crate::xet::merkle::MerkleBuilder;
 use crate::xet::shard::{parse_shard, FileInfo, FooterOptions, Shard, XorbBlock};
 use crate::xet::MerkleHash;
 
@@ -27,10 +28,22 @@ fn bad(msg: String) -> ServerError {
     ServerError::BadRequest(format!("invalid shard: {msg}"))
 }
 
-/// Layouts of referenced xorbs, loaded once each.
+/// Chunks the files of one shard may reference in all, counting repeats: validation hashes
+/// each (about 0.2 µs), whatever the shard's size. A file of 256 GiB at the average chunk
+/// size has 4 Mi; a 2 MB shard repeating a xorb of 8192 chunks could claim 160 Mi.
+pub const MAX_SHARD_CHUNK_REFS: u64 = 1 << 23;
+/// Per file, the chunks of its distinct xorbs: planning the file's whole reconstruction holds
+/// their layouts (about 40 bytes a chunk), so this bounds its memory (about 170 MB).
+pub const MAX_FILE_LAYOUT_CHUNKS: u64 = 1 << 22;
+/// Terms of one file: a reconstruction answer lists each (a few hundred bytes of JSON).
+pub const MAX_FILE_TERMS: usize = 1 << 16;
+
+/// Layouts of referenced xorbs, asked of the index each time: its cache is bounded, a map
+/// here would hold every distinct xorb a shard names at once.
 struct Xorbs<'a> {
     index: &'a dyn Index,
-    loaded: HashMap<MerkleHash, Arc<XorbMeta>>,
+    /// Chunk references counted so far, against [`MAX_SHARD_CHUNK_REFS`].
+    chunk_refs: u64,
 }
 
 impl Xorbs<'_> {
@@ -39,14 +52,20 @@ impl Xorbs<'_> {
         hash: &MerkleHash,
         used_by: &dyn Fn() -> String,
     ) -> ServerResult<Arc<XorbMeta>> {
-        if let Some(meta) = self.loaded.get(hash) {
-            return Ok(meta.clone());
-        }
-        let meta = self.index.xorb(hash)?.ok_or_else(|| {
+        self.index.xorb(hash)?.ok_or_else(|| {
             bad(format!("{} references xorb {hash}, which is not stored on this server; upload the xorb before the shard", used_by()))
-        })?;
-        self.loaded.insert(*hash, meta.clone());
-        Ok(meta)
+        })
+    }
+
+    /// Counts `n` more chunk references; refuses the shard past the limit.
+    fn count_refs(&mut self, n: u64, f: &MerkleHash) -> ServerResult<()> {
+        self.chunk_refs += n;
+        if self.chunk_refs > MAX_SHARD_CHUNK_REFS {
+            return Err(ServerError::PayloadTooLarge(format!(
+                "invalid shard: its files reference more than {MAX_SHARD_CHUNK_REFS} chunks (file {f} and those before it); split the files over several shards"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -86,7 +105,7 @@ pub fn validate_shard(
 ) -> ServerResult<ValidatedShard> {
     let mut xorbs = Xorbs {
         index,
-        loaded: HashMap::new(),
+        chunk_refs: 0,
     };
     for block in &shard.xorbs {
         check_xorb_block(&mut xorbs, block)?;
@@ -167,7 +186,19 @@ fn check_file(
         None if file.terms.is_empty() => &[],
         None => return Err(bad(format!("file {f} has no verification entries"))),
     };
-    let mut chunks: Vec<(MerkleHash, u64)> = Vec::new();
+    if file.terms.len() > MAX_FILE_TERMS {
+        return Err(ServerError::PayloadTooLarge(format!(
+            "invalid shard: file {f} has {} terms, more than the {MAX_FILE_TERMS} a reconstruction may list",
+            file.terms.len()
+        )));
+    }
+    if verification.len() != file.terms.len() {
+        return Err(bad(format!("file {f} has {} verification entries for {} terms", verification.len(), file.terms.len())));
+    }
+    // The file hash streams: memory stays a few kilobytes however many chunks it covers.
+    let mut merkle = MerkleBuilder::new();
+    let mut distinct = HashSet::new();
+    let mut layout_chunks = 0u64;
     let mut size = 0u64;
     let mut first_chunk = None;
     for (i, term) in file.terms.iter().enumerate() {
@@ -180,6 +211,15 @@ fn check_file(
                 term.xorb_hash,
                 meta.num_chunks()
             )));
+        }
+        xorbs.count_refs(u64::from(term.chunk_end - term.chunk_start), &f)?;
+        if distinct.insert(term.xorb_hash) {
+            layout_chunks += meta.num_chunks() as u64;
+            if layout_chunks > MAX_FILE_LAYOUT_CHUNKS {
+                return Err(ServerError::PayloadTooLarge(format!(
+                    "invalid shard: file {f} uses xorbs of more than {MAX_FILE_LAYOUT_CHUNKS} chunks in all, too many to plan its reconstruction"
+                )));
+            }
         }
         let unpacked: u64 = meta
             .chunks(term.chunk_start, term.chunk_end)
@@ -203,10 +243,12 @@ fn check_file(
         if first_chunk.is_none() {
             first_chunk = Some(range_hashes[0]);
         }
-        chunks.extend(meta.chunks(term.chunk_start, term.chunk_end));
+        for (hash, len) in meta.chunks(term.chunk_start, term.chunk_end) {
+            merkle.push(hash, len);
+        }
         size += unpacked;
     }
-    let computed = file_hash(chunks.iter().copied());
+    let computed = file_hash_from_root(merkle.len(), merkle.finish());
     if computed != f {
         return Err(bad(format!(
             "file hash {f} does not match its chunks, which hash to {computed}"

@@ -7,11 +7,14 @@ use axum::http::HeaderMap;
 use axum::Json;
 
 use crate::server::auth::Scope;
-use crate::server::body::read_limited;
-use crate::server::error::ServerResult;
+use std::io::Write;
+
+use crate::server::body::read_blocking_then_slot;
+use crate::server::error::{ServerError, ServerResult};
 use crate::server::repo_name::RepoName;
 use crate::server::shard_check::{validate_upload, ValidatedShard};
 use crate::server::state::{blocking, SharedState};
+use crate::server::storage::map_range;
 
 /// Largest shard accepted (the same bound as a xorb: memory per request stays bounded).
 const MAX_SHARD_SIZE: usize = 64 * 1024 * 1024;
@@ -33,12 +36,34 @@ pub(super) async fn receive(
     body: Body,
 ) -> ServerResult<(bool, usize)> {
     let access = state.authorize_cas(headers, Scope::Write)?;
-    let bytes = read_limited(body, headers, MAX_SHARD_SIZE, "shard").await?;
-    // Taken once the body is in: a client stalling mid-body holds no slot.
+    let (store, index, repo) = (state.store.clone(), state.index.clone(), access.repo.clone());
+    // The body goes to a staging file as it arrives, not to memory: shards being received
+    // cost disk, not memory, however many clients send them at once. It is validated once an
+    // upload slot is held (a client stalling mid-body holds none), through a mapping.
+    let validated = read_blocking_then_slot(
+        body,
+        headers,
+        MAX_SHARD_SIZE as u64,
+        "shard",
+        &state.upload_slots,
+        move |body| {
+            let staged = store.stage()?;
+            let mut file = staged.file();
+            let mut len = 0usize;
+            while let Some(data) = body.next_bytes()? {
+                file.write_all(&data)?;
+                len += data.len();
+            }
+            if len == 0 {
+                return Err(ServerError::bad_request("the shard upload is empty"));
+            }
+            let bytes = map_range(staged.file(), 0, len)?;
+            validate_upload(&*index, &bytes, &repo)
+        },
+    )
+    .await?;
+    // Storing and registering hold the validated shard's memory: bounded by slots too.
     let _slot = state.upload_slot().await?;
-    let index = state.index.clone();
-    let repo = access.repo.clone();
-    let validated = blocking(move || validate_upload(&*index, &bytes, &repo)).await?;
     let files = validated.registration.files.len();
     let changed = register(state, validated, &access.repo).await?;
     Ok((changed, files))
