@@ -63,7 +63,7 @@ mod upkeep;
 mod claims;
 #[path = "server/engine_checks.rs"]
 mod engine_checks;
-#[path = "server/locks.rs"]
-mod locks;
 #[path = "server/hostile.rs"]
 mod hostile;
+#[path = "server/locks.rs"]
+mod locks;

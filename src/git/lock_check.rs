@@ -132,7 +132,9 @@ pub fn locked_changes(
             Err(e) => return Err(e),
         }
     }
-    found.retain(|l| changed.contains(&l.path) && settings.user.as_deref() != Some(l.owner.as_str()));
+    found.retain(|l| {
+        changed.contains(&l.path) && settings.user.as_deref() != Some(l.owner.as_str())
+    });
     found.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(found)
 }

@@ -104,26 +104,26 @@ pub async fn serve(
                 continue;
             }
         };
-        let slot = match AddressSlot::take(&open, peer.ip(), limits.max_per_address, max_connections)
-        {
-            Ok(slot) => slot,
-            Err(Full::Address) => {
-                tracing::warn!(
-                    peer = %peer.ip(),
-                    max = limits.max_per_address,
-                    "refused a connection: too many open from this address"
-                );
-                continue; // dropping `tcp` closes it
-            }
-            Err(Full::Server) => {
-                tracing::warn!(
-                    peer = %peer.ip(),
-                    max = max_connections,
-                    "refused a connection: too many open in all (--max-connections)"
-                );
-                continue;
-            }
-        };
+        let slot =
+            match AddressSlot::take(&open, peer.ip(), limits.max_per_address, max_connections) {
+                Ok(slot) => slot,
+                Err(Full::Address) => {
+                    tracing::warn!(
+                        peer = %peer.ip(),
+                        max = limits.max_per_address,
+                        "refused a connection: too many open from this address"
+                    );
+                    continue; // dropping `tcp` closes it
+                }
+                Err(Full::Server) => {
+                    tracing::warn!(
+                        peer = %peer.ip(),
+                        max = max_connections,
+                        "refused a connection: too many open in all (--max-connections)"
+                    );
+                    continue;
+                }
+            };
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!("cannot set TCP_NODELAY: {e}");
         }
@@ -174,7 +174,10 @@ where
         let forwarded = ["forwarded", "x-forwarded-for", "x-real-ip"]
             .iter()
             .any(|h| request.headers().contains_key(*h));
-        request.extensions_mut().insert(Peer { ip: peer, forwarded });
+        request.extensions_mut().insert(Peer {
+            ip: peer,
+            forwarded,
+        });
         trusted.screen(peer, request.headers_mut());
         router.clone().oneshot(request.map(axum::body::Body::new))
     });
@@ -453,7 +456,10 @@ mod tests {
         let b: IpAddr = [127, 0, 0, 2].into();
         let first = AddressSlot::take(&open, a, 2, 100).unwrap();
         let _second = AddressSlot::take(&open, a, 2, 100).unwrap();
-        assert_eq!(AddressSlot::take(&open, a, 2, 100).err(), Some(Full::Address));
+        assert_eq!(
+            AddressSlot::take(&open, a, 2, 100).err(),
+            Some(Full::Address)
+        );
         assert!(AddressSlot::take(&open, b, 2, 100).is_ok());
         drop(first);
         assert!(AddressSlot::take(&open, a, 2, 100).is_ok());
@@ -467,7 +473,10 @@ mod tests {
             held.push(AddressSlot::take(&open, [10, 0, 0, i].into(), 8, 4).unwrap());
         }
         let other: IpAddr = [10, 0, 1, 1].into();
-        assert_eq!(AddressSlot::take(&open, other, 8, 4).err(), Some(Full::Server));
+        assert_eq!(
+            AddressSlot::take(&open, other, 8, 4).err(),
+            Some(Full::Server)
+        );
         held.pop();
         let _again = AddressSlot::take(&open, other, 8, 4).unwrap();
         // Two addresses of one /64 share a count; another /64 has its own.
@@ -476,7 +485,10 @@ mod tests {
         let two: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
         let elsewhere: IpAddr = "2001:db8:1:3::1".parse().unwrap();
         let _x = AddressSlot::take(&open, one, 1, 100).unwrap();
-        assert_eq!(AddressSlot::take(&open, two, 1, 100).err(), Some(Full::Address));
+        assert_eq!(
+            AddressSlot::take(&open, two, 1, 100).err(),
+            Some(Full::Address)
+        );
         assert!(AddressSlot::take(&open, elsewhere, 1, 100).is_ok());
         let mapped: IpAddr = "::ffff:10.1.2.3".parse().unwrap();
         assert_eq!(group(mapped), IpAddr::from([10, 1, 2, 3]));

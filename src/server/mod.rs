@@ -280,7 +280,9 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
             let l = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(io_context(format!("binding the metrics listener {addr}")))?;
-            let at = l.local_addr().map_err(io_context("reading the bound address"))?;
+            let at = l
+                .local_addr()
+                .map_err(io_context("reading the bound address"))?;
             tracing::info!(url = %loopback_url("http", at), "metrics listening");
             let router = http::metrics_router(state.clone());
             let serve = listen::serve(l, router, limits, Default::default(), stop_rx.clone());

@@ -193,7 +193,11 @@ fn check_file(
         )));
     }
     if verification.len() != file.terms.len() {
-        return Err(bad(format!("file {f} has {} verification entries for {} terms", verification.len(), file.terms.len())));
+        return Err(bad(format!(
+            "file {f} has {} verification entries for {} terms",
+            verification.len(),
+            file.terms.len()
+        )));
     }
     // The file hash streams: memory stays a few kilobytes however many chunks it covers.
     let mut merkle = MerkleBuilder::new();

@@ -85,7 +85,11 @@ pub(super) struct RunArgs {
     #[arg(long, value_name = "ADDR", env = "GIT_XET_SERVER_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
     /// Locks one repository may hold; more are refused (507) until some are released.
-    #[arg(long, default_value_t = 100_000, env = "GIT_XET_SERVER_MAX_LOCKS_PER_REPO")]
+    #[arg(
+        long,
+        default_value_t = 100_000,
+        env = "GIT_XET_SERVER_MAX_LOCKS_PER_REPO"
+    )]
     max_locks_per_repo: u64,
     /// Serve HTTPS with this PEM certificate chain (server certificate first); needs
     /// --tls-key. Without both, plain HTTP (for a reverse proxy in front).

@@ -36,7 +36,11 @@ pub(super) async fn receive(
     body: Body,
 ) -> ServerResult<(bool, usize)> {
     let access = state.authorize_cas(headers, Scope::Write)?;
-    let (store, index, repo) = (state.store.clone(), state.index.clone(), access.repo.clone());
+    let (store, index, repo) = (
+        state.store.clone(),
+        state.index.clone(),
+        access.repo.clone(),
+    );
     // The body goes to a staging file as it arrives, not to memory: shards being received
     // cost disk, not memory, however many clients send them at once. It is validated once an
     // upload slot is held (a client stalling mid-body holds none), through a mapping.
