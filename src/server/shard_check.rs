@@ -15,7 +15,7 @@ use crate::server::index::{FileRecord, Index, ShardRegistration, XorbMeta};
 use crate::server::repo_name::RepoName;
 use crate::xet::hash::{file_hash_from_root, merkle_as_sha256, verification_hash};
 use crate::xet::merkle::MerkleBuilder;
-use crate::xet::shard::{parse_shard, FileInfo, FooterOptions, Shard, XorbBlock};
+use crate::xet::shard::{read_shard, FileInfo, FooterOptions, Shard, XorbBlock};
 use crate::xet::MerkleHash;
 
 /// A shard that passed validation: what to register, and its stored form.
@@ -29,9 +29,10 @@ fn bad(msg: String) -> ServerError {
 }
 
 /// Chunks the files of one shard may reference in all, counting repeats: validation hashes
-/// each (about 0.2 µs), whatever the shard's size. A file of 256 GiB at the average chunk
-/// size has 4 Mi; a 2 MB shard repeating a xorb of 8192 chunks could claim 160 Mi.
-pub const MAX_SHARD_CHUNK_REFS: u64 = 1 << 23;
+/// each (about 0.2 µs), whatever the shard's size, so a shard claiming more is refused
+/// before any work. 2 TiB of files at the average chunk size; a 2 MB shard repeating a xorb
+/// of 8192 chunks 20,000 times claims 160 Mi.
+pub const MAX_SHARD_CHUNK_REFS: u64 = 1 << 25;
 /// Per file, the chunks of its distinct xorbs: planning the file's whole reconstruction holds
 /// their layouts (about 40 bytes a chunk), so this bounds its memory (about 170 MB).
 pub const MAX_FILE_LAYOUT_CHUNKS: u64 = 1 << 22;
@@ -42,8 +43,6 @@ pub const MAX_FILE_TERMS: usize = 1 << 16;
 /// here would hold every distinct xorb a shard names at once.
 struct Xorbs<'a> {
     index: &'a dyn Index,
-    /// Chunk references counted so far, against [`MAX_SHARD_CHUNK_REFS`].
-    chunk_refs: u64,
 }
 
 impl Xorbs<'_> {
@@ -56,32 +55,41 @@ impl Xorbs<'_> {
             bad(format!("{} references xorb {hash}, which is not stored on this server; upload the xorb before the shard", used_by()))
         })
     }
-
-    /// Counts `n` more chunk references; refuses the shard past the limit.
-    fn count_refs(&mut self, n: u64, f: &MerkleHash) -> ServerResult<()> {
-        self.chunk_refs += n;
-        if self.chunk_refs > MAX_SHARD_CHUNK_REFS {
-            return Err(ServerError::PayloadTooLarge(format!(
-                "invalid shard: its files reference more than {MAX_SHARD_CHUNK_REFS} chunks (file {f} and those before it); split the files over several shards"
-            )));
-        }
-        Ok(())
-    }
 }
 
-/// Parses and validates an uploaded shard (the upload form; a stored form is accepted too).
-pub fn validate_upload(
+/// Refuses a shard whose files claim more than [`MAX_SHARD_CHUNK_REFS`] chunks, from the
+/// terms alone (before anything is looked up or hashed).
+fn check_chunk_refs(shard: &Shard) -> ServerResult<()> {
+    let claimed: u64 = shard
+        .files
+        .iter()
+        .flat_map(|f| &f.terms)
+        .map(|t| u64::from(t.chunk_end.saturating_sub(t.chunk_start)))
+        .sum();
+    if claimed > MAX_SHARD_CHUNK_REFS {
+        return Err(ServerError::PayloadTooLarge(format!(
+            "invalid shard: its files reference {claimed} chunks, more than the {MAX_SHARD_CHUNK_REFS} one shard may; split the files over several shards"
+        )));
+    }
+    Ok(())
+}
+
+/// Parses and validates an uploaded shard (the upload form; a stored form is accepted too)
+/// from `reader` (a staging file: only the parsed records are held), whose BLAKE3 hash and
+/// length the caller computed as it arrived.
+pub fn validate_read(
     index: &dyn Index,
-    bytes: &[u8],
+    reader: &mut impl std::io::Read,
+    shard_hash: MerkleHash,
+    shard_len: u64,
     repo: &RepoName,
 ) -> ServerResult<ValidatedShard> {
-    let parsed = parse_shard(bytes).map_err(|e| ServerError::BadRequest(e.to_string()))?;
+    let parsed = read_shard(reader).map_err(|e| ServerError::BadRequest(e.to_string()))?;
     let problems = parsed.lookup_problems();
     if !problems.is_empty() {
         return Err(bad(problems.join("; ")));
     }
-    let shard_hash = MerkleHash::from_bytes(*blake3::hash(bytes).as_bytes());
-    validate_shard(index, parsed.shard, repo, shard_hash, bytes.len() as u64)
+    validate_shard(index, parsed.shard, repo, shard_hash, shard_len)
 }
 
 /// Validates a shard the server built itself (from an LFS upload), like any other.
@@ -103,10 +111,8 @@ pub fn validate_shard(
     shard_hash: MerkleHash,
     shard_len: u64,
 ) -> ServerResult<ValidatedShard> {
-    let mut xorbs = Xorbs {
-        index,
-        chunk_refs: 0,
-    };
+    check_chunk_refs(&shard)?;
+    let mut xorbs = Xorbs { index };
     for block in &shard.xorbs {
         check_xorb_block(&mut xorbs, block)?;
     }
@@ -216,7 +222,6 @@ fn check_file(
                 meta.num_chunks()
             )));
         }
-        xorbs.count_refs(u64::from(term.chunk_end - term.chunk_start), &f)?;
         if distinct.insert(term.xorb_hash) {
             layout_chunks += meta.num_chunks() as u64;
             if layout_chunks > MAX_FILE_LAYOUT_CHUNKS {

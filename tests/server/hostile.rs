@@ -417,11 +417,13 @@ fn hostile_requests_leave_the_server_up_bounded_and_serving() {
         xorbs: vec![block(&xorb)],
     };
     assert_eq!(attacker.post_shard(&shard), 1);
-    let answer = attacker.reconstruction_raw(&wide_hash.to_hex(), None);
-    eprintln!(
-        "hostile: a reconstruction of 65,536 terms answers {} bytes",
-        answer.bytes().unwrap().len()
-    );
+    if wanted(4) {
+        let answer = attacker.reconstruction_raw(&wide_hash.to_hex(), None);
+        eprintln!(
+            "hostile: a reconstruction of 65,536 terms answers {} bytes",
+            answer.bytes().unwrap().len()
+        );
+    }
     let att = server.cas(&write);
     if wanted(4) {
         figures.push(run_class(

@@ -1,20 +1,20 @@
 //! `POST /v1/shards`: validate an uploaded shard against stored xorbs, then register its
 //! files in one transaction, visible in the token's repository.
 
+use std::io::{Seek, Write};
+
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Json;
 
 use crate::server::auth::Scope;
-use std::io::Write;
-
 use crate::server::body::read_blocking_then_slot;
-use crate::server::error::{ServerError, ServerResult};
+use crate::server::error::ServerResult;
 use crate::server::repo_name::RepoName;
-use crate::server::shard_check::{validate_upload, ValidatedShard};
+use crate::server::shard_check::{validate_read, ValidatedShard};
 use crate::server::state::{blocking, SharedState};
-use crate::server::storage::map_range;
+use crate::xet::MerkleHash;
 
 /// Largest shard accepted (the same bound as a xorb: memory per request stays bounded).
 const MAX_SHARD_SIZE: usize = 64 * 1024 * 1024;
@@ -42,8 +42,9 @@ pub(super) async fn receive(
         access.repo.clone(),
     );
     // The body goes to a staging file as it arrives, not to memory: shards being received
-    // cost disk, not memory, however many clients send them at once. It is validated once an
-    // upload slot is held (a client stalling mid-body holds none), through a mapping.
+    // cost disk, not memory, however many clients send them at once. It is parsed from that
+    // file (only the records are held) once an upload slot is held; a client stalling
+    // mid-body holds none.
     let validated = read_blocking_then_slot(
         body,
         headers,
@@ -53,16 +54,17 @@ pub(super) async fn receive(
         move |body| {
             let staged = store.stage()?;
             let mut file = staged.file();
-            let mut len = 0usize;
+            let mut hasher = blake3::Hasher::new();
+            let mut len = 0u64;
             while let Some(data) = body.next_bytes()? {
                 file.write_all(&data)?;
-                len += data.len();
+                hasher.update(&data);
+                len += data.len() as u64;
             }
-            if len == 0 {
-                return Err(ServerError::bad_request("the shard upload is empty"));
-            }
-            let bytes = map_range(staged.file(), 0, len)?;
-            validate_upload(&*index, &bytes, &repo)
+            file.seek(std::io::SeekFrom::Start(0))?;
+            let hash = MerkleHash::from_bytes(*hasher.finalize().as_bytes());
+            let mut reader = std::io::BufReader::new(file);
+            validate_read(&*index, &mut reader, hash, len, &repo)
         },
     )
     .await?;
