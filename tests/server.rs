@@ -67,3 +67,5 @@ mod engine_checks;
 mod hostile;
 #[path = "server/locks.rs"]
 mod locks;
+#[path = "server/tenancy.rs"]
+mod tenancy;
