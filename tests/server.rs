@@ -70,3 +70,7 @@ mod locks;
 
 #[path = "server/isolation.rs"]
 mod isolation;
+#[path = "server/hostile.rs"]
+mod hostile;
+#[path = "server/tenancy.rs"]
+mod tenancy;

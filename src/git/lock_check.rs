@@ -3,8 +3,10 @@
 //! (`lfs.locksverify`), but a client can skip that; the server's hook cannot be skipped.
 //!
 //! What a push changes: for an updated ref, the difference between its old and new commit;
-//! for a new ref, the files touched by the commits no existing ref reaches. The locks come
-//! from the server's locking API, read with the pusher's identity.
+//! for a new ref, the files touched by the commits no existing ref reaches. The server is
+//! asked which of those paths are locked (`info/xet/locked-paths`, in batches), with the
+//! pusher's identity: the work follows the push, not the number of locks a writer may have
+//! taken. A server without that route gets its whole lock listing walked, as before.
 
 use std::collections::BTreeSet;
 
@@ -118,8 +120,74 @@ pub fn locked_changes(
     if changed.is_empty() {
         return Ok(Vec::new());
     }
-    const WHAT: &str = "reading the locks";
     let server = HookServer::new(settings)?;
+    let mut found = Vec::new();
+    let paths: Vec<&String> = changed.iter().collect();
+    for batch in paths.chunks(BATCH) {
+        match ask_about(&server, batch) {
+            Ok(locks) => found.extend(locks),
+            Err(GitError::HookServerRefused { status: 404, .. }) => {
+                return walk_locks(&server, settings, changed)
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    found.retain(|l| {
+        changed.contains(&l.path) && settings.user.as_deref() != Some(l.owner.as_str())
+    });
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(found)
+}
+
+/// Paths per `locked-paths` request (the server takes up to 4096).
+const BATCH: usize = 1000;
+
+#[derive(serde::Deserialize)]
+struct LockedPaths {
+    locks: Vec<LockedPath>,
+}
+
+#[derive(serde::Deserialize)]
+struct LockedPath {
+    path: String,
+    owner: String,
+}
+
+/// The locks on `paths`, whoever holds them.
+fn ask_about(server: &HookServer, paths: &[&String]) -> Result<Vec<LockedChange>, GitError> {
+    const WHAT: &str = "asking which changed paths are locked";
+    let mut body = Vec::new();
+    for p in paths {
+        body.extend_from_slice(p.as_bytes());
+        body.push(0);
+    }
+    let answer = server.call(
+        reqwest::Method::POST,
+        &server.url("xet/locked-paths"),
+        std::time::Duration::from_secs(120),
+        WHAT,
+        |request| request.body(body),
+    )?;
+    let list: LockedPaths = serde_json::from_slice(&answer)
+        .map_err(|e| server.bad_answer(WHAT, format!("a malformed answer: {e}")))?;
+    Ok(list
+        .locks
+        .into_iter()
+        .map(|l| LockedChange {
+            path: l.path,
+            owner: l.owner,
+        })
+        .collect())
+}
+
+/// [`locked_changes`] from the whole lock listing, page by page (servers without
+/// `locked-paths`).
+fn walk_locks(
+    server: &HookServer,
+    settings: &HookSettings,
+    changed: &BTreeSet<String>,
+) -> Result<Vec<LockedChange>, GitError> {
+    const WHAT: &str = "reading the locks";
     let base = server.url("lfs/locks");
     let mut found = Vec::new();
     let mut cursor: Option<String> = None;

@@ -53,6 +53,11 @@ pub struct ServerConfig {
     pub git_dir: Option<PathBuf>,
     /// Serve no git (LFS and CAS only): git over HTTP answers 404.
     pub no_git: bool,
+    /// A listener of its own for `GET /metrics`; the main listener then answers it 404.
+    /// Without it, the main listener answers `/metrics` to clients on this host only.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Locks one repository may hold.
+    pub max_locks_per_repo: u64,
 }
 
 impl ServerConfig {
@@ -84,6 +89,8 @@ impl ServerConfig {
             trusted_proxies: Default::default(),
             git_dir: None,
             no_git: false,
+            metrics_listen: None,
+            max_locks_per_repo: 100_000,
         }
     }
 

@@ -9,6 +9,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
+use crate::server::error::ServerError;
+use crate::server::listen::Peer;
 use crate::server::state::SharedState;
 use crate::server::{cas, repo_routes, status};
 
@@ -26,7 +28,37 @@ pub fn router(state: SharedState) -> Router {
         .with_state(state)
 }
 
-async fn metrics(State(state): State<SharedState>) -> Response {
+/// `GET /metrics` on the main listener: counters say how much every tenant stores and sends,
+/// so they go to clients on this host only (not through a proxy), or, with
+/// `--metrics-listen`, to that listener only.
+async fn metrics(
+    State(state): State<SharedState>,
+    peer: Option<axum::Extension<Peer>>,
+) -> Response {
+    if state.config.metrics_listen.is_some() {
+        return ServerError::not_found("metrics are served on the --metrics-listen address")
+            .into_response();
+    }
+    if !peer.is_some_and(|p| p.is_local()) {
+        return ServerError::Forbidden(
+            "/metrics answers clients on the server's host only; to scrape from elsewhere, start the server with --metrics-listen ADDR and expose that".into(),
+        )
+        .into_response();
+    }
+    metrics_text(&state)
+}
+
+/// The router of the `--metrics-listen` listener: `/metrics` to anyone who reaches it.
+pub fn metrics_router(state: SharedState) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|State(state): State<SharedState>| async move { metrics_text(&state) }),
+        )
+        .with_state(state)
+}
+
+fn metrics_text(state: &SharedState) -> Response {
     let mut response = state.metrics.render().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -147,6 +179,9 @@ pub fn route_label(method: &Method, path: &str) -> &'static str {
     }
     if path.ends_with("/info/xet/missing-objects") {
         return "hook_check";
+    }
+    if path.ends_with("/info/xet/locked-paths") {
+        return "lock_check";
     }
     "other"
 }

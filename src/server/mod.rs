@@ -274,6 +274,21 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
         tls,
         trusted: Arc::new(state.config.trusted_proxies.clone()),
     };
+    let metrics = match state.config.metrics_listen {
+        None => None,
+        Some(addr) => {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(io_context(format!("binding the metrics listener {addr}")))?;
+            let at = l
+                .local_addr()
+                .map_err(io_context("reading the bound address"))?;
+            tracing::info!(url = %loopback_url("http", at), "metrics listening");
+            let router = http::metrics_router(state.clone());
+            let serve = listen::serve(l, router, limits, Default::default(), stop_rx.clone());
+            Some(tokio::spawn(serve))
+        }
+    };
     let router = http::router(state);
     let hooks = internal.map(|l| {
         let serve = listen::serve(
@@ -295,8 +310,8 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
         result = serve => result.map_err(io_context("serving"))?,
         _ = deadline => tracing::warn!("shutdown grace period over; exiting with requests in flight"),
     }
-    if let Some(hooks) = hooks {
-        hooks.abort();
+    for task in hooks.into_iter().chain(metrics) {
+        task.abort();
     }
     tracing::info!("stopped");
     Ok(())

@@ -1,6 +1,10 @@
 //! Planning a file's reconstruction for a byte range: which xorb chunk ranges to read, and
 //! where the range starts in the first of them. Shared by the reconstruction API and the
 //! git-lfs `basic` download, which streams the same plan.
+//!
+//! What a plan holds is bounded where files are registered (shard_check.rs): at most 65,536
+//! terms (so an answer lists at most that many), and at most 4 Mi chunks in the distinct
+//! xorbs whose layouts [`load_metas`] loads for one file (about 170 MB at the very worst).
 
 use std::collections::HashMap;
 use std::ops::Range;

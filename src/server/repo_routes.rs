@@ -14,6 +14,7 @@ use crate::server::status;
 
 const LFS_MARKER: &str = "/info/lfs/";
 const HOOK_CHECK: &str = "/info/xet/missing-objects";
+const LOCK_CHECK: &str = "/info/xet/locked-paths";
 
 pub async fn dispatch(State(state): State<SharedState>, request: Request) -> Response {
     let path = request.uri().path().to_string();
@@ -38,6 +39,14 @@ pub async fn dispatch(State(state): State<SharedState>, request: Request) -> Res
     {
         let (parts, body) = request.into_parts();
         return git::missing_objects(state, repo, &parts.headers, body)
+            .await
+            .unwrap_or_else(IntoResponse::into_response);
+    }
+    if let (Some(repo), &axum::http::Method::POST) =
+        (path.strip_suffix(LOCK_CHECK), request.method())
+    {
+        let (parts, body) = request.into_parts();
+        return git::locked_paths(state, repo, &parts.headers, body)
             .await
             .unwrap_or_else(IntoResponse::into_response);
     }

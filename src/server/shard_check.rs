@@ -7,14 +7,15 @@
 //! the file hash is recomputed from those chunks, sha256 metadata is present, and every
 //! CAS block describes its xorb exactly.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::server::error::{ServerError, ServerResult};
 use crate::server::index::{FileRecord, Index, ShardRegistration, XorbMeta};
 use crate::server::repo_name::RepoName;
-use crate::xet::hash::{file_hash, merkle_as_sha256, verification_hash};
-use crate::xet::shard::{parse_shard, FileInfo, FooterOptions, Shard, XorbBlock};
+use crate::xet::hash::{file_hash_from_root, merkle_as_sha256, verification_hash};
+use crate::xet::merkle::MerkleBuilder;
+use crate::xet::shard::{read_shard, FileInfo, FooterOptions, Shard, XorbBlock};
 use crate::xet::MerkleHash;
 
 /// A shard that passed validation: what to register, and its stored form.
@@ -27,10 +28,21 @@ fn bad(msg: String) -> ServerError {
     ServerError::BadRequest(format!("invalid shard: {msg}"))
 }
 
-/// Layouts of referenced xorbs, loaded once each.
+/// Chunks the files of one shard may reference in all, counting repeats: validation hashes
+/// each (about 0.2 µs), whatever the shard's size, so a shard claiming more is refused
+/// before any work. 2 TiB of files at the average chunk size; a 2 MB shard repeating a xorb
+/// of 8192 chunks 20,000 times claims 160 Mi.
+pub const MAX_SHARD_CHUNK_REFS: u64 = 1 << 25;
+/// Per file, the chunks of its distinct xorbs: planning the file's whole reconstruction holds
+/// their layouts (about 40 bytes a chunk), so this bounds its memory (about 170 MB).
+pub const MAX_FILE_LAYOUT_CHUNKS: u64 = 1 << 22;
+/// Terms of one file: a reconstruction answer lists each (a few hundred bytes of JSON).
+pub const MAX_FILE_TERMS: usize = 1 << 16;
+
+/// Layouts of referenced xorbs, asked of the index each time: its cache is bounded, a map
+/// here would hold every distinct xorb a shard names at once.
 struct Xorbs<'a> {
     index: &'a dyn Index,
-    loaded: HashMap<MerkleHash, Arc<XorbMeta>>,
 }
 
 impl Xorbs<'_> {
@@ -39,30 +51,45 @@ impl Xorbs<'_> {
         hash: &MerkleHash,
         used_by: &dyn Fn() -> String,
     ) -> ServerResult<Arc<XorbMeta>> {
-        if let Some(meta) = self.loaded.get(hash) {
-            return Ok(meta.clone());
-        }
-        let meta = self.index.xorb(hash)?.ok_or_else(|| {
+        self.index.xorb(hash)?.ok_or_else(|| {
             bad(format!("{} references xorb {hash}, which is not stored on this server; upload the xorb before the shard", used_by()))
-        })?;
-        self.loaded.insert(*hash, meta.clone());
-        Ok(meta)
+        })
     }
 }
 
-/// Parses and validates an uploaded shard (the upload form; a stored form is accepted too).
-pub fn validate_upload(
+/// Refuses a shard whose files claim more than [`MAX_SHARD_CHUNK_REFS`] chunks, from the
+/// terms alone (before anything is looked up or hashed).
+fn check_chunk_refs(shard: &Shard) -> ServerResult<()> {
+    let claimed: u64 = shard
+        .files
+        .iter()
+        .flat_map(|f| &f.terms)
+        .map(|t| u64::from(t.chunk_end.saturating_sub(t.chunk_start)))
+        .sum();
+    if claimed > MAX_SHARD_CHUNK_REFS {
+        return Err(ServerError::PayloadTooLarge(format!(
+            "invalid shard: its files reference {claimed} chunks, more than the {MAX_SHARD_CHUNK_REFS} one shard may; split the files over several shards"
+        )));
+    }
+    Ok(())
+}
+
+/// Parses and validates an uploaded shard (the upload form; a stored form is accepted too)
+/// from `reader` (a staging file: only the parsed records are held), whose BLAKE3 hash and
+/// length the caller computed as it arrived.
+pub fn validate_read(
     index: &dyn Index,
-    bytes: &[u8],
+    reader: &mut impl std::io::Read,
+    shard_hash: MerkleHash,
+    shard_len: u64,
     repo: &RepoName,
 ) -> ServerResult<ValidatedShard> {
-    let parsed = parse_shard(bytes).map_err(|e| ServerError::BadRequest(e.to_string()))?;
+    let parsed = read_shard(reader).map_err(|e| ServerError::BadRequest(e.to_string()))?;
     let problems = parsed.lookup_problems();
     if !problems.is_empty() {
         return Err(bad(problems.join("; ")));
     }
-    let shard_hash = MerkleHash::from_bytes(*blake3::hash(bytes).as_bytes());
-    validate_shard(index, parsed.shard, repo, shard_hash, bytes.len() as u64)
+    validate_shard(index, parsed.shard, repo, shard_hash, shard_len)
 }
 
 /// Validates a shard the server built itself (from an LFS upload), like any other.
@@ -84,10 +111,8 @@ pub fn validate_shard(
     shard_hash: MerkleHash,
     shard_len: u64,
 ) -> ServerResult<ValidatedShard> {
-    let mut xorbs = Xorbs {
-        index,
-        loaded: HashMap::new(),
-    };
+    check_chunk_refs(&shard)?;
+    let mut xorbs = Xorbs { index };
     for block in &shard.xorbs {
         check_xorb_block(&mut xorbs, block)?;
     }
@@ -167,7 +192,23 @@ fn check_file(
         None if file.terms.is_empty() => &[],
         None => return Err(bad(format!("file {f} has no verification entries"))),
     };
-    let mut chunks: Vec<(MerkleHash, u64)> = Vec::new();
+    if file.terms.len() > MAX_FILE_TERMS {
+        return Err(ServerError::PayloadTooLarge(format!(
+            "invalid shard: file {f} has {} terms, more than the {MAX_FILE_TERMS} a reconstruction may list",
+            file.terms.len()
+        )));
+    }
+    if verification.len() != file.terms.len() {
+        return Err(bad(format!(
+            "file {f} has {} verification entries for {} terms",
+            verification.len(),
+            file.terms.len()
+        )));
+    }
+    // The file hash streams: memory stays a few kilobytes however many chunks it covers.
+    let mut merkle = MerkleBuilder::new();
+    let mut distinct = HashSet::new();
+    let mut layout_chunks = 0u64;
     let mut size = 0u64;
     let mut first_chunk = None;
     for (i, term) in file.terms.iter().enumerate() {
@@ -180,6 +221,14 @@ fn check_file(
                 term.xorb_hash,
                 meta.num_chunks()
             )));
+        }
+        if distinct.insert(term.xorb_hash) {
+            layout_chunks += meta.num_chunks() as u64;
+            if layout_chunks > MAX_FILE_LAYOUT_CHUNKS {
+                return Err(ServerError::PayloadTooLarge(format!(
+                    "invalid shard: file {f} uses xorbs of more than {MAX_FILE_LAYOUT_CHUNKS} chunks in all, too many to plan its reconstruction"
+                )));
+            }
         }
         let unpacked: u64 = meta
             .chunks(term.chunk_start, term.chunk_end)
@@ -203,10 +252,12 @@ fn check_file(
         if first_chunk.is_none() {
             first_chunk = Some(range_hashes[0]);
         }
-        chunks.extend(meta.chunks(term.chunk_start, term.chunk_end));
+        for (hash, len) in meta.chunks(term.chunk_start, term.chunk_end) {
+            merkle.push(hash, len);
+        }
         size += unpacked;
     }
-    let computed = file_hash(chunks.iter().copied());
+    let computed = file_hash_from_root(merkle.len(), merkle.finish());
     if computed != f {
         return Err(bad(format!(
             "file hash {f} does not match its chunks, which hash to {computed}"

@@ -75,6 +75,22 @@ pub(super) struct RunArgs {
         env = "GIT_XET_SERVER_MAX_CONNECTIONS_PER_ADDRESS"
     )]
     max_connections_per_address: usize,
+    /// Connections open at once in all (from any number of addresses); more are closed on
+    /// accept. Lowered to leave room under the open-files limit (ulimit -n).
+    #[arg(long, default_value_t = 4096, env = "GIT_XET_SERVER_MAX_CONNECTIONS")]
+    max_connections: usize,
+    /// Serve `GET /metrics` on this address (e.g. 127.0.0.1:9100) to anyone reaching it, and
+    /// nowhere else. Without it, the main listener answers /metrics to clients on this host
+    /// only (not through a proxy).
+    #[arg(long, value_name = "ADDR", env = "GIT_XET_SERVER_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
+    /// Locks one repository may hold; more are refused (507) until some are released.
+    #[arg(
+        long,
+        default_value_t = 100_000,
+        env = "GIT_XET_SERVER_MAX_LOCKS_PER_REPO"
+    )]
+    max_locks_per_repo: u64,
     /// Serve HTTPS with this PEM certificate chain (server certificate first); needs
     /// --tls-key. Without both, plain HTTP (for a reverse proxy in front).
     #[arg(
@@ -162,10 +178,13 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     config.trusted_proxies = crate::server::proxy::TrustedProxies(args.trusted_proxy);
     config.git_dir = args.git_dir.map(|d| std::path::absolute(&d).unwrap_or(d));
     config.no_git = args.no_git;
+    config.metrics_listen = args.metrics_listen;
+    config.max_locks_per_repo = args.max_locks_per_repo.max(1);
     config.limits = crate::server::listen::Limits {
         header_timeout: Duration::from_secs(args.header_timeout.max(1)),
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
         max_per_address: args.max_connections_per_address.max(1),
+        max_connections: args.max_connections.max(1),
     };
     // Hosted repositories' pre-receive hook runs this binary's built-in check.
     config.hook_program = std::env::current_exe()

@@ -1,18 +1,21 @@
 //! `POST /v1/shards`: validate an uploaded shard against stored xorbs, then register its
 //! files in one transaction, visible in the token's repository.
 
+use std::io::{Seek, Write};
+
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Json;
 
 use crate::server::auth::Scope;
-use crate::server::body::read_limited;
+use crate::server::body::read_blocking_then_slot;
 use crate::server::error::ServerResult;
 use crate::server::repo_name::RepoName;
-use crate::server::shard_check::{validate_upload, ValidatedShard};
+use crate::server::shard_check::{validate_read, ValidatedShard};
 use crate::server::state::{blocking, SharedState};
 use crate::xet::constants::MAX_SHARD_BODY;
+use crate::xet::MerkleHash;
 
 pub async fn upload(
     State(state): State<SharedState>,
@@ -31,12 +34,40 @@ pub(super) async fn receive(
     body: Body,
 ) -> ServerResult<(bool, usize)> {
     let access = state.authorize_cas(headers, Scope::Write)?;
-    let bytes = read_limited(body, headers, MAX_SHARD_BODY, "shard").await?;
-    // Taken once the body is in: a client stalling mid-body holds no slot.
+    let (store, index, repo) = (
+        state.store.clone(),
+        state.index.clone(),
+        access.repo.clone(),
+    );
+    // The body goes to a staging file as it arrives, not to memory: shards being received
+    // cost disk, not memory, however many clients send them at once. It is parsed from that
+    // file (only the records are held) once an upload slot is held; a client stalling
+    // mid-body holds none.
+    let validated = read_blocking_then_slot(
+        body,
+        headers,
+        MAX_SHARD_BODY as u64,
+        "shard",
+        &state.upload_slots,
+        move |body| {
+            let staged = store.stage()?;
+            let mut file = staged.file();
+            let mut hasher = blake3::Hasher::new();
+            let mut len = 0u64;
+            while let Some(data) = body.next_bytes()? {
+                file.write_all(&data)?;
+                hasher.update(&data);
+                len += data.len() as u64;
+            }
+            file.seek(std::io::SeekFrom::Start(0))?;
+            let hash = MerkleHash::from_bytes(*hasher.finalize().as_bytes());
+            let mut reader = std::io::BufReader::new(file);
+            validate_read(&*index, &mut reader, hash, len, &repo)
+        },
+    )
+    .await?;
+    // Storing and registering hold the validated shard's memory: bounded by slots too.
     let _slot = state.upload_slot().await?;
-    let index = state.index.clone();
-    let repo = access.repo.clone();
-    let validated = blocking(move || validate_upload(&*index, &bytes, &repo)).await?;
     let files = validated.registration.files.len();
     let changed = register(state, validated, &access.repo).await?;
     Ok((changed, files))

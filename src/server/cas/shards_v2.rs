@@ -4,9 +4,9 @@
 //!
 //! The reference CAS streams frames while it validates and reports failures after the
 //! stream started as `{"type":"error",...}` frames. Here validation is done before the answer
-//! starts (it takes milliseconds, bounded by the 64 MiB shard limit), so a refused shard gets
-//! the same HTTP status as on v1, which the client treats as a failed upload without falling
-//! back (it falls back to v1 on 404/501 only).
+//! starts (milliseconds for a shard of a few files, seconds at the limits of shard_check.rs),
+//! so a refused shard gets the same HTTP status as on v1, which the client treats as a failed
+//! upload without falling back (it falls back to v1 on 404/501 only).
 
 use axum::body::Body;
 use axum::extract::State;

@@ -1,8 +1,14 @@
-//! `POST <repo>/info/xet/missing-objects`: which LFS objects the repository lacks.
+//! What a pre-receive hook asks the server about a push.
 //!
-//! The body is one `<oid> <size>` per line; the answer lists, in the same form, those not
-//! stored for the repository (or stored with another size). Plain text, so that a hook
-//! of any kind (even curl in a shell script) can use it; `git xet pre-receive` does.
+//! `POST <repo>/info/xet/missing-objects`: which LFS objects the repository lacks. The body
+//! is one `<oid> <size>` per line; the answer lists, in the same form, those not stored for
+//! the repository (or stored with another size). Plain text, so that a hook of any kind
+//! (even curl in a shell script) can use it; `git xet pre-receive` does.
+//!
+//! `POST <repo>/info/xet/locked-paths`: which of the paths a push changes are locked. The
+//! body is the paths, each ended by a NUL; the answer `{"locks":[{"path","owner"}]}`. The
+//! hook asks about what the push changes, so its work follows the push, never the number of
+//! locks a writer may have taken.
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -11,11 +17,14 @@ use axum::response::{IntoResponse, Response};
 use crate::server::auth::Scope;
 use crate::server::body::{read_limited, ANONYMOUS_BODY_MAX};
 use crate::server::error::{ServerError, ServerResult};
+use crate::server::index::LockQuery;
 use crate::server::lfs::parse_oid;
 use crate::server::repo_name::RepoName;
 use crate::server::state::{blocking, SharedState};
 
 const MAX_BODY: usize = 16 * 1024 * 1024;
+/// Paths asked about in one `locked-paths` request (the hook sends batches of this many).
+pub const MAX_LOCK_PATHS: usize = 4096;
 
 pub async fn missing_objects(
     state: SharedState,
@@ -69,4 +78,44 @@ pub async fn missing_objects(
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     Ok(response)
+}
+
+/// `POST <repo>/info/xet/locked-paths` (see the module comment).
+pub async fn locked_paths(
+    state: SharedState,
+    repo: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> ServerResult<Response> {
+    let repo = RepoName::parse(repo.strip_prefix('/').unwrap_or(repo))?;
+    state.authorize_repo(headers, &repo, Scope::Read)?;
+    let bytes = read_limited(body, headers, MAX_BODY, "path list").await?;
+    let paths: Vec<String> = bytes
+        .split(|&b| b == 0)
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| std::str::from_utf8(p).ok().map(str::to_string))
+        .collect();
+    if paths.len() > MAX_LOCK_PATHS {
+        return Err(ServerError::PayloadTooLarge(format!(
+            "{} paths in one request; ask about at most {MAX_LOCK_PATHS} at a time",
+            paths.len()
+        )));
+    }
+    let index = state.index.clone();
+    let locks = blocking(move || {
+        let mut out = Vec::new();
+        for path in paths {
+            let query = LockQuery {
+                path: Some(path),
+                limit: 1,
+                ..LockQuery::default()
+            };
+            for lock in index.locks(&repo, &query)?.locks {
+                out.push(serde_json::json!({ "path": lock.path, "owner": lock.owner }));
+            }
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(axum::Json(serde_json::json!({ "locks": locks })).into_response())
 }

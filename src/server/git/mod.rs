@@ -10,7 +10,7 @@ use axum::extract::Request;
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 
-pub use hook_check::missing_objects;
+pub use hook_check::{locked_paths, missing_objects};
 pub use repos::PRE_RECEIVE_HOOK;
 
 use crate::server::auth::Scope;

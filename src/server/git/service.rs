@@ -225,6 +225,9 @@ enum BodyError {
     GzipCut(std::io::Error),
 }
 
+/// Compressed bytes inflated at once: at most about a megabyte comes out of them.
+const INFLATE_STEP: usize = 1024;
+
 /// The body, inflated when gzipped, at most `max_body` bytes of it.
 async fn copy_body(
     mut body: Body,
@@ -252,8 +255,12 @@ async fn copy_body(
         match inflater.as_mut() {
             None => send(&data).await?,
             Some(inflater) => {
-                inflater.write_all(&data).map_err(BodyError::Gzip)?;
-                send(&std::mem::take(inflater.get_mut())).await?;
+                // A little input at a time: deflate inflates up to ~1000-fold, so a whole
+                // frame could inflate to hundreds of megabytes before the size check.
+                for piece in data.chunks(INFLATE_STEP) {
+                    inflater.write_all(piece).map_err(BodyError::Gzip)?;
+                    send(&std::mem::take(inflater.get_mut())).await?;
+                }
             }
         }
     }

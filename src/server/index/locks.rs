@@ -53,6 +53,9 @@ pub trait LockIndex {
 
     fn locks(&self, repo: &RepoName, query: &LockQuery) -> IndexResult<LockPage>;
 
+    /// How many locks `repo` holds.
+    fn count_locks(&self, repo: &RepoName) -> IndexResult<u64>;
+
     /// Removes the lock with this id; returns it, or `None` when there is none.
     fn delete_lock(&self, repo: &RepoName, id: &str) -> IndexResult<Option<Lock>>;
 }

@@ -162,7 +162,16 @@ pub async fn create(
     valid_path(&request.path)?;
     let index = state.index.clone();
     let owned = repo.clone();
+    // Bounded (`--max-locks-per-repo`): what a writer makes everyone who lists locks walk.
+    let max = state.config.max_locks_per_repo;
     let outcome = blocking(move || {
+        // Checked before the insert, not with it: concurrent requests may pass it together,
+        // a few locks over is harmless; what matters is that the count stays bounded.
+        if index.count_locks(&owned)? >= max {
+            return Err(ServerError::InsufficientStorage(format!(
+                "repository {owned} holds {max} locks, the most this server keeps per repository; unlock files no longer being edited (git lfs unlock)"
+            )));
+        }
         let id = format!("{:016x}", rand::random::<u64>());
         let now = crate::server::auth::now_secs();
         Ok(index.create_lock(&owned, &request.path, &owner, &id, now)?)

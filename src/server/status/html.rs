@@ -193,8 +193,12 @@ pub fn render(page: &StatusPage) -> String {
          <meta name=\"viewport\" content=\"width=device-width\"><title>{title}</title>\
          <style>{STYLE}</style></head><body><h1>{title}</h1>\
          <p class=\"muted\">Generated {when}. <a href=\"/\">All repositories</a></p>\
-         <h2>All repositories on this server</h2>",
+         <h2>{scope}</h2>",
         when = utc(page.generated),
+        scope = match page.server_wide {
+            true => "All repositories on this server",
+            false => "Repositories this token may read",
+        },
     );
     usage_list(&mut out, "usage-total", &page.total);
     if page.only.is_none() {

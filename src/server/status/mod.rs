@@ -40,7 +40,11 @@ pub struct StatusPage {
     /// The repository of a one-repository page.
     pub only: Option<String>,
     pub generated: i64,
+    /// The shown repositories' usage together: server-wide only when every repository is
+    /// shown (`--anonymous-read`); a token sees the totals of what it may read, not the
+    /// server's (which would tell it how much other tenants store).
     pub total: Usage,
+    pub server_wide: bool,
     pub repos: Vec<RepoStatus>,
 }
 
@@ -126,6 +130,7 @@ async fn build(
 ) -> ServerResult<StatusPage> {
     blocking(move || {
         let root = state.config.repos_dir();
+        let server_wide = repos.is_none();
         let names = match repos {
             Some(names) => names
                 .into_iter()
@@ -163,10 +168,22 @@ async fn build(
                 more_locks: page.next_cursor.is_some(),
             });
         }
+        let total = match server_wide {
+            true => state.index.total_usage()?,
+            // Distinct repositories share no xorb in this sum's eyes: an upper bound of what
+            // they store, exact for one repository (a token's).
+            false => repos.iter().fold(Usage::default(), |t, r| Usage {
+                files: t.files + r.usage.files,
+                logical_bytes: t.logical_bytes + r.usage.logical_bytes,
+                xorbs: t.xorbs + r.usage.xorbs,
+                stored_bytes: t.stored_bytes + r.usage.stored_bytes,
+            }),
+        };
         Ok(StatusPage {
             only,
             generated: crate::server::auth::now_secs() as i64,
-            total: state.index.total_usage()?,
+            total,
+            server_wide,
             repos,
         })
     })

@@ -79,6 +79,16 @@ impl LockIndex for PgIndex {
         }
     }
 
+    fn count_locks(&self, repo: &RepoName) -> IndexResult<u64> {
+        let row = self.pool.run(|c| {
+            wait(c.query_one(
+                "SELECT COUNT(*) FROM locks WHERE repo = $1",
+                &[&repo.as_str()],
+            ))
+        })?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
     fn locks(&self, repo: &RepoName, q: &LockQuery) -> IndexResult<LockPage> {
         // One more than asked for tells whether there is a next page. Ids compare bytewise (as
         // on SQLite), whatever the database's collation.

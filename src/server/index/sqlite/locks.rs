@@ -99,6 +99,15 @@ impl LockIndex for SqliteIndex {
         })
     }
 
+    fn count_locks(&self, repo: &RepoName) -> IndexResult<u64> {
+        self.read(|c| {
+            let n: i64 = c
+                .prepare_cached("SELECT COUNT(*) FROM locks WHERE repo = ?1")?
+                .query_row([repo.as_str()], |r| r.get(0))?;
+            Ok(n as u64)
+        })
+    }
+
     fn delete_lock(&self, repo: &RepoName, id: &str) -> IndexResult<Option<Lock>> {
         self.write(|tx| {
             let found = tx
