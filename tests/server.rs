@@ -65,3 +65,5 @@ mod claims;
 mod engine_checks;
 #[path = "server/locks.rs"]
 mod locks;
+#[path = "server/lock_paths.rs"]
+mod lock_paths;
