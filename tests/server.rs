@@ -63,7 +63,9 @@ mod upkeep;
 mod claims;
 #[path = "server/engine_checks.rs"]
 mod engine_checks;
-#[path = "server/locks.rs"]
-mod locks;
 #[path = "server/lock_paths.rs"]
 mod lock_paths;
+#[path = "server/locks.rs"]
+mod locks;
+#[path = "server/push_safety.rs"]
+mod push_safety;

@@ -5,6 +5,7 @@
 mod hook_check;
 pub(crate) mod repos;
 mod service;
+pub(crate) mod writers;
 
 use axum::extract::Request;
 use axum::http::Method;
@@ -126,6 +127,18 @@ async fn serve(
         }
         _ => Vec::new(),
     };
+    // A push writes: it holds the repository's writer lock, recovering what a crashed
+    // writer left (src/server/git/writers.rs).
+    let writer = if push && !advertisement {
+        let dir = dir.clone();
+        Some(
+            tokio::task::spawn_blocking(move || writers::WriterLock::acquire(&dir))
+                .await
+                .map_err(ServerError::from)??,
+        )
+    } else {
+        None
+    };
     let (parts, body) = request.into_parts();
     let run = service::ServiceRequest {
         repo_dir: &serve_dir,
@@ -137,6 +150,7 @@ async fn serve(
         user: (!access.anonymous).then(|| "git-xet".to_string()),
         env: hook_env,
         home: &state.config.data_dir,
+        writer,
     };
     let fix_head_of = (push && !advertisement).then(|| dir.clone());
     let after = async move {
