@@ -1,4 +1,7 @@
-//! A push whose client goes away never blocks the repository: killed while sending its
+//! Pushes are durable and a push whose client goes away never blocks the repository.
+//!
+//! Every git the server starts in a hosted repository, new or old, runs with git's fsync
+//! settings. A client that goes away never blocks the repository: killed while sending its
 //! pack, while the server's git holds the ref locks (paused there by a
 //! `reference-transaction` hook), or after; by a raw smart-HTTP client and by a real
 //! `git push`. The next push is accepted. A lock file planted by hand (as a git killed by
@@ -243,4 +246,37 @@ fn a_stale_lock_file_is_reported_by_check_and_does_not_block_a_push() {
     assert!(planted.iter().all(|l| !l.exists()));
     let (ok, text) = check(&server);
     assert!(ok, "{text}");
+}
+
+#[test]
+fn the_server_runs_git_with_fsync_in_new_and_existing_repositories() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = TestServer::start();
+    let env = GitEnv::new(Some(&server.token(REPO, "write")));
+    let work = env.home.path().join("work");
+    env.new_repo(&work);
+    let remote = format!("{}/{REPO}.git", server.url);
+    env.git(&work, &["remote", "add", "origin", &remote]);
+    commit(&env, &work, "a.txt", b"a\n");
+    env.git(&work, &["push", "-q", "origin", "HEAD:main"]);
+    // An `update` hook (receive-pack runs it) records the settings git sees.
+    let bare = server.data.join(format!("repos/{REPO}.git"));
+    let seen = env.home.path().join("seen");
+    let hook = bare.join("hooks/update");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\n{{ git config core.fsync; git config core.fsyncMethod; }} > '{}'\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    commit(&env, &work, "b.txt", b"b\n");
+    env.git(&work, &["push", "-q", "origin", "HEAD:main"]);
+    let settings = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(settings, "committed\nfsync\n");
+    // Given on the command line, not stored: a repository made before has them too.
+    let stored = std::fs::read_to_string(bare.join("config")).unwrap();
+    assert!(!stored.contains("fsync"), "{stored}");
 }

@@ -153,9 +153,16 @@ async fn serve(
         writer,
     };
     let fix_head_of = (push && !advertisement).then(|| dir.clone());
+    let started = std::time::SystemTime::now();
     let after = async move {
         if let Some(dir) = fix_head_of {
             repos::fix_head(&dir).await;
+            let synced = dir.clone();
+            match tokio::task::spawn_blocking(move || repos::sync_names(&synced, started)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!("fsyncing the directories of {}: {e}", dir.display()),
+                Err(e) => tracing::warn!("fsyncing the directories of {}: {e}", dir.display()),
+            }
         }
     };
     service::run(run, after).await

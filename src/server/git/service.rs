@@ -20,7 +20,7 @@ use http_body_util::BodyExt;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use super::writers;
+use super::{repos, writers};
 use crate::server::error::{ServerError, ServerResult};
 
 /// The two services.
@@ -122,6 +122,7 @@ where
     // Bare repositories keep no reflog by default; the status page lists recent pushes
     // from it.
     cmd.args(["-c", "core.logAllRefUpdates=always"])
+        .args(repos::FSYNC_CONFIG)
         .arg(service.command())
         .arg("--stateless-rpc")
         .args(request.advertisement.then_some("--advertise-refs"))

@@ -58,9 +58,15 @@ pub fn serve(settings: &Settings, repo: &RepoName, push: bool) -> Result<ExitSta
         ),
         false => None,
     };
+    let started = std::time::SystemTime::now();
     let status = run_git(settings, &dir, writer.as_ref(), &hook_env)?;
     if push {
         runtime.block_on(repos::fix_head(&dir));
+        // git has answered the client already: this only narrows the window (see
+        // docs/server.md, Durability).
+        if let Err(e) = repos::sync_names(&dir, started) {
+            tracing::warn!("fsyncing the directories of {}: {e}", dir.display());
+        }
     }
     drop(writer);
     Ok(status)
@@ -79,7 +85,8 @@ fn run_git(
         None => "upload-pack",
     };
     let mut cmd = Command::new("git");
-    cmd.arg(service)
+    cmd.args(repos::FSYNC_CONFIG)
+        .arg(service)
         .arg(dir)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
