@@ -74,3 +74,7 @@ mod isolation;
 mod hostile;
 #[path = "server/tenancy.rs"]
 mod tenancy;
+#[path = "server/lock_paths.rs"]
+mod lock_paths;
+#[path = "server/push_safety.rs"]
+mod push_safety;

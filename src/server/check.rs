@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sha2::Digest;
@@ -61,6 +62,9 @@ pub enum Problem {
         file: MerkleHash,
         actual: MerkleHash,
     },
+    /// A lock file of a hosted git repository that no running git owns (left by a git that
+    /// was killed or crashed); the next push to the repository removes it.
+    StaleGitLock { path: PathBuf },
     /// A sha256 recorded for the file is not its content's.
     Sha256 {
         file: MerkleHash,
@@ -106,6 +110,12 @@ impl fmt::Display for Problem {
             Problem::FileHash { file, actual } => {
                 write!(f, "file {file}: its chunks hash to {actual}")
             }
+            Problem::StaleGitLock { path } => write!(
+                f,
+                "git lock file {}: no git runs in the repository to own it (left by a \
+                 killed or crashed git); the next push removes it",
+                path.display()
+            ),
             Problem::Sha256 {
                 file,
                 repo,
@@ -134,6 +144,45 @@ pub struct CheckReport {
     pub xorbs_read: u64,
     pub bytes_read: u64,
     pub problems: Vec<Problem>,
+}
+
+/// The stale lock files of the hosted git repositories under `root` (`<name>.git` and
+/// `<org>/<name>.git`), and how many repositories were looked at. A repository a push is
+/// writing right now is passed over: its lock files may be live.
+pub fn git_locks(root: &Path) -> std::io::Result<(u64, Vec<Problem>)> {
+    let mut repos = Vec::new();
+    let mut dirs = vec![(root.to_path_buf(), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            // `.new-*`: a repository being created, not yet in place.
+            if name.to_string_lossy().starts_with('.') || !entry.file_type()?.is_dir() {
+                continue;
+            }
+            match name.to_string_lossy().ends_with(".git") {
+                true => repos.push(entry.path()),
+                false if depth == 0 => dirs.push((entry.path(), 1)),
+                false => {}
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for repo in &repos {
+        let stale = crate::server::git::writers::stale_lock_files(repo)?;
+        problems.extend(
+            stale
+                .unwrap_or_default()
+                .into_iter()
+                .map(|path| Problem::StaleGitLock { path }),
+        );
+    }
+    Ok((repos.len() as u64, problems))
 }
 
 pub async fn check(

@@ -116,9 +116,20 @@ fn create_secret(path: &Path) -> std::io::Result<()> {
     let linked = std::fs::hard_link(&tmp, path);
     let _ = std::fs::remove_file(&tmp);
     match linked {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(e),
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    sync_dirs(dir)
+}
+
+/// fsyncs the secret's directory and the one holding it, so that after a power loss the
+/// secret every token and URL was signed with is still there under its name.
+fn sync_dirs(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()?;
+    match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => std::fs::File::open(parent)?.sync_all(),
+        None => Ok(()),
     }
 }
 
@@ -138,5 +149,18 @@ mod tests {
             "purposes use different keys"
         );
         assert_ne!(a.dedup_key(1), a.dedup_key(2));
+    }
+
+    #[test]
+    fn the_secret_directories_are_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        Keys::load_or_create(&data).unwrap();
+        let keys_dir = secret_path(&data).parent().unwrap().to_path_buf();
+        sync_dirs(&keys_dir).unwrap();
+        assert!(
+            sync_dirs(&data.join("missing")).is_err(),
+            "it opens what it syncs"
+        );
     }
 }

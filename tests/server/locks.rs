@@ -13,14 +13,14 @@ use crate::lfs::{lfs_url, LFS};
 use crate::support::{random_bytes, TestServer};
 use crate::tokens::user_token;
 
-const REPO: &str = "studio/game";
+pub const REPO: &str = "studio/game";
 
-fn remote(server: &TestServer) -> String {
+pub fn remote(server: &TestServer) -> String {
     format!("{}/{REPO}.git", server.url)
 }
 
 /// A git environment for one user, verifying locks on push as git-lfs does by default.
-fn user_env(token: &str) -> GitEnv {
+pub fn user_env(token: &str) -> GitEnv {
     let env = GitEnv::new(Some(token));
     let home = env.home.path().to_path_buf();
     env.git(&home, &["config", "--global", "lfs.locksverify", "true"]);
@@ -28,14 +28,14 @@ fn user_env(token: &str) -> GitEnv {
 }
 
 /// Writes a file even when git-lfs made it read-only (lockable files not locked by us).
-fn overwrite(path: &Path, bytes: &[u8]) {
+pub fn overwrite(path: &Path, bytes: &[u8]) {
     if path.exists() {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
     std::fs::write(path, bytes).unwrap();
 }
 
-fn clone(env: &GitEnv, server: &TestServer, name: &str) -> std::path::PathBuf {
+pub fn clone(env: &GitEnv, server: &TestServer, name: &str) -> std::path::PathBuf {
     let dir = env.home.path().join(name);
     env.git(
         env.home.path(),
@@ -44,7 +44,7 @@ fn clone(env: &GitEnv, server: &TestServer, name: &str) -> std::path::PathBuf {
     dir
 }
 
-fn stderr_of(out: &std::process::Output) -> String {
+pub fn stderr_of(out: &std::process::Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

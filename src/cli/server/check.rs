@@ -1,11 +1,13 @@
-//! `git xet server check`: every registered file rebuilds from stored xorbs.
+//! `git xet server check`: every registered file rebuilds from stored xorbs; no hosted git
+//! repository holds a stale lock file.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::deployment::DeploymentArgs;
 use super::upkeep::{open_existing, runtime};
 use crate::client::stats::human_bytes;
-use crate::server::check::check;
+use crate::server::check::{check, git_locks};
 
 #[derive(clap::Args, Debug)]
 pub(super) struct CheckArgs {
@@ -15,14 +17,24 @@ pub(super) struct CheckArgs {
     /// file and verify its file hash and every repository's sha256 for it.
     #[arg(long)]
     read_data: bool,
+    /// Where hosted git repositories live [default: the running server's, else DATA/repos].
+    #[arg(long, env = "GIT_XET_SERVER_GIT_DIR", value_name = "DIR")]
+    git_dir: Option<PathBuf>,
 }
 
 pub(super) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     crate::cli::logging::init("warn");
     let deployment = open_existing(&args.deployment)?;
-    let report =
+    let mut report =
         runtime()?.block_on(check(&*deployment.store, &deployment.index, args.read_data))?;
+    let git_root = match args.git_dir {
+        Some(dir) => dir,
+        None => crate::server::ssh::endpoint::repos_dir(&args.deployment.data_dir()?),
+    };
+    let (repos, stale) = git_locks(&git_root)?;
+    report.problems.extend(stale);
     println!("files checked: {}", report.files);
+    println!("git repositories checked: {repos}");
     println!("xorbs indexed: {}", report.xorbs);
     if args.read_data {
         println!(

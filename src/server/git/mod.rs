@@ -5,6 +5,7 @@
 mod hook_check;
 pub(crate) mod repos;
 mod service;
+pub(crate) mod writers;
 
 use axum::extract::Request;
 use axum::http::Method;
@@ -126,6 +127,18 @@ async fn serve(
         }
         _ => Vec::new(),
     };
+    // A push writes: it holds the repository's writer lock, recovering what a crashed
+    // writer left (src/server/git/writers.rs).
+    let writer = if push && !advertisement {
+        let dir = dir.clone();
+        Some(
+            tokio::task::spawn_blocking(move || writers::WriterLock::acquire(&dir))
+                .await
+                .map_err(ServerError::from)??,
+        )
+    } else {
+        None
+    };
     let (parts, body) = request.into_parts();
     let run = service::ServiceRequest {
         repo_dir: &serve_dir,
@@ -137,11 +150,19 @@ async fn serve(
         user: (!access.anonymous).then(|| "git-xet".to_string()),
         env: hook_env,
         home: &state.config.data_dir,
+        writer,
     };
     let fix_head_of = (push && !advertisement).then(|| dir.clone());
+    let started = std::time::SystemTime::now();
     let after = async move {
         if let Some(dir) = fix_head_of {
             repos::fix_head(&dir).await;
+            let synced = dir.clone();
+            match tokio::task::spawn_blocking(move || repos::sync_names(&synced, started)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!("fsyncing the directories of {}: {e}", dir.display()),
+                Err(e) => tracing::warn!("fsyncing the directories of {}: {e}", dir.display()),
+            }
         }
     };
     service::run(run, after).await

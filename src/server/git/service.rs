@@ -20,6 +20,7 @@ use http_body_util::BodyExt;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
+use super::{repos, writers};
 use crate::server::error::{ServerError, ServerResult};
 
 /// The two services.
@@ -67,6 +68,8 @@ pub struct ServiceRequest<'a> {
     /// Extra environment (for hooks), besides PATH and HOME.
     pub env: Vec<(String, String)>,
     pub home: &'a Path,
+    /// For a push: the repository's writer lock, which git inherits (src/server/git/writers.rs).
+    pub writer: Option<writers::WriterLock>,
 }
 
 fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
@@ -93,7 +96,8 @@ fn service_banner(service: Service) -> std::io::Result<bytes::Bytes> {
     Ok(out.into())
 }
 
-/// Runs the service; `on_exit` runs after it has exited and before the response body ends.
+/// Runs the service; `on_exit` runs after it has exited and before the response body ends,
+/// even when the client has gone away.
 pub async fn run<F>(request: ServiceRequest<'_>, on_exit: F) -> ServerResult<Response>
 where
     F: std::future::Future<Output = ()> + Send + 'static,
@@ -118,6 +122,7 @@ where
     // Bare repositories keep no reflog by default; the status page lists recent pushes
     // from it.
     cmd.args(["-c", "core.logAllRefUpdates=always"])
+        .args(repos::FSYNC_CONFIG)
         .arg(service.command())
         .arg("--stateless-rpc")
         .args(request.advertisement.then_some("--advertise-refs"))
@@ -134,13 +139,16 @@ where
             Stdio::piped()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
     if let Some(p) = protocol {
         cmd.env("GIT_PROTOCOL", p);
     }
     for (k, v) in &request.env {
         cmd.env(k, v);
+    }
+    if let Some(writer) = &request.writer {
+        // SAFETY: keep_open only calls fcntl, which is async-signal-safe.
+        unsafe { cmd.pre_exec(writers::keep_open(writer.fd())) };
     }
     let mut child = cmd
         .spawn()
@@ -158,24 +166,13 @@ where
     });
 
     let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(relay(child, stdout, tx, service, request.writer, on_exit));
     let head = futures::stream::iter(banner.map(Ok::<_, std::io::Error>));
-    let tail = futures::stream::once(async move {
-        match child.wait().await {
-            Ok(status) if !status.success() => {
-                tracing::warn!("git {} exited with {status}", service.command())
-            }
-            Err(e) => tracing::warn!("waiting for git {}: {e}", service.command()),
-            Ok(_) => {}
-        }
-        on_exit.await;
-    })
-    .filter_map(|()| futures::future::ready(None));
-    let body = head
-        .chain(tokio_util::io::ReaderStream::with_capacity(
-            stdout,
-            64 * 1024,
-        ))
-        .chain(tail);
+    let chunks = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (Ok(chunk), rx))
+    });
+    let body = head.chain(chunks);
     let mut response = Body::from_stream(body).into_response();
     let content_type = if request.advertisement {
         format!("application/x-{}-advertisement", service.name())
@@ -198,6 +195,68 @@ where
         HeaderValue::from_static("Fri, 01 Jan 1980 00:00:00 GMT"),
     );
     Ok(response)
+}
+
+/// Passes git's stdout on to the response and waits for git; owns both, so that a client
+/// that goes away never takes git down with it. receive-pack then runs to its end (its
+/// stdin closed by [`feed`], its output read and dropped: no SIGPIPE, no SIGKILL in the
+/// middle of a ref transaction, which would leave `*.lock` files that block every later
+/// push); upload-pack, which writes nothing, sees its output pipe closed and stops.
+/// `on_exit` runs after git has exited and before the last chunk is sent, so that the
+/// client sees the push done only once it is.
+async fn relay<F>(
+    mut child: tokio::process::Child,
+    mut stdout: tokio::process::ChildStdout,
+    tx: tokio::sync::mpsc::Sender<bytes::Bytes>,
+    service: Service,
+    writer: Option<writers::WriterLock>,
+    on_exit: F,
+) where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    use tokio::io::AsyncReadExt;
+    let mut held: Option<bytes::Bytes> = None;
+    let mut client_gone = false;
+    let mut buf = bytes::BytesMut::with_capacity(64 * 1024);
+    loop {
+        buf.reserve(64 * 1024);
+        match stdout.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let chunk = buf.split().freeze();
+        if client_gone {
+            continue;
+        }
+        if let Some(previous) = held.replace(chunk) {
+            if tx.send(previous).await.is_err() {
+                client_gone = true;
+                held = None;
+                if service == Service::UploadPack {
+                    break;
+                }
+            }
+        }
+    }
+    drop(stdout);
+    if client_gone {
+        tracing::warn!(
+            "git {}: the client went away; letting git finish",
+            service.command()
+        );
+    }
+    match child.wait().await {
+        Ok(status) if !status.success() => {
+            tracing::warn!("git {} exited with {status}", service.command())
+        }
+        Err(e) => tracing::warn!("waiting for git {}: {e}", service.command()),
+        Ok(_) => {}
+    }
+    on_exit.await;
+    drop(writer);
+    if let Some(last) = held {
+        let _ = tx.send(last).await;
+    }
 }
 
 /// Copies the request body into the service's stdin, then closes it so the service sees

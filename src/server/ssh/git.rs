@@ -8,6 +8,7 @@ use std::process::{Command, ExitStatus};
 
 use crate::server::auth::{self, Scope};
 use crate::server::git::repos;
+use crate::server::git::writers::{self, WriterLock};
 use crate::server::repo_name::RepoName;
 use crate::server::ssh::{Settings, ShellError};
 
@@ -48,23 +49,44 @@ pub fn serve(settings: &Settings, repo: &RepoName, push: bool) -> Result<ExitSta
     } else if !dir.exists() {
         return Err(ShellError::NoRepo(repo.to_string()));
     }
-    let status = run_git(settings, &dir, push, &hook_env)?;
+    // A push holds the repository's writer lock, which git inherits, and recovers what a
+    // crashed writer left (src/server/git/writers.rs).
+    let writer = match push {
+        true => Some(
+            WriterLock::acquire(&dir)
+                .map_err(|e| ShellError::Io(format!("locking {repo} for writing"), e))?,
+        ),
+        false => None,
+    };
+    let started = std::time::SystemTime::now();
+    let status = run_git(settings, &dir, writer.as_ref(), &hook_env)?;
     if push {
         runtime.block_on(repos::fix_head(&dir));
+        // git has answered the client already: this only narrows the window (see
+        // docs/server.md, Durability).
+        if let Err(e) = repos::sync_names(&dir, started) {
+            tracing::warn!("fsyncing the directories of {}: {e}", dir.display());
+        }
     }
+    drop(writer);
     Ok(status)
 }
 
 fn run_git(
     settings: &Settings,
     dir: &Path,
-    push: bool,
+    writer: Option<&WriterLock>,
     hook_env: &[(&str, String)],
 ) -> Result<ExitStatus, ShellError> {
+    use std::os::unix::process::CommandExt;
     let user = &settings.rules.user;
-    let service = if push { "receive-pack" } else { "upload-pack" };
+    let service = match writer {
+        Some(_) => "receive-pack",
+        None => "upload-pack",
+    };
     let mut cmd = Command::new("git");
-    cmd.arg(service)
+    cmd.args(repos::FSYNC_CONFIG)
+        .arg(service)
         .arg(dir)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -80,6 +102,10 @@ fn run_git(
     }
     for (k, v) in hook_env {
         cmd.env(k, v);
+    }
+    if let Some(writer) = writer {
+        // SAFETY: keep_open only calls fcntl, which is async-signal-safe.
+        unsafe { cmd.pre_exec(writers::keep_open(writer.fd())) };
     }
     cmd.status()
         .map_err(|e| ShellError::Io(format!("running git {service}"), e))
