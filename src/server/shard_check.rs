@@ -5,13 +5,15 @@
 //! range lies inside its xorb with the right unpacked length, every verification entry is
 //! the hash of the stored chunk hashes of its range (proof that the uploader knew them),
 //! the file hash is recomputed from those chunks, sha256 metadata is present, and every
-//! CAS block describes its xorb exactly.
+//! CAS block describes its xorb exactly. On a scoped server (`--dedup-scope`) a xorb that no
+//! repository of the uploader's scope holds counts as not stored, before anything about it
+//! is compared or reported.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::server::error::{ServerError, ServerResult};
-use crate::server::index::{FileRecord, Index, ShardRegistration, XorbMeta};
+use crate::server::index::{DedupDomain, FileRecord, Index, ShardRegistration, XorbMeta};
 use crate::server::repo_name::RepoName;
 use crate::xet::hash::{file_hash, merkle_as_sha256, verification_hash};
 use crate::xet::shard::{parse_shard, FileInfo, FooterOptions, Shard, XorbBlock};
@@ -30,6 +32,7 @@ fn bad(msg: String) -> ServerError {
 /// Layouts of referenced xorbs, loaded once each.
 struct Xorbs<'a> {
     index: &'a dyn Index,
+    domain: &'a DedupDomain,
     loaded: HashMap<MerkleHash, Arc<XorbMeta>>,
 }
 
@@ -42,9 +45,11 @@ impl Xorbs<'_> {
         if let Some(meta) = self.loaded.get(hash) {
             return Ok(meta.clone());
         }
-        let meta = self.index.xorb(hash)?.ok_or_else(|| {
-            bad(format!("{} references xorb {hash}, which is not stored on this server; upload the xorb before the shard", used_by()))
-        })?;
+        let meta = match self.index.xorb(hash)? {
+            Some(meta) if self.index.xorb_in_domain(hash, self.domain)? => meta,
+            // The same answer whether another scope holds it or nobody does.
+            _ => return Err(bad(format!("{} references xorb {hash}, which is not stored {}; upload the xorb before the shard", used_by(), self.domain))),
+        };
         self.loaded.insert(*hash, meta.clone());
         Ok(meta)
     }
@@ -55,6 +60,7 @@ pub fn validate_upload(
     index: &dyn Index,
     bytes: &[u8],
     repo: &RepoName,
+    domain: &DedupDomain,
 ) -> ServerResult<ValidatedShard> {
     let parsed = parse_shard(bytes).map_err(|e| ServerError::BadRequest(e.to_string()))?;
     let problems = parsed.lookup_problems();
@@ -62,7 +68,14 @@ pub fn validate_upload(
         return Err(bad(problems.join("; ")));
     }
     let shard_hash = MerkleHash::from_bytes(*blake3::hash(bytes).as_bytes());
-    validate_shard(index, parsed.shard, repo, shard_hash, bytes.len() as u64)
+    validate_shard(
+        index,
+        parsed.shard,
+        repo,
+        domain,
+        shard_hash,
+        bytes.len() as u64,
+    )
 }
 
 /// Validates a shard the server built itself (from an LFS upload), like any other.
@@ -70,10 +83,11 @@ pub fn validate_built(
     index: &dyn Index,
     shard: Shard,
     repo: &RepoName,
+    domain: &DedupDomain,
 ) -> ServerResult<ValidatedShard> {
     let bytes = shard.to_upload_bytes();
     let shard_hash = MerkleHash::from_bytes(*blake3::hash(&bytes).as_bytes());
-    validate_shard(index, shard, repo, shard_hash, bytes.len() as u64)
+    validate_shard(index, shard, repo, domain, shard_hash, bytes.len() as u64)
 }
 
 /// Validates shard contents.
@@ -81,11 +95,13 @@ pub fn validate_shard(
     index: &dyn Index,
     shard: Shard,
     repo: &RepoName,
+    domain: &DedupDomain,
     shard_hash: MerkleHash,
     shard_len: u64,
 ) -> ServerResult<ValidatedShard> {
     let mut xorbs = Xorbs {
         index,
+        domain,
         loaded: HashMap::new(),
     };
     for block in &shard.xorbs {

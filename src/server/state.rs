@@ -134,6 +134,11 @@ impl AppState {
         Ok(access)
     }
 
+    /// The repositories whose xorbs a request on `repo` may dedup against (`--dedup-scope`).
+    pub fn dedup_domain(&self, repo: &RepoName) -> crate::server::index::DedupDomain {
+        self.config.dedup_scope.domain(repo)
+    }
+
     /// Waits for one of the upload slots that bound memory.
     pub async fn upload_slot(&self) -> ServerResult<tokio::sync::SemaphorePermit<'_>> {
         acquire(&self.upload_slots).await

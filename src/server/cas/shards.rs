@@ -38,7 +38,8 @@ pub(super) async fn receive(
     let _slot = state.upload_slot().await?;
     let index = state.index.clone();
     let repo = access.repo.clone();
-    let validated = blocking(move || validate_upload(&*index, &bytes, &repo)).await?;
+    let domain = state.dedup_domain(&repo);
+    let validated = blocking(move || validate_upload(&*index, &bytes, &repo, &domain)).await?;
     let files = validated.registration.files.len();
     let changed = register(state, validated, &access.repo).await?;
     Ok((changed, files))

@@ -18,8 +18,9 @@ use crate::server::auth::Scope;
 use crate::server::body::read_blocking_then_slot;
 use crate::server::cas::parse_hash;
 use crate::server::error::{ServerError, ServerResult};
-use crate::server::index::XorbMeta;
+use crate::server::index::{DedupScope, XorbMeta};
 use crate::server::metrics::add;
+use crate::server::repo_name::RepoName;
 use crate::server::state::{blocking, SharedState};
 use crate::server::storage::{map_range, BoxFuture, ObjectKey, Staged};
 use crate::xet::constants::MAX_XORB_SIZE;
@@ -32,7 +33,7 @@ pub async fn upload(
     headers: HeaderMap,
     body: Body,
 ) -> ServerResult<Json<serde_json::Value>> {
-    state.authorize_cas(&headers, Scope::Write)?;
+    let access = state.authorize_cas(&headers, Scope::Write)?;
     if namespace != "default" {
         return Err(ServerError::not_found(format!(
             "unknown xorb namespace {namespace:?} (this server has \"default\")"
@@ -80,26 +81,30 @@ pub async fn upload(
     // client sent, without a footer this server added.
     add(&state.metrics.xorb_bytes_received, received);
     let meta = XorbMeta { footer, stored_len };
-    let inserted = store_staged_xorb(&state, meta, staged).await?;
+    let inserted = store_staged_xorb(&state, meta, staged, &access.repo).await?;
     Ok(Json(serde_json::json!({ "was_inserted": inserted })))
 }
 
-/// Stores a validated xorb from its staging file and indexes it; counts it when new.
-/// Returns whether it was new.
+/// Stores a validated xorb that `repo` uploaded from its staging file and indexes it;
+/// counts it when new. Returns whether it was new: to the server, or on a scoped server
+/// to `repo`'s dedup scope, so that the answer says nothing about other scopes.
 pub async fn store_staged_xorb(
     state: &SharedState,
     meta: XorbMeta,
     staged: Staged,
+    repo: &RepoName,
 ) -> ServerResult<bool> {
     let put = state.store.put_staged(ObjectKey::xorb(meta.hash()), staged);
-    index_xorb(state, meta, put).await
+    index_xorb(state, meta, put, repo).await
 }
 
-/// Waits for a validated xorb's bytes to be stored (`put`), then indexes it.
+/// Waits for a validated xorb's bytes to be stored (`put`), then indexes it as held by
+/// `repo` (which uploaded all of it).
 async fn index_xorb(
     state: &SharedState,
     meta: XorbMeta,
     put: BoxFuture<'_, std::io::Result<bool>>,
+    repo: &RepoName,
 ) -> ServerResult<bool> {
     let hash = meta.hash();
     let len = meta.stored_len;
@@ -107,10 +112,19 @@ async fn index_xorb(
     let index = state.index.clone();
     // Indexed only once the bytes are durable: a crash in between leaves an unreferenced
     // file, never an index entry without its data.
-    let inserted = blocking(move || Ok(index.register_xorb(&meta)?)).await?;
+    let (repo, domain) = (repo.clone(), state.dedup_domain(repo));
+    let (inserted, new_in_domain) = blocking(move || {
+        let inserted = index.register_xorb(&meta)?;
+        let held_before = index.add_xorb_holder(&hash, &repo, &domain)?;
+        Ok((inserted, !held_before))
+    })
+    .await?;
     if inserted {
         state.metrics.xorb_stored(len);
         tracing::debug!(xorb = %hash, bytes = len, "stored xorb");
     }
-    Ok(inserted)
+    Ok(match state.config.dedup_scope {
+        DedupScope::Server => inserted,
+        DedupScope::Org | DedupScope::Repo => new_in_domain,
+    })
 }
