@@ -111,12 +111,12 @@ impl Env {
     }
 
     pub fn hf_upload(&self, paths: &[&Path]) -> Vec<HfFile> {
-        self.hf_upload_to(REPO, paths)
+        self.hf_upload_at(REPO, &self.endpoint(), paths)
     }
 
-    /// Uploads with a write token of repository `repo`.
-    pub fn hf_upload_to(&self, repo: &str, paths: &[&Path]) -> Vec<HfFile> {
-        let mut args = vec!["upload".to_string(), self.endpoint()];
+    /// Uploads to CAS `endpoint` with a write token of repository `repo`.
+    pub fn hf_upload_at(&self, repo: &str, endpoint: &str, paths: &[&Path]) -> Vec<HfFile> {
+        let mut args = vec!["upload".to_string(), endpoint.to_string()];
         args.extend(paths.iter().map(|p| p.display().to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         serde_json::from_str(&self.hfx_as(repo, "write", &args)).unwrap()
@@ -131,19 +131,22 @@ impl Env {
 
     /// Downloads a whole file with hf-xet and returns its bytes.
     pub fn hf_download(&self, hash: &str, size: u64, name: &str) -> Vec<u8> {
-        self.hf_download_from(REPO, hash, size, name)
+        self.hf_download_at(REPO, &self.endpoint(), hash, size, name)
     }
 
-    /// Downloads with a read token of repository `repo`.
-    pub fn hf_download_from(&self, repo: &str, hash: &str, size: u64, name: &str) -> Vec<u8> {
+    /// Downloads from CAS `endpoint` with a read token of repository `repo`.
+    pub fn hf_download_at(
+        &self,
+        repo: &str,
+        endpoint: &str,
+        hash: &str,
+        size: u64,
+        name: &str,
+    ) -> Vec<u8> {
         let dest = self.path(name);
         let size = size.to_string();
         let dest_s = dest.display().to_string();
-        self.hfx_as(
-            repo,
-            "read",
-            &["download", &self.endpoint(), hash, &size, &dest_s],
-        );
+        self.hfx_as(repo, "read", &["download", endpoint, hash, &size, &dest_s]);
         std::fs::read(dest).unwrap()
     }
 

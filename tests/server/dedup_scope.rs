@@ -205,3 +205,51 @@ fn dedup_scope_repo_a_reader_of_another_repo_learns_nothing() {
     );
     assert_eq!(status, 200, "its own repository finds it");
 }
+
+/// A scoped server hands each scope its own CAS URL (clients that key caches by endpoint,
+/// like hf-xet, then keep one per scope), which serves the CAS API like the plain one; the
+/// default server hands out the plain base URL.
+#[test]
+fn dedup_scope_cas_url_names_the_scope() {
+    let cas_url = |server: &TestServer, repo: &str| -> String {
+        let r = client()
+            .get(format!(
+                "{}/{repo}.git/info/lfs/xet-write-token",
+                server.url
+            ))
+            .bearer_auth(server.token(repo, "write"))
+            .send()
+            .unwrap();
+        let (status, v) = json(r);
+        assert_eq!(status, 200, "{v}");
+        v["casUrl"].as_str().unwrap().to_string()
+    };
+    let plain = TestServer::start();
+    assert_eq!(cas_url(&plain, "org1/a"), plain.url.trim_end_matches('/'));
+    for (scope, a, c) in [
+        ("org", "/_scope/org1", "/_scope/org1"),
+        ("repo", "/_scope/org1+a", "/_scope/org1+c"),
+    ] {
+        let server = TestServer::start_with(&["--dedup-scope", scope]);
+        let base = server.url.trim_end_matches('/');
+        assert_eq!(cas_url(&server, "org1/a"), format!("{base}{a}"), "{scope}");
+        assert_eq!(cas_url(&server, "org1/c"), format!("{base}{c}"), "{scope}");
+        let upload = Upload::random(300_000, 33, 16);
+        let mut w = Cas::new(&server, "org1/a", "write");
+        w.base = cas_url(&server, "org1/a");
+        w.upload(&upload);
+        assert!(
+            w.download(&upload.file_hash, None) == upload.data,
+            "{scope}"
+        );
+        let (status, _) = dedup_query(&w, &upload.xorbs[0].footer.chunk_hashes[0]);
+        assert_eq!(status, 200, "{scope}");
+        // Counted under the route's own label.
+        assert!(
+            server
+                .metrics()
+                .contains("route=\"shard_upload\",status=\"200\""),
+            "{scope}"
+        );
+    }
+}

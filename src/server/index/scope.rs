@@ -11,6 +11,10 @@ use std::fmt;
 
 use crate::server::repo_name::RepoName;
 
+/// The first segment of a scoped CAS path (`cas_path`); no repository name starts with `_`,
+/// so it never shadows a hosted repository's path.
+pub const SCOPED_CAS_PREFIX: &str = "/_scope";
+
 /// The setting: how far deduplication reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum DedupScope {
@@ -75,6 +79,20 @@ impl DedupDomain {
         }
     }
 
+    /// The path under which the CAS API is handed out to the domain's clients (`casUrl`):
+    /// empty for the whole server, `/_scope/ORG` or `/_scope/ORG+NAME` otherwise (`+` is not
+    /// in repository names). Clients that key their caches by endpoint (hf-xet) so keep
+    /// one cache per scope, and never dedup locally against another scope's xorbs.
+    pub fn cas_path(&self) -> String {
+        match self {
+            DedupDomain::Server => String::new(),
+            DedupDomain::Org(org) => format!("{SCOPED_CAS_PREFIX}/{org}"),
+            DedupDomain::Repo(repo) => {
+                format!("{SCOPED_CAS_PREFIX}/{}", repo.as_str().replace('/', "+"))
+            }
+        }
+    }
+
     /// Whether `repo` is inside the domain.
     pub fn contains(&self, repo: &str) -> bool {
         match self.bounds() {
@@ -129,6 +147,9 @@ mod tests {
         assert!(one.contains("org1/a"));
         assert!(!one.contains("org1/c") && !one.contains("org1"));
         assert!(DedupScope::Server.domain(&repo("x")).contains("y/z"));
+        assert_eq!(one.cas_path(), "/_scope/org1+a");
+        assert_eq!(org.cas_path(), "/_scope/org1");
+        assert_eq!(DedupDomain::Server.cas_path(), "");
         // A repository without an org is its own org.
         assert_eq!(
             DedupScope::Org.domain(&repo("model")),
