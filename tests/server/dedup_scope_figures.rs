@@ -2,7 +2,7 @@
 //! content with our client (each its own user: no client-side state shared), on a server of
 //! each scope; printed are the xorb bytes uploaded and the xorb bytes stored on disk.
 //! docs/server.md ("Dedup scope") quotes the figures of
-//! `cargo test --release --test server dedup_scope_figures -- --nocapture`.
+//! `cargo test --test server dedup_scope_figures -- --nocapture`.
 
 use std::path::Path;
 

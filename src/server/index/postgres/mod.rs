@@ -325,7 +325,7 @@ impl Index for PgIndex {
         if *domain == DedupDomain::Server {
             return Ok(self.xorb(hash)?.is_some());
         }
-        Ok(self.pool.run(|c| scope::xorb_in_domain(c, hash, domain))?)
+        self.pool.run(|c| scope::xorb_in_domain(c, hash, domain))
     }
 
     fn add_xorb_holder(
