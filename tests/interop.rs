@@ -15,5 +15,7 @@ mod gitenv;
 mod hf_agent;
 #[path = "interop/s3.rs"]
 mod s3;
+#[path = "interop/scopes.rs"]
+mod scopes;
 #[path = "interop/transfers.rs"]
 mod transfers;

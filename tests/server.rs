@@ -18,6 +18,12 @@ mod cas_reconstruction;
 #[path = "server/dedup.rs"]
 mod dedup;
 
+#[path = "server/dedup_scope.rs"]
+mod dedup_scope;
+
+#[path = "server/dedup_scope_figures.rs"]
+mod dedup_scope_figures;
+
 #[path = "server/durability.rs"]
 mod durability;
 

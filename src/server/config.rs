@@ -29,6 +29,8 @@ pub struct ServerConfig {
     pub presign: bool,
     /// How often the global-dedup chunk key rotates.
     pub dedup_key_period: Duration,
+    /// Which repositories' xorbs a request may dedup against (index/scope.rs).
+    pub dedup_scope: crate::server::index::DedupScope,
     /// Largest git-lfs basic upload accepted.
     pub max_object_size: u64,
     /// Largest git push (request body of git-receive-pack) accepted.
@@ -76,6 +78,7 @@ impl ServerConfig {
             fetch_url_ttl: Duration::from_secs(300),
             presign: false,
             dedup_key_period: Duration::from_secs(6 * 3600),
+            dedup_scope: Default::default(),
             // Larger than any model file in practice, small enough that a refused upload
             // (it is staged while it arrives) does not fill an ordinary disk.
             max_object_size: 64 << 30,

@@ -8,24 +8,71 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use tower::ServiceExt;
 
 use crate::server::error::ServerError;
 use crate::server::listen::Peer;
+use crate::server::index::scope::SCOPED_CAS_PREFIX;
 use crate::server::state::SharedState;
 use crate::server::{cas, repo_routes, status};
 
 pub fn router(state: SharedState) -> Router {
-    Router::new()
+    let scoped = cas_routes(Router::new()).with_state(state.clone());
+    cas_routes(Router::new())
         .route("/", get(status_page))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
+        // A service, not a route: a route's path captures would reach the CAS handlers.
+        .nest_service(
+            SCOPED_CAS_PREFIX,
+            tower::service_fn(move |request: Request| {
+                let cas = scoped.clone();
+                async move { Ok::<_, std::convert::Infallible>(scoped_cas(cas, request).await) }
+            }),
+        )
+        .fallback(repo_routes::dispatch)
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+/// The CAS API under `/v1`, `/api/v1`, `/v2` and `/api/v2`.
+fn cas_routes(router: Router<SharedState>) -> Router<SharedState> {
+    router
         .nest("/v1", cas::router())
         .nest("/api/v1", cas::router())
         .nest("/v2", cas::router_v2())
         .nest("/api/v2", cas::router_v2())
-        .fallback(repo_routes::dispatch)
-        .layer(middleware::from_fn_with_state(state.clone(), observe))
-        .with_state(state)
+}
+
+/// `/_scope/{scope}/...`: the CAS API as handed out to a dedup scope's clients (`casUrl`,
+/// index/scope.rs). The segment only gives each scope its own endpoint (clients key their
+/// caches by it); the token decides what a request may do, as on the plain routes.
+async fn scoped_cas(cas: Router, mut request: Request) -> Response {
+    // The prefix is gone (`nest_service`): `/{scope}/REST` -> `/REST`.
+    let path = request.uri().path();
+    let rest = path
+        .strip_prefix('/')
+        .and_then(|p| p.find('/').map(|i| &p[i..]))
+        .unwrap_or("/");
+    let rewritten = match request.uri().query() {
+        Some(q) => format!("{rest}?{q}"),
+        None => rest.to_string(),
+    };
+    match rewritten.parse() {
+        Ok(uri) => *request.uri_mut() = uri,
+        Err(_) => return axum::http::StatusCode::BAD_REQUEST.into_response(),
+    }
+    match cas.oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+/// `/_scope/{scope}/REST` -> `/REST`.
+fn strip_scope(path: &str) -> Option<&str> {
+    let after = path.strip_prefix(SCOPED_CAS_PREFIX)?.strip_prefix('/')?;
+    let slash = after.find('/')?;
+    Some(&after[slash..])
 }
 
 /// `GET /metrics` on the main listener: counters say how much every tenant stores and sends,
@@ -132,7 +179,8 @@ pub const ROUTE_LABELS: &[&str] = &[
 
 /// A fixed label per route, so that metrics have bounded cardinality.
 pub fn route_label(method: &Method, path: &str) -> &'static str {
-    let cas = path.strip_prefix("/api").unwrap_or(path);
+    let cas = strip_scope(path).unwrap_or(path);
+    let cas = cas.strip_prefix("/api").unwrap_or(cas);
     let prefixes: [(&str, &'static str); 9] = [
         ("/v1/xorbs/", "xorb_upload"),
         ("/v1/xorb-grants/", "xorb_grant"),

@@ -61,6 +61,8 @@ pub struct ImportOptions {
     pub fsync: bool,
     /// Objects converted at once (each builds one 64 MiB xorb in memory).
     pub jobs: usize,
+    /// The servers' `--dedup-scope`: which stored content the import dedups against.
+    pub dedup_scope: crate::server::index::DedupScope,
 }
 
 /// One object whose bytes do not hash to its name: reported, never stored.
@@ -197,16 +199,21 @@ fn import_one(
     if state.index.repo_file_by_sha256(repo, oid)?.is_some() {
         return Ok(Outcome::Already);
     }
-    let ingested = ingest_stream(state, reader.read(rt, found)?)?;
+    let ingested = ingest_stream(state, repo, reader.read(rt, found)?)?;
     if &ingested.sha256 != oid {
         // Dropping the staged xorbs removes them: nothing of this object is stored.
         return Ok(Outcome::Mismatch(sha256_hex(&ingested.sha256)));
     }
     let stored = ingested.staged.iter().map(|(_, m)| m.stored_len).sum();
     let size = ingested.size;
-    rt.block_on(commit(state, ingested.staged))?;
+    rt.block_on(commit(state, ingested.staged, repo))?;
     let file = ingested.shard.files.first().map(|f| f.file_hash);
-    let validated = validate_built(&*state.index, ingested.shard, repo)?;
+    let validated = validate_built(
+        &*state.index,
+        ingested.shard,
+        repo,
+        &state.dedup_domain(repo),
+    )?;
     rt.block_on(register_shard(state, validated, repo))?;
     if let Some(file) = file {
         state.index.record_verified_sha256(&file, oid)?;
@@ -222,6 +229,7 @@ fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportErro
         ServerConfig::new(([127, 0, 0, 1], 0).into(), opts.deployment.data_dir.clone());
     config.deployment = opts.deployment.clone();
     config.fsync = opts.fsync;
+    config.dedup_scope = opts.dedup_scope;
     let data = config.data_dir.clone();
     let io = |cause| ImportError::Data {
         path: data.clone(),

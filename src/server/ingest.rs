@@ -1,5 +1,6 @@
 //! Turning a whole file (a git-lfs `basic` upload) into XET content on the server: chunk it,
-//! deduplicate against everything stored, pack new chunks into xorbs, and describe the file
+//! deduplicate against what its repository's dedup scope holds (`--dedup-scope`; chunks
+//! stored only in other scopes are stored again, in new xorbs), pack new chunks into xorbs, and describe the file
 //! with a shard, exactly as a XET client would. Legacy LFS content so becomes XET content
 //! that `xet` clients can deduplicate against and download by range.
 //!
@@ -17,7 +18,8 @@ use std::sync::Arc;
 use crate::io::pipeline::{chunk_and_hash, HashedChunk, PipelineError};
 use crate::server::cas::store_staged_xorb;
 use crate::server::error::{ServerError, ServerResult};
-use crate::server::index::XorbMeta;
+use crate::server::index::{DedupDomain, XorbMeta};
+use crate::server::repo_name::RepoName;
 use crate::server::state::SharedState;
 use crate::server::storage::Staged;
 use crate::xet::hash::{sha256_as_merkle, verification_hash};
@@ -75,6 +77,8 @@ pub struct Ingested {
 
 struct Packer<'a> {
     state: &'a SharedState,
+    /// The xorbs this upload may reference.
+    domain: DedupDomain,
     builder: XorbBuilder,
     new_xorbs: Vec<XorbFooter>,
     staged: Vec<(Staged, XorbMeta)>,
@@ -107,7 +111,7 @@ impl Packer<'_> {
             self.deduplicated_bytes += len;
             return Ok(());
         }
-        if let Some((xorb, index)) = self.state.index.chunk_location(&chunk.hash)? {
+        if let Some((xorb, index)) = self.state.index.chunk_location(&chunk.hash, &self.domain)? {
             if let Some(meta) = self.state.index.xorb(&xorb)? {
                 self.run = Some(Run {
                     meta,
@@ -203,12 +207,17 @@ impl Packer<'_> {
     }
 }
 
-/// Ingests everything `reader` yields. Returns the shard that would register the file (not
+/// Ingests everything `reader` yields, for `repo`. Returns the shard that would register the file (not
 /// yet validated or registered) and its new xorbs, staged: nothing is visible until
 /// [`commit`].
-pub fn ingest_stream<R: Read + Send>(state: &SharedState, reader: R) -> ServerResult<Ingested> {
+pub fn ingest_stream<R: Read + Send>(
+    state: &SharedState,
+    repo: &RepoName,
+    reader: R,
+) -> ServerResult<Ingested> {
     let mut packer = Packer {
         state,
+        domain: state.dedup_domain(repo),
         builder: XorbBuilder::new(),
         new_xorbs: Vec::new(),
         staged: Vec::new(),
@@ -266,10 +275,15 @@ pub fn ingest_stream<R: Read + Send>(state: &SharedState, reader: R) -> ServerRe
     })
 }
 
-/// Stores and indexes an ingest's staged xorbs, once its upload has been verified.
-pub async fn commit(state: &SharedState, staged: Vec<(Staged, XorbMeta)>) -> ServerResult<()> {
+/// Stores and indexes an ingest's staged xorbs (held by `repo`), once its upload has been
+/// verified.
+pub async fn commit(
+    state: &SharedState,
+    staged: Vec<(Staged, XorbMeta)>,
+    repo: &RepoName,
+) -> ServerResult<()> {
     for (staged, meta) in staged {
-        store_staged_xorb(state, meta, staged).await?;
+        store_staged_xorb(state, meta, staged, repo).await?;
     }
     Ok(())
 }

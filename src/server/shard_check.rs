@@ -5,13 +5,15 @@
 //! range lies inside its xorb with the right unpacked length, every verification entry is
 //! the hash of the stored chunk hashes of its range (proof that the uploader knew them),
 //! the file hash is recomputed from those chunks, sha256 metadata is present, and every
-//! CAS block describes its xorb exactly.
+//! CAS block describes its xorb exactly. On a scoped server (`--dedup-scope`) a xorb that no
+//! repository of the uploader's scope holds counts as not stored, before anything about it
+//! is compared or reported.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::server::error::{ServerError, ServerResult};
-use crate::server::index::{FileRecord, Index, ShardRegistration, XorbMeta};
+use crate::server::index::{DedupDomain, FileRecord, Index, ShardRegistration, XorbMeta};
 use crate::server::repo_name::RepoName;
 use crate::xet::hash::{file_hash_from_root, merkle_as_sha256, verification_hash};
 use crate::xet::merkle::MerkleBuilder;
@@ -43,6 +45,7 @@ pub const MAX_FILE_TERMS: usize = 1 << 16;
 /// here would hold every distinct xorb a shard names at once.
 struct Xorbs<'a> {
     index: &'a dyn Index,
+    domain: &'a DedupDomain,
 }
 
 impl Xorbs<'_> {
@@ -51,9 +54,11 @@ impl Xorbs<'_> {
         hash: &MerkleHash,
         used_by: &dyn Fn() -> String,
     ) -> ServerResult<Arc<XorbMeta>> {
-        self.index.xorb(hash)?.ok_or_else(|| {
-            bad(format!("{} references xorb {hash}, which is not stored on this server; upload the xorb before the shard", used_by()))
-        })
+        match self.index.xorb(hash)? {
+            Some(meta) if self.index.xorb_in_domain(hash, self.domain)? => Ok(meta),
+            // The same answer whether another scope holds it or nobody does.
+            _ => Err(bad(format!("{} references xorb {hash}, which is not stored {}; upload the xorb before the shard", used_by(), self.domain))),
+        }
     }
 }
 
@@ -83,13 +88,14 @@ pub fn validate_read(
     shard_hash: MerkleHash,
     shard_len: u64,
     repo: &RepoName,
+    domain: &DedupDomain,
 ) -> ServerResult<ValidatedShard> {
     let parsed = read_shard(reader).map_err(|e| ServerError::BadRequest(e.to_string()))?;
     let problems = parsed.lookup_problems();
     if !problems.is_empty() {
         return Err(bad(problems.join("; ")));
     }
-    validate_shard(index, parsed.shard, repo, shard_hash, shard_len)
+    validate_shard(index, parsed.shard, repo, domain, shard_hash, shard_len)
 }
 
 /// Validates a shard the server built itself (from an LFS upload), like any other.
@@ -97,10 +103,11 @@ pub fn validate_built(
     index: &dyn Index,
     shard: Shard,
     repo: &RepoName,
+    domain: &DedupDomain,
 ) -> ServerResult<ValidatedShard> {
     let bytes = shard.to_upload_bytes();
     let shard_hash = MerkleHash::from_bytes(*blake3::hash(&bytes).as_bytes());
-    validate_shard(index, shard, repo, shard_hash, bytes.len() as u64)
+    validate_shard(index, shard, repo, domain, shard_hash, bytes.len() as u64)
 }
 
 /// Validates shard contents.
@@ -108,11 +115,12 @@ pub fn validate_shard(
     index: &dyn Index,
     shard: Shard,
     repo: &RepoName,
+    domain: &DedupDomain,
     shard_hash: MerkleHash,
     shard_len: u64,
 ) -> ServerResult<ValidatedShard> {
     check_chunk_refs(&shard)?;
-    let mut xorbs = Xorbs { index };
+    let mut xorbs = Xorbs { index, domain };
     for block in &shard.xorbs {
         check_xorb_block(&mut xorbs, block)?;
     }

@@ -144,6 +144,21 @@ impl AppState {
         Ok(())
     }
 
+    /// The repositories whose xorbs a request on `repo` may dedup against (`--dedup-scope`).
+    pub fn dedup_domain(&self, repo: &RepoName) -> crate::server::index::DedupDomain {
+        self.config.dedup_scope.domain(repo)
+    }
+
+    /// The CAS base URL handed to clients of `repo` (`casUrl`): the base URL, under the
+    /// dedup scope's path on a scoped server (index/scope.rs, `cas_path`).
+    pub fn cas_url(&self, headers: &HeaderMap, repo: &RepoName) -> String {
+        format!(
+            "{}{}",
+            self.base_url(headers),
+            self.dedup_domain(repo).cas_path()
+        )
+    }
+
     /// Waits for one of the upload slots that bound memory.
     pub async fn upload_slot(&self) -> ServerResult<tokio::sync::SemaphorePermit<'_>> {
         acquire(&self.upload_slots).await

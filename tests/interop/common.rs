@@ -82,13 +82,18 @@ impl Env {
     /// Runs hfx.py with a token of `scope`; returns stdout. Its caches live in the scratch
     /// directory (HF_HOME), so that nothing is shared between tests or with the user.
     fn hfx(&self, scope: &str, args: &[&str]) -> String {
+        self.hfx_as(REPO, scope, args)
+    }
+
+    /// As `hfx`, with a token of repository `repo`.
+    fn hfx_as(&self, repo: &str, scope: &str, args: &[&str]) -> String {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/py/hfx.py");
         let out = Command::new(&self.python)
             .arg("-W")
             .arg("ignore::DeprecationWarning")
             .arg(script)
             .args(args)
-            .env("HFX_TOKEN", self.server.token(REPO, scope))
+            .env("HFX_TOKEN", self.server.token(repo, scope))
             .env("HF_HOME", self.path("hf-home"))
             .output()
             .expect("run python");
@@ -106,10 +111,15 @@ impl Env {
     }
 
     pub fn hf_upload(&self, paths: &[&Path]) -> Vec<HfFile> {
-        let mut args = vec!["upload".to_string(), self.endpoint()];
+        self.hf_upload_at(REPO, &self.endpoint(), paths)
+    }
+
+    /// Uploads to CAS `endpoint` with a write token of repository `repo`.
+    pub fn hf_upload_at(&self, repo: &str, endpoint: &str, paths: &[&Path]) -> Vec<HfFile> {
+        let mut args = vec!["upload".to_string(), endpoint.to_string()];
         args.extend(paths.iter().map(|p| p.display().to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        serde_json::from_str(&self.hfx("write", &args)).unwrap()
+        serde_json::from_str(&self.hfx_as(repo, "write", &args)).unwrap()
     }
 
     pub fn hf_hash(&self, paths: &[&Path]) -> Vec<HfFile> {
@@ -121,18 +131,39 @@ impl Env {
 
     /// Downloads a whole file with hf-xet and returns its bytes.
     pub fn hf_download(&self, hash: &str, size: u64, name: &str) -> Vec<u8> {
-        std::fs::read(self.hf_download_file(hash, size, name)).unwrap()
+        self.hf_download_at(REPO, &self.endpoint(), hash, size, name)
     }
 
     /// Downloads a whole file with hf-xet into the scratch file `name`; returns its path.
     pub fn hf_download_file(&self, hash: &str, size: u64, name: &str) -> PathBuf {
+        self.hf_download_file_at(REPO, &self.endpoint(), hash, size, name)
+    }
+
+    /// Downloads from CAS `endpoint` with a read token of repository `repo`.
+    pub fn hf_download_at(
+        &self,
+        repo: &str,
+        endpoint: &str,
+        hash: &str,
+        size: u64,
+        name: &str,
+    ) -> Vec<u8> {
+        std::fs::read(self.hf_download_file_at(repo, endpoint, hash, size, name)).unwrap()
+    }
+
+    /// Like `hf_download_at`, into the scratch file `name`; returns its path.
+    pub fn hf_download_file_at(
+        &self,
+        repo: &str,
+        endpoint: &str,
+        hash: &str,
+        size: u64,
+        name: &str,
+    ) -> PathBuf {
         let dest = self.path(name);
         let size = size.to_string();
         let dest_s = dest.display().to_string();
-        self.hfx(
-            "read",
-            &["download", &self.endpoint(), hash, &size, &dest_s],
-        );
+        self.hfx_as(repo, "read", &["download", endpoint, hash, &size, &dest_s]);
         dest
     }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use git_xet::server::index::{
-    FileRecord, Index, PgIndex, ShardRegistration, SqliteIndex, XorbMeta,
+    DedupDomain, FileRecord, Index, PgIndex, ShardRegistration, SqliteIndex, XorbMeta,
 };
 use git_xet::server::repo_name::RepoName;
 use git_xet::xet::shard::FileTerm;
@@ -16,6 +16,9 @@ use crate::support::postgres;
 
 #[path = "index_contract/topics.rs"]
 mod topics;
+
+#[path = "index_contract/scope.rs"]
+mod scope;
 
 /// Opens another handle on the same index (another "process").
 type Opener = Box<dyn Fn() -> Arc<dyn Index>>;
@@ -103,15 +106,24 @@ fn xorbs_and_chunks(open: &Opener) {
     assert_eq!(*other.xorb(&a.hash()).unwrap().unwrap(), a);
     assert!(other.xorb(&hash(99, 1)).unwrap().is_none());
     // The first xorb to store a chunk stays its location.
-    assert_eq!(other.chunk_location(&c[0]).unwrap(), Some((a.hash(), 0)));
-    assert_eq!(other.chunk_location(&c[1]).unwrap(), Some((a.hash(), 1)));
-    assert_eq!(other.chunk_location(&c[2]).unwrap(), Some((b.hash(), 1)));
+    assert_eq!(
+        other.chunk_location(&c[0], &DedupDomain::Server).unwrap(),
+        Some((a.hash(), 0))
+    );
+    assert_eq!(
+        other.chunk_location(&c[1], &DedupDomain::Server).unwrap(),
+        Some((a.hash(), 1))
+    );
+    assert_eq!(
+        other.chunk_location(&c[2], &DedupDomain::Server).unwrap(),
+        Some((b.hash(), 1))
+    );
     // Same 8-byte key, different hash: not a match.
     let mut lookalike = *c[0].as_bytes();
     lookalike[31] ^= 1;
     assert_eq!(
         other
-            .chunk_location(&MerkleHash::from_bytes(lookalike))
+            .chunk_location(&MerkleHash::from_bytes(lookalike), &DedupDomain::Server)
             .unwrap(),
         None
     );
@@ -168,11 +180,13 @@ fn shards_files_and_repos(open: &Opener) {
         "no lookup by sha256 across repositories"
     );
     assert_eq!(
-        reader.files_starting_with(&hash(21, 1), 10).unwrap(),
+        reader
+            .files_starting_with(&hash(21, 1), 10, &DedupDomain::Server)
+            .unwrap(),
         vec![f1.file_hash]
     );
     assert!(reader
-        .files_starting_with(&hash(28, 1), 10)
+        .files_starting_with(&hash(28, 1), 10, &DedupDomain::Server)
         .unwrap()
         .is_empty());
     assert_eq!(reader.stats().unwrap().files, 2);
@@ -271,6 +285,7 @@ fn contract(open: &Opener) {
     overlapping_shards(open);
     usage(open);
     topics::all(open);
+    scope::holders_and_scoped_lookups(open);
 }
 
 #[test]
@@ -283,6 +298,42 @@ fn sqlite_index_contract() {
 fn postgres_index_contract() {
     let Some((_db, open)) = pg() else { return };
     contract(&open);
+}
+
+/// Undoing schema version 2 gives the version-1 tables (one location per chunk key, no
+/// holders), as a server before dedup scopes left them.
+#[test]
+fn sqlite_index_written_before_scopes_is_upgraded() {
+    let (dir, open) = sqlite();
+    let path = dir.path().join("index.sqlite");
+    scope::upgrade_from_unscoped(&open, &|| {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP TABLE xorb_repos;
+             DROP INDEX repo_files_by_file;
+             CREATE TABLE chunks_v1 (key INTEGER PRIMARY KEY, xorb_id INTEGER NOT NULL, chunk_index INTEGER NOT NULL);
+             INSERT OR IGNORE INTO chunks_v1 SELECT key, xorb_id, chunk_index FROM chunks ORDER BY xorb_id;
+             DROP TABLE chunks;
+             ALTER TABLE chunks_v1 RENAME TO chunks;
+             UPDATE schema_info SET version = 1;",
+        )
+        .unwrap();
+    });
+}
+
+#[test]
+fn postgres_index_written_before_scopes_is_upgraded() {
+    let Some((db, open)) = pg() else { return };
+    scope::upgrade_from_unscoped(&open, &|| {
+        db.sql(
+            "DROP TABLE xorb_repos;
+             DROP INDEX repo_files_by_file;
+             DELETE FROM chunks c WHERE EXISTS (SELECT 1 FROM chunks d WHERE d.key = c.key AND d.xorb_id < c.xorb_id);
+             ALTER TABLE chunks DROP CONSTRAINT chunks_pkey;
+             ALTER TABLE chunks ADD PRIMARY KEY (key);
+             DELETE FROM schema_migrations WHERE version = 6;",
+        );
+    });
 }
 
 /// Processes starting at once against an empty database all migrate it without error,
@@ -307,7 +358,7 @@ fn postgres_concurrent_start_and_one_secret() {
     assert_eq!(db.sql("SELECT COUNT(*) FROM server_secret"), "1");
     assert_eq!(
         db.sql("SELECT string_agg(version::text, ',') FROM schema_migrations"),
-        "1,2,3,4,5"
+        "1,2,3,4,5,6"
     );
 }
 

@@ -27,6 +27,15 @@ pub(super) struct ImportLfsArgs {
     /// Skip fsync (tests and benchmarks only).
     #[arg(long)]
     no_fsync: bool,
+    /// The servers' --dedup-scope (`server`, `org`, `repo`): the import dedups only against
+    /// content of the repository's scope.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "server",
+        env = "GIT_XET_SERVER_DEDUP_SCOPE"
+    )]
+    dedup_scope: crate::server::index::DedupScope,
 }
 
 pub(super) fn run(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
@@ -41,6 +50,7 @@ pub(super) fn run(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
         from,
         fsync: !args.no_fsync,
         jobs: args.jobs.max(1),
+        dedup_scope: args.dedup_scope,
     };
     let store = match &opts.deployment.object_store {
         StoreLocation::Dir(dir) => dir.display().to_string(),

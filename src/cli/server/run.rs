@@ -50,6 +50,17 @@ pub(super) struct RunArgs {
     /// Rotation period in seconds of the global-dedup chunk key.
     #[arg(long, default_value_t = 6 * 3600, env = "GIT_XET_SERVER_DEDUP_KEY_PERIOD")]
     dedup_key_period: u64,
+    /// How far deduplication reaches: `server` (every repository dedups against all
+    /// others: one team), `org` (within the first component of the repository name) or
+    /// `repo`. A scoped server tells no request about another scope's chunks or xorbs, at
+    /// the cost of storing content again per scope (docs/server.md, "Dedup scope").
+    #[arg(
+        long,
+        value_enum,
+        default_value = "server",
+        env = "GIT_XET_SERVER_DEDUP_SCOPE"
+    )]
+    dedup_scope: crate::server::index::DedupScope,
     /// Largest git-lfs basic upload accepted, in bytes [default: 64 GiB].
     #[arg(long, env = "GIT_XET_SERVER_MAX_OBJECT_SIZE")]
     max_object_size: Option<u64>,
@@ -167,6 +178,7 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     );
     config.presign = args.presign;
     config.dedup_key_period = Duration::from_secs(args.dedup_key_period.max(60));
+    config.dedup_scope = args.dedup_scope;
     if let Some(max) = args.max_object_size {
         config.max_object_size = max;
     }

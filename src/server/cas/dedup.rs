@@ -6,7 +6,9 @@
 //! passes the 1-in-1024 rule; the server decides, as deployed clients set no flags) and
 //! stored, answers a stored-form shard without files, describing the xorb holding it and,
 //! for a file's first chunk, the xorbs of that file, so that a re-upload can match long
-//! runs. Chunk hashes in the answer are keyed with the current rotation's key, so only a
+//! runs. On a scoped server (`--dedup-scope`) only xorbs and files of the caller's scope are
+//! found or described: another scope's chunk is a miss, like a chunk stored nowhere.
+//! Chunk hashes in the answer are keyed with the current rotation's key, so only a
 //! client that has a chunk can recognise it; the footer carries the key and its expiry.
 
 use std::collections::HashSet;
@@ -18,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use crate::server::auth::{now_secs, Scope};
 use crate::server::cas::parse_hash;
 use crate::server::error::{ServerError, ServerResult};
-use crate::server::index::{Index, XorbMeta};
+use crate::server::index::{DedupDomain, Index, XorbMeta};
 use crate::server::keys::Keys;
 use crate::server::metrics::add;
 use crate::server::state::{blocking, SharedState};
@@ -38,7 +40,7 @@ pub async fn query(
     Path((namespace, hash)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> ServerResult<Response> {
-    state.authorize_cas(&headers, Scope::Read)?;
+    let access = state.authorize_cas(&headers, Scope::Read)?;
     if !DEDUP_NAMESPACES.contains(&namespace.as_str()) {
         return Err(ServerError::not_found(format!(
             "unknown dedup namespace {namespace:?} (this server has {DEDUP_NAMESPACES:?})"
@@ -46,7 +48,8 @@ pub async fn query(
     }
     let chunk = parse_hash(&hash, "chunk hash")?;
     let index = state.index.clone();
-    let xorbs = blocking(move || related_xorbs(&*index, &chunk)).await?;
+    let domain = state.dedup_domain(&access.repo);
+    let xorbs = blocking(move || related_xorbs(&*index, &chunk, &domain)).await?;
     if xorbs.is_empty() {
         add(&state.metrics.dedup_misses, 1);
         return Err(ServerError::not_found(format!(
@@ -64,15 +67,17 @@ pub async fn query(
     Ok(response)
 }
 
-/// The xorbs to describe for `chunk`; empty when it is not eligible or not stored.
+/// The xorbs of `domain` to describe for `chunk`; empty when it is not eligible or not
+/// stored there.
 fn related_xorbs(
     index: &dyn Index,
     chunk: &MerkleHash,
+    domain: &DedupDomain,
 ) -> ServerResult<Vec<std::sync::Arc<XorbMeta>>> {
-    let Some((xorb, _)) = index.chunk_location(chunk)? else {
+    let Some((xorb, _)) = index.chunk_location(chunk, domain)? else {
         return Ok(Vec::new());
     };
-    let files = index.files_starting_with(chunk, MAX_FILES)?;
+    let files = index.files_starting_with(chunk, MAX_FILES, domain)?;
     if files.is_empty() && !is_global_dedup_eligible(chunk, false) {
         return Ok(Vec::new());
     }
@@ -87,6 +92,10 @@ fn related_xorbs(
     let mut chunks = 0;
     for hash in order {
         if !seen.insert(hash) {
+            continue;
+        }
+        // The domain's files reference only its xorbs; checked anyway, as that is the rule.
+        if !index.xorb_in_domain(&hash, domain)? {
             continue;
         }
         let Some(meta) = index.xorb(&hash)? else {

@@ -2,7 +2,9 @@
 //! the xorb to, then a commit) before every xorb upload. This server has no separate upload
 //! store, so it grants none: `200` when the xorb is already stored (the client then skips
 //! the upload, as the reference server answers), `404` otherwise, on which the client
-//! uploads through `POST /v1/xorbs`, where the xorb is validated.
+//! uploads through `POST /v1/xorbs`, where the xorb is validated. On a scoped server
+//! (`--dedup-scope`), "stored" means held by a repository of the caller's scope: another
+//! scope's copy is not revealed, and the client proves possession by uploading it.
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -18,7 +20,7 @@ pub async fn request(
     Path((namespace, hash)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> ServerResult<StatusCode> {
-    state.authorize_cas(&headers, Scope::Write)?;
+    let access = state.authorize_cas(&headers, Scope::Write)?;
     if namespace != "default" {
         return Err(ServerError::not_found(format!(
             "unknown xorb namespace {namespace:?} (this server has \"default\")"
@@ -26,7 +28,8 @@ pub async fn request(
     }
     let hash = parse_hash(&hash, "xorb hash")?;
     let index = state.index.clone();
-    let stored = blocking(move || Ok(index.xorb(&hash)?.is_some())).await?;
+    let domain = state.dedup_domain(&access.repo);
+    let stored = blocking(move || Ok(index.xorb_in_domain(&hash, &domain)?)).await?;
     if stored {
         add(&state.metrics.xorb_grants_already_stored, 1);
         return Ok(StatusCode::OK);

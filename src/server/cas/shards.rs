@@ -39,6 +39,7 @@ pub(super) async fn receive(
         state.index.clone(),
         access.repo.clone(),
     );
+    let domain = state.dedup_domain(&repo);
     // The body goes to a staging file as it arrives, not to memory: shards being received
     // cost disk, not memory, however many clients send them at once. It is parsed from that
     // file (only the records are held) once an upload slot is held; a client stalling
@@ -62,7 +63,7 @@ pub(super) async fn receive(
             file.seek(std::io::SeekFrom::Start(0))?;
             let hash = MerkleHash::from_bytes(*hasher.finalize().as_bytes());
             let mut reader = std::io::BufReader::new(file);
-            validate_read(&*index, &mut reader, hash, len, &repo)
+            validate_read(&*index, &mut reader, hash, len, &repo, &domain)
         },
     )
     .await?;

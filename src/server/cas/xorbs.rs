@@ -18,9 +18,10 @@ use crate::server::auth::Scope;
 use crate::server::body::read_blocking_then_slot;
 use crate::server::cas::parse_hash;
 use crate::server::error::{ServerError, ServerResult};
-use crate::server::index::XorbMeta;
+use crate::server::index::{DedupScope, XorbMeta};
 use crate::server::metrics::add;
-use crate::server::state::SharedState;
+use crate::server::repo_name::RepoName;
+use crate::server::state::{blocking, SharedState};
 use crate::server::storage::{map_range, Staged};
 use crate::xet::constants::MAX_XORB_BODY;
 use crate::xet::xorb::{is_footerless, rebuild_footer, validate_xorb, XorbFooter};
@@ -32,7 +33,7 @@ pub async fn upload(
     headers: HeaderMap,
     body: Body,
 ) -> ServerResult<Json<serde_json::Value>> {
-    state.authorize_cas(&headers, Scope::Write)?;
+    let access = state.authorize_cas(&headers, Scope::Write)?;
     if namespace != "default" {
         return Err(ServerError::not_found(format!(
             "unknown xorb namespace {namespace:?} (this server has \"default\")"
@@ -80,16 +81,27 @@ pub async fn upload(
     // client sent, without a footer this server added.
     add(&state.metrics.xorb_bytes_received, received);
     let meta = XorbMeta { footer, stored_len };
-    let inserted = store_staged_xorb(&state, meta, staged).await?;
+    let inserted = store_staged_xorb(&state, meta, staged, &access.repo).await?;
     Ok(Json(serde_json::json!({ "was_inserted": inserted })))
 }
 
-/// Stores a validated xorb from its staging file and indexes the layout the store holds
-/// (write-once per hash: see `stored_xorb`); counts it when new. Returns whether it was new.
+/// Stores a validated xorb that `repo` uploaded from its staging file and indexes the layout
+/// the store holds (write-once per hash: see `stored_xorb`), recording `repo` as a holder;
+/// counts it when new. Returns whether it was new: to the server, or on a scoped server to
+/// `repo`'s dedup scope, so that the answer says nothing about other scopes.
 pub async fn store_staged_xorb(
     state: &SharedState,
     meta: XorbMeta,
     staged: Staged,
+    repo: &RepoName,
 ) -> ServerResult<bool> {
-    super::stored_xorb::store_and_index(state, meta, staged).await
+    let hash = meta.hash();
+    let inserted = super::stored_xorb::store_and_index(state, meta, staged).await?;
+    let index = state.index.clone();
+    let (repo, domain) = (repo.clone(), state.dedup_domain(repo));
+    let held_before = blocking(move || Ok(index.add_xorb_holder(&hash, &repo, &domain)?)).await?;
+    Ok(match state.config.dedup_scope {
+        DedupScope::Server => inserted,
+        DedupScope::Org | DedupScope::Repo => !held_before,
+    })
 }

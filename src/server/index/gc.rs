@@ -21,7 +21,8 @@ use crate::xet::MerkleHash;
 pub struct IndexedXorb {
     pub hash: MerkleHash,
     pub stored_len: u64,
-    /// Seconds since the epoch when it was indexed.
+    /// Seconds since the epoch when it was indexed or last uploaded in full, whichever is
+    /// later: an upload of a xorb already stored gets its grace period to be referenced.
     pub created_at: u64,
 }
 
@@ -41,8 +42,8 @@ pub struct Sha256Claim {
 }
 
 pub trait GcIndex {
-    /// Forgets `repo`'s file visibility (its LFS objects) and its locks. Returns how many
-    /// files it had.
+    /// Forgets `repo`'s file visibility (its LFS objects), its locks and the xorbs it holds
+    /// for its dedup scope. Returns how many files it had.
     fn delete_repo_files(&self, repo: &RepoName) -> IndexResult<u64>;
 
     /// Unregisters files that no repository can see (and their global-dedup entries).
@@ -64,7 +65,7 @@ pub trait GcIndex {
     fn condemned_xorbs(&self) -> IndexResult<Vec<MerkleHash>>;
 
     /// After its object was deleted: forgets a condemned xorb (its layout, its chunk
-    /// locations, its mark).
+    /// locations, its holders, its mark).
     fn forget_xorb(&self, hash: &MerkleHash) -> IndexResult<()>;
 
     /// Every indexed shard.

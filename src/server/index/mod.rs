@@ -10,6 +10,7 @@ pub mod gc;
 pub mod locks;
 pub(crate) mod meta_cache;
 mod postgres;
+pub mod scope;
 mod sqlite;
 pub mod stats;
 pub mod tokens;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 
 pub use locks::{Lock, LockIndex, LockOutcome, LockPage, LockQuery};
 pub use postgres::PgIndex;
+pub use scope::{DedupDomain, DedupScope};
 pub use sqlite::SqliteIndex;
 pub use tokens::{TokenIndex, TokenRecord};
 
@@ -178,7 +180,8 @@ pub trait Index:
     /// A stored xorb's layout.
     fn xorb(&self, hash: &MerkleHash) -> IndexResult<Option<Arc<XorbMeta>>>;
 
-    /// Registers a shard's files and makes them visible in its repository.
+    /// Registers a shard's files and makes them visible in its repository, which from then
+    /// on holds every xorb they reference (for its dedup scope, and for gc: see gc.rs).
     fn register_shard(&self, registration: &ShardRegistration) -> IndexResult<RegisterOutcome>;
 
     fn file(&self, file_hash: &MerkleHash) -> IndexResult<Option<FileRecord>>;
@@ -194,15 +197,34 @@ pub trait Index:
         sha256: &[u8; 32],
     ) -> IndexResult<Option<FileRecord>>;
 
-    /// A stored xorb holding this chunk, and its index there.
-    fn chunk_location(&self, chunk_hash: &MerkleHash) -> IndexResult<Option<(MerkleHash, u32)>>;
+    /// A stored xorb of `domain` holding this chunk, and its index there (the oldest such
+    /// xorb).
+    fn chunk_location(
+        &self,
+        chunk_hash: &MerkleHash,
+        domain: &DedupDomain,
+    ) -> IndexResult<Option<(MerkleHash, u32)>>;
 
-    /// Registered files whose first chunk is this one (at most `limit`).
+    /// Files registered in a repository of `domain` whose first chunk is this one (at most
+    /// `limit`).
     fn files_starting_with(
         &self,
         chunk_hash: &MerkleHash,
         limit: usize,
+        domain: &DedupDomain,
     ) -> IndexResult<Vec<MerkleHash>>;
+
+    /// Whether this xorb is indexed and held by a repository of `domain` (scope.rs).
+    fn xorb_in_domain(&self, hash: &MerkleHash, domain: &DedupDomain) -> IndexResult<bool>;
+
+    /// Records that `repo` holds this indexed xorb (it uploaded all of it). Returns whether
+    /// a repository of `domain` held it before. `XorbCollected` if it is not indexed.
+    fn add_xorb_holder(
+        &self,
+        hash: &MerkleHash,
+        repo: &RepoName,
+        domain: &DedupDomain,
+    ) -> IndexResult<bool>;
 
     fn stats(&self) -> IndexResult<IndexStats>;
 }

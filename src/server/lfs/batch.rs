@@ -145,7 +145,10 @@ pub async fn batch(
     );
     let auth_header = BTreeMap::from([("Authorization".to_string(), format!("Bearer {token}"))]);
     let xet_headers = BTreeMap::from([
-        (lfs::HEADER_CAS_URL.to_string(), base.clone()),
+        (
+            lfs::HEADER_CAS_URL.to_string(),
+            state.cas_url(headers, repo),
+        ),
         (lfs::HEADER_ACCESS_TOKEN.to_string(), token.clone()),
         (lfs::HEADER_TOKEN_EXPIRATION.to_string(), exp.to_string()),
         (lfs::HEADER_SESSION_ID.to_string(), session),

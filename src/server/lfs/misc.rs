@@ -79,6 +79,6 @@ pub fn xet_token(
     Ok(lfs_json(&serde_json::json!({
         "accessToken": token,
         "exp": exp,
-        "casUrl": state.base_url(headers),
+        "casUrl": state.cas_url(headers, repo),
     })))
 }

@@ -42,7 +42,7 @@ pub async fn upload(
         refuse_if_it_cannot_fit(state, declared)?;
     }
     let convert = !in_repo(state, repo, sha256).await?;
-    let st = state.clone();
+    let (st, owned_repo) = (state.clone(), repo.clone());
     let received = if convert {
         // Converting builds a whole xorb in memory: conversions at once are bounded, and a
         // conversion takes its slot only once data flows, so stalled uploads hold none.
@@ -53,7 +53,13 @@ pub async fn upload(
             "object",
             &state.conversion_slots,
             CONVERT_AFTER,
-            move |body| Ok(Received::Converted(Box::new(ingest_stream(&st, body)?))),
+            move |body| {
+                Ok(Received::Converted(Box::new(ingest_stream(
+                    &st,
+                    &owned_repo,
+                    body,
+                )?)))
+            },
         )
         .await?
     } else {
@@ -140,7 +146,7 @@ impl Received {
 /// validates and registers its shard.
 async fn register(state: &SharedState, repo: &RepoName, ingested: Ingested) -> ServerResult<()> {
     let new_xorbs = ingested.staged.len();
-    commit(state, ingested.staged).await?;
+    commit(state, ingested.staged, repo).await?;
     tracing::info!(
         repo = %repo,
         bytes = ingested.size,
@@ -150,7 +156,8 @@ async fn register(state: &SharedState, repo: &RepoName, ingested: Ingested) -> S
     );
     let file = ingested.shard.files.first().map(|f| f.file_hash);
     let (index, shard, owned_repo) = (state.index.clone(), ingested.shard, repo.clone());
-    let validated = blocking(move || validate_built(&*index, shard, &owned_repo)).await?;
+    let domain = state.dedup_domain(repo);
+    let validated = blocking(move || validate_built(&*index, shard, &owned_repo, &domain)).await?;
     register_shard(state, validated, repo).await?;
     record_sha256(state, file, ingested.sha256).await
 }

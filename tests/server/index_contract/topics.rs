@@ -1,7 +1,7 @@
 //! The index topics (locks, tokens, sha256 claims, gc) in the `Index` contract: run on both
 //! backends by `contract`, two handles on one database standing for two server processes.
 
-use git_xet::server::index::{IndexError, LockOutcome, LockQuery, TokenRecord};
+use git_xet::server::index::{DedupDomain, IndexError, LockOutcome, LockQuery, TokenRecord};
 use git_xet::server::repo_name::RepoName;
 use git_xet::xet::MerkleHash;
 
@@ -200,7 +200,7 @@ fn gc_condemn_refuse_delete(open: &Opener) {
         .unwrap();
     // Warm the other handle's layout cache: a condemned xorb must not be served from it.
     assert_eq!(
-        b.chunk_location(&hash(7, 3)).unwrap(),
+        b.chunk_location(&hash(7, 3), &DedupDomain::Server).unwrap(),
         Some((doomed.hash(), 0))
     );
 
@@ -226,17 +226,17 @@ fn gc_condemn_refuse_delete(open: &Opener) {
         "nothing half-registered"
     );
     assert_eq!(
-        a.chunk_location(&hash(7, 3)).unwrap(),
+        a.chunk_location(&hash(7, 3), &DedupDomain::Server).unwrap(),
         None,
         "dedup skips it"
     );
     assert_eq!(
-        b.chunk_location(&hash(7, 3)).unwrap(),
+        b.chunk_location(&hash(7, 3), &DedupDomain::Server).unwrap(),
         None,
         "dedup skips it"
     );
     assert_eq!(
-        b.chunk_location(&hash(7, 1)).unwrap(),
+        b.chunk_location(&hash(7, 1), &DedupDomain::Server).unwrap(),
         Some((kept.hash(), 0))
     );
 

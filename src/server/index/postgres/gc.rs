@@ -166,6 +166,8 @@ impl GcIndex for PgIndex {
         self.pool.run(|c| {
             let tx = wait(c.transaction())?;
             wait(tx.execute("DELETE FROM locks WHERE repo = $1", &[&repo.as_str()]))?;
+            // It no longer holds xorbs for its dedup scope.
+            wait(tx.execute("DELETE FROM xorb_repos WHERE repo = $1", &[&repo.as_str()]))?;
             let n = wait(tx.execute("DELETE FROM repo_files WHERE repo = $1", &[&repo.as_str()]))?;
             wait(tx.commit())?;
             Ok(n)
@@ -179,7 +181,13 @@ impl GcIndex for PgIndex {
     fn indexed_xorbs(&self) -> IndexResult<Vec<IndexedXorb>> {
         let rows = self
             .pool
-            .run(|c| wait(c.query("SELECT hash, stored_len, created_at FROM xorbs", &[])))?;
+            .run(|c| {
+                // Age counts from the last full upload (see the SQLite index).
+                wait(c.query(
+                    "SELECT hash, stored_len, GREATEST(created_at, COALESCE((SELECT MAX(h.at) FROM xorb_repos h WHERE h.xorb_id = xorbs.id), 0)) FROM xorbs",
+                    &[],
+                ))
+            })?;
         rows.into_iter()
             .map(|r| {
                 Ok(IndexedXorb {
@@ -213,6 +221,10 @@ impl GcIndex for PgIndex {
             let tx = wait(c.transaction())?;
             wait(tx.execute(
                 "DELETE FROM chunks WHERE xorb_id IN (SELECT id FROM xorbs WHERE hash = $1)",
+                &[&key],
+            ))?;
+            wait(tx.execute(
+                "DELETE FROM xorb_repos WHERE xorb_id IN (SELECT id FROM xorbs WHERE hash = $1)",
                 &[&key],
             ))?;
             wait(tx.execute("DELETE FROM xorbs WHERE hash = $1", &[&key]))?;

@@ -21,6 +21,7 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
     (3, super::verify::MIGRATION),
     (4, super::locks::MIGRATION),
     (5, super::tokens::MIGRATION),
+    (6, super::scope::MIGRATION),
 ];
 
 /// Xorbs, chunk locations, files, per-repository files, first chunks, shards (as in the

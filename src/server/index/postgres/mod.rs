@@ -2,15 +2,17 @@
 //!
 //! Same semantics as the SQLite index: every `register_*` is one transaction, and a
 //! registration that another process made first (the same xorb, shard or file pushed through
-//! two servers at once) is not an error (`ON CONFLICT DO NOTHING`); the first xorb to store a
-//! chunk stays its location. Rows are inserted in sorted order, so two transactions lock
-//! shared keys in the same order and do not deadlock; a conflict PostgreSQL resolves by
-//! aborting a transaction anyway is retried (`pool::Pool::run`).
+//! two servers at once) is not an error (`ON CONFLICT DO NOTHING`); a chunk is looked up in
+//! the oldest xorb holding it (of the caller's dedup scope). Rows are inserted in sorted
+//! order, so two transactions lock shared keys in the same order and do not deadlock; a
+//! conflict PostgreSQL resolves by aborting a transaction anyway is retried
+//! (`pool::Pool::run`).
 
 mod gc;
 mod locks;
 mod migrate;
 mod pool;
+mod scope;
 mod secret;
 mod stats;
 mod tokens;
@@ -34,6 +36,9 @@ pub struct PgIndex {
 }
 
 type PgResult<T> = Result<T, tokio_postgres::Error>;
+
+/// Xorbs holding a chunk's 8-byte key tried per lookup (see the SQLite index).
+const CHUNK_CANDIDATES: usize = 8;
 
 impl PgIndex {
     /// Connects, and creates or upgrades the schema.
@@ -143,7 +148,7 @@ fn register_xorb_tx(client: &mut Client, meta: &XorbMeta, now: i64) -> PgResult<
     wait(tx.execute(
         "INSERT INTO chunks (key, xorb_id, chunk_index)
          SELECT k, $2, i FROM UNNEST($1::BIGINT[], $3::INTEGER[]) AS t (k, i)
-         ON CONFLICT (key) DO NOTHING",
+         ON CONFLICT (key, xorb_id) DO NOTHING",
         &[&keys, &id, &indexes],
     ))?;
     wait(tx.commit())?;
@@ -184,6 +189,7 @@ fn register_shard_tx(
     if let Err(e) = gc::require_live_xorbs(&tx, &referenced)? {
         return Ok(Err(e));
     }
+    scope::add_referencing_holder(&tx, &referenced, &reg.repo, now)?;
     let new_shard = wait(tx.execute(
         "INSERT INTO shards (hash, repo, len, created_at) VALUES ($1, $2, $3, $4)
          ON CONFLICT (hash) DO NOTHING",
@@ -281,42 +287,69 @@ impl Index for PgIndex {
         )
     }
 
-    fn chunk_location(&self, chunk_hash: &MerkleHash) -> IndexResult<Option<(MerkleHash, u32)>> {
-        let row = self.pool.run(|c| {
-            wait(c.query_opt(
-                "SELECT x.hash, c.chunk_index FROM chunks c JOIN xorbs x ON x.id = c.xorb_id WHERE c.key = $1
-                 AND NOT EXISTS (SELECT 1 FROM condemned_xorbs d WHERE d.hash = x.hash)",
-                &[&chunk_key(chunk_hash)],
-            ))
-        })?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let xorb = hash_from(row.get(0))?;
-        let index: i32 = row.get(1);
-        let meta = self.xorb(&xorb)?;
-        Ok(confirmed_location(
-            meta.as_deref(),
-            chunk_hash,
-            index as u32,
-        ))
+    fn chunk_location(
+        &self,
+        chunk_hash: &MerkleHash,
+        domain: &DedupDomain,
+    ) -> IndexResult<Option<(MerkleHash, u32)>> {
+        let (cond, bounds) = scope::held_in(domain, "c.xorb_id", 2);
+        let sql = format!(
+            "SELECT x.hash, c.chunk_index FROM chunks c JOIN xorbs x ON x.id = c.xorb_id WHERE c.key = $1
+             AND NOT EXISTS (SELECT 1 FROM condemned_xorbs d WHERE d.hash = x.hash){cond}
+             ORDER BY c.xorb_id LIMIT {CHUNK_CANDIDATES}"
+        );
+        let key = chunk_key(chunk_hash);
+        let rows = self
+            .pool
+            .run(|c| wait(c.query(sql.as_str(), &scope::with_bounds(&[&key], &bounds))))?;
+        for row in rows {
+            let xorb = hash_from(row.get(0))?;
+            let index: i32 = row.get(1);
+            let meta = self.xorb(&xorb)?;
+            if let Some(at) = confirmed_location(meta.as_deref(), chunk_hash, index as u32) {
+                return Ok(Some(at));
+            }
+        }
+        Ok(None)
     }
 
     fn files_starting_with(
         &self,
         chunk_hash: &MerkleHash,
         limit: usize,
+        domain: &DedupDomain,
     ) -> IndexResult<Vec<MerkleHash>> {
+        let (cond, bounds) = scope::seen_in(domain, "fc.file_hash", 3);
+        let sql = format!(
+            "SELECT fc.file_hash FROM first_chunks fc WHERE fc.chunk_hash = $1{cond} LIMIT $2"
+        );
+        let chunk = chunk_hash.as_bytes().as_slice();
+        let limit = limit.min(i64::MAX as usize) as i64;
         let rows = self.pool.run(|c| {
             wait(c.query(
-                "SELECT file_hash FROM first_chunks WHERE chunk_hash = $1 LIMIT $2",
-                &[
-                    &chunk_hash.as_bytes().as_slice(),
-                    &(limit.min(i64::MAX as usize) as i64),
-                ],
+                sql.as_str(),
+                &scope::with_bounds(&[&chunk, &limit], &bounds),
             ))
         })?;
         rows.into_iter().map(|r| hash_from(r.get(0))).collect()
+    }
+
+    fn xorb_in_domain(&self, hash: &MerkleHash, domain: &DedupDomain) -> IndexResult<bool> {
+        if *domain == DedupDomain::Server {
+            return Ok(self.xorb(hash)?.is_some());
+        }
+        self.pool.run(|c| scope::xorb_in_domain(c, hash, domain))
+    }
+
+    fn add_xorb_holder(
+        &self,
+        hash: &MerkleHash,
+        repo: &RepoName,
+        domain: &DedupDomain,
+    ) -> IndexResult<bool> {
+        let now = now_secs() as i64;
+        self.pool
+            .run(|c| scope::add_holder_tx(c, hash, repo, domain, now))?
     }
 
     fn stats(&self) -> IndexResult<IndexStats> {

@@ -74,6 +74,9 @@ impl GcIndex for SqliteIndex {
     fn delete_repo_files(&self, repo: &RepoName) -> IndexResult<u64> {
         self.write(|tx| {
             tx.execute("DELETE FROM locks WHERE repo = ?1", [repo.as_str()])?;
+            // It no longer holds xorbs for its dedup scope (a repository created later under
+            // the same name starts with nothing).
+            tx.execute("DELETE FROM xorb_repos WHERE repo = ?1", [repo.as_str()])?;
             Ok(tx.execute("DELETE FROM repo_files WHERE repo = ?1", [repo.as_str()])? as u64)
         })
     }
@@ -104,8 +107,14 @@ impl GcIndex for SqliteIndex {
     }
 
     fn indexed_xorbs(&self) -> IndexResult<Vec<IndexedXorb>> {
-        let rows =
-            self.read(|c| hash_len_created(c, "SELECT hash, stored_len, created_at FROM xorbs"))?;
+        // A xorb's age counts from its last full upload: one uploaded again (by another
+        // scope, say) gets its grace period to be referenced.
+        let rows = self.read(|c| {
+            hash_len_created(
+                c,
+                "SELECT hash, stored_len, MAX(created_at, COALESCE((SELECT MAX(h.at) FROM xorb_repos h WHERE h.xorb_id = xorbs.id), 0)) FROM xorbs",
+            )
+        })?;
         Ok(rows
             .into_iter()
             .map(|(hash, stored_len, created_at)| IndexedXorb {
@@ -150,6 +159,7 @@ impl GcIndex for SqliteIndex {
                 .optional()?;
             if let Some(id) = id {
                 tx.execute("DELETE FROM chunks WHERE xorb_id = ?1", [id])?;
+                tx.execute("DELETE FROM xorb_repos WHERE xorb_id = ?1", [id])?;
                 tx.execute("DELETE FROM xorbs WHERE id = ?1", [id])?;
             }
             tx.execute("DELETE FROM condemned_xorbs WHERE hash = ?1", [blob(hash)])?;

@@ -6,6 +6,7 @@
 
 mod gc;
 mod locks;
+mod scope;
 mod tokens;
 mod verify;
 
@@ -22,7 +23,7 @@ use crate::server::index::columns::*;
 use crate::server::index::meta_cache::MetaCache;
 use crate::server::index::*;
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS xorbs (
@@ -37,7 +38,8 @@ CREATE TABLE IF NOT EXISTS xorbs (
     created_at INTEGER NOT NULL
 );
 -- Where each chunk is stored, keyed by the first 8 bytes of its hash; the full hash is
--- checked against the xorb's layout on lookup. The first xorb to store a chunk wins.
+-- checked against the xorb's layout on lookup. Version 1; version 2 (scope.rs) keys it by
+-- (key, xorb_id): every xorb holding a chunk.
 CREATE TABLE IF NOT EXISTS chunks (
     key INTEGER PRIMARY KEY,
     xorb_id INTEGER NOT NULL,
@@ -73,6 +75,9 @@ CREATE TABLE IF NOT EXISTS shards (
 ";
 
 const IDLE_READERS: usize = 8;
+/// Xorbs holding a chunk's 8-byte key tried per lookup: a key shared by different chunks
+/// is rare, so the first confirmed candidate is almost always the first.
+const CHUNK_CANDIDATES: usize = 8;
 
 pub struct SqliteIndex {
     path: std::path::PathBuf,
@@ -97,18 +102,23 @@ fn blob(hash: &MerkleHash) -> &[u8] {
 
 impl SqliteIndex {
     pub fn open(path: &Path, fsync: bool) -> IndexResult<SqliteIndex> {
-        let writer = open_connection(path, fsync)?;
+        let mut writer = open_connection(path, fsync)?;
         writer.execute_batch(SCHEMA)?;
         writer.execute_batch(gc::SCHEMA)?;
         writer.execute_batch(verify::SCHEMA)?;
         writer.execute_batch(locks::SCHEMA)?;
         writer.execute_batch(tokens::SCHEMA)?;
-        let version: Option<i64> = writer
+        // Read and upgraded in one write transaction: a second process opening the index
+        // at once waits, then finds it upgraded.
+        let tx = writer.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let version: Option<i64> = tx
             .query_row("SELECT version FROM schema_info", [], |r| r.get(0))
             .optional()?;
         match version {
-            None => {
-                writer.execute("INSERT INTO schema_info (version) VALUES (?1)", [SCHEMA_VERSION])?;
+            None | Some(1) => {
+                scope::migrate_v2(&tx, now_secs() as i64)?;
+                tx.execute("DELETE FROM schema_info", [])?;
+                tx.execute("INSERT INTO schema_info (version) VALUES (?1)", [SCHEMA_VERSION])?;
             }
             Some(SCHEMA_VERSION) => {}
             Some(other) => {
@@ -117,6 +127,7 @@ impl SqliteIndex {
                 )))
             }
         }
+        tx.commit()?;
         Ok(SqliteIndex {
             path: path.to_path_buf(),
             writer: Mutex::new(writer),
@@ -264,6 +275,7 @@ impl Index for SqliteIndex {
             for hash in &referenced {
                 gc::require_live_xorb(tx, hash)?;
             }
+            scope::add_referencing_holder(tx, &referenced, &reg.repo, now)?;
             let new_shard = tx.execute(
                 "INSERT OR IGNORE INTO shards (hash, repo, len, created_at) VALUES (?1, ?2, ?3, ?4)",
                 params![blob(&reg.shard_hash), reg.repo.as_str(), reg.shard_len as i64, now],
@@ -333,40 +345,70 @@ impl Index for SqliteIndex {
         })
     }
 
-    fn chunk_location(&self, chunk_hash: &MerkleHash) -> IndexResult<Option<(MerkleHash, u32)>> {
+    fn chunk_location(
+        &self,
+        chunk_hash: &MerkleHash,
+        domain: &DedupDomain,
+    ) -> IndexResult<Option<(MerkleHash, u32)>> {
+        let (cond, bounds) = scope::held_in(domain, "c.xorb_id", 2);
+        let sql = format!(
+            "SELECT x.hash, c.chunk_index FROM chunks c JOIN xorbs x ON x.id = c.xorb_id WHERE c.key = ?1
+             AND NOT EXISTS (SELECT 1 FROM condemned_xorbs d WHERE d.hash = x.hash){cond}
+             ORDER BY c.xorb_id LIMIT {CHUNK_CANDIDATES}"
+        );
+        let key = chunk_key(chunk_hash);
         let found = self.read(|c| {
-            Ok(c.prepare_cached(
-                "SELECT x.hash, c.chunk_index FROM chunks c JOIN xorbs x ON x.id = c.xorb_id WHERE c.key = ?1
-                 AND NOT EXISTS (SELECT 1 FROM condemned_xorbs d WHERE d.hash = x.hash)",
-            )?
-            .query_row([chunk_key(chunk_hash)], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?)))
-            .optional()?)
+            let mut stmt = c.prepare_cached(&sql)?;
+            let rows = stmt.query_map(scope::with_bounds(&[&key], &bounds).as_slice(), |r| {
+                Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?))
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })?;
-        let Some((xorb, index)) = found else {
-            return Ok(None);
-        };
-        let meta = self.xorb(&hash_from(xorb)?)?;
-        Ok(confirmed_location(
-            meta.as_deref(),
-            chunk_hash,
-            index as u32,
-        ))
+        for (xorb, index) in found {
+            let meta = self.xorb(&hash_from(xorb)?)?;
+            if let Some(at) = confirmed_location(meta.as_deref(), chunk_hash, index as u32) {
+                return Ok(Some(at));
+            }
+        }
+        Ok(None)
     }
 
     fn files_starting_with(
         &self,
         chunk_hash: &MerkleHash,
         limit: usize,
+        domain: &DedupDomain,
     ) -> IndexResult<Vec<MerkleHash>> {
+        let (cond, bounds) = scope::seen_in(domain, "fc.file_hash", 3);
+        let sql = format!(
+            "SELECT fc.file_hash FROM first_chunks fc WHERE fc.chunk_hash = ?1{cond} LIMIT ?2"
+        );
         self.read(|c| {
-            let mut stmt = c.prepare_cached(
-                "SELECT file_hash FROM first_chunks WHERE chunk_hash = ?1 LIMIT ?2",
+            let mut stmt = c.prepare_cached(&sql)?;
+            let (chunk, limit) = (blob(chunk_hash), limit as i64);
+            let rows = stmt.query_map(
+                scope::with_bounds(&[&chunk, &limit], &bounds).as_slice(),
+                |r| r.get::<_, Vec<u8>>(0),
             )?;
-            let rows = stmt.query_map(params![blob(chunk_hash), limit as i64], |r| {
-                r.get::<_, Vec<u8>>(0)
-            })?;
             rows.map(|r| hash_from(r?)).collect()
         })
+    }
+
+    fn xorb_in_domain(&self, hash: &MerkleHash, domain: &DedupDomain) -> IndexResult<bool> {
+        if *domain == DedupDomain::Server {
+            return Ok(self.xorb(hash)?.is_some());
+        }
+        self.read(|c| scope::xorb_in_domain(c, hash, domain))
+    }
+
+    fn add_xorb_holder(
+        &self,
+        hash: &MerkleHash,
+        repo: &RepoName,
+        domain: &DedupDomain,
+    ) -> IndexResult<bool> {
+        let now = now_secs() as i64;
+        self.write(|tx| scope::add_holder(tx, hash, repo, domain, now))
     }
 
     fn stats(&self) -> IndexResult<IndexStats> {

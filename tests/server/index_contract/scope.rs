@@ -1,0 +1,168 @@
+//! Dedup scope in the `Index` contract (src/server/index/scope.rs): which repositories hold
+//! a xorb, the scoped lookups, what repo delete and gc do to holders, and the upgrade of an
+//! index written before scopes existed.
+
+use git_xet::server::index::{DedupDomain, DedupScope, IndexError};
+use git_xet::server::repo_name::RepoName;
+
+use super::{file, hash, shard, xorb, Opener};
+
+fn repo(name: &str) -> RepoName {
+    RepoName::parse(name).unwrap()
+}
+
+fn in_repo(name: &str) -> DedupDomain {
+    DedupScope::Repo.domain(&repo(name))
+}
+
+fn in_org(name: &str) -> DedupDomain {
+    DedupScope::Org.domain(&repo(name))
+}
+
+/// Two scopes store the same chunks in two xorbs: each finds its own copy only, and a xorb
+/// no repository holds is found by the whole server only.
+pub(super) fn holders_and_scoped_lookups(open: &Opener) {
+    let (a, b) = (open(), open());
+    let chunks = [hash(158, 1), hash(158, 2)];
+    let x1 = xorb(150, &chunks);
+    let x2 = xorb(151, &chunks);
+    a.register_xorb(&x1).unwrap();
+    b.register_xorb(&x2).unwrap();
+    let server = DedupDomain::Server;
+    // Indexed, held by nobody yet: the server sees it, no scope does.
+    assert_eq!(
+        b.chunk_location(&chunks[0], &server).unwrap(),
+        Some((x1.hash(), 0))
+    );
+    assert_eq!(
+        b.chunk_location(&chunks[0], &in_repo("s1/a")).unwrap(),
+        None
+    );
+    assert!(b.xorb_in_domain(&x1.hash(), &server).unwrap());
+    assert!(!b.xorb_in_domain(&x1.hash(), &in_org("s1/a")).unwrap());
+
+    // An upload makes its repository a holder; the answer says whether its scope held it.
+    assert!(!a
+        .add_xorb_holder(&x1.hash(), &repo("s1/a"), &in_repo("s1/a"))
+        .unwrap());
+    assert!(b
+        .add_xorb_holder(&x1.hash(), &repo("s1/a"), &in_repo("s1/a"))
+        .unwrap());
+    assert!(!b
+        .add_xorb_holder(&x1.hash(), &repo("s1/c"), &in_repo("s1/c"))
+        .unwrap());
+    assert!(!b
+        .add_xorb_holder(&x2.hash(), &repo("s2/b"), &in_org("s2/b"))
+        .unwrap());
+    for (domain, want) in [
+        (in_repo("s1/a"), Some((x1.hash(), 0))),
+        (in_org("s1/x"), Some((x1.hash(), 0))),
+        // Its own copy, though another scope's is older.
+        (in_repo("s2/b"), Some((x2.hash(), 0))),
+        (in_org("s2/z"), Some((x2.hash(), 0))),
+        (in_repo("s1/other"), None),
+        (in_org("s"), None),
+        (in_org("s10/a"), None),
+        (in_org("s3/a"), None),
+    ] {
+        assert_eq!(
+            a.chunk_location(&chunks[1], &domain)
+                .unwrap()
+                .map(|(x, _)| x),
+            want.map(|w| w.0),
+            "{domain:?}"
+        );
+        assert_eq!(
+            b.xorb_in_domain(&x1.hash(), &domain).unwrap(),
+            want.map(|w| w.0) == Some(x1.hash()),
+            "{domain:?}"
+        );
+    }
+    assert!(!b.xorb_in_domain(&hash(159, 1), &in_repo("s1/a")).unwrap());
+    match a.add_xorb_holder(&hash(159, 1), &repo("s1/a"), &in_repo("s1/a")) {
+        Err(IndexError::XorbCollected(_)) => {}
+        other => panic!("a xorb that is not indexed has no holder: {other:?}"),
+    }
+
+    // A shard's repository holds what its files reference; its files start dedup in its
+    // scope only.
+    let f = file(152, &x1);
+    a.register_shard(&shard(153, "s4/d", std::slice::from_ref(&f)))
+        .unwrap();
+    assert!(b.xorb_in_domain(&x1.hash(), &in_repo("s4/d")).unwrap());
+    let first = hash(152, 1);
+    assert_eq!(
+        b.files_starting_with(&first, 10, &in_org("s4/x")).unwrap(),
+        vec![f.file_hash]
+    );
+    assert_eq!(
+        b.files_starting_with(&first, 10, &server).unwrap(),
+        vec![f.file_hash]
+    );
+    assert!(b
+        .files_starting_with(&first, 10, &in_org("s1/a"))
+        .unwrap()
+        .is_empty());
+
+    // repo delete: the repository holds nothing any more; the others keep their holds.
+    b.delete_repo_files(&repo("s1/a")).unwrap();
+    assert!(!a.xorb_in_domain(&x1.hash(), &in_repo("s1/a")).unwrap());
+    assert!(a.xorb_in_domain(&x1.hash(), &in_repo("s1/c")).unwrap());
+    assert!(a.xorb_in_domain(&x1.hash(), &in_org("s1/a")).unwrap());
+
+    // gc: an unreferenced xorb's holders go with it, and do not keep it.
+    assert_eq!(b.condemn_xorbs(&[x2.hash()]).unwrap(), vec![x2.hash()]);
+    assert_eq!(
+        a.chunk_location(&chunks[0], &in_repo("s2/b")).unwrap(),
+        None
+    );
+    b.forget_xorb(&x2.hash()).unwrap();
+    assert!(!a.xorb_in_domain(&x2.hash(), &in_repo("s2/b")).unwrap());
+    assert!(a.register_xorb(&x2).unwrap(), "uploaded again after gc");
+    assert!(
+        !a.add_xorb_holder(&x2.hash(), &repo("s2/b"), &in_repo("s2/b"))
+            .unwrap(),
+        "the old hold did not survive gc"
+    );
+}
+
+/// An index written before scopes (SQL that undoes the upgrade: `downgrade`) is upgraded on
+/// open: xorbs are held by the repositories whose files reference them, and every chunk of
+/// every xorb is located.
+pub(super) fn upgrade_from_unscoped(open: &Opener, downgrade: &dyn Fn()) {
+    let index = open();
+    let chunks = [hash(166, 1), hash(166, 2)];
+    let (x1, x2) = (xorb(160, &chunks), xorb(161, &chunks));
+    index.register_xorb(&x1).unwrap();
+    index.register_xorb(&x2).unwrap();
+    let (f1, f2) = (file(162, &x1), file(163, &x2));
+    index
+        .register_shard(&shard(164, "u1/a", std::slice::from_ref(&f1)))
+        .unwrap();
+    index
+        .register_shard(&shard(165, "u2/b", std::slice::from_ref(&f2)))
+        .unwrap();
+    drop(index);
+    downgrade();
+    let index = open();
+    assert!(index.xorb_in_domain(&x1.hash(), &in_repo("u1/a")).unwrap());
+    assert!(!index.xorb_in_domain(&x1.hash(), &in_org("u2/a")).unwrap());
+    assert!(index.xorb_in_domain(&x2.hash(), &in_org("u2/z")).unwrap());
+    assert_eq!(
+        index.chunk_location(&chunks[1], &in_repo("u2/b")).unwrap(),
+        Some((x2.hash(), 1)),
+        "the second xorb's chunks are located too"
+    );
+    assert_eq!(
+        index
+            .chunk_location(&chunks[1], &DedupDomain::Server)
+            .unwrap(),
+        Some((x1.hash(), 1))
+    );
+    assert_eq!(
+        index
+            .files_starting_with(&hash(163, 1), 5, &in_repo("u2/b"))
+            .unwrap(),
+        vec![f2.file_hash]
+    );
+}
