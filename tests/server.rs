@@ -74,13 +74,13 @@ mod layouts;
 #[path = "server/locks.rs"]
 mod locks;
 
-#[path = "server/isolation.rs"]
-mod isolation;
 #[path = "server/hostile.rs"]
 mod hostile;
-#[path = "server/tenancy.rs"]
-mod tenancy;
+#[path = "server/isolation.rs"]
+mod isolation;
 #[path = "server/lock_paths.rs"]
 mod lock_paths;
 #[path = "server/push_safety.rs"]
 mod push_safety;
+#[path = "server/tenancy.rs"]
+mod tenancy;

@@ -11,8 +11,8 @@ use axum::Router;
 use tower::ServiceExt;
 
 use crate::server::error::ServerError;
-use crate::server::listen::Peer;
 use crate::server::index::scope::SCOPED_CAS_PREFIX;
+use crate::server::listen::Peer;
 use crate::server::state::SharedState;
 use crate::server::{cas, repo_routes, status};
 

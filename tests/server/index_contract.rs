@@ -139,7 +139,10 @@ fn xorbs_and_chunks(open: &Opener) {
     assert!(!other.register_xorb(&relaid).unwrap());
     assert_eq!(*other.xorb(&a.hash()).unwrap().unwrap(), relaid);
     assert_eq!(*open().xorb(&a.hash()).unwrap().unwrap(), relaid);
-    assert_eq!(other.chunk_location(&c[1]).unwrap(), Some((a.hash(), 1)));
+    assert_eq!(
+        other.chunk_location(&c[1], &DedupDomain::Server).unwrap(),
+        Some((a.hash(), 1))
+    );
     assert!(!other.register_xorb(&a).unwrap());
     assert_eq!(*open().xorb(&a.hash()).unwrap().unwrap(), a);
 }
