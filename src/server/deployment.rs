@@ -245,6 +245,15 @@ pub fn read_keys(config: &DeploymentConfig) -> Result<Keys, KeysError> {
     }
 }
 
+/// Whether the token `id` is revoked, for a process that must change nothing (the ssh
+/// shell): read from the index without creating or upgrading it.
+pub fn token_revoked(config: &DeploymentConfig, id: &str) -> Result<bool, KeysError> {
+    Ok(match &config.index {
+        IndexLocation::Sqlite(path) => SqliteIndex::token_revoked_read_only(path, id)?,
+        IndexLocation::Postgres(url) => PgIndex::existing_token_revoked(url, id)?,
+    })
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum KeysError {
     #[error(

@@ -95,9 +95,51 @@ fn revoking_a_keys_token_stops_the_tokens_the_shell_minted_for_it() {
     }
     let (_, body) = batch(server, &minted);
     assert!(body.contains("was revoked"), "{body}");
-    // New tokens for the key carry the same id: refused too. Bob's key is not touched.
-    let (status, body) = batch(server, &authenticate(&site, "alice"));
-    assert_eq!(status, 403, "{body}");
+    // The shell mints no new token for the key (revoking_a_keys_token_stops_its_git_over_ssh);
+    // bob's key is not touched.
     let (status, body) = batch(server, &bob);
     assert_eq!(status, 200, "{body}");
+}
+
+/// git over ssh reads no token: the shell itself refuses a key whose token was revoked, for
+/// git commands and LFS alike, and tells the user why.
+#[test]
+fn revoking_a_keys_token_stops_its_git_over_ssh() {
+    let Some(site) = site(&[("alice", &["org/m:write"]), ("bob", &["org/m:read"])]) else {
+        return;
+    };
+    let server = &site.server;
+    let listing = token_admin(server, &["list"]);
+    let alice_id = listing
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|r| r.get(1) == Some(&"alice"))
+        .map(|r| r[0].to_string())
+        .unwrap_or_else(|| panic!("alice's key is not listed:\n{listing}"));
+    let upload_pack = "git-upload-pack 'org/m.git'";
+    let before = site.ssh("alice", Some(upload_pack));
+    assert!(
+        !stderr(&before).contains("revoked"),
+        "refused before the revoke: {}",
+        stderr(&before)
+    );
+    token_admin(server, &["revoke", &alice_id]);
+    for command in [
+        upload_pack,
+        "git-receive-pack 'org/m.git'",
+        "git-lfs-authenticate org/m download",
+    ] {
+        let out = site.ssh("alice", Some(command));
+        assert!(
+            !out.status.success(),
+            "{command} still served after the revoke"
+        );
+        let err = stderr(&out);
+        assert!(
+            err.contains("ssh access was revoked") && err.contains(&alice_id),
+            "{command}: {err}"
+        );
+    }
+    let bob = site.ssh("bob", Some(upload_pack));
+    assert!(!stderr(&bob).contains("revoked"), "{}", stderr(&bob));
 }

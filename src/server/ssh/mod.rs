@@ -44,6 +44,9 @@ pub enum ShellError {
         need: Scope,
         have: Option<Scope>,
     },
+    /// The key's token record was revoked (`git xet server token revoke`).
+    #[error("{user}'s ssh access was revoked (token {id}); ask the server's admin to add the key again (`git xet server user add`)")]
+    Revoked { user: String, id: String },
     #[error("repository {0} does not exist")]
     NoRepo(String),
     /// The forced command's own arguments are wrong (an admin's mistake).
@@ -111,15 +114,46 @@ impl Settings {
         }
     }
 
+    /// The deployment as the shell reads it: the data directory, and the shared index when
+    /// it is not the data directory's SQLite.
+    fn deployment(&self) -> crate::server::deployment::DeploymentConfig {
+        let mut config = crate::server::deployment::DeploymentConfig::embedded(&self.data_dir);
+        if let Some(index) = &self.index {
+            config.index = index.clone();
+        }
+        config
+    }
+
+    /// Refuses every command of a key whose token record was revoked: git over ssh as well as
+    /// the LFS tokens minted here (which the server refuses by the same id). A line without
+    /// a token id (written before keys had one) is not checked.
+    pub fn not_revoked(&self) -> Result<(), ShellError> {
+        let Some(id) = &self.token_id else {
+            return Ok(());
+        };
+        let revoked =
+            crate::server::deployment::token_revoked(&self.deployment(), id).map_err(|e| {
+                ShellError::Secret(format!(
+                    "cannot read this key's token in the index ({e}): is --data the server's \
+                     data directory? (a deployment whose index is PostgreSQL needs the servers' \
+                     --index here too)"
+                ))
+            })?;
+        if revoked {
+            return Err(ShellError::Revoked {
+                user: self.rules.user.clone(),
+                id: id.clone(),
+            });
+        }
+        Ok(())
+    }
+
     /// The deployment's signing keys: from `DATA/keys/secret`, or from the shared index
     /// (`--index postgres://...`), where every server process of the deployment reads them.
     /// Read only: the shell never creates a secret or migrates the index's schema.
     pub fn keys(&self) -> Result<Keys, ShellError> {
-        use crate::server::deployment::{self, DeploymentConfig, KeysError};
-        let mut config = DeploymentConfig::embedded(&self.data_dir);
-        if let Some(index) = &self.index {
-            config.index = index.clone();
-        }
+        use crate::server::deployment::{self, KeysError};
+        let config = self.deployment();
         let secret = crate::server::keys::secret_path(&self.data_dir);
         deployment::read_keys(&config).map_err(|e| match e {
             KeysError::NoSecret { .. } => ShellError::Secret(format!(
@@ -146,6 +180,7 @@ pub fn run(settings: &Settings, original: Option<&str>) -> Result<i32, ShellErro
         )));
     };
     let command = SshCommand::parse(original)?;
+    settings.not_revoked()?;
     match command {
         SshCommand::UploadPack(repo) => {
             settings.rules.require(&repo, Scope::Read)?;

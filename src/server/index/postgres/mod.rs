@@ -62,6 +62,14 @@ impl PgIndex {
         Pool::new(url)?.run(secret::load_existing)?
     }
 
+    /// Whether the token `id` is revoked, read without migrating the schema (the ssh shell
+    /// changes nothing). An id the index does not know is not revoked.
+    pub fn existing_token_revoked(url: &str, id: &str) -> IndexResult<bool> {
+        let row = Pool::new(url)?
+            .run(|c| wait(c.query_opt("SELECT revoked FROM tokens WHERE id = $1", &[&id])))?;
+        Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
+    }
+
     /// The deployment's signing secret, created by the first process that asks.
     pub fn shared_secret(&self) -> IndexResult<[u8; 32]> {
         self.pool.run(secret::load_or_create)?

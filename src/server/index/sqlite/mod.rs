@@ -101,6 +101,20 @@ fn blob(hash: &MerkleHash) -> &[u8] {
 }
 
 impl SqliteIndex {
+    /// Whether the token `id` is revoked, read from the index at `path` without opening it
+    /// as a server does (no schema created or upgraded): for a process that must change
+    /// nothing, the ssh shell. An id the index does not know is not revoked.
+    pub fn token_revoked_read_only(path: &Path, id: &str) -> IndexResult<bool> {
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        conn.busy_timeout(Duration::from_secs(30))?;
+        let revoked: Option<i64> = conn
+            .query_row("SELECT revoked FROM tokens WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        Ok(revoked.is_some_and(|r| r != 0))
+    }
+
     pub fn open(path: &Path, fsync: bool) -> IndexResult<SqliteIndex> {
         let mut writer = open_connection(path, fsync)?;
         writer.execute_batch(SCHEMA)?;
