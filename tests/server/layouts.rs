@@ -225,16 +225,7 @@ fn racing_layouts_through_two_servers_on_postgres_and_garage() {
         TestServer::start_with_env(Some((garage, &prefix)), &["--index", &db.url], &env)
     };
     let (s1, s2) = (start(&p1), start(&p2));
-    let out = s1
-        .admin(&["token", "create", "--repo", REPO, "--scope", "write"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let token = s1.token(REPO, "write");
     let (c1, c2) = (Cas::with_token(&s1, &token), Cas::with_token(&s2, &token));
     race_between((&s1, &c1, &p1, 1), (&s2, &c2, &p2, 1), 7, true);
     race_between((&s1, &c1, &p1, 2), (&s2, &c2, &p2, 2), 8, false);

@@ -251,12 +251,9 @@ impl TestServer {
         self.token_with_ttl(repo, scope, None)
     }
 
+    /// Through [`TestServer::admin`], so that it works on any deployment (PostgreSQL, S3).
     pub fn token_with_ttl(&self, repo: &str, scope: &str, ttl_secs: Option<u64>) -> String {
-        let mut cmd = git_xet();
-        cmd.args([
-            "server", "token", "create", "--repo", repo, "--scope", scope, "--data",
-        ])
-        .arg(&self.data);
+        let mut cmd = self.admin(&["token", "create", "--repo", repo, "--scope", scope]);
         if let Some(ttl) = ttl_secs {
             cmd.args(["--ttl", &ttl.to_string()]);
         }
