@@ -4,8 +4,9 @@
 #   ./install.sh [--prefix DIR] [--no-quickstart]
 #
 # 1. installs git-lfs if it is missing (apt-get, dnf or brew, when available);
-# 2. builds git-xet in release mode and installs the binary into DIR (default:
-#    ~/.cargo/bin when that is on PATH, else ~/.local/bin);
+# 2. builds git-xet in release mode and installs its two programs into DIR (default:
+#    ~/.cargo/bin when that is on PATH, else ~/.local/bin): git-xet (what git and git-lfs
+#    start) and git-xet-server (what `git xet server` runs);
 # 3. runs `git xet install --global` (registers the transfer agent with git-lfs);
 # 4. runs `git xet quickstart` (a local server, a push, a clone, ~1 minute).
 set -euo pipefail
@@ -18,7 +19,7 @@ while [ $# -gt 0 ]; do
     --prefix) prefix="$2"; shift 2 ;;
     --prefix=*) prefix="${1#--prefix=}"; shift ;;
     --no-quickstart) quickstart=0; shift ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -62,8 +63,10 @@ say "$(git lfs version)"
 say "building git-xet (release)"
 cargo build --release --locked
 mkdir -p "$prefix"
-install -m 0755 target/release/git-xet "$prefix/git-xet"
-say "installed $prefix/git-xet"
+for program in git-xet git-xet-server; do
+  install -m 0755 "target/release/$program" "$prefix/$program"
+done
+say "installed $prefix/git-xet and $prefix/git-xet-server"
 case ":$PATH:" in
   *":$prefix:"*) ;;
   *) echo "note: $prefix is not on PATH; add it so that 'git xet' finds git-xet" >&2 ;;

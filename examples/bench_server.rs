@@ -12,16 +12,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
-use git_xet::xet::chunker::chunk_lengths;
-use git_xet::xet::hash::{chunk_hash, file_hash, sha256_as_merkle, sha256_hex, verification_hash};
-use git_xet::xet::reconstruction::Reconstruction;
-use git_xet::xet::shard::{FileInfo, FileTerm, Shard, XorbBlock};
-use git_xet::xet::xorb::{CompressedChunk, SerializedXorb, XorbBuilder};
+use git_xet_core::chunker::chunk_lengths;
+use git_xet_core::hash::{chunk_hash, file_hash, sha256_as_merkle, sha256_hex, verification_hash};
+use git_xet_core::reconstruction::Reconstruction;
+use git_xet_core::shard::{FileInfo, FileTerm, Shard, XorbBlock};
+use git_xet_core::xorb::{CompressedChunk, SerializedXorb, XorbBuilder};
 use sha2::Digest;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-#[path = "../tests/support/random.rs"]
+#[path = "../crates/core/tests/support/random.rs"]
+#[allow(dead_code)]
 mod random;
 use random::random_bytes;
 
@@ -65,7 +66,7 @@ fn build_xorbs(data: &[u8]) -> Vec<SerializedXorb> {
     xorbs
 }
 
-fn shard_for(data: &[u8], xorbs: &[SerializedXorb]) -> (Shard, git_xet::xet::MerkleHash) {
+fn shard_for(data: &[u8], xorbs: &[SerializedXorb]) -> (Shard, git_xet_core::MerkleHash) {
     let mut terms = Vec::new();
     let mut verification = Vec::new();
     let mut all = Vec::new();

@@ -19,7 +19,7 @@ CONCURRENCY=${CONCURRENCY:-4}
 FSYNC=${FSYNC:-1}
 DATA_PARENT=${DATA_PARENT:-${TMPDIR:-/tmp}}
 
-cargo build --release --quiet --bin git-xet --example bench_server
+cargo build --release --quiet --bins --example bench_server
 BIN=target/release/git-xet
 CLIENT=target/release/examples/bench_server
 

@@ -22,7 +22,7 @@ PARTIAL=${PARTIAL:-40}
 HONEST_MB=${HONEST_MB:-8}
 RUNS=${RUNS:-5}
 if [ -z "${BIN:-}" ]; then
-    cargo build --release --quiet --bin git-xet
+    cargo build --release --quiet --bins
     BIN=target/release/git-xet
 fi
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target for a number of executions (or a time limit), one after the
 # other in one process each, and prints executions, time and findings per target. Benchmark-
-# style: not run by CI. Crash inputs are copied to tests/data/fuzz-regressions/<target>/,
+# style: not run by CI. Crash inputs are copied to crates/core/tests/data/fuzz-regressions/<target>/,
 # where `cargo test --test fuzz_regressions` replays them.
 #
 #   scripts/fuzz_all.sh [RUNS] [SECONDS] [TARGET...]
@@ -26,8 +26,8 @@ cargo +nightly fuzz --help >/dev/null 2>&1 || {
 seed() { # target dir: a few valid inputs to start from
     local t=$1 d=$2
     case $t in
-    xorb) cp tests/data/vectors/*.xorb "$d/" 2>/dev/null || true ;;
-    shard) cp tests/data/vectors/sample.shard "$d/" 2>/dev/null || true ;;
+    xorb) cp crates/core/tests/data/vectors/*.xorb "$d/" 2>/dev/null || true ;;
+    shard) cp crates/core/tests/data/vectors/sample.shard "$d/" 2>/dev/null || true ;;
     pointer)
         printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%064d\nsize 12345\n' 0 >"$d/pointer" ;;
     transfer_json)
@@ -59,9 +59,9 @@ for t in "${targets[@]}"; do
     secs_run=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | tail -1 | grep -o 'in [0-9]*' | grep -o '[0-9]*' || echo '?')
     crashes=$(find "fuzz/artifacts/$t" -name 'crash-*' -o -name 'oom-*' -o -name 'timeout-*' -o -name 'leak-*' | wc -l)
     if [ "$crashes" -gt 0 ]; then
-        mkdir -p "tests/data/fuzz-regressions/$t"
+        mkdir -p "crates/core/tests/data/fuzz-regressions/$t"
         find "fuzz/artifacts/$t" \( -name 'crash-*' -o -name 'oom-*' -o -name 'timeout-*' -o -name 'leak-*' \) \
-            -exec cp {} "tests/data/fuzz-regressions/$t/" \;
+            -exec cp {} "crates/core/tests/data/fuzz-regressions/$t/" \;
     fi
     echo "$t: executions=$execs seconds=${secs_run} exit=$rc findings=$crashes (log $log)"
 done

@@ -5,7 +5,7 @@
 #
 # Each .ci/deps/*.sh installs one tool and skips it when present (git-lfs, OpenSSH's sshd,
 # nginx and tinyproxy, a venv with the reference client hf-xet, a venv with giftless); Debian
-# packages need root (or sudo). Then `cargo test --locked`. Under CI=true a test whose tool is
+# packages need root (or sudo). Then `cargo test --workspace --locked`. Under CI=true a test whose tool is
 # missing fails instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,4 +13,4 @@ for dep in .ci/deps/*.sh; do
   echo "== $dep"
   bash "$dep"
 done
-exec cargo test --locked "$@"
+exec cargo test --workspace --locked "$@"

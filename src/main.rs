@@ -1,3 +1,8 @@
+//! `git-xet`: the program git and git-lfs start (the transfer agent, the filter) and the
+//! commands users type. The server side lives in `git-xet-server` (see cli::forward).
+
+mod cli;
+
 fn main() -> std::process::ExitCode {
-    git_xet::cli::main()
+    cli::main()
 }

@@ -6,6 +6,8 @@ mod support;
 mod cli;
 #[path = "client/common.rs"]
 mod common;
+#[path = "client/core_cmds.rs"]
+mod core_cmds;
 #[path = "client/dedup.rs"]
 mod dedup;
 #[path = "client/faults.rs"]

@@ -1,18 +1,17 @@
 //! The docs and code comments name only files that exist: every repository path
-//! (`src/...`, `tests/...`, `docs/...`, `scripts/...`, `hooks/...`, ...) written in
-//! README.md, docs/*.md and the comments of src/ and tests/ is checked against the tree, so
+//! (`crates/...`, `src/...`, `tests/...`, `docs/...`, `scripts/...`, ...) written in
+//! README.md, docs/*.md and the comments of every crate's code is checked against the tree, so
 //! a file moved or renamed does not leave its old name behind.
 
 use std::path::{Path, PathBuf};
 
 /// Where repository paths start.
 const ROOTS: &[&str] = &[
+    "crates/",
     "src/",
     "tests/",
     "docs/",
     "scripts/",
-    "hooks/",
-    "benches/",
     "fixtures/",
     "fuzz/",
     ".ci/",
@@ -74,6 +73,9 @@ fn every_path_the_docs_and_comments_name_exists() {
     files_under(&root.join("docs"), "md", &mut files);
     files_under(&root.join("src"), "rs", &mut files);
     files_under(&root.join("tests"), "rs", &mut files);
+    files_under(&root.join("examples"), "rs", &mut files);
+    files_under(&root.join("crates"), "rs", &mut files);
+    files_under(&root.join("crates"), "md", &mut files);
     let mut missing = Vec::new();
     let mut checked = 0;
     for file in &files {
@@ -110,6 +112,8 @@ fn paths_are_found_as_readers_see_them() {
         named_paths("see src/lib.rs. and `docs/server.md`, not x/src/a.rs"),
         ["src/lib.rs", "docs/server.md"]
     );
-    assert!(named_paths("src/server/lfs/locks*.rs and src/{a,b}/ and $HOME/src/x").is_empty());
+    assert!(
+        named_paths("crates/server/src/lfs/locks*.rs and src/{a,b}/ and $HOME/src/x").is_empty()
+    );
     assert!(named_paths("git-lfs's docs/api/batch.md").is_empty());
 }

@@ -2,7 +2,7 @@
 //! and content up to a flush. No input may panic or allocate past the packet buffer.
 #![no_main]
 
-use git_xet::git::filter::pktline::PktReader;
+use git_xet_git::filter::pktline::PktReader;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,7 +1,7 @@
 //! Fuzzes the LFS pointer parser; what it accepts must round-trip through its own encoding.
 #![no_main]
 
-use git_xet::lfs::pointer::Pointer;
+use git_xet_lfs::pointer::Pointer;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

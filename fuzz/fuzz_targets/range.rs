@@ -3,7 +3,7 @@
 #![no_main]
 
 use axum::http::{header, HeaderMap, HeaderValue};
-use git_xet::server::body::parse_range;
+use git_xet_server::body::parse_range;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

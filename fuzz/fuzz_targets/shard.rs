@@ -2,8 +2,8 @@
 //! through a footer. None may panic on any input.
 #![no_main]
 
-use git_xet::xet::hash::MerkleHash;
-use git_xet::xet::shard::{parse_shard, ShardFile};
+use git_xet_core::hash::MerkleHash;
+use git_xet_core::shard::{parse_shard, ShardFile};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,7 +1,7 @@
 //! Fuzzes the custom-transfer messages git-lfs sends the agent (one JSON object per line).
 #![no_main]
 
-use git_xet::lfs::protocol::Request;
+use git_xet_lfs::protocol::Request;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

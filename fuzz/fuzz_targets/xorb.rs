@@ -2,7 +2,7 @@
 //! the chunk-record iterator used on fetched byte ranges. None may panic on any input.
 #![no_main]
 
-use git_xet::xet::xorb::{extract_chunks, inspect_xorb, validate_xorb, ChunkRecords, XorbFooter};
+use git_xet_core::xorb::{extract_chunks, inspect_xorb, validate_xorb, ChunkRecords, XorbFooter};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,13 +6,14 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 
-use crate::cli::logging;
-use crate::client::chunk_cache::{default_cache_root, DEFAULT_CHUNK_CACHE_BYTES};
-use crate::client::progress::{bar_callback, terminal_bar};
-use crate::client::stats::human_bytes;
-use crate::client::{CasClient, ClientConfig, DownloadOptions, LocalSource, Token};
-use crate::xet::hash::parse_sha256_hex;
-use crate::xet::MerkleHash;
+use git_xet_client::chunk_cache::{default_cache_root, DEFAULT_CHUNK_CACHE_BYTES};
+use git_xet_client::progress::bar_callback;
+use git_xet_client::{CasClient, ClientConfig, DownloadOptions, LocalSource, Token};
+use git_xet_core::hash::parse_sha256_hex;
+use git_xet_core::MerkleHash;
+use git_xet_io::human::human_bytes;
+use git_xet_io::logging;
+use git_xet_io::terminal::terminal_bar;
 
 /// How to reach the server and where to keep local state.
 #[derive(clap::Args, Debug)]
@@ -176,7 +177,7 @@ pub fn download(args: DownloadArgs) -> anyhow::Result<ExitCode> {
         .reuse
         .iter()
         .map(|path| {
-            let summary = crate::io::pipeline::hash_stream(
+            let summary = git_xet_io::pipeline::hash_stream(
                 std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
                 false,
             )?;

@@ -8,13 +8,13 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 
-use crate::io::pipeline::{
+use git_xet_core::constants::{MAX_XORB_BODY, MAX_XORB_CHUNKS};
+use git_xet_core::hash::sha256_hex;
+use git_xet_core::shard::parse_shard;
+use git_xet_core::xorb::{extract_chunks, inspect_xorb, CompressedChunk, XorbBuilder, XorbFooter};
+use git_xet_io::pipeline::{
     chunk_and_hash, chunk_and_hash_file, HashedChunk, PipelineError, StreamSummary,
 };
-use crate::xet::constants::{MAX_XORB_BODY, MAX_XORB_CHUNKS};
-use crate::xet::hash::sha256_hex;
-use crate::xet::shard::parse_shard;
-use crate::xet::xorb::{extract_chunks, inspect_xorb, CompressedChunk, XorbBuilder, XorbFooter};
 
 #[derive(clap::Args, Debug)]
 pub struct ChunkArgs {
@@ -110,7 +110,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let mut tmp = tempfile::Builder::new()
         .prefix(".git-xet-")
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(
-            0o666 & !crate::io::platform::process::umask(),
+            0o666 & !git_xet_io::platform::process::umask(),
         ))
         .tempfile_in(dir)
         .with_context(|| format!("cannot create a file in {}", dir.display()))?;

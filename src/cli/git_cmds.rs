@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::cli::logging;
-use crate::git::config::Scope;
-use crate::git::install::{self, InstallOptions};
+use git_xet_git::config::Scope;
+use git_xet_git::install::{self, InstallOptions};
+use git_xet_io::logging;
 
 #[derive(clap::Args, Debug)]
 pub struct TransferArgs {}
@@ -63,7 +63,7 @@ pub struct MigrateArgs {
     #[arg(long)]
     update_lfsconfig: bool,
     /// Objects uploaded at once (each holds at most one 64 MiB xorb in memory).
-    #[arg(long, value_name = "N", default_value_t = crate::git::migrate::DEFAULT_JOBS)]
+    #[arg(long, value_name = "N", default_value_t = git_xet_git::migrate::DEFAULT_JOBS)]
     jobs: usize,
 }
 
@@ -87,12 +87,6 @@ pub struct QuickstartArgs {
     dir: Option<std::path::PathBuf>,
 }
 
-/// `git xet pre-receive` reads its settings from GIT_XET_SERVER_URL, GIT_XET_REPO and
-/// GIT_XET_TOKEN (set by `git xet server`), else from git config xet.serverUrl, xet.repo and
-/// xet.token, as hooks/pre-receive does.
-#[derive(clap::Args, Debug)]
-pub struct PreReceiveArgs {}
-
 /// The program git-lfs should run: this very binary.
 fn agent_program() -> anyhow::Result<String> {
     let exe = std::env::current_exe().context("cannot find the path of the git-xet binary")?;
@@ -104,12 +98,12 @@ fn agent_program() -> anyhow::Result<String> {
 
 pub fn transfer(_args: TransferArgs) -> anyhow::Result<ExitCode> {
     logging::init("warn");
-    crate::git::transfer::run_stdio()
+    git_xet_git::transfer::run_stdio()
 }
 
 pub fn filter_process() -> anyhow::Result<ExitCode> {
     logging::init("warn");
-    crate::git::filter::run_stdio()
+    git_xet_git::filter::run_stdio()
 }
 
 pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
@@ -151,53 +145,30 @@ pub fn uninstall(args: InstallArgs) -> anyhow::Result<ExitCode> {
 
 pub fn migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     logging::init("info");
-    let opts = crate::git::migrate::Options {
+    let opts = git_xet_git::migrate::Options {
         remote: args.remote,
         to: args.to,
         verify: !args.skip_verify,
         update_lfsconfig: args.update_lfsconfig,
         jobs: args.jobs,
     };
-    crate::git::migrate::run(&opts)?;
+    git_xet_git::migrate::run(&opts)?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     logging::init("warn");
-    crate::git::status::run(args.remote.as_deref(), args.offline)?;
+    git_xet_git::status::run(args.remote.as_deref(), args.offline)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Exits 1 with the reason on stderr (git shows it to the pusher) when the push must be
-/// refused, including when the check itself cannot be made: the hook fails closed.
-pub fn pre_receive(_args: PreReceiveArgs) -> anyhow::Result<ExitCode> {
-    use crate::git::pre_receive::{check, HookSettings};
-    logging::init("warn");
-    let git = crate::git::command::Git::new();
-    let verdict = HookSettings::load(&git)
-        .and_then(|settings| Ok((check(std::io::stdin().lock(), &git, &settings)?, settings)));
-    match verdict {
-        Ok((verdict, settings)) => match verdict.message(&settings.repo) {
-            Some(rejection) => {
-                eprint!("{rejection}");
-                Ok(ExitCode::FAILURE)
-            }
-            None => Ok(ExitCode::SUCCESS),
-        },
-        Err(e) => {
-            eprintln!("git-xet pre-receive: {e}");
-            Ok(ExitCode::FAILURE)
-        }
-    }
 }
 
 pub fn quickstart(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
     logging::init("warn");
-    let opts = crate::git::quickstart::Options {
+    let opts = git_xet_git::quickstart::Options {
         size_mib: args.size_mib,
         dir: args.dir,
         program: agent_program()?,
     };
-    crate::git::quickstart::run(&opts)?;
+    git_xet_git::quickstart::run(&opts)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -12,10 +12,8 @@ use clap::{Parser, Subcommand};
 
 mod client_cmds;
 mod core_cmds;
+mod forward;
 mod git_cmds;
-pub mod logging;
-mod server;
-mod shell;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -42,9 +40,10 @@ enum Command {
     /// Inspect shards.
     #[command(subcommand)]
     Shard(core_cmds::ShardCommand),
-    /// Run the XET server (CAS API, git-lfs Batch API, git over HTTP), or manage its tokens.
-    // Boxed: the server's options are many, the other commands' few.
-    Server(Box<server::ServerArgs>),
+    /// Run the XET server (CAS API, git-lfs Batch API, git over HTTP), or manage its data
+    /// (`git xet server --help` lists its options and subcommands).
+    #[command(disable_help_flag = true)]
+    Server(forward::Forwarded),
     /// Upload files to a CAS server; prints `<xet-file-hash>  <path>` per file.
     Upload(client_cmds::UploadArgs),
     /// Download a file (or a byte range of it) from a CAS server by its XET hash.
@@ -64,13 +63,15 @@ enum Command {
     Status(git_cmds::StatusArgs),
     /// Demonstrate the whole workflow against a temporary local server.
     Quickstart(git_cmds::QuickstartArgs),
-    /// The check of hooks/pre-receive, built in: run it from a bare repository's
-    /// hooks/pre-receive (`git xet server` installs it in the repositories it hosts).
-    PreReceive(git_cmds::PreReceiveArgs),
+    /// The check of crates/server/hooks/pre-receive, built in: run it from a bare repository's
+    /// crates/server/hooks/pre-receive (`git xet server` installs it in the repositories it hosts).
+    #[command(disable_help_flag = true)]
+    PreReceive(forward::Forwarded),
     /// The forced command of an ssh key (authorized_keys `command="git xet shell ..."`):
     /// serves git-upload-pack, git-receive-pack, git-lfs-authenticate and git-lfs-transfer
     /// on the repositories its --repo arguments allow. See `git xet server user add`.
-    Shell(shell::ShellArgs),
+    #[command(disable_help_flag = true)]
+    Shell(forward::Forwarded),
 }
 
 /// Entry point of the binary.
@@ -81,7 +82,7 @@ pub fn main() -> ExitCode {
         Command::Hash(a) => core_cmds::hash(a),
         Command::Xorb(c) => core_cmds::xorb(c),
         Command::Shard(c) => core_cmds::shard(c),
-        Command::Server(a) => server::run(*a),
+        Command::Server(a) => forward::to_server("server", a),
         Command::Upload(a) => client_cmds::upload(a),
         Command::Download(a) => client_cmds::download(a),
         Command::Transfer(a) => git_cmds::transfer(a),
@@ -91,26 +92,14 @@ pub fn main() -> ExitCode {
         Command::Migrate(a) => git_cmds::migrate(a),
         Command::Status(a) => git_cmds::status(a),
         Command::Quickstart(a) => git_cmds::quickstart(a),
-        Command::PreReceive(a) => git_cmds::pre_receive(a),
-        Command::Shell(a) => shell::shell(a),
+        Command::PreReceive(a) => forward::to_server("pre-receive", a),
+        Command::Shell(a) => forward::to_server("shell", a),
     };
     match result {
         Ok(code) => code,
         Err(err) => {
-            report_error(&err);
+            git_xet_io::logging::report_error(err.as_ref());
             ExitCode::FAILURE
         }
     }
-}
-
-/// Prints an error and its causes on one line to stderr.
-pub fn report_error(err: &anyhow::Error) {
-    use std::io::Write;
-    // A closed stdout (e.g. `| head`) is not worth reporting.
-    if let Some(io) = err.downcast_ref::<std::io::Error>() {
-        if io.kind() == std::io::ErrorKind::BrokenPipe {
-            return;
-        }
-    }
-    let _ = writeln!(std::io::stderr(), "git-xet: error: {err:#}");
 }

@@ -25,7 +25,7 @@ fn upload_prints_hashes_and_download_writes_files_and_ranges() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{stdout}");
     for (line, (path, bytes)) in lines.iter().zip([(&pa, &a), (&pb, &b)]) {
-        let expected = git_xet::io::pipeline::hash_stream(&bytes[..], false)
+        let expected = git_xet_io::pipeline::hash_stream(&bytes[..], false)
             .unwrap()
             .file_hash;
         assert_eq!(*line, format!("{expected}  {}", path.display()));
@@ -91,7 +91,7 @@ fn download_errors_are_one_clear_line_and_change_nothing() {
     let token = env.server.token(REPO, "read");
     let dest = env.path("out");
     std::fs::write(&dest, b"keep me").unwrap();
-    let unknown = git_xet::xet::hash::chunk_hash(b"unknown").to_hex();
+    let unknown = git_xet_core::hash::chunk_hash(b"unknown").to_hex();
     let out = git_xet()
         .args([
             "download",
@@ -224,12 +224,12 @@ fn two_processes_share_a_small_chunk_cache_safely() {
 #[test]
 fn the_blocking_facade_uploads_and_downloads() {
     let env = Env::new();
-    let client = git_xet::client::BlockingClient::new(env.config("meta")).unwrap();
+    let client = git_xet_client::BlockingClient::new(env.config("meta")).unwrap();
     let data = random_bytes(500_000, 300);
     let path = env.file("f", &data);
     let summary = client.upload_files(&[&path]).unwrap();
     let out = env.path("out");
-    let options = git_xet::client::DownloadOptions {
+    let options = git_xet_client::DownloadOptions {
         expected_sha256: Some(sha256(&data)),
         ..Default::default()
     };

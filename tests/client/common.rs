@@ -2,10 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use git_xet::client::{
-    CasClient, ClientConfig, DownloadOptions, RetryPolicy, Token, UploadSummary,
-};
-use git_xet::xet::MerkleHash;
+use git_xet_client::{CasClient, ClientConfig, DownloadOptions, RetryPolicy, Token, UploadSummary};
+use git_xet_core::MerkleHash;
 use sha2::Digest;
 
 pub use crate::support::{random_bytes, write_file, TestServer};
@@ -143,8 +141,8 @@ pub fn with_insertion(base: &[u8], at: usize, insert: &[u8]) -> Vec<u8> {
 pub fn chunks_of(bytes: &[u8]) -> Vec<(MerkleHash, usize)> {
     let mut out = Vec::new();
     let mut at = 0;
-    for len in git_xet::xet::chunker::chunk_lengths(bytes) {
-        out.push((git_xet::xet::hash::chunk_hash(&bytes[at..at + len]), len));
+    for len in git_xet_core::chunker::chunk_lengths(bytes) {
+        out.push((git_xet_core::hash::chunk_hash(&bytes[at..at + len]), len));
         at += len;
     }
     out

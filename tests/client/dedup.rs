@@ -1,6 +1,6 @@
 //! Bytes that need not move do not move: counted with the server's own metrics.
 
-use git_xet::client::{DownloadOptions, LocalSource};
+use git_xet_client::{DownloadOptions, LocalSource};
 
 use crate::common::*;
 
@@ -217,7 +217,7 @@ async fn intermediate_shards_register_xorbs_early_and_feed_the_shard_cache() {
     let path = env.file("big", &data);
     let mut config = env.config("meta");
     config.shard_flush_chunks = 1; // a shard after every closed xorb
-    let client = git_xet::client::CasClient::new(config).unwrap();
+    let client = git_xet_client::CasClient::new(config).unwrap();
     let summary = upload(&client, &[&path]).await;
     assert_eq!(summary.stats.xorbs_uploaded, 2);
     // One shard with the first xorb only, then the final one with the file and the second.
@@ -239,13 +239,13 @@ async fn intermediate_shards_register_xorbs_early_and_feed_the_shard_cache() {
 }
 
 /// The chunks of `data` as git-xet's clean filter records them.
-fn chunk_list_of(data: &[u8]) -> git_xet::client::chunk_lists::ChunkList {
-    let mut feed = git_xet::io::pipeline::ChunkFeed::new();
+fn chunk_list_of(data: &[u8]) -> git_xet_client::chunk_lists::ChunkList {
+    let mut feed = git_xet_io::pipeline::ChunkFeed::new();
     for piece in data.chunks(65_516) {
         feed.feed(piece);
     }
     let chunked = feed.finish().expect("inputs over one block are chunked");
-    git_xet::client::chunk_lists::ChunkList {
+    git_xet_client::chunk_lists::ChunkList {
         sha256: <sha2::Sha256 as sha2::Digest>::digest(data).into(),
         file_hash: chunked.summary.file_hash,
         chunks: chunked.chunks,
@@ -270,7 +270,7 @@ async fn a_file_with_a_chunk_list_uploads_like_a_chunked_one() {
         .await
         .unwrap();
     let summary = session.finish().await.unwrap();
-    let reference = git_xet::io::pipeline::hash_stream(&v2[..], true).unwrap();
+    let reference = git_xet_io::pipeline::hash_stream(&v2[..], true).unwrap();
     assert_eq!(listed.file_hash, reference.file_hash);
     assert_eq!(Some(listed.sha256), reference.sha256);
     let changed = changed_bytes(&v1, &v2);
@@ -303,7 +303,7 @@ async fn a_chunk_list_that_does_not_match_the_file_registers_nothing() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, git_xet::client::ClientError::Corrupt { .. }),
+        matches!(err, git_xet_client::ClientError::Corrupt { .. }),
         "{err}"
     );
     assert!(err.to_string().contains("chunk list"), "{err}");

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use git_xet::client::{CasClient, ClientError, DownloadOptions, RefreshFn, Token};
+use git_xet_client::{CasClient, ClientError, DownloadOptions, RefreshFn, Token};
 
 use crate::common::*;
 use crate::proxy::{Fault, FaultProxy};
@@ -66,7 +66,7 @@ async fn a_server_that_stays_down_fails_in_bounded_time() {
     config.retry.max_attempts = 3;
     let client = CasClient::new(config).unwrap();
     proxy.inject([Fault::Status500; 10]);
-    let hash = git_xet::xet::hash::chunk_hash(b"x");
+    let hash = git_xet_core::hash::chunk_hash(b"x");
     let err = client
         .download(&hash, &dir.path().join("out"), DownloadOptions::default())
         .await

@@ -1,8 +1,8 @@
 //! Round trips through the real server: sizes, compression, several xorbs, byte ranges.
 
-use git_xet::client::DownloadOptions;
-use git_xet::xet::constants::{MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
-use git_xet::xet::MerkleHash;
+use git_xet_client::DownloadOptions;
+use git_xet_core::constants::{MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
+use git_xet_core::MerkleHash;
 
 use crate::common::*;
 
@@ -57,7 +57,7 @@ async fn files_of_assorted_sizes_round_trip() {
     for ((name, bytes), file) in cases.iter().zip(&summary.files) {
         assert_eq!(file.size, bytes.len() as u64);
         assert_eq!(file.sha256, sha256(bytes));
-        let local = git_xet::io::pipeline::hash_stream(&bytes[..], false).unwrap();
+        let local = git_xet_io::pipeline::hash_stream(&bytes[..], false).unwrap();
         assert_eq!(file.file_hash, local.file_hash, "{name}");
         download(
             &client,
@@ -142,7 +142,7 @@ async fn an_unknown_file_fails_with_the_servers_reason_and_leaves_nothing() {
     let env = Env::new();
     let client = env.client("meta");
     let out = env.path("missing.out");
-    let unknown = git_xet::xet::hash::chunk_hash(b"no such file");
+    let unknown = git_xet_core::hash::chunk_hash(b"no such file");
     let err = client
         .download(&unknown, &out, DownloadOptions::default())
         .await

@@ -3,7 +3,7 @@
 //! produces other bytes than were handed over is flagged.
 
 use bytes::Bytes;
-use git_xet::client::{ContentTap, DownloadOptions, LocalSource};
+use git_xet_client::{ContentTap, DownloadOptions, LocalSource};
 
 use crate::common::*;
 

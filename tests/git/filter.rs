@@ -471,7 +471,7 @@ fn staged_oid(env: &GitEnv, repo: &Path, path: &str) -> String {
 
 #[test]
 fn a_push_reads_only_new_chunks_from_the_list_clean_saved_and_survives_a_wrong_list() {
-    use git_xet::client::chunk_lists::{ChunkList, ChunkListStore};
+    use git_xet_client::chunk_lists::{ChunkList, ChunkListStore};
     let server = TestServer::start();
     let remote = remote_url(&server, "org/listed", "write");
     let alice = GitEnv::with_agent(&[]);
@@ -485,11 +485,11 @@ fn a_push_reads_only_new_chunks_from_the_list_clean_saved_and_survives_a_wrong_l
     write_file(&a.join("small.bin"), &random_bytes(100_000, 62));
     alice.git(&a, &["add", "."]);
     let oid1 = staged_oid(&alice, &a, "model.bin");
-    let sha1 = oid1.parse::<git_xet::lfs::pointer::Oid>().unwrap().0;
+    let sha1 = oid1.parse::<git_xet_lfs::pointer::Oid>().unwrap().0;
     let list = lists
         .load(&sha1, v1.len() as u64)
         .expect("clean saved a chunk list");
-    let reference = git_xet::io::pipeline::hash_stream(&v1[..], false).unwrap();
+    let reference = git_xet_io::pipeline::hash_stream(&v1[..], false).unwrap();
     assert_eq!(list.file_hash, reference.file_hash);
     let small = staged_oid(&alice, &a, "small.bin");
     assert!(
@@ -517,9 +517,9 @@ fn a_push_reads_only_new_chunks_from_the_list_clean_saved_and_survives_a_wrong_l
     let oid2 = staged_oid(&alice, &a, "model.bin");
     // Committed first: git may clean the file again (racily clean), saving a right list.
     alice.git(&a, &["commit", "-qm", "v2"]);
-    let sha2 = oid2.parse::<git_xet::lfs::pointer::Oid>().unwrap().0;
+    let sha2 = oid2.parse::<git_xet_lfs::pointer::Oid>().unwrap().0;
     let other = random_bytes(9 << 20, 64);
-    let mut feed = git_xet::io::pipeline::ChunkFeed::new();
+    let mut feed = git_xet_io::pipeline::ChunkFeed::new();
     feed.feed(&other);
     let chunked = feed.finish().unwrap();
     lists

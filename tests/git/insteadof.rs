@@ -7,10 +7,10 @@
 use std::net::TcpListener;
 use std::path::Path;
 
-use git_xet::git::command::Git;
-use git_xet::git::endpoint::{self, Source};
-use git_xet::git::repo::Repo;
-use git_xet::lfs::protocol::Operation;
+use git_xet_git::command::Git;
+use git_xet_git::endpoint::{self, Source};
+use git_xet_git::repo::Repo;
+use git_xet_lfs::protocol::Operation;
 
 use crate::env::{assert_file_is, ok, remote_url, stderr, stdout, GitEnv};
 use crate::support::{random_bytes, write_file, TestServer};

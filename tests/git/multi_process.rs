@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use git_xet::server::index::{Index, PgIndex};
-use git_xet::xet::MerkleHash;
+use git_xet_core::MerkleHash;
+use git_xet_server::index::{Index, PgIndex};
 
 use crate::env::{assert_file_is, stderr, GitEnv};
 use crate::support::garage::{self, Garage};

@@ -2,11 +2,11 @@
 //! `git-lfs-authenticate` for an ssh remote (once per process while the answer is good),
 //! `core.sshCommand` is honoured, and `remote.<name>.pushurl` decides uploads.
 
-use git_xet::git::endpoint::{self, Source};
-use git_xet::git::repo::Repo;
-use git_xet::git::ssh::SshFailure;
-use git_xet::git::GitError;
-use git_xet::lfs::protocol::Operation;
+use git_xet_git::endpoint::{self, Source};
+use git_xet_git::repo::Repo;
+use git_xet_git::ssh::SshFailure;
+use git_xet_git::GitError;
+use git_xet_lfs::protocol::Operation;
 
 use crate::env::GitEnv;
 use crate::sshd::{self, Sshd};

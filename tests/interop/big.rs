@@ -7,9 +7,9 @@
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use git_xet::xet::constants::MAX_XORB_SIZE;
-use git_xet::xet::xorb::XorbFooter;
-use git_xet::xet::MerkleHash;
+use git_xet_core::constants::MAX_XORB_SIZE;
+use git_xet_core::xorb::XorbFooter;
+use git_xet_core::MerkleHash;
 
 use crate::common::*;
 

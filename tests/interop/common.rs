@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use git_xet::client::{CasClient, ClientConfig, DownloadOptions, RetryPolicy, Token};
-use git_xet::xet::chunker::chunk_lengths;
-use git_xet::xet::hash::{chunk_hash, file_hash};
-use git_xet::xet::MerkleHash;
+use git_xet_client::{CasClient, ClientConfig, DownloadOptions, RetryPolicy, Token};
+use git_xet_core::chunker::chunk_lengths;
+use git_xet_core::hash::{chunk_hash, file_hash};
+use git_xet_core::MerkleHash;
 
 pub use crate::support::{random_bytes, write_file, TestServer};
 

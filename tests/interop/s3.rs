@@ -1,7 +1,7 @@
 //! hf-xet against a server on Garage with `--presign`: the reference client fetches xorb
 //! bytes straight from the object store with the presigned URLs, bit-exact.
 
-use git_xet::xet::MerkleHash;
+use git_xet_core::MerkleHash;
 
 use crate::common::{our_download, xet_hash, Env, TestServer};
 use crate::support::garage;

@@ -1,6 +1,6 @@
 //! Files moved by hf-xet and by our client through `git xet server`, read back by both.
 
-use git_xet::xet::MerkleHash;
+use git_xet_core::MerkleHash;
 
 use crate::common::*;
 

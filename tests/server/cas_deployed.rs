@@ -5,17 +5,17 @@
 
 use std::path::{Path, PathBuf};
 
-use git_xet::xet::reconstruction::{Reconstruction, ReconstructionV2};
+use git_xet_core::reconstruction::{Reconstruction, ReconstructionV2};
 
 use crate::common::*;
 use crate::support::TestServer;
 
 const REPO: &str = "org/deployed";
-/// The xorb hf-xet named when it sent tests/data/vectors/hf-xet-1.8.0-footerless.xorb.
+/// The xorb hf-xet named when it sent crates/core/tests/data/vectors/hf-xet-1.8.0-footerless.xorb.
 const VECTOR_HASH: &str = "e3e1e3efe343b3d97dcccd169411b3257070117916b6c077470f3bfe915de0ed";
 
 fn vector(name: &str) -> Vec<u8> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vectors");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/core/tests/data/vectors");
     std::fs::read(dir.join(name)).unwrap()
 }
 
@@ -298,7 +298,7 @@ fn v2_shard_upload_registers_and_answers_progress_frames() {
     }
     // A shard whose file hash is wrong is refused with v1's status, before any frame.
     let mut bad = up.shard.clone();
-    bad.files[0].file_hash = git_xet::xet::MerkleHash::ZERO;
+    bad.files[0].file_hash = git_xet_core::MerkleHash::ZERO;
     let refused = post_v2_shard(&cas, bad.to_upload_bytes());
     assert_eq!(refused.status(), 400);
     assert_eq!(server.metric("git_xet_registered_files"), 0.0);
@@ -342,10 +342,10 @@ fn v2_shard_upload_registers_and_answers_progress_frames() {
 /// server's stated cap is refused from `Content-Length` alone.
 #[test]
 fn the_reference_clients_largest_xorb_is_accepted() {
-    use git_xet::xet::compression::CompressionScheme;
-    use git_xet::xet::constants::{MAX_CHUNK_SIZE, MAX_XORB_BODY, MAX_XORB_DATA};
-    use git_xet::xet::hash::{chunk_hash, xorb_hash};
-    use git_xet::xet::xorb::ChunkHeader;
+    use git_xet_core::compression::CompressionScheme;
+    use git_xet_core::constants::{MAX_CHUNK_SIZE, MAX_XORB_BODY, MAX_XORB_DATA};
+    use git_xet_core::hash::{chunk_hash, xorb_hash};
+    use git_xet_core::xorb::ChunkHeader;
     use std::io::Read;
 
     let server = TestServer::start();

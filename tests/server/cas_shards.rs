@@ -1,9 +1,9 @@
 //! POST /v1/shards: registration, and refusal of every inconsistent claim with nothing
 //! becoming visible.
 
-use git_xet::xet::hash::sha256_as_merkle;
-use git_xet::xet::shard::Shard;
-use git_xet::xet::MerkleHash;
+use git_xet_core::hash::sha256_as_merkle;
+use git_xet_core::shard::Shard;
+use git_xet_core::MerkleHash;
 
 use crate::common::*;
 use crate::support::TestServer;
@@ -30,7 +30,7 @@ fn shard_registers_files_once() {
     let shards = server.stored_objects("shards");
     assert_eq!(shards.len(), 1);
     let stored = &shards[0].1;
-    let parsed = git_xet::xet::shard::parse_shard(stored).unwrap();
+    let parsed = git_xet_core::shard::parse_shard(stored).unwrap();
     assert!(parsed.footer.is_some());
     assert_eq!(parsed.shard.files[0].file_hash, up.file_hash);
 }
@@ -264,7 +264,8 @@ fn empty_file_registers_and_reconstructs_to_nothing() {
 /// and the file they describe comes back bit-exact.
 #[test]
 fn reference_xorb_and_shard_from_the_deployed_client() {
-    let vectors = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vectors");
+    let vectors =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/core/tests/data/vectors");
     let xorb_hash = "417dce6249b8615d390c2334acce1b75f5e9f9e508426ce81de5fd8219148627";
     let xorb = std::fs::read(vectors.join(format!("{xorb_hash}.xorb"))).unwrap();
     let shard = std::fs::read(vectors.join("sample.shard")).unwrap();

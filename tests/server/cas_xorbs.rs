@@ -156,7 +156,7 @@ fn oversized_xorbs_get_413_before_the_body_is_read() {
     let hash = "0".repeat(64);
     // Declared too large: refused from the header alone, without sending the body.
     let path = format!("/v1/xorbs/default/{hash}");
-    let limit = git_xet::xet::constants::MAX_XORB_BODY;
+    let limit = git_xet_core::constants::MAX_XORB_BODY;
     let mut stream = raw_request(&server, "POST", &path, &cas.token, limit + 1);
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).unwrap();

@@ -2,7 +2,7 @@
 //! through it hashes the content; a false claim is dropped and its download fails, a true
 //! one is recorded. `check --read-data` verifies every claim.
 
-use git_xet::xet::hash::sha256_as_merkle;
+use git_xet_core::hash::sha256_as_merkle;
 
 use crate::common::*;
 use crate::lfs::{batch, lfs_url};

@@ -5,12 +5,12 @@
 use std::io::Write;
 use std::net::TcpStream;
 
-use git_xet::xet::chunker::chunk_lengths;
-use git_xet::xet::hash::{chunk_hash, file_hash, sha256_as_merkle, verification_hash};
-use git_xet::xet::reconstruction::Reconstruction;
-use git_xet::xet::shard::{FileInfo, FileTerm, Shard, XorbBlock};
-use git_xet::xet::xorb::{ChunkRecords, SerializedXorb, XorbBuilder};
-use git_xet::xet::MerkleHash;
+use git_xet_core::chunker::chunk_lengths;
+use git_xet_core::hash::{chunk_hash, file_hash, sha256_as_merkle, verification_hash};
+use git_xet_core::reconstruction::Reconstruction;
+use git_xet_core::shard::{FileInfo, FileTerm, Shard, XorbBlock};
+use git_xet_core::xorb::{ChunkRecords, SerializedXorb, XorbBuilder};
+use git_xet_core::MerkleHash;
 use reqwest::blocking::{Client, Response};
 use sha2::Digest;
 
@@ -59,7 +59,7 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
 }
 
 pub fn sha256_hex(data: &[u8]) -> String {
-    git_xet::xet::hash::sha256_hex(&sha256(data))
+    git_xet_core::hash::sha256_hex(&sha256(data))
 }
 
 /// One chunk of a file: its hash and bytes.

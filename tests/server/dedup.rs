@@ -2,10 +2,10 @@
 
 use std::io::Cursor;
 
-use git_xet::xet::hash::{chunk_hash, is_global_dedup_eligible, keyed_chunk_hash};
-use git_xet::xet::shard::{parse_shard, Shard, ShardFile};
-use git_xet::xet::xorb::XorbBuilder;
-use git_xet::xet::MerkleHash;
+use git_xet_core::hash::{chunk_hash, is_global_dedup_eligible, keyed_chunk_hash};
+use git_xet_core::shard::{parse_shard, Shard, ShardFile};
+use git_xet_core::xorb::XorbBuilder;
+use git_xet_core::MerkleHash;
 
 use crate::common::*;
 use crate::support::TestServer;

@@ -3,8 +3,8 @@
 //! route that could tell them another scope's content exists. What each learns is exactly
 //! what its scope allows; honest uploads of the same content succeed in every scope.
 
-use git_xet::xet::shard::parse_shard;
-use git_xet::xet::MerkleHash;
+use git_xet_core::shard::parse_shard;
+use git_xet_core::MerkleHash;
 
 use crate::common::*;
 use crate::lfs::{basic_download, basic_upload};

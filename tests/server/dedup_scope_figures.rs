@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use git_xet::client::{BlockingClient, ClientConfig, RetryPolicy, Token};
+use git_xet_client::{BlockingClient, ClientConfig, RetryPolicy, Token};
 
 use crate::support::{random_bytes, TestServer};
 

@@ -3,8 +3,8 @@
 use std::io::{Read, Write};
 use std::sync::{Arc, Barrier, Mutex};
 
-use git_xet::xet::shard::Shard;
-use git_xet::xet::xorb::SerializedXorb;
+use git_xet_core::shard::Shard;
+use git_xet_core::xorb::SerializedXorb;
 
 use crate::common::*;
 use crate::support::{random_bytes, TestServer};

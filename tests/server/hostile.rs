@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use git_xet::xet::hash::{file_hash, sha256_as_merkle, verification_hash};
-use git_xet::xet::shard::{FileInfo, FileTerm, Shard};
-use git_xet::xet::xorb::{SerializedXorb, XorbBuilder};
-use git_xet::xet::MerkleHash;
+use git_xet_core::hash::{file_hash, sha256_as_merkle, verification_hash};
+use git_xet_core::shard::{FileInfo, FileTerm, Shard};
+use git_xet_core::xorb::{SerializedXorb, XorbBuilder};
+use git_xet_core::MerkleHash;
 
 use crate::common::{block, client, Cas, Upload};
 use crate::support::git_xet;

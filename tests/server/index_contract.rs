@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use git_xet::server::index::{
+use git_xet_core::shard::FileTerm;
+use git_xet_core::xorb::XorbFooter;
+use git_xet_core::MerkleHash;
+use git_xet_server::index::{
     DedupDomain, FileRecord, Index, PgIndex, ShardRegistration, SqliteIndex, XorbMeta,
 };
-use git_xet::server::repo_name::RepoName;
-use git_xet::xet::shard::FileTerm;
-use git_xet::xet::xorb::XorbFooter;
-use git_xet::xet::MerkleHash;
+use git_xet_server::repo_name::RepoName;
 
 use crate::support::postgres;
 
@@ -381,12 +381,12 @@ fn postgres_unreachable_is_a_clear_error() {
     assert!(
         matches!(
             err,
-            git_xet::server::index::IndexError::PostgresUnavailable { .. }
+            git_xet_server::index::IndexError::PostgresUnavailable { .. }
         ),
         "{err:?}"
     );
     let text = err.to_string();
     assert!(!text.contains("hunter2"), "{text}");
-    let server_error = git_xet::server::error::ServerError::from(err);
+    let server_error = git_xet_server::error::ServerError::from(err);
     assert_eq!(server_error.status(), 503);
 }

@@ -1,7 +1,7 @@
 //! Cross-repository integrity: what one repository's writer claims never decides what
 //! another repository's object id serves.
 
-use git_xet::xet::hash::sha256_as_merkle;
+use git_xet_core::hash::sha256_as_merkle;
 
 use crate::common::*;
 use crate::lfs::{basic_download, basic_upload, lfs_url};

@@ -358,10 +358,10 @@ fn a_revoked_token_is_refused_on_every_route() {
         .iter()
         .map(|(m, p, _)| {
             let path = p.split('?').next().unwrap();
-            git_xet::server::http::route_label(&m.parse().unwrap(), path)
+            git_xet_server::http::route_label(&m.parse().unwrap(), path)
         })
         .collect();
-    for label in git_xet::server::http::ROUTE_LABELS {
+    for label in git_xet_server::http::ROUTE_LABELS {
         assert!(
             covered.contains(label) || unauthenticated.contains(label),
             "route {label} is not in the table"

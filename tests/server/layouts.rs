@@ -2,14 +2,14 @@
 //! same, the record offsets are not. Whatever order uploads in either layout reach the store
 //! and the index (concurrent, or one interrupted between the two and retried in the other),
 //! the index must describe the stored bytes: every file using the xorb downloads bit-exact.
-//! The server's test hook (`GIT_XET_XORB_TEST_PAUSE`, src/server/cas/stored_xorb.rs) holds
+//! The server's test hook (`GIT_XET_XORB_TEST_PAUSE`, crates/server/src/cas/stored_xorb.rs) holds
 //! each upload before its store write (`staged.N`) and before its index write (`stored.N`).
 
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
-use git_xet::xet::compression::CompressionScheme;
-use git_xet::xet::xorb::ChunkHeader;
+use git_xet_core::compression::CompressionScheme;
+use git_xet_core::xorb::ChunkHeader;
 
 use crate::common::*;
 use crate::support::garage::{self, Garage};
@@ -236,8 +236,8 @@ fn racing_layouts_through_two_servers_on_postgres_and_garage() {
 /// repairs it.
 #[test]
 fn check_reports_a_layout_mismatch_and_a_re_upload_repairs_it() {
-    use git_xet::server::index::{Index, SqliteIndex, XorbMeta};
-    use git_xet::xet::xorb::XorbFooter;
+    use git_xet_core::xorb::XorbFooter;
+    use git_xet_server::index::{Index, SqliteIndex, XorbMeta};
 
     let mut server = TestServer::start();
     let cas = Cas::new(&server, REPO, "write");

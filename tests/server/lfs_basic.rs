@@ -158,7 +158,7 @@ fn staged_xorbs(server: &TestServer) -> usize {
         .map(|entries| {
             entries
                 .filter_map(|e| std::fs::read(e.ok()?.path()).ok())
-                .filter(|bytes| git_xet::xet::xorb::validate_xorb(bytes).is_ok())
+                .filter(|bytes| git_xet_core::xorb::validate_xorb(bytes).is_ok())
                 .count()
         })
         .unwrap_or(0)

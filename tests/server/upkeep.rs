@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use git_xet::xet::MerkleHash;
+use git_xet_core::MerkleHash;
 
 use crate::common::{json, wait_for, Cas, Upload};
 use crate::support::{git_xet, TestServer};

@@ -5,6 +5,7 @@
 
 pub mod garage;
 pub mod postgres;
+#[path = "../../crates/core/tests/support/random.rs"]
 mod random;
 
 use std::path::{Path, PathBuf};
@@ -273,10 +274,10 @@ impl TestServer {
 
     /// A token signed with the server's secret that expired the second it was made.
     pub fn expired_token(&self, repo: &str, scope: &str) -> String {
-        let keys = git_xet::server::keys::Keys::load(&self.data).expect("server secret");
-        let repo = git_xet::server::repo_name::RepoName::parse(repo).unwrap();
-        let scope = git_xet::server::auth::Scope::parse(scope).unwrap();
-        git_xet::server::auth::issue(&keys, &repo, scope, 0).0
+        let keys = git_xet_server::keys::Keys::load(&self.data).expect("server secret");
+        let repo = git_xet_server::repo_name::RepoName::parse(repo).unwrap();
+        let scope = git_xet_server::auth::Scope::parse(scope).unwrap();
+        git_xet_server::auth::issue(&keys, &repo, scope, 0).0
     }
 
     /// Sends SIGTERM and waits for a graceful exit.

@@ -1,4 +1,4 @@
-"""Captures the xorbs the real hf-xet uploads, exactly as sent, for tests/data/vectors/.
+"""Captures the xorbs the real hf-xet uploads, exactly as sent, for crates/core/tests/data/vectors/.
 
 Runs a recording CAS stub on 127.0.0.1 (grants and dedup 404, xorbs stored to OUT_DIR),
 uploads a deterministic sample with hf_xet.upload_files, and writes each xorb body as

@@ -1,9 +1,9 @@
-//! Dedup scope in the `Index` contract (src/server/index/scope.rs): which repositories hold
+//! Dedup scope in the `Index` contract (crates/server/src/index/scope.rs): which repositories hold
 //! a xorb, the scoped lookups, what repo delete and gc do to holders, and the upgrade of an
 //! index written before scopes existed.
 
-use git_xet::server::index::{DedupDomain, DedupScope, IndexError};
-use git_xet::server::repo_name::RepoName;
+use git_xet_server::index::{DedupDomain, DedupScope, IndexError};
+use git_xet_server::repo_name::RepoName;
 
 use super::{file, hash, shard, xorb, Opener};
 

@@ -1,9 +1,9 @@
 //! The index topics (locks, tokens, sha256 claims, gc) in the `Index` contract: run on both
 //! backends by `contract`, two handles on one database standing for two server processes.
 
-use git_xet::server::index::{DedupDomain, IndexError, LockOutcome, LockQuery, TokenRecord};
-use git_xet::server::repo_name::RepoName;
-use git_xet::xet::MerkleHash;
+use git_xet_core::MerkleHash;
+use git_xet_server::index::{DedupDomain, IndexError, LockOutcome, LockQuery, TokenRecord};
+use git_xet_server::repo_name::RepoName;
 
 use super::{file, hash, shard, xorb, Opener};
 
@@ -321,8 +321,8 @@ fn gc_races_registrations(open: &Opener) {
     for round in 0..24u32 {
         let x = xorb(80, &[hash(8, 2 * round + 1000), hash(8, 2 * round + 1001)]);
         // Distinct xorb hash per round.
-        let x = git_xet::server::index::XorbMeta {
-            footer: git_xet::xet::xorb::XorbFooter {
+        let x = git_xet_server::index::XorbMeta {
+            footer: git_xet_core::xorb::XorbFooter {
                 hash: hash(81, round),
                 ..x.footer
             },
@@ -334,7 +334,7 @@ fn gc_races_registrations(open: &Opener) {
             ..file(82, &x)
         };
         let s = shard(83, "gc/race", std::slice::from_ref(&f));
-        let s = git_xet::server::index::ShardRegistration {
+        let s = git_xet_server::index::ShardRegistration {
             shard_hash: hash(84, round),
             ..s
         };

@@ -1,0 +1,218 @@
+//! The CAS API, exactly as deployed XET servers serve it (docs/formats.md, "CAS HTTP API",
+//! under `/v1` of the CAS URL): reconstructions, global dedup queries, xorb and shard
+//! uploads, and fetching xorb byte ranges from `fetch_info` URLs.
+
+use bytes::Bytes;
+use futures::StreamExt;
+use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, RANGE};
+use reqwest::Response;
+
+use crate::error::{ClientError, Result};
+use crate::http::{describe_transport_error, AttemptError, Http};
+use git_xet_core::reconstruction::{HttpRange, Reconstruction};
+use git_xet_core::MerkleHash;
+
+/// Largest global-dedup answer we accept (a shard describing a few xorbs).
+const MAX_DEDUP_SHARD: usize = 64 * 1024 * 1024;
+/// Largest reconstruction answer we accept (millions of terms).
+const MAX_RECONSTRUCTION_JSON: usize = 256 * 1024 * 1024;
+
+/// Typed access to one CAS server.
+#[derive(Debug, Clone)]
+pub struct CasApi {
+    http: Http,
+    base: String,
+}
+
+/// Reads a whole body, refusing more than `limit` bytes. Transport failures are retryable.
+pub async fn read_body_limited(
+    response: Response,
+    limit: usize,
+    what: &str,
+) -> std::result::Result<Bytes, AttemptError> {
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(AttemptError::Fatal(ClientError::protocol(
+            what,
+            format!("response larger than {limit} bytes"),
+        )));
+    }
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(part) = stream.next().await {
+        let part = part.map_err(|e| AttemptError::retry(describe_transport_error(&e)))?;
+        if body.len() + part.len() > limit {
+            return Err(AttemptError::Fatal(ClientError::protocol(
+                what,
+                format!("response larger than {limit} bytes"),
+            )));
+        }
+        body.extend_from_slice(&part);
+    }
+    Ok(Bytes::from(body))
+}
+
+#[derive(serde::Deserialize)]
+struct XorbUploadAnswer {
+    #[serde(default)]
+    was_inserted: Option<bool>,
+}
+
+#[derive(serde::Deserialize)]
+struct ShardUploadAnswer {
+    #[serde(default)]
+    result: Option<u8>,
+}
+
+impl CasApi {
+    pub fn new(cas_url: &str, http: Http) -> Self {
+        CasApi {
+            http,
+            base: cas_url.trim_end_matches('/').to_string(),
+        }
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    pub fn http(&self) -> &Http {
+        &self.http
+    }
+
+    /// The reconstruction of a file, or of bytes `range.0..=range.1` of it.
+    pub async fn reconstruction(
+        &self,
+        file: &MerkleHash,
+        range: Option<(u64, u64)>,
+    ) -> Result<Reconstruction> {
+        let url = format!("{}/v1/reconstructions/{file}", self.base);
+        let what = format!("querying the reconstruction of {file}");
+        let body = self
+            .http
+            .request(
+                &what,
+                &url,
+                |c| {
+                    let req = c.get(&url);
+                    Ok(match range {
+                        Some((s, e)) => req.header(RANGE, format!("bytes={s}-{e}")),
+                        None => req,
+                    })
+                },
+                |r| read_body_limited(r, MAX_RECONSTRUCTION_JSON, &what),
+            )
+            .await?;
+        serde_json::from_slice(&body)
+            .map_err(|e| ClientError::protocol(&what, format!("reconstruction JSON: {e}")))
+    }
+
+    /// Global dedup: the shard describing xorbs that hold this chunk, if the server knows it.
+    pub async fn query_chunk(&self, chunk: &MerkleHash) -> Result<Option<Bytes>> {
+        let url = format!("{}/v1/chunks/default-merkledb/{chunk}", self.base);
+        let what = format!("global dedup query for chunk {chunk}");
+        let result = self
+            .http
+            .request(
+                &what,
+                &url,
+                |c| Ok(c.get(&url)),
+                |r| read_body_limited(r, MAX_DEDUP_SHARD, &what),
+            )
+            .await;
+        match result {
+            Ok(body) => Ok(Some(body)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Uploads a serialized xorb of `len` bytes; `body` makes a fresh body for each attempt.
+    /// Returns whether the server stored it anew (false: it already had it).
+    pub async fn upload_xorb(
+        &self,
+        hash: &MerkleHash,
+        len: u64,
+        body: impl Fn() -> reqwest::Body,
+    ) -> Result<bool> {
+        let url = format!("{}/v1/xorbs/default/{hash}", self.base);
+        let what = format!("uploading xorb {hash}");
+        let body = self
+            .http
+            .request(
+                &what,
+                &url,
+                |c| {
+                    Ok(c.post(&url)
+                        .header(CONTENT_TYPE, "application/octet-stream")
+                        .header(CONTENT_LENGTH, len)
+                        .body(body()))
+                },
+                |r| read_body_limited(r, 64 * 1024, &what),
+            )
+            .await?;
+        let answer: XorbUploadAnswer =
+            serde_json::from_slice(&body).unwrap_or(XorbUploadAnswer { was_inserted: None });
+        Ok(answer.was_inserted.unwrap_or(true))
+    }
+
+    /// Registers a shard (upload form, no footer); returns whether it was new.
+    pub async fn upload_shard(&self, shard: Bytes) -> Result<bool> {
+        let url = format!("{}/v1/shards", self.base);
+        let what = "registering the upload's shard".to_string();
+        let body = self
+            .http
+            .request(
+                &what,
+                &url,
+                |c| {
+                    Ok(c.post(&url)
+                        .header(CONTENT_TYPE, "application/octet-stream")
+                        .body(shard.clone()))
+                },
+                |r| read_body_limited(r, 64 * 1024, &what),
+            )
+            .await?;
+        let answer: ShardUploadAnswer =
+            serde_json::from_slice(&body).unwrap_or(ShardUploadAnswer { result: None });
+        Ok(answer.result != Some(0))
+    }
+
+    /// Starts fetching `range` of a `fetch_info` URL exactly as given. The caller reads the
+    /// body and retries a failure mid-body itself (it knows how much it already consumed).
+    pub async fn fetch_range(&self, what: &str, url: &str, range: HttpRange) -> Result<Response> {
+        self.http
+            .request(
+                what,
+                url,
+                |c| Ok(c.get(url).header(RANGE, range.header_value())),
+                |r| async move { check_range_response(r, range, what) },
+            )
+            .await
+    }
+}
+
+/// A range response must be 206 for exactly the range asked (or a 200 of exactly that
+/// length, which a server may send when the range is the whole object).
+fn check_range_response(
+    r: Response,
+    range: HttpRange,
+    what: &str,
+) -> std::result::Result<Response, AttemptError> {
+    let status = r.status().as_u16();
+    let len = r.content_length();
+    let fits = match status {
+        206 => len.is_none_or(|n| n == range.len()),
+        200 => range.start == 0 && len == Some(range.len()),
+        _ => false,
+    };
+    if !fits {
+        return Err(AttemptError::Fatal(ClientError::protocol(
+            what,
+            format!(
+                "asked for bytes {}-{} and got status {status} with {len:?} bytes",
+                range.start, range.end
+            ),
+        )));
+    }
+    Ok(r)
+}

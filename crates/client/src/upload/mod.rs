@@ -1,0 +1,546 @@
+//! Upload sessions: add any number of files, then `finish` to upload the new xorbs (already
+//! streaming while files are added) and register everything with one shard.
+//!
+//! Data flow per file: reader thread (chunking) -> hashing thread (chunk hashes, dedup
+//! planning) -> packer thread (parallel compression into staged xorb files) -> uploader
+//! task (parallel xorb POSTs). Memory is a few buffers per stage whatever the file size.
+
+mod body;
+mod packer;
+mod planner;
+mod queries;
+mod uploader;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::cas::CasApi;
+use crate::chunk_lists::ChunkList;
+use crate::error::{ClientError, Result};
+use crate::progress::{ProgressFn, Throttled};
+use crate::shard_cache::{self, ShardIndex};
+use crate::stats::{DedupStats, SessionStats};
+use crate::CasClient;
+use git_xet_core::constants::MAX_CHUNK_SIZE;
+use git_xet_core::hash::sha256_as_merkle;
+use git_xet_core::shard::{FileInfo, FileTerm, FooterOptions, Shard, XorbBlock};
+use git_xet_core::MerkleHash;
+use git_xet_io::pipeline::{chunk_and_hash, chunk_and_hash_file, HashedChunk, PipelineError};
+use git_xet_io::platform::mmap::Mapper;
+
+pub use packer::compress_parallel;
+use packer::Packer;
+use planner::{PlannedFile, SessionPlanner};
+pub use planner::{MIN_RUN_BYTES, MIN_RUN_CHUNKS};
+use queries::{GlobalQueries, BACKGROUND_MAX_BYTES, FINISH_WAIT};
+use uploader::ShardUpload;
+
+/// One file of a session, once chunked.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileUpload {
+    /// The name the caller gave (a path, usually).
+    pub name: String,
+    pub file_hash: MerkleHash,
+    #[serde(serialize_with = "serialize_sha")]
+    pub sha256: [u8; 32],
+    pub size: u64,
+    pub stats: DedupStats,
+}
+
+fn serialize_sha<S: serde::Serializer>(
+    sha: &[u8; 32],
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&git_xet_core::hash::sha256_hex(sha))
+}
+
+/// What a finished session did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UploadSummary {
+    pub files: Vec<FileUpload>,
+    pub stats: SessionStats,
+}
+
+/// An upload in progress. Dropping it without `finish` abandons it: xorbs already sent stay
+/// on the server unreferenced, nothing is registered.
+pub struct UploadSession {
+    api: CasApi,
+    planner: Option<SessionPlanner>,
+    queries: Option<GlobalQueries>,
+    uploader: Option<tokio::task::JoinHandle<Result<uploader::Totals>>>,
+    planned: Vec<(FileUpload, PlannedFile)>,
+    /// This server's shard cache (see [`ClientConfig::shard_cache_dir`]).
+    shard_dir: Option<PathBuf>,
+    client: CasClient,
+}
+
+impl CasClient {
+    /// Starts an upload session: loads the shard cache and starts the packer and uploader.
+    pub async fn start_upload(&self) -> Result<UploadSession> {
+        let shard_dir = self.config.shard_cache_dir();
+        let dir = shard_dir.clone();
+        let cached = self.shard_index.lock().expect("shard index lock").take();
+        let shards = match cached {
+            Some(index) => index,
+            None => {
+                let metadata_dir = self.config.metadata_dir.clone();
+                tokio::task::spawn_blocking(move || {
+                    if let Some(metadata_dir) = metadata_dir {
+                        shard_cache::drop_unkeyed_cache(&metadata_dir);
+                    }
+                    dir.as_deref()
+                        .map_or_else(ShardIndex::empty, ShardIndex::load)
+                })
+            }
+            .await
+            .map_err(|e| ClientError::Aborted(format!("loading the shard cache failed: {e}")))?,
+        };
+        tracing::debug!("shard cache: {} chunks indexed", shards.num_chunks());
+        let staging = self
+            .config
+            .staging_dir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        let (tx, rx) = mpsc::channel(1);
+        let packer = Packer::start(staging, tx);
+        let uploader = tokio::spawn(uploader::run(
+            self.api.clone(),
+            rx,
+            self.config.upload_concurrency,
+            shard_dir.clone(),
+        ));
+        let planner = SessionPlanner::new(
+            shards,
+            Box::new(packer),
+            self.config.global_dedup,
+            self.config.metadata_dir.is_some(),
+            self.config.shard_flush_chunks,
+        );
+        Ok(UploadSession {
+            api: self.api.clone(),
+            planner: Some(planner),
+            queries: Some(GlobalQueries::new(
+                self.api.clone(),
+                tokio::runtime::Handle::current(),
+            )),
+            uploader: Some(uploader),
+            planned: Vec::new(),
+            shard_dir,
+            client: self.clone(),
+        })
+    }
+}
+
+impl UploadSession {
+    /// Chunks, deduplicates and packs a file. Its new xorbs start uploading at once; it is
+    /// registered by [`UploadSession::finish`].
+    pub async fn add_file(
+        &mut self,
+        path: &Path,
+        progress: Option<ProgressFn>,
+    ) -> Result<FileUpload> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| ClientError::io("opening the file to upload", path, e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| ClientError::io("reading the file to upload", path, e))?
+            .len();
+        self.add_input(
+            &path.display().to_string(),
+            Input::Stream(Stream::File(Arc::new(file))),
+            Size::Exact(size),
+            progress,
+        )
+        .await
+    }
+
+    /// Like [`UploadSession::add_file`] for a file whose chunks are already known: only the
+    /// chunks that must be packed are read (and each is checked against `list`; a mismatch
+    /// is [`ClientError::Corrupt`] and ends the session). The file must not change meanwhile.
+    pub async fn add_chunked_file(
+        &mut self,
+        path: &Path,
+        list: ChunkList,
+        progress: Option<ProgressFn>,
+    ) -> Result<FileUpload> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| ClientError::io("opening the file to upload", path, e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| ClientError::io("reading the file to upload", path, e))?
+            .len();
+        if size != list.size() {
+            return Err(ClientError::corrupt(
+                format!("uploading {}", path.display()),
+                format!("it has {size} bytes, its chunk list {}", list.size()),
+            ));
+        }
+        self.add_input(
+            &path.display().to_string(),
+            Input::Chunked(Arc::new(file), list),
+            Size::Exact(size),
+            progress,
+        )
+        .await
+    }
+
+    /// Like [`UploadSession::add_file`] for any reader; `size_hint` is for progress only.
+    pub async fn add_reader<R: Read + Send + 'static>(
+        &mut self,
+        name: &str,
+        reader: R,
+        size_hint: u64,
+        progress: Option<ProgressFn>,
+    ) -> Result<FileUpload> {
+        self.add_input(
+            name,
+            Input::Stream(Stream::Reader(Box::new(reader))),
+            Size::Hint(size_hint),
+            progress,
+        )
+        .await
+    }
+
+    async fn add_input(
+        &mut self,
+        name: &str,
+        reader: Input,
+        size: Size,
+        progress: Option<ProgressFn>,
+    ) -> Result<FileUpload> {
+        let (mut planner, mut queries) = match (self.planner.take(), self.queries.take()) {
+            (Some(planner), Some(queries)) => (planner, queries),
+            _ => return Err(ClientError::Aborted("the session failed earlier".into())),
+        };
+        let background = matches!(size, Size::Exact(n) if n <= BACKGROUND_MAX_BYTES);
+        let size_hint = match size {
+            Size::Exact(n) | Size::Hint(n) => n,
+        };
+        let name_owned = name.to_string();
+        let task = tokio::task::spawn_blocking(move || {
+            for answer in queries.answers(Duration::ZERO) {
+                planner.add_dedup_answer(&answer);
+            }
+            let mut query = |hash: &MerkleHash| queries.ask(hash, background);
+            let result = match reader {
+                Input::Stream(stream) => plan_stream(
+                    &mut planner,
+                    stream,
+                    size_hint,
+                    progress,
+                    &mut query,
+                    &name_owned,
+                ),
+                Input::Chunked(file, list) => plan_chunked(
+                    &mut planner,
+                    file,
+                    list,
+                    size_hint,
+                    progress,
+                    &mut query,
+                    &name_owned,
+                ),
+            };
+            (planner, queries, result)
+        });
+        let (planner, queries, result) = task
+            .await
+            .map_err(|e| ClientError::Aborted(format!("chunking {name} failed: {e}")))?;
+        let (upload, planned) = match result {
+            Ok(r) => r,
+            Err(e) => return Err(self.explain(e).await),
+        };
+        self.planner = Some(planner);
+        self.queries = Some(queries);
+        self.planned.push((upload.clone(), planned));
+        Ok(upload)
+    }
+
+    /// A refused shard that reuses xorbs this session did not upload means the shard cache
+    /// (or a kept global dedup answer) was wrong about the server: the cache is cleared and
+    /// the error says so, so that the same upload again succeeds.
+    fn stale_or(&self, e: ClientError) -> ClientError {
+        let refused = matches!(e.status(), Some(400 | 404 | 409 | 422));
+        let reused = self.planned.iter().any(|(_, planned)| {
+            planned
+                .terms
+                .iter()
+                .any(|t| matches!(t.xorb, planner::XorbRef::Known(_)))
+        });
+        match &self.shard_dir {
+            Some(dir) if refused && reused => {
+                tracing::warn!("{e}: clearing the shard cache of {}", self.api.base_url());
+                shard_cache::discard(dir);
+                ClientError::StaleDedup {
+                    refusal: Box::new(e),
+                }
+            }
+            _ => e,
+        }
+    }
+
+    /// When the pipeline stopped because the uploader failed, its error is the real one.
+    async fn explain(&mut self, e: ClientError) -> ClientError {
+        if matches!(e, ClientError::Aborted(_)) {
+            if let Some(uploader) = self.uploader.take() {
+                if let Ok(Err(real)) = uploader.await {
+                    return real;
+                }
+            }
+        }
+        e
+    }
+
+    /// Uploads what remains, then the shard; returns per-file results and session totals.
+    /// Only after this returns Ok are the files registered on the server.
+    pub async fn finish(mut self) -> Result<UploadSummary> {
+        let mut planner = self
+            .planner
+            .take()
+            .ok_or_else(|| ClientError::Aborted("the session failed earlier".into()))?;
+        let flushed = tokio::task::spawn_blocking(move || {
+            let r = planner
+                .close_open()
+                .and_then(|_| planner.sink_mut().finish());
+            (planner, r)
+        })
+        .await
+        .map_err(|e| ClientError::Aborted(format!("packing failed: {e}")))?;
+        let (mut planner, flushed) = flushed;
+        if let Err(e) = flushed {
+            return Err(self.explain(e).await);
+        }
+        let uploader = self.uploader.take().expect("uploader runs until finish");
+        let mut totals = uploader
+            .await
+            .map_err(|e| ClientError::Aborted(format!("xorb uploads failed: {e}")))??;
+
+        let shard = build_shard(&planner, &self.planned);
+        if !shard.files.is_empty() || !shard.xorbs.is_empty() {
+            let upload = ShardUpload {
+                upload: Bytes::from(shard.to_upload_bytes()),
+                stored: shard.to_stored_bytes(&FooterOptions::default()),
+            };
+            drop(shard);
+            let sent =
+                uploader::upload_shard(&self.api, upload, self.shard_dir.as_ref(), &mut totals)
+                    .await;
+            if let Err(e) = sent {
+                return Err(self.stale_or(e));
+            }
+        }
+        let mut stats = SessionStats {
+            files: self.planned.len() as u64,
+            xorb_bytes_sent: totals.xorb_bytes,
+            xorbs_uploaded: totals.xorbs,
+            xorbs_already_present: totals.xorbs_already_present,
+            shards_uploaded: totals.shards,
+            shard_bytes_sent: totals.shard_bytes,
+            ..Default::default()
+        };
+        for (upload, _) in &self.planned {
+            stats.dedup.merge(&upload.stats);
+        }
+        let mut files = Vec::with_capacity(self.planned.len());
+        for (upload, planned) in self.planned {
+            if let (Some(store), Some(log)) = (&self.client.records, planned.chunks) {
+                let terms: Vec<_> = planned
+                    .terms
+                    .iter()
+                    .map(|t| (planner.resolve(t.xorb), t.start, t.end - t.start))
+                    .collect();
+                let saved =
+                    store.save_from_log(&upload.file_hash, Some(upload.sha256), &terms, log);
+                if let Err(e) = saved {
+                    tracing::warn!("could not record how {} is stored: {e}", upload.name);
+                }
+            }
+            files.push(upload);
+        }
+        if self.shard_dir.is_some() {
+            // Hand the index (with this session's shards and dedup answers) to the next
+            // session.
+            let saved = std::mem::take(&mut totals.saved_shards);
+            let queries = self.queries.take();
+            let index = tokio::task::spawn_blocking(move || {
+                for answer in queries
+                    .map(|mut q| q.answers(FINISH_WAIT))
+                    .unwrap_or_default()
+                {
+                    planner.add_dedup_answer(&answer);
+                }
+                let mut index = std::mem::take(&mut planner.shards);
+                for path in &saved {
+                    index.add_own_shard_file(path);
+                }
+                index.unload();
+                index
+            })
+            .await;
+            if let Ok(index) = index {
+                *self.client.shard_index.lock().expect("shard index lock") = Some(index);
+            }
+        }
+        Ok(UploadSummary { files, stats })
+    }
+}
+
+/// The size of what is uploaded: exact for files, a hint for other readers.
+#[derive(Clone, Copy)]
+enum Size {
+    Exact(u64),
+    Hint(u64),
+}
+
+/// What to upload: content to chunk, or a file whose chunks are known.
+enum Input {
+    Stream(Stream),
+    Chunked(Arc<std::fs::File>, ChunkList),
+}
+
+/// Content to chunk: a file (mapped when regular) or any stream.
+enum Stream {
+    File(Arc<std::fs::File>),
+    Reader(Box<dyn Read + Send>),
+}
+
+fn plan_stream(
+    planner: &mut SessionPlanner,
+    input: Stream,
+    size_hint: u64,
+    progress: Option<ProgressFn>,
+    query: planner::GlobalQuery<'_>,
+    name: &str,
+) -> Result<(FileUpload, PlannedFile)> {
+    let source = match &input {
+        Stream::File(f) if f.metadata().is_ok_and(|m| m.is_file()) => Some(f.clone()),
+        _ => None,
+    };
+    let mut file = planner.file(source);
+    let mut progress = Throttled::new(progress, size_hint);
+    let mut done = 0u64;
+    let sink = |chunk: HashedChunk| {
+        done += chunk.data.len() as u64;
+        file.push(chunk, &mut *query)?;
+        progress.update(done);
+        Ok::<(), ClientError>(())
+    };
+    let summary = match input {
+        Stream::File(f) => chunk_and_hash_file(&f, true, sink),
+        Stream::Reader(r) => chunk_and_hash(r, true, sink),
+    }
+    .map_err(|e| match e {
+        PipelineError::Read(e) => ClientError::io("reading the file to upload", name, e),
+        PipelineError::Sink(e) => e,
+    })?;
+    let planned = file.finish()?;
+    let upload = FileUpload {
+        name: name.to_string(),
+        file_hash: summary.file_hash,
+        sha256: summary.sha256.expect("sha256 requested"),
+        size: summary.size,
+        stats: planned.stats,
+    };
+    Ok((upload, planned))
+}
+
+/// Mapped windows of the file being planned from a chunk list.
+const LIST_WINDOW: u64 = 16 << 20;
+
+/// Plans a file from its chunk list. The file is mapped window by window (each window
+/// overlaps the next by one maximal chunk, so every chunk lies inside the window where it
+/// starts), and only the pages of chunks that get packed are read; the planner checks each
+/// of those against its listed hash. A window is unmapped once no chunk refers to it.
+#[allow(clippy::too_many_arguments)]
+fn plan_chunked(
+    planner: &mut SessionPlanner,
+    file: Arc<std::fs::File>,
+    list: ChunkList,
+    size: u64,
+    progress: Option<ProgressFn>,
+    query: planner::GlobalQuery<'_>,
+    name: &str,
+) -> Result<(FileUpload, PlannedFile)> {
+    let wrong = |reason: String| ClientError::corrupt(format!("uploading {name}"), reason);
+    if let Some((_, len)) = list
+        .chunks
+        .iter()
+        .find(|c| c.1 == 0 || c.1 as usize > MAX_CHUNK_SIZE)
+    {
+        return Err(wrong(format!("its chunk list has a chunk of {len} bytes")));
+    }
+    let mut planned = planner.file(Some(file.clone()));
+    planned.check_new_chunks(name);
+    let mut progress = Throttled::new(progress, size);
+    // SAFETY: as for `chunk_and_hash_file`, the file to upload is the caller's and stays whole
+    // for the upload (a git-lfs object, or a file the user named).
+    let mapper = unsafe { Mapper::new() };
+    let mut window = Bytes::new();
+    let mut window_start = 0u64;
+    let mut offset = 0u64;
+    for &(hash, len) in &list.chunks {
+        let end = offset + u64::from(len);
+        if end > window_start + window.len() as u64 {
+            window_start = offset - offset % LIST_WINDOW;
+            let window_len = (size - window_start).min(LIST_WINDOW + MAX_CHUNK_SIZE as u64);
+            window = mapper
+                .map_range(&file, window_start, window_len as usize, false)
+                .map_err(|e| ClientError::io("mapping the file to upload", name, e))?;
+            if end > window_start + window.len() as u64 {
+                return Err(wrong("it is shorter than its chunk list".into()));
+            }
+        }
+        let data = window.slice((offset - window_start) as usize..(end - window_start) as usize);
+        planned.push(HashedChunk { hash, data }, &mut *query)?;
+        offset = end;
+        progress.update(offset);
+    }
+    let planned = planned.finish()?;
+    let upload = FileUpload {
+        name: name.to_string(),
+        file_hash: list.file_hash,
+        sha256: list.sha256,
+        size,
+        stats: planned.stats,
+    };
+    Ok((upload, planned))
+}
+
+/// One shard for the session: every non-empty file (with verification entries and its
+/// sha256) and every new xorb.
+fn build_shard(planner: &SessionPlanner, planned: &[(FileUpload, PlannedFile)]) -> Shard {
+    let mut shard = Shard::new();
+    for (upload, plan) in planned {
+        if plan.terms.is_empty() {
+            continue; // the empty file needs no registration: its hash is all zeros
+        }
+        let terms = plan
+            .terms
+            .iter()
+            .map(|t| FileTerm {
+                xorb_hash: planner.resolve(t.xorb),
+                cas_flags: 0,
+                unpacked_bytes: t.bytes,
+                chunk_start: t.start,
+                chunk_end: t.end,
+            })
+            .collect();
+        shard.files.push(FileInfo {
+            file_hash: upload.file_hash,
+            terms,
+            verification: Some(plan.terms.iter().map(|t| t.verification).collect()),
+            sha256: Some(sha256_as_merkle(&upload.sha256)),
+        });
+    }
+    for (hash, chunks) in planner.new_xorbs() {
+        shard
+            .xorbs
+            .push(XorbBlock::from_chunks(hash, chunks.iter().copied(), 0));
+    }
+    shard
+}

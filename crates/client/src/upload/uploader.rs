@@ -1,0 +1,146 @@
+//! Sending what the packer produces: xorbs in parallel (bounded), and intermediate shards —
+//! each only after every xorb sent before it has been stored, so a shard never names a xorb
+//! the server lacks. Uploaded shards are kept in the local shard cache.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::cas::CasApi;
+use crate::error::{ClientError, Result};
+use crate::shard_cache::save_own_shard;
+use crate::upload::body::StagedXorb;
+
+/// A shard describing xorbs sent before it (no files): it registers them early so that a
+/// huge session's metadata need not stay in memory until the end.
+#[derive(Debug)]
+pub struct ShardUpload {
+    /// The upload form (no footer).
+    pub upload: Bytes,
+    /// The stored form, for the local shard cache.
+    pub stored: Vec<u8>,
+}
+
+/// What goes to the uploader, in order.
+#[derive(Debug)]
+pub enum Upload {
+    Xorb(StagedXorb),
+    Shard(ShardUpload),
+}
+
+/// What the uploader sent.
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub xorb_bytes: u64,
+    pub xorbs: u64,
+    pub xorbs_already_present: u64,
+    pub shards: u64,
+    pub shard_bytes: u64,
+    /// Shards saved to the local shard cache.
+    pub saved_shards: Vec<PathBuf>,
+}
+
+type XorbResult = std::result::Result<Result<(u64, bool)>, tokio::task::JoinError>;
+
+fn record(totals: &mut Totals, done: XorbResult) -> Result<()> {
+    let (len, inserted) =
+        done.map_err(|e| ClientError::Aborted(format!("xorb upload task failed: {e}")))??;
+    totals.xorb_bytes += len;
+    totals.xorbs += 1;
+    totals.xorbs_already_present += u64::from(!inserted);
+    Ok(())
+}
+
+/// Uploads a shard (after its xorbs) and keeps it in the shard cache.
+pub async fn upload_shard(
+    api: &CasApi,
+    shard: ShardUpload,
+    shard_dir: Option<&PathBuf>,
+    totals: &mut Totals,
+) -> Result<()> {
+    let len = shard.upload.len() as u64;
+    api.upload_shard(shard.upload).await?;
+    totals.shards += 1;
+    totals.shard_bytes += len;
+    if let Some(dir) = shard_dir {
+        match save_own_shard(dir, &shard.stored) {
+            Ok(path) => totals.saved_shards.push(path),
+            Err(e) => tracing::warn!("could not keep the shard in the local cache: {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// Runs until the channel closes; stops at the first failure.
+pub async fn run(
+    api: CasApi,
+    mut rx: mpsc::Receiver<Upload>,
+    concurrency: usize,
+    shard_dir: Option<PathBuf>,
+) -> Result<Totals> {
+    let permits = Arc::new(Semaphore::new(concurrency));
+    let mut running: JoinSet<Result<(u64, bool)>> = JoinSet::new();
+    let mut totals = Totals::default();
+    loop {
+        let permit = permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("semaphore never closed");
+        let Some(item) = rx.recv().await else { break };
+        match item {
+            Upload::Xorb(xorb) => {
+                let api = api.clone();
+                running.spawn(async move {
+                    let len = xorb.body.len();
+                    let body = || reqwest::Body::wrap_stream(xorb.body.stream());
+                    let inserted =
+                        api.upload_xorb(&xorb.hash, len, body)
+                            .await
+                            .map_err(|e| match e {
+                                // The bytes are re-read from the source files when sent.
+                                ClientError::Http {
+                                    what,
+                                    status: 400,
+                                    reason,
+                                } if xorb.body.reads_files() => {
+                                    let reason = format!(
+                                        "{reason} (did a file change while it was being uploaded?)"
+                                    );
+                                    ClientError::Http {
+                                        what,
+                                        status: 400,
+                                        reason,
+                                    }
+                                }
+                                other => other,
+                            })?;
+                    tracing::debug!(
+                        "uploaded xorb {} ({len} bytes, {} chunks)",
+                        xorb.hash,
+                        xorb.num_chunks
+                    );
+                    drop(permit);
+                    Ok((len, inserted)) // any staging file is deleted as `xorb` drops
+                });
+            }
+            Upload::Shard(shard) => {
+                drop(permit);
+                while let Some(done) = running.join_next().await {
+                    record(&mut totals, done)?;
+                }
+                upload_shard(&api, shard, shard_dir.as_ref(), &mut totals).await?;
+            }
+        }
+        while let Some(done) = running.try_join_next() {
+            record(&mut totals, done)?;
+        }
+    }
+    while let Some(done) = running.join_next().await {
+        record(&mut totals, done)?;
+    }
+    Ok(totals)
+}

@@ -1,0 +1,441 @@
+//! Malformed input is rejected with a clear error, and never panics.
+
+use git_xet_core::hash::{chunk_hash, MerkleHash};
+use git_xet_core::shard::{
+    parse_shard, FileInfo, FileTerm, FooterOptions, Shard, ShardFile, XorbBlock,
+};
+use git_xet_core::xorb::{inspect_xorb, validate_xorb, ChunkRecords, XorbBuilder, XorbFooter};
+use proptest::prelude::*;
+
+use crate::common::splitmix_bytes;
+
+/// A xorb with three chunks: one stored raw, one LZ4, one BG4.
+fn small_xorb() -> Vec<u8> {
+    let random = splitmix_bytes(20_000, 1);
+    let text: Vec<u8> = b"id,value,flag\n"
+        .iter()
+        .cycle()
+        .take(30_000)
+        .copied()
+        .collect();
+    let floats: Vec<u8> = (0..10_000)
+        .flat_map(|i| ((i as f32) / 100.0).sin().to_le_bytes())
+        .collect();
+    let mut b = XorbBuilder::new();
+    for c in [&random, &text, &floats] {
+        b.push_data(c).unwrap();
+    }
+    let x = b.finish();
+    let schemes: Vec<u8> = (0..3)
+        .map(|i| x.bytes[x.footer.chunk_record_range(i).start + 4])
+        .collect();
+    assert_eq!(
+        schemes,
+        vec![0, 1, 2],
+        "fixture covers all compression types"
+    );
+    x.bytes
+}
+
+/// Offsets of the footer's parts for a xorb of `n` chunks.
+struct Layout {
+    footer: usize,
+    boundary: usize,
+    trailer: usize,
+}
+
+fn layout(xorb: &[u8]) -> Layout {
+    let f = XorbFooter::parse(xorb).unwrap();
+    let n = f.num_chunks();
+    let footer = f.data_len();
+    let boundary = footer + 52 + 32 * n;
+    Layout {
+        footer,
+        boundary,
+        trailer: boundary + 12 + 8 * n,
+    }
+}
+
+fn put_u32(bytes: &mut [u8], at: usize, v: u32) {
+    bytes[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn put_u24(bytes: &mut [u8], at: usize, v: u32) {
+    bytes[at..at + 3].copy_from_slice(&v.to_le_bytes()[..3]);
+}
+
+/// Asserts the xorb is rejected with a message containing `needle`.
+fn rejects(xorb: &[u8], needle: &str) {
+    match validate_xorb(xorb) {
+        Ok(_) => panic!("xorb accepted, expected an error mentioning {needle:?}"),
+        Err(e) => assert!(
+            e.to_string().contains(needle),
+            "error {e:?} should mention {needle:?}"
+        ),
+    }
+}
+
+#[test]
+fn xorb_chunk_header_rules() {
+    let good = small_xorb();
+    validate_xorb(&good).unwrap();
+    let f = XorbFooter::parse(&good).unwrap();
+    let c1 = f.chunk_record_range(1).start;
+
+    let mut x = good.clone();
+    x[c1] = 1;
+    rejects(&x, "unknown chunk header version 1");
+
+    let mut x = good.clone();
+    x[c1 + 4] = 7;
+    rejects(&x, "unknown compression type 7");
+
+    let mut x = good.clone();
+    put_u24(&mut x, c1 + 5, 0);
+    rejects(&x, "uncompressed size 0 is outside");
+
+    let mut x = good.clone();
+    put_u24(&mut x, c1 + 5, 131_073);
+    rejects(&x, "uncompressed size 131073 is outside");
+
+    let mut x = good.clone();
+    put_u24(&mut x, c1 + 1, 0);
+    rejects(&x, "compressed size 0 is outside");
+
+    let mut x = good.clone();
+    put_u24(&mut x, c1 + 1, 131_073);
+    rejects(&x, "compressed size 131073 is outside");
+
+    // The last chunk claims more stored bytes than the chunk region holds.
+    let c2 = f.chunk_record_range(2);
+    let mut x = good.clone();
+    put_u24(&mut x, c2.start + 1, (c2.len() - 8 + 100) as u32);
+    rejects(&x, "only");
+
+    // A header that disagrees with the footer about the chunk's size.
+    let mut x = good.clone();
+    let declared = u32::from_le_bytes([x[c1 + 5], x[c1 + 6], x[c1 + 7], 0]);
+    put_u24(&mut x, c1 + 5, declared - 1);
+    rejects(&x, "uncompressed bytes, the footer");
+}
+
+#[test]
+fn xorb_chunk_content_rules() {
+    let good = small_xorb();
+    let f = XorbFooter::parse(&good).unwrap();
+    // Raw chunk changed: its hash no longer matches the footer.
+    let mut x = good.clone();
+    x[f.chunk_record_range(0).start + 100] ^= 1;
+    rejects(&x, "chunk 0 hashes to");
+    // LZ4 frame damaged.
+    let mut x = good.clone();
+    let r = f.chunk_record_range(1);
+    for b in &mut x[r.start + 12..r.end - 4] {
+        *b = 0xAA;
+    }
+    assert!(validate_xorb(&x).is_err());
+}
+
+#[test]
+fn xorb_footer_rules() {
+    let good = small_xorb();
+    let l = layout(&good);
+    let info_len = good.len() - 4 - l.footer;
+
+    for (at, what) in [
+        (l.footer, "footer ident"),
+        (l.footer + 40, "hash section ident"),
+        (l.boundary, "boundary section ident"),
+    ] {
+        let mut x = good.clone();
+        x[at] = b'Z';
+        rejects(&x, what);
+    }
+    let mut x = good.clone();
+    x[l.footer + 7] = 2;
+    rejects(&x, "unknown footer version 2");
+    let mut x = good.clone();
+    x[l.footer + 47] = 1;
+    rejects(&x, "unknown hash section version 1");
+    let mut x = good.clone();
+    x[l.boundary + 7] = 0;
+    rejects(&x, "unknown boundary section version 0");
+
+    let mut x = good.clone();
+    put_u32(&mut x, l.boundary + 8, 2);
+    rejects(&x, "boundary section has 2 chunks");
+    let mut x = good.clone();
+    put_u32(&mut x, l.trailer, 4);
+    rejects(&x, "footer trailer has 4 chunks");
+    let mut x = good.clone();
+    put_u32(&mut x, l.trailer + 4, 1);
+    rejects(&x, "hash section offset");
+    let mut x = good.clone();
+    put_u32(&mut x, l.trailer + 8, 1);
+    rejects(&x, "boundary section offset");
+
+    // Chunk count that does not match the footer's size, and absurd counts.
+    let mut x = good.clone();
+    put_u32(&mut x, l.footer + 48, 4);
+    rejects(&x, "does not match 4 chunks");
+    let mut x = good.clone();
+    put_u32(&mut x, l.footer + 48, u32::MAX);
+    rejects(&x, "exceeds the limit");
+    let mut x = good.clone();
+    put_u32(&mut x, l.footer + 48, 0);
+    rejects(&x, "no chunks");
+
+    // Length trailer.
+    let n = good.len();
+    let mut x = good.clone();
+    put_u32(&mut x, n - 4, (n + 1) as u32);
+    rejects(&x, "does not fit");
+    let mut x = good.clone();
+    put_u32(&mut x, n - 4, (info_len - 40) as u32);
+    assert!(validate_xorb(&x).is_err());
+
+    // Boundaries: out of the chunk region, not increasing, and unpacked sizes of zero.
+    let mut x = good.clone();
+    put_u32(&mut x, l.boundary + 12 + 8, l.footer as u32 + 10);
+    rejects(&x, "chunk boundaries end at");
+    let mut x = good.clone();
+    put_u32(&mut x, l.boundary + 12 + 4, 5);
+    rejects(&x, "is not a valid record size");
+    let mut x = good.clone();
+    let first_end = u32::from_le_bytes(x[l.boundary + 24..l.boundary + 28].try_into().unwrap());
+    put_u32(&mut x, l.boundary + 28, first_end);
+    rejects(&x, "is not a valid chunk size");
+
+    // Stored xorb hash differs from the one the chunk hashes give.
+    let mut x = good.clone();
+    x[l.footer + 8] ^= 0xFF;
+    rejects(&x, "footer names xorb hash");
+    // ... which inspection reports instead of refusing.
+    let report = inspect_xorb(&x).unwrap();
+    assert!(!report.hash_verified && report.chunks_verified);
+}
+
+#[test]
+fn xorb_truncated_anywhere_is_rejected() {
+    let good = small_xorb();
+    for len in (0..good.len())
+        .step_by(97)
+        .chain(good.len() - 300..good.len())
+    {
+        assert!(
+            validate_xorb(&good[..len]).is_err(),
+            "truncated to {len} accepted"
+        );
+        let _ = inspect_xorb(&good[..len]);
+    }
+}
+
+#[test]
+fn chunk_records_reject_truncation() {
+    let good = small_xorb();
+    let f = XorbFooter::parse(&good).unwrap();
+    let region = &good[..f.data_len()];
+    assert_eq!(ChunkRecords::new(region).count(), 3);
+    let cut = &region[..region.len() - 1];
+    assert!(ChunkRecords::new(cut).any(|r| r.is_err()));
+    let header_only = &region[..5];
+    assert!(ChunkRecords::new(header_only).next().unwrap().is_err());
+}
+
+fn h(seed: u64) -> MerkleHash {
+    MerkleHash::from_slice(&splitmix_bytes(32, seed)).unwrap()
+}
+
+fn small_shard() -> Shard {
+    let chunks: Vec<(MerkleHash, u32)> =
+        (0..4).map(|i| (chunk_hash(&[i as u8]), 1000 + i)).collect();
+    let xorb = XorbBlock::from_chunks(h(1), chunks, 0);
+    let file = FileInfo {
+        file_hash: h(2),
+        terms: vec![FileTerm {
+            xorb_hash: h(1),
+            cas_flags: 0,
+            unpacked_bytes: 2001,
+            chunk_start: 0,
+            chunk_end: 2,
+        }],
+        verification: Some(vec![h(3)]),
+        sha256: Some(h(4)),
+    };
+    let file2 = FileInfo {
+        file_hash: h(5),
+        verification: None,
+        sha256: None,
+        ..file.clone()
+    };
+    Shard {
+        files: vec![file, file2],
+        xorbs: vec![xorb],
+    }
+}
+
+fn shard_rejects(bytes: &[u8], needle: &str) {
+    match parse_shard(bytes) {
+        Ok(_) => panic!("shard accepted, expected an error mentioning {needle:?}"),
+        Err(e) => assert!(
+            e.to_string().contains(needle),
+            "error {e:?} should mention {needle:?}"
+        ),
+    }
+}
+
+#[test]
+fn shard_header_rules() {
+    let good = small_shard().to_stored_bytes(&FooterOptions::default());
+    parse_shard(&good).unwrap();
+    let mut x = good.clone();
+    x[20] ^= 1;
+    shard_rejects(&x, "magic tag");
+    let mut x = good.clone();
+    x[32] = 3;
+    shard_rejects(&x, "unsupported shard header version 3");
+    let mut x = good.clone();
+    x[40] = 100;
+    shard_rejects(&x, "footer size 100");
+    // Claims a footer but has none (upload form with footer_size set).
+    let mut upload = small_shard().to_upload_bytes();
+    upload[40] = 200;
+    shard_rejects(&upload, "truncated");
+}
+
+#[test]
+fn shard_section_rules() {
+    let good = small_shard().to_upload_bytes();
+    parse_shard(&good).unwrap();
+    // Records: header at 48; first file has header, 1 term, 1 verification, 1 metadata.
+    let mut x = good.clone();
+    x[48 + 32] = 1; // unknown flag bit
+    shard_rejects(&x, "unknown flags");
+    let mut x = good.clone();
+    put_u32(&mut x, 48 + 36, u32::MAX); // lying entry count
+    shard_rejects(&x, "");
+    let mut x = good.clone();
+    put_u32(&mut x, 96 + 44, 0); // term end before start
+    shard_rejects(&x, "empty or reversed chunk range");
+    // Trailing bytes after the CAS bookend.
+    let mut x = good.clone();
+    x.push(0);
+    shard_rejects(&x, "unexpected bytes after the shard's end");
+    // A bookend whose trailing bytes are not zero.
+    let mut x = good.clone();
+    let n = x.len();
+    x[n - 1] = 1;
+    shard_rejects(&x, "non-zero trailing bytes");
+    // CAS block whose chunk offsets or total disagree.
+    let cas_start = good.len() - 48 * 6; // header + 4 chunks + bookend
+    let mut x = good.clone();
+    put_u32(&mut x, cas_start + 48 * 2 + 32, 5);
+    shard_rejects(&x, "expected to start at");
+    let mut x = good.clone();
+    put_u32(&mut x, cas_start + 40, 7);
+    shard_rejects(&x, "but the header says 7");
+}
+
+#[test]
+fn shard_footer_rules() {
+    let good = small_shard().to_stored_bytes(&FooterOptions::default());
+    let footer = good.len() - 200;
+    let mut x = good.clone();
+    x[footer] = 2;
+    shard_rejects(&x, "unsupported shard footer version 2");
+    for (field, name) in [
+        (8, "file info offset"),
+        (16, "CAS info offset"),
+        (24, "file lookup offset"),
+        (40, "CAS lookup offset"),
+        (192, "footer offset"),
+    ] {
+        let mut x = good.clone();
+        x[footer + field] ^= 0x10;
+        shard_rejects(&x, name);
+        // Seeking through a damaged footer also refuses to work.
+        assert!(ShardFile::open(std::io::Cursor::new(x)).is_err() || field == 8 || field == 16);
+    }
+    // A damaged lookup table parses but is reported as inconsistent.
+    let lookup = u64::from_le_bytes(good[footer + 24..footer + 32].try_into().unwrap()) as usize;
+    let mut x = good.clone();
+    x[lookup] ^= 0xFF;
+    let parsed = parse_shard(&x).unwrap();
+    assert!(!parsed.lookup_problems().is_empty());
+}
+
+#[test]
+fn shard_truncated_anywhere_is_rejected() {
+    for bytes in [
+        small_shard().to_stored_bytes(&FooterOptions::default()),
+        small_shard().to_upload_bytes(),
+    ] {
+        for len in 0..bytes.len() {
+            assert!(
+                parse_shard(&bytes[..len]).is_err(),
+                "truncated to {len} accepted"
+            );
+            if let Ok(mut f) = ShardFile::open(std::io::Cursor::new(bytes[..len].to_vec())) {
+                let _ = f.file(&h(2));
+                let _ = f.chunk(&h(7));
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn mutated_xorbs_never_panic(edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6)) {
+        let mut x = small_xorb();
+        for (at, v) in edits {
+            let i = at.index(x.len());
+            x[i] = v;
+        }
+        let _ = validate_xorb(&x);
+        let _ = inspect_xorb(&x);
+        if let Ok(f) = XorbFooter::parse(&x) {
+            let _ = git_xet_core::xorb::extract_chunks(&x, &f, 0, f.num_chunks());
+        }
+    }
+
+    #[test]
+    fn mutated_shards_never_panic(edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6), stored in any::<bool>()) {
+        let mut x = if stored { small_shard().to_stored_bytes(&FooterOptions::default()) } else { small_shard().to_upload_bytes() };
+        for (at, v) in edits {
+            let i = at.index(x.len());
+            x[i] = v;
+        }
+        if let Ok(p) = parse_shard(&x) {
+            let _ = p.lookup_problems();
+        }
+        if let Ok(mut f) = ShardFile::open(std::io::Cursor::new(x)) {
+            let _ = f.file(&h(2));
+            let _ = f.xorb(&h(1));
+            let _ = f.dedup_query(&[chunk_hash(&[0]), chunk_hash(&[1])]);
+            let _ = f.read_all();
+        }
+    }
+}
+
+/// Inputs the fuzzers once crashed on: each must now be handled without a panic.
+#[test]
+fn fuzz_regressions_do_not_panic() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz-regressions");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        let _ = validate_xorb(&bytes);
+        let _ = inspect_xorb(&bytes);
+        if let Ok(p) = parse_shard(&bytes) {
+            let _ = p.lookup_problems();
+        }
+        if let Ok(mut f) = ShardFile::open(std::io::Cursor::new(bytes)) {
+            let _ = f.file(&h(2));
+            let _ = f.read_all();
+        }
+        seen += 1;
+    }
+    assert!(seen >= 1);
+}

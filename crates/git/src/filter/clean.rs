@@ -1,0 +1,236 @@
+//! The clean side (`git add`, `git status` on a modified file): content in, pointer out,
+//! with the content stored in git-lfs's object store so a later push can send it.
+//!
+//! Byte-compatible with `git lfs clean`: the same canonical pointer, an empty file stays
+//! empty, and content that already is a pointer passes through unchanged. The content is
+//! hashed as it arrives (SHA-NI where the CPU has it) and written once, to a temp file that
+//! becomes the object.
+//!
+//! Most cleans of large files are of content the store already holds: git re-checking a
+//! file it just checked out ("racily clean": written in the same second as the index), or a
+//! file that was only touched. So when the work tree file is at least [`RECHECK_MIN`] and
+//! the index's version of it (a [`Recheck`] probe) is stored with the same size, the content
+//! is first compared with that object (see `StoredComparison`): equal content is neither
+//! hashed nor written again. At the first difference, the equal prefix is taken from the
+//! stored copy and the clean goes on as for new content, so an edited file costs only that
+//! extra read of what it shares with its previous version. (Content that then hashes to the
+//! stored object's own oid means the stored copy is damaged: it is replaced.)
+//!
+//! While a large object is stored, it is also chunked on two other threads (a
+//! [`ChunkFeed`]), and its chunk list is saved for the push: pushing a new version of a
+//! large file then reads only its new chunks instead of chunking the whole file again.
+
+use std::io::{BufWriter, Read, Write};
+
+use sha2::{Digest, Sha256};
+
+use crate::filter::compare::StoredComparison;
+use crate::filter::pktline::PktReader;
+use crate::GitError;
+use git_xet_client::chunk_lists::{ChunkList, ChunkListStore};
+use git_xet_io::pipeline::ChunkFeed;
+use git_xet_lfs::pointer::{Oid, Pointer, MAX_POINTER_SIZE};
+use git_xet_lfs::store::{LfsStore, TempGuard};
+
+/// Smaller files are never compared: probing the index costs two git commands.
+pub const RECHECK_MIN: u64 = 16 << 20;
+
+/// Where the clean looks for the content's previous version: the pointer git's index holds
+/// for the path, and the work tree file.
+pub trait Recheck {
+    fn indexed_pointer(&self) -> Option<Pointer>;
+    fn work_tree_file(&self) -> Option<std::path::PathBuf>;
+}
+
+/// What the clean does with the content as it arrives.
+enum Mode {
+    /// Compare with the stored object, which then gives the oid.
+    Compare(StoredComparison, Pointer),
+    /// New content: hash it, write it to a temp file and chunk it.
+    Store(Spool),
+}
+
+/// New content on its way into the store.
+struct Spool {
+    hasher: Sha256,
+    out: Option<BufWriter<std::fs::File>>,
+    guard: TempGuard,
+    feed: ChunkFeed,
+    /// The stored object the content was found to differ from: if the content turns out to
+    /// have its oid after all, that stored copy is damaged and is replaced.
+    differs_from: Option<Oid>,
+}
+
+impl Spool {
+    fn new() -> Spool {
+        Spool {
+            hasher: Sha256::new(),
+            out: None,
+            guard: TempGuard(None),
+            feed: ChunkFeed::new(),
+            differs_from: None,
+        }
+    }
+
+    fn add(&mut self, store: &LfsStore, data: &[u8]) -> Result<(), GitError> {
+        self.hasher.update(data);
+        let out = match &mut self.out {
+            Some(out) => out,
+            None => {
+                let (file, path) = store.temp_file("clean")?;
+                self.guard.0 = Some(path);
+                self.out.insert(BufWriter::with_capacity(1 << 20, file))
+            }
+        };
+        self.feed.feed(data);
+        out.write_all(data)
+            .map_err(|e| GitError::io("writing the new LFS object", e))
+    }
+
+    /// Moves the content into the store and saves its chunk list; returns its pointer.
+    fn finish(
+        self,
+        store: &LfsStore,
+        chunk_lists: &ChunkListStore,
+        size: u64,
+    ) -> Result<Pointer, GitError> {
+        let oid = Oid(self.hasher.finalize().into());
+        let Spool {
+            out,
+            mut guard,
+            feed,
+            differs_from,
+            ..
+        } = self;
+        let out = out.expect("non-empty content was spooled");
+        drop(
+            out.into_inner()
+                .map_err(|e| GitError::io("writing the new LFS object", e.into_error()))?,
+        );
+        let temp = guard.0.take().expect("spool has a path");
+        if differs_from == Some(oid) {
+            tracing::warn!(
+                "the stored copy of {oid} was damaged: replaced it with the file's content"
+            );
+            store.replace(&temp, &oid)?;
+        } else {
+            store.commit(&temp, &oid)?;
+        }
+        if let Some(chunked) = feed.finish().filter(|c| c.summary.size == size) {
+            let list = ChunkList {
+                sha256: oid.0,
+                file_hash: chunked.summary.file_hash,
+                chunks: chunked.chunks,
+            };
+            if let Err(e) = chunk_lists.save(&list) {
+                tracing::warn!(
+                    "could not save the chunk list of {oid} (the push will chunk it): {e}"
+                );
+            }
+            // A push removes the lists it used; lists of objects that left the store without
+            // being pushed (`git lfs prune`) go here.
+            chunk_lists.prune(|sha| store.path(&Oid(*sha)).exists());
+        }
+        Ok(Pointer::new(oid, size))
+    }
+}
+
+/// Reads one file's content from git and returns what git should store instead. The outer
+/// error is fatal (the stream from git broke); the inner one fails only this file.
+pub fn clean<R: Read>(
+    input: &mut PktReader<R>,
+    store: &LfsStore,
+    chunk_lists: &ChunkListStore,
+    recheck: &dyn Recheck,
+) -> Result<Result<Vec<u8>, GitError>, GitError> {
+    let mut head = Vec::with_capacity(MAX_POINTER_SIZE + 1);
+    let mut size = 0u64;
+    let mut mode = None;
+    let read = input.read_content(|data| {
+        if head.len() <= MAX_POINTER_SIZE {
+            let take = data.len().min(MAX_POINTER_SIZE + 1 - head.len());
+            head.extend_from_slice(&data[..take]);
+        }
+        size += data.len() as u64;
+        match mode.get_or_insert_with(|| probe(recheck, store)) {
+            Mode::Compare(cmp, pointer) => {
+                let reading = |e| GitError::io("reading the stored LFS object", e);
+                if cmp.matches(data).map_err(reading)? {
+                    return Ok(());
+                }
+                tracing::debug!("the file differs from its stored version: storing it");
+                let mut spool = spool_matched(cmp, store, Some(pointer.oid))?;
+                spool.add(store, data)?;
+                mode = Some(Mode::Store(spool));
+                Ok(())
+            }
+            Mode::Store(spool) => spool.add(store, data),
+        }
+    })?;
+    if let Err(e) = read {
+        return Ok(Err(e));
+    }
+    if size == 0 {
+        return Ok(Ok(Vec::new()));
+    }
+    if head.len() <= MAX_POINTER_SIZE && Pointer::detect(&head).is_some() {
+        // Already a pointer (e.g. a file checked out with smudging skipped): keep it.
+        return Ok(Ok(head));
+    }
+    let spool = match mode.expect("non-empty content chose a mode") {
+        Mode::Compare(cmp, pointer) if cmp.complete() => {
+            if store.find(&pointer.oid, size).is_some() {
+                return Ok(Ok(pointer.to_text().into_bytes()));
+            }
+            // Removed from the store meanwhile: store it again.
+            spool_matched(&cmp, store, None)
+        }
+        // The content is a shorter prefix of the stored object.
+        Mode::Compare(cmp, pointer) => spool_matched(&cmp, store, Some(pointer.oid)),
+        Mode::Store(spool) => Ok(spool),
+    };
+    Ok(spool
+        .and_then(|s| s.finish(store, chunk_lists, size))
+        .map(|p| p.to_text().into_bytes()))
+}
+
+/// Chooses the mode when the content starts: a large file whose version in the index is
+/// stored with the same size is compared with it; anything else is stored.
+fn probe(recheck: &dyn Recheck, store: &LfsStore) -> Mode {
+    let size = recheck
+        .work_tree_file()
+        .and_then(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .filter(|&len| len >= RECHECK_MIN);
+    let compare = size
+        .and_then(|size| recheck.indexed_pointer().filter(|p| p.size == size))
+        .and_then(|pointer| {
+            let path = store.find(&pointer.oid, pointer.size)?;
+            Some(Mode::Compare(StoredComparison::open(&path).ok()?, pointer))
+        });
+    match compare {
+        Some(mode) => {
+            tracing::debug!("comparing the file with its stored version");
+            mode
+        }
+        None => Mode::Store(Spool::new()),
+    }
+}
+
+/// A spool holding the content compared equal so far, read back from the stored object
+/// (which the content differs from, if it does).
+fn spool_matched(
+    cmp: &StoredComparison,
+    store: &LfsStore,
+    differs_from: Option<Oid>,
+) -> Result<Spool, GitError> {
+    let mut spool = Spool::new();
+    spool.differs_from = differs_from;
+    let mut added = Ok(());
+    cmp.each_matched(|piece| {
+        added = spool.add(store, piece);
+        added.is_ok()
+    })
+    .map_err(|e| GitError::io("reading the stored LFS object", e))?;
+    added.map(|()| spool)
+}

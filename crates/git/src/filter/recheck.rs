@@ -1,0 +1,36 @@
+//! The index's version of a file being cleaned, so the clean can compare the content with
+//! the stored object first (see [`super::clean::Recheck`]).
+
+use crate::filter::clean;
+use crate::repo::Repo;
+use git_xet_lfs::pointer::{Pointer, MAX_POINTER_SIZE};
+
+/// A path's version in git's index (see [`clean::Recheck`]).
+pub struct IndexRecheck<'a> {
+    pub repo: &'a Repo,
+    pub pathname: &'a str,
+}
+
+impl clean::Recheck for IndexRecheck<'_> {
+    fn indexed_pointer(&self) -> Option<Pointer> {
+        // `:0:` names the index's entry; what follows is the path, taken literally.
+        let spec = format!(":0:{}", self.pathname);
+        let git = self.repo.git();
+        let size: usize = git
+            .try_run(["cat-file", "-s", &spec])
+            .ok()??
+            .trim()
+            .parse()
+            .ok()?;
+        if size > MAX_POINTER_SIZE {
+            return None; // not a pointer: the file is not in LFS in the index
+        }
+        let text = git.try_run(["cat-file", "blob", &spec]).ok()??;
+        // git's output comes back without its final newline.
+        Pointer::parse(format!("{text}\n").as_bytes()).ok()
+    }
+
+    fn work_tree_file(&self) -> Option<std::path::PathBuf> {
+        Some(self.repo.work_tree.as_ref()?.join(self.pathname))
+    }
+}

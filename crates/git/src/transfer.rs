@@ -1,0 +1,70 @@
+//! `git xet transfer`: the agent process git-lfs starts. Wires stdin/stdout to the protocol
+//! state machine and gives the XET backend what it needs from git: repository paths and
+//! credentials.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::command::Git;
+use crate::repo::Repo;
+use crate::GitError;
+use git_xet_lfs::agent::{self, Ending};
+use git_xet_lfs::progress::AnswerSink;
+use git_xet_lfs::protocol::InitRequest;
+use git_xet_lfs::xet_backend::{EnvStart, XetBackend};
+use git_xet_lfs::LfsError;
+
+/// Runs the agent on stdin/stdout until git-lfs sends `terminate`.
+pub fn run_stdio() -> anyhow::Result<ExitCode> {
+    let mut backend = XetBackend::new(Box::new(env_for_session));
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let sink = AnswerSink::new(std::io::stdout());
+    let (ending, stats) = agent::run(&mut backend, &mut input, &sink)?;
+    tracing::debug!(?stats, "session over");
+    Ok(match ending {
+        Ending::Terminated => ExitCode::SUCCESS,
+        Ending::InputClosed => ExitCode::FAILURE,
+    })
+}
+
+/// The repository the agent runs in, and how to authenticate to its LFS server. When the
+/// directory plainly is a repository, git is asked only when a transfer needs it and `init`
+/// is answered at once; otherwise the answer waits for git, the authority on what a
+/// repository is, so that outside one `init` fails with code 32.
+fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| setup_failed(GitError::io("cannot read the current directory", e)))?;
+    let quick = looks_like_repository(&cwd);
+    let remote = init.remote.clone();
+    let operation = init.operation;
+    let discover = move || {
+        // The configuration (lfs.storage, remotes, http.*) is read once, as git-lfs does.
+        let repo = Repo::discover_with_config(&Git::in_dir(&cwd)).map_err(setup_failed)?;
+        let store = repo.lfs_store();
+        crate::objects::env_with_store(&repo, &remote, operation, store).map_err(setup_failed)
+    };
+    if quick {
+        Ok(EnvStart::Later(Box::new(discover)))
+    } else {
+        discover().map(EnvStart::Ready)
+    }
+}
+
+/// What git said when the agent's environment was worked out, as the lfs layer carries it
+/// (an lfs error git passed on stays itself).
+fn setup_failed(e: GitError) -> LfsError {
+    match e {
+        GitError::Lfs(e) => e,
+        other => LfsError::Setup(Arc::new(other)),
+    }
+}
+
+/// Whether `dir` is inside a repository by the signs git itself looks for first (`GIT_DIR`,
+/// a `.git` here or above, a bare repository's layout), without running git.
+fn looks_like_repository(dir: &Path) -> bool {
+    std::env::var_os("GIT_DIR").is_some()
+        || (dir.join("HEAD").is_file() && dir.join("objects").is_dir())
+        || dir.ancestors().any(|d| d.join(".git").exists())
+}

@@ -1,0 +1,477 @@
+//! The object service: LFS objects moved through XET with the client engine, behind a typed
+//! API that the transfer agent (`lfs/xet_backend.rs`, an adapter from git-lfs's messages),
+//! the filter and migrate all call.
+//!
+//! Upload: one upload session per object (chunk, dedup, pack, upload xorbs, then the shard),
+//! done only once the shard is registered. Download: reconstruct into git-lfs's temp
+//! directory, verified against the XET hash and the oid, reusing chunks of recent local
+//! objects the client knows the reconstruction of.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use crate::action::XetAction;
+use crate::batch::BatchResponse;
+use crate::pointer::Oid;
+use crate::protocol::Operation;
+use crate::store::LfsStore;
+use crate::tokens::Tokens;
+use crate::LfsError;
+use git_xet_client::chunk_lists::ChunkListStore;
+use git_xet_client::transport::{Authenticator, HttpFactory};
+use git_xet_client::{
+    CasClient, ClientConfig, ClientError, ContentTap, DownloadOptions, LocalSource, ProgressFn,
+    RefreshFn, SessionStats, Token,
+};
+
+/// Recent local objects offered to the client as sources of chunks on download.
+const MAX_LOCAL_SOURCES: usize = 16;
+
+/// What the service needs from the repository it works in, provided by the git layer.
+#[derive(Clone)]
+pub struct AgentEnv {
+    /// git-lfs's object store: downloads land in its temp directory, and its objects are
+    /// local data to reuse on download.
+    pub store: LfsStore,
+    /// git-xet's per-repository directory (`.git/xet`): shard cache and reconstruction
+    /// records of the client engine.
+    pub xet_dir: PathBuf,
+    /// Credentials for the token-refresh URL (git's, as git-lfs uses them).
+    pub auth: Arc<Authenticator>,
+    /// Where HTTP clients come from (git's TLS, proxy and header settings).
+    pub http: HttpFactory,
+    /// Whether to use the per-user chunk cache.
+    pub chunk_cache: bool,
+}
+
+/// One object to download: what it is, and how to reach it (the `xet` action's CAS URL,
+/// token, expiry, refresh URL and the object's XET hash).
+#[derive(Clone, Debug)]
+pub struct ObjectDownload {
+    pub oid: Oid,
+    pub size: u64,
+    pub access: XetAction,
+}
+
+impl ObjectDownload {
+    /// The download of `oid` that a Batch API answer from `endpoint` offers, or why it
+    /// offers none (refused, no action, an action that is not `xet`'s).
+    pub fn from_batch(
+        answer: &BatchResponse,
+        endpoint: &str,
+        oid: Oid,
+        size: u64,
+    ) -> Result<ObjectDownload, LfsError> {
+        let entry = answer.objects.iter().find(|o| o.oid == oid);
+        if let Some(err) = entry.and_then(|e| e.error.as_ref()) {
+            return Err(LfsError::object_refused(
+                endpoint.to_string(),
+                oid,
+                err.code,
+                err.message.clone(),
+            ));
+        }
+        let action = entry
+            .and_then(|e| e.action.as_ref())
+            .ok_or_else(|| LfsError::NoDownload {
+                endpoint: endpoint.to_string(),
+                oid,
+            })?;
+        Ok(ObjectDownload {
+            oid,
+            size,
+            access: XetAction::from_action(Some(action), Operation::Download)?,
+        })
+    }
+}
+
+/// Moves LFS objects of one repository through XET servers. One client per CAS URL for
+/// the service's life (connections and caches are reused).
+pub struct ObjectService {
+    env: AgentEnv,
+    /// Started by the first transfer (git-lfs starts agents that never get an object).
+    runtime: OnceLock<tokio::runtime::Runtime>,
+    clients: HashMap<String, (CasClient, Arc<Tokens>)>,
+}
+
+impl ObjectService {
+    pub fn new(env: AgentEnv) -> ObjectService {
+        ObjectService {
+            env,
+            runtime: OnceLock::new(),
+            clients: HashMap::new(),
+        }
+    }
+
+    pub fn env(&self) -> &AgentEnv {
+        &self.env
+    }
+
+    fn runtime(&self) -> Result<&tokio::runtime::Runtime, LfsError> {
+        if let Some(runtime) = self.runtime.get() {
+            return Ok(runtime);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("git-xet-agent")
+            .build()
+            .map_err(|e| LfsError::Runtime(Arc::new(e)))?;
+        Ok(self.runtime.get_or_init(|| runtime))
+    }
+
+    /// The client for the CAS server `access` names, created on first use; a newer token
+    /// for it is kept for its next refresh.
+    fn client_for(&mut self, access: &XetAction) -> Result<CasClient, LfsError> {
+        if let Some((client, tokens)) = self.clients.get(&access.cas_url) {
+            tokens.offer(access);
+            return Ok(client.clone());
+        }
+        let env = &self.env;
+        let tokens = Arc::new(Tokens::new(access, env.auth.clone(), env.http.clone()));
+        let for_refresh = tokens.clone();
+        let refresh: RefreshFn = Arc::new(move || Box::pin(for_refresh.clone().refresh()));
+        let mut config = ClientConfig::new(access.cas_url.clone());
+        config.token = Some(Token::with_unix_expiry(
+            access.access_token.clone(),
+            access.token_expiration,
+        ));
+        config.refresh = Some(refresh);
+        config.metadata_dir = Some(env.xet_dir.clone());
+        config.http = env.http.clone();
+        if env.chunk_cache {
+            config = config.with_user_caches();
+        }
+        let client = CasClient::new(config)?;
+        self.clients
+            .insert(access.cas_url.clone(), (client.clone(), tokens));
+        Ok(client)
+    }
+
+    /// Uploads the file at `path` as the object `oid` of `size` bytes; done when the server
+    /// has registered it. Returns what the upload sent.
+    pub fn upload(
+        &mut self,
+        oid: Oid,
+        size: u64,
+        path: &Path,
+        access: &XetAction,
+        progress: Option<ProgressFn>,
+    ) -> Result<SessionStats, LfsError> {
+        check_upload_file(path, size)?;
+        let client = self.client_for(access)?;
+        let progress = progress.unwrap_or_else(|| Arc::new(|_, _| {}));
+        let lists = ChunkListStore::new(&self.env.xet_dir);
+        self.runtime()?.block_on(async move {
+            match upload_object(&client, path, oid, size, &lists, &progress).await {
+                // The cache that misled the first attempt is gone: this one sends the data.
+                Err(LfsError::Client(e @ ClientError::StaleDedup { .. })) => {
+                    tracing::warn!("{e}");
+                    upload_object(&client, path, oid, size, &lists, &progress).await
+                }
+                other => other,
+            }
+        })
+    }
+
+    /// Downloads one object into a new file of the store's temp directory (the caller
+    /// moves it into place), reporting the bytes written so far to `progress`.
+    pub fn download(
+        &mut self,
+        want: &ObjectDownload,
+        progress: Option<ProgressFn>,
+    ) -> Result<PathBuf, LfsError> {
+        self.download_to(want, None, progress)
+    }
+
+    /// [`download`](Self::download), handing the object's bytes to `tap` as they are
+    /// written (before the object is verified: see [`ContentTap`]).
+    pub fn download_tapped(
+        &mut self,
+        want: &ObjectDownload,
+        tap: ContentTap,
+        progress: Option<ProgressFn>,
+    ) -> Result<PathBuf, LfsError> {
+        self.download_to(want, Some(tap), progress)
+    }
+
+    fn download_to(
+        &mut self,
+        want: &ObjectDownload,
+        tap: Option<ContentTap>,
+        progress: Option<ProgressFn>,
+    ) -> Result<PathBuf, LfsError> {
+        let local = self.env.store.newest_objects();
+        let mut job = self.prepare_download(want, &local)?;
+        job.options.tap = tap;
+        job.options.progress = progress;
+        self.runtime()?.block_on(job.run())
+    }
+
+    /// Downloads many objects, up to `parallel` at a time (small files are dominated by
+    /// round trips); one result per object, in order.
+    pub fn download_many(
+        &mut self,
+        wants: &[ObjectDownload],
+        parallel: usize,
+    ) -> Vec<Result<PathBuf, LfsError>> {
+        let local = self.env.store.newest_objects();
+        let jobs: Vec<Result<DownloadJob, LfsError>> = wants
+            .iter()
+            .map(|w| self.prepare_download(w, &local))
+            .collect();
+        let runtime = match self.runtime() {
+            Ok(rt) => rt,
+            Err(LfsError::Runtime(e)) => {
+                return wants
+                    .iter()
+                    .map(|_| Err(LfsError::Runtime(e.clone())))
+                    .collect()
+            }
+            Err(e) => unreachable!("runtime() fails only with Runtime: {e}"),
+        };
+        use futures::StreamExt;
+        runtime.block_on(
+            futures::stream::iter(jobs)
+                .map(|job| async move { job?.run().await })
+                .buffered(parallel.max(1))
+                .collect(),
+        )
+    }
+
+    fn prepare_download(
+        &mut self,
+        want: &ObjectDownload,
+        local: &[(Oid, PathBuf)],
+    ) -> Result<DownloadJob, LfsError> {
+        let file_hash = want
+            .access
+            .file_hash
+            .ok_or_else(|| LfsError::Action("download action without X-Xet-Hash".into()))?;
+        let client = self.client_for(&want.access)?;
+        self.env.store.create_tmp_dir()?;
+        let options = DownloadOptions {
+            expected_sha256: Some(want.oid.0),
+            sources: sources_for(local, &client, &want.oid),
+            ..Default::default()
+        };
+        Ok(DownloadJob {
+            client,
+            file_hash,
+            oid: want.oid,
+            size: want.size,
+            output: self.env.store.temp_path("download"),
+            options,
+        })
+    }
+
+    /// Ends the session: clients dropped, the runtime's threads stopped.
+    pub fn shutdown(&mut self) {
+        self.clients.clear();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(std::time::Duration::from_secs(5));
+        }
+    }
+}
+
+impl Drop for ObjectService {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// One download, ready to run: everything that needs `&mut ObjectService` is done.
+struct DownloadJob {
+    client: CasClient,
+    file_hash: git_xet_core::hash::MerkleHash,
+    oid: Oid,
+    size: u64,
+    output: PathBuf,
+    options: DownloadOptions,
+}
+
+impl DownloadJob {
+    async fn run(self) -> Result<PathBuf, LfsError> {
+        let outcome = self
+            .client
+            .download(&self.file_hash, &self.output, self.options)
+            .await?;
+        if outcome.bytes_written != self.size {
+            let _ = std::fs::remove_file(&self.output);
+            return Err(LfsError::WrongSize {
+                oid: self.oid,
+                got: outcome.bytes_written,
+                expected: self.size,
+            });
+        }
+        tracing::info!(
+            oid = %self.oid,
+            network = outcome.network_bytes,
+            cache = outcome.cache_bytes,
+            local = outcome.local_bytes,
+            "downloaded"
+        );
+        Ok(self.output)
+    }
+}
+
+/// The most recent local objects whose reconstruction the client knows: typically the
+/// previous version of the file being downloaded.
+fn sources_for(local: &[(Oid, PathBuf)], client: &CasClient, wanted: &Oid) -> Vec<LocalSource> {
+    local
+        .iter()
+        .filter(|(oid, _)| oid != wanted)
+        .filter_map(|(oid, path)| {
+            let file_hash = client.known_file_hash(&oid.0)?;
+            Some(LocalSource {
+                path: path.clone(),
+                file_hash: Some(file_hash),
+                sha256: Some(oid.0),
+            })
+        })
+        .take(MAX_LOCAL_SOURCES)
+        .collect()
+}
+
+/// One upload session for one object: from the chunk list git-xet's clean filter recorded
+/// when the file was added (then only the file's new chunks are read), else by chunking it.
+async fn upload_object(
+    client: &CasClient,
+    path: &Path,
+    oid: Oid,
+    size: u64,
+    lists: &ChunkListStore,
+    progress_fn: &ProgressFn,
+) -> Result<SessionStats, LfsError> {
+    if let Some(list) = lists.load(&oid.0, size) {
+        let mut session = client.start_upload().await?;
+        match session
+            .add_chunked_file(path, list, Some(progress_fn.clone()))
+            .await
+        {
+            Ok(_) => {
+                let summary = session.finish().await?;
+                tracing::info!(oid = %oid, "uploaded from its chunk list: {}", summary.stats);
+                // The server has the file now; the shard cache and the file's
+                // reconstruction record serve dedup from here on.
+                lists.remove(&oid.0);
+                return Ok(summary.stats);
+            }
+            Err(ClientError::Corrupt { what, reason }) => {
+                // Nothing was registered; the list is wrong, so chunk the file.
+                tracing::warn!("{what}: {reason}; chunking the whole file instead");
+                lists.remove(&oid.0);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut session = client.start_upload().await?;
+    let file = session.add_file(path, Some(progress_fn.clone())).await?;
+    if file.sha256 != oid.0 || file.size != size {
+        // Dropping the session registers nothing.
+        return Err(LfsError::UploadChanged {
+            path: path.to_path_buf(),
+            now: Oid(file.sha256),
+        });
+    }
+    let summary = session.finish().await?;
+    tracing::info!(oid = %oid, "uploaded: {}", summary.stats);
+    Ok(summary.stats)
+}
+
+/// The file to upload must exist with the size announced.
+fn check_upload_file(path: &Path, size: u64) -> Result<(), LfsError> {
+    let meta = std::fs::metadata(path).map_err(|source| LfsError::LocalIo {
+        context: "cannot read",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if meta.len() != size {
+        return Err(LfsError::UploadSizeMismatch {
+            path: path.to_path_buf(),
+            actual: meta.len(),
+            announced: size,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::action::{
+        HEADER_ACCESS_TOKEN, HEADER_CAS_URL, HEADER_FILE_HASH, HEADER_TOKEN_EXPIRATION,
+    };
+    use crate::batch::{BatchObject, ObjectError};
+    use crate::protocol::Action;
+
+    const ENDPOINT: &str = "https://h/info/lfs";
+
+    fn object(n: u8, action: Option<Action>, error: Option<ObjectError>) -> BatchObject {
+        BatchObject {
+            oid: Oid([n; 32]),
+            size: 3,
+            action,
+            verify: None,
+            error,
+        }
+    }
+
+    fn xet_action() -> Action {
+        let hash = git_xet_core::MerkleHash::from_bytes([9; 32]).to_hex();
+        let header = [
+            (HEADER_CAS_URL, "https://cas.example/"),
+            (HEADER_ACCESS_TOKEN, "tok"),
+            (HEADER_TOKEN_EXPIRATION, "4000000000"),
+            (HEADER_FILE_HASH, hash.as_str()),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        Action {
+            href: String::new(),
+            header,
+        }
+    }
+
+    /// A Batch API answer gives, per object, its typed download or the reason by kind.
+    #[test]
+    fn downloads_from_a_batch_answer_by_kind() {
+        let refused = ObjectError {
+            code: 404,
+            message: "not found".into(),
+        };
+        let answer = BatchResponse {
+            transfer: "xet".into(),
+            objects: vec![
+                object(1, Some(xet_action()), None),
+                object(2, None, Some(refused)),
+                object(3, None, None),
+                object(4, Some(Action::default()), None),
+            ],
+        };
+        let want = ObjectDownload::from_batch(&answer, ENDPOINT, Oid([1; 32]), 3).unwrap();
+        assert_eq!(want.access.cas_url, "https://cas.example");
+        assert_eq!(want.access.token_expiration, 4_000_000_000);
+        assert!(want.access.file_hash.is_some());
+        match ObjectDownload::from_batch(&answer, ENDPOINT, Oid([2; 32]), 3) {
+            Err(LfsError::ObjectRefused(r)) => {
+                assert_eq!(
+                    (r.code, r.oid, r.endpoint.as_str()),
+                    (404, Oid([2; 32]), ENDPOINT)
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        for n in [3, 5] {
+            assert!(matches!(
+                ObjectDownload::from_batch(&answer, ENDPOINT, Oid([n; 32]), 3),
+                Err(LfsError::NoDownload { oid, .. }) if oid == Oid([n; 32])
+            ));
+        }
+        assert!(matches!(
+            ObjectDownload::from_batch(&answer, ENDPOINT, Oid([4; 32]), 3),
+            Err(LfsError::Action(_))
+        ));
+    }
+}

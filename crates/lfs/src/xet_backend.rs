@@ -1,0 +1,139 @@
+//! The custom transfer agent's backend: an adapter from git-lfs's messages (`init`, upload
+//! and download requests with their `xet` actions) to the typed [`ObjectService`], which
+//! does the work. Uploads are answered only after the shard is registered, because git-lfs
+//! kills the agent about 30 s after `terminate`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::action::XetAction;
+use crate::agent::TransferBackend;
+use crate::objects::{AgentEnv, ObjectDownload, ObjectService};
+use crate::progress::Progress;
+use crate::protocol::{InitRequest, Operation, TransferRequest};
+use crate::LfsError;
+use git_xet_client::ProgressFn;
+
+/// Works out the environment when a transfer first needs it.
+pub type EnvLookup = Box<dyn FnOnce() -> Result<AgentEnv, LfsError> + Send>;
+
+/// The environment as `init` leaves it.
+pub enum EnvStart {
+    Ready(AgentEnv),
+    /// Asked of git by the first transfer; its failure fails each of them. git-lfs starts
+    /// all its agents (eight by default) one after another, each waiting for the previous
+    /// one's `init` answer, and most get no object in a small push: neither the answer nor
+    /// the idle agents should start git.
+    Later(EnvLookup),
+}
+
+/// Starts the environment at `init` (an error is answered with code 32).
+pub type EnvFactory = Box<dyn FnMut(&InitRequest) -> Result<EnvStart, LfsError>>;
+
+/// Where the session's environment stands.
+enum EnvState {
+    /// No successful `init` yet.
+    None,
+    Pending(EnvLookup),
+    Ready(Box<ObjectService>),
+    /// Why it could not be set up, for every transfer that needs it.
+    Failed(Arc<dyn std::error::Error + Send + Sync>),
+}
+
+pub struct XetBackend {
+    factory: EnvFactory,
+    operation: Option<Operation>,
+    env: EnvState,
+}
+
+impl XetBackend {
+    pub fn new(factory: EnvFactory) -> XetBackend {
+        XetBackend {
+            factory,
+            operation: None,
+            env: EnvState::None,
+        }
+    }
+
+    /// The service, once what `init` started is settled.
+    fn service(&mut self) -> Result<&mut ObjectService, LfsError> {
+        if matches!(self.env, EnvState::Pending(_)) {
+            let EnvState::Pending(lookup) = std::mem::replace(&mut self.env, EnvState::None) else {
+                unreachable!("matched above")
+            };
+            if let Err(e) = lookup().and_then(|env| self.adopt(env)) {
+                self.env = EnvState::Failed(match e {
+                    LfsError::Setup(cause) => cause,
+                    other => Arc::new(other),
+                });
+            }
+        }
+        match &mut self.env {
+            EnvState::Ready(service) => Ok(service),
+            EnvState::Failed(e) => Err(LfsError::Setup(e.clone())),
+            EnvState::None | EnvState::Pending(_) => Err(LfsError::Internal(
+                "transfer before a successful init".into(),
+            )),
+        }
+    }
+
+    fn adopt(&mut self, env: AgentEnv) -> Result<(), LfsError> {
+        if self.operation == Some(Operation::Download) {
+            env.store.create_tmp_dir()?;
+        }
+        self.env = EnvState::Ready(Box::new(ObjectService::new(env)));
+        Ok(())
+    }
+}
+
+impl TransferBackend for XetBackend {
+    fn init(&mut self, init: &InitRequest) -> Result<(), LfsError> {
+        let start = (self.factory)(init)?;
+        self.operation = Some(init.operation);
+        match start {
+            EnvStart::Ready(env) => self.adopt(env)?,
+            EnvStart::Later(lookup) => self.env = EnvState::Pending(lookup),
+        }
+        Ok(())
+    }
+
+    fn upload(&mut self, req: &TransferRequest, progress: &Progress) -> Result<(), LfsError> {
+        // An environment that could not be set up is the first thing to say.
+        let service = self.service()?;
+        let access = XetAction::from_action(req.action.as_ref(), Operation::Upload)?;
+        let path = req
+            .path
+            .clone()
+            .ok_or_else(|| LfsError::Protocol("upload without a path".into()))?;
+        let progress = progress_callback(progress);
+        service
+            .upload(req.oid, req.size, &path, &access, Some(progress))
+            .map(|_| ())
+    }
+
+    fn download(
+        &mut self,
+        req: &TransferRequest,
+        progress: &Progress,
+    ) -> Result<PathBuf, LfsError> {
+        let service = self.service()?;
+        let want = ObjectDownload {
+            oid: req.oid,
+            size: req.size,
+            access: XetAction::from_action(req.action.as_ref(), Operation::Download)?,
+        };
+        let progress = progress_callback(progress);
+        service.download(&want, Some(progress))
+    }
+
+    fn terminate(&mut self) {
+        if let EnvState::Ready(service) = &mut self.env {
+            service.shutdown();
+        }
+    }
+}
+
+fn progress_callback(progress: &Progress) -> ProgressFn {
+    let progress = progress.clone();
+    Arc::new(move |done, _total| progress.set(done))
+}

@@ -1,0 +1,111 @@
+//! `GET /v1/reconstructions/{file_hash}` with optional `Range`: the terms overlapping the
+//! range and signed, expiring fetch URLs for their xorb bytes. `GET /v2/reconstructions/...`
+//! (what hf-xet 1.8 asks first) answers the same plan in the v2 shape.
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::Json;
+
+use crate::auth::{now_secs, Scope};
+use crate::body::parse_range;
+use crate::cas::parse_hash;
+use crate::error::{ServerError, ServerResult};
+use crate::reconstruct::{load_metas, plan, to_reconstruction};
+use crate::signing::{fetch_url, Grant};
+use crate::state::{blocking, SharedState};
+use crate::storage::ObjectKey;
+use git_xet_core::reconstruction::{Reconstruction, ReconstructionV2};
+
+pub async fn get(
+    State(state): State<SharedState>,
+    Path(file_hash): Path<String>,
+    headers: HeaderMap,
+) -> ServerResult<Json<Reconstruction>> {
+    Ok(Json(answer(&state, &file_hash, &headers).await?))
+}
+
+pub async fn get_v2(
+    State(state): State<SharedState>,
+    Path(file_hash): Path<String>,
+    headers: HeaderMap,
+) -> ServerResult<Json<ReconstructionV2>> {
+    Ok(Json(answer(&state, &file_hash, &headers).await?.into()))
+}
+
+async fn answer(
+    state: &SharedState,
+    file_hash: &str,
+    headers: &HeaderMap,
+) -> ServerResult<Reconstruction> {
+    let access = state.authorize_cas(headers, Scope::Read)?;
+    let file_hash = parse_hash(file_hash, "file hash")?;
+    let index = state.index.clone();
+    let repo = access.repo.clone();
+    let found = blocking(move || {
+        // Files are visible per repository; elsewhere they do not exist.
+        if !index.repo_has_file(&repo, &file_hash)? {
+            return Ok(None);
+        }
+        let Some(file) = index.file(&file_hash)? else {
+            return Ok(None);
+        };
+        let metas = load_metas(&*index, &file)?;
+        Ok(Some((file, metas)))
+    })
+    .await?;
+    let Some((file, metas)) = found else {
+        return Err(ServerError::not_found(format!(
+            "file {file_hash} is not in repository {}",
+            access.repo
+        )));
+    };
+    let range = match parse_range(headers, file.size)? {
+        Some(r) => r,
+        None => 0..file.size,
+    };
+    let plan = if range.is_empty() {
+        Default::default()
+    } else {
+        plan(&file, &metas, range)?
+    };
+    // Each URL grants its entry's bytes to this token, never past the token's own expiry.
+    let base = state.base_url(headers);
+    let now = now_secs();
+    let ttl = state.config.fetch_url_ttl.as_secs();
+    let expires = access.exp.map_or(now + ttl, |exp| exp.min(now + ttl));
+    let token_id = access.holder.map(|h| h.id).unwrap_or_default();
+    let mut answer = to_reconstruction(&plan, |xorb, bytes| {
+        let grant = Grant {
+            xorb: *xorb,
+            bytes,
+            token_id: token_id.clone(),
+            expires,
+        };
+        fetch_url(&state.keys, &base, &grant)
+    });
+    if state.config.presign {
+        presign(state, &mut answer, expires.saturating_sub(now)).await?;
+    }
+    Ok(answer)
+}
+
+/// With `--presign`, replaces the URLs by ones that fetch each entry's bytes straight from
+/// the object store (signed for that `Range` only); keeps this server's URLs for a store
+/// without such URLs. A store cannot see revocations: these URLs live out their TTL.
+async fn presign(state: &SharedState, answer: &mut Reconstruction, ttl: u64) -> ServerResult<()> {
+    let ttl = std::time::Duration::from_secs(ttl.max(1));
+    for (hash, infos) in answer.fetch_info.iter_mut() {
+        for info in infos {
+            let range = info.url_range.start..info.url_range.end + 1;
+            let url = state
+                .store
+                .presign_get(ObjectKey::xorb(*hash), range, ttl)
+                .await?;
+            match url {
+                Some(url) => info.url = url,
+                None => return Ok(()),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! `POST /v1/shards`: validate an uploaded shard against stored xorbs, then register its
+//! files in one transaction, visible in the token's repository.
+
+use std::io::{Seek, Write};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::Json;
+
+use crate::auth::Scope;
+use crate::body::read_blocking_then_slot;
+use crate::error::ServerResult;
+use crate::repo_name::RepoName;
+use crate::shard_check::{validate_read, ValidatedShard};
+use crate::state::{blocking, SharedState};
+use git_xet_core::constants::MAX_SHARD_BODY;
+use git_xet_core::MerkleHash;
+
+pub async fn upload(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    body: Body,
+) -> ServerResult<Json<serde_json::Value>> {
+    let (changed, _) = receive(&state, &headers, body).await?;
+    Ok(Json(serde_json::json!({ "result": u8::from(changed) })))
+}
+
+/// The shard upload of both API versions: authorize, read, validate, store and register.
+/// Returns whether anything new was registered, and how many files the shard describes.
+pub(super) async fn receive(
+    state: &SharedState,
+    headers: &HeaderMap,
+    body: Body,
+) -> ServerResult<(bool, usize)> {
+    let access = state.authorize_cas(headers, Scope::Write)?;
+    let (store, index, repo) = (
+        state.store.clone(),
+        state.index.clone(),
+        access.repo.clone(),
+    );
+    let domain = state.dedup_domain(&repo);
+    // The body goes to a staging file as it arrives, not to memory: shards being received
+    // cost disk, not memory, however many clients send them at once. It is parsed from that
+    // file (only the records are held) once an upload slot is held; a client stalling
+    // mid-body holds none.
+    let validated = read_blocking_then_slot(
+        body,
+        headers,
+        MAX_SHARD_BODY as u64,
+        "shard",
+        &state.upload_slots,
+        move |body| {
+            let staged = store.stage()?;
+            let mut file = staged.file();
+            let mut hasher = blake3::Hasher::new();
+            let mut len = 0u64;
+            while let Some(data) = body.next_bytes()? {
+                file.write_all(&data)?;
+                hasher.update(&data);
+                len += data.len() as u64;
+            }
+            file.seek(std::io::SeekFrom::Start(0))?;
+            let hash = MerkleHash::from_bytes(*hasher.finalize().as_bytes());
+            let mut reader = std::io::BufReader::new(file);
+            validate_read(&*index, &mut reader, hash, len, &repo, &domain)
+        },
+    )
+    .await?;
+    // Storing and registering hold the validated shard's memory: bounded by slots too.
+    let _slot = state.upload_slot().await?;
+    let files = validated.registration.files.len();
+    let changed = register(state, validated, &access.repo).await?;
+    Ok((changed, files))
+}
+
+/// Stores the shard and registers it. Returns whether anything new was registered.
+pub async fn register(
+    state: &SharedState,
+    validated: ValidatedShard,
+    repo: &RepoName,
+) -> ServerResult<bool> {
+    let ValidatedShard {
+        registration,
+        stored_bytes,
+    } = validated;
+    let key = crate::storage::ObjectKey::shard(registration.shard_hash);
+    state.store.put(key, stored_bytes.into()).await?;
+    let index = state.index.clone();
+    let files = registration.files.len();
+    let outcome = blocking(move || Ok(index.register_shard(&registration)?)).await?;
+    if outcome.changed() {
+        crate::metrics::add(&state.metrics.shards_registered, 1);
+        crate::metrics::add(&state.metrics.registered_files, outcome.new_files);
+    }
+    tracing::info!(%repo, files, new_files = outcome.new_files, "registered shard");
+    Ok(outcome.changed())
+}

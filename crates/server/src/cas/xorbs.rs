@@ -1,0 +1,107 @@
+//! `POST /v1/xorbs/default/{hash}`: validate a whole xorb, store it atomically, index it.
+//!
+//! Two forms are accepted: a complete xorb (footer checked against every chunk), and the
+//! chunk records alone, as hf-xet 1.8 sends them: then every chunk is decoded and hashed,
+//! the footer rebuilt and appended, so that the stored object is always the complete form.
+//! Either way the xorb hash is recomputed and must be the one in the URL.
+//!
+//! The body is written to a staging file as it arrives and validated through a mapping of
+//! that file, then the file itself becomes the stored object: no xorb-sized heap buffer per
+//! request, and the bytes are copied once (socket to page cache), not three times.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::Json;
+
+use crate::auth::Scope;
+use crate::body::read_blocking_then_slot;
+use crate::cas::parse_hash;
+use crate::error::{ServerError, ServerResult};
+use crate::index::{DedupScope, XorbMeta};
+use crate::metrics::add;
+use crate::repo_name::RepoName;
+use crate::state::{blocking, SharedState};
+use crate::storage::{map_range, Staged};
+use git_xet_core::constants::MAX_XORB_BODY;
+use git_xet_core::xorb::{is_footerless, rebuild_footer, validate_xorb, XorbFooter};
+use std::io::Write;
+
+pub async fn upload(
+    State(state): State<SharedState>,
+    Path((namespace, hash)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> ServerResult<Json<serde_json::Value>> {
+    let access = state.authorize_cas(&headers, Scope::Write)?;
+    if namespace != "default" {
+        return Err(ServerError::not_found(format!(
+            "unknown xorb namespace {namespace:?} (this server has \"default\")"
+        )));
+    }
+    let hash = parse_hash(&hash, "xorb hash")?;
+    let store = state.store.clone();
+    // An upload slot bounds the xorbs validated at once; it is taken once the body is in.
+    let slots = &state.upload_slots;
+    let (staged, received, stored_len, footer) = read_blocking_then_slot(
+        body,
+        &headers,
+        MAX_XORB_BODY as u64,
+        "xorb",
+        slots,
+        move |body| {
+            let staged = store.stage()?;
+            let mut file = staged.file();
+            let mut len = 0u64;
+            while let Some(data) = body.next_bytes()? {
+                file.write_all(&data)?;
+                len += data.len() as u64;
+            }
+            let mapped = map_range(staged.file(), 0, len as usize)?;
+            if !is_footerless(&mapped) {
+                let footer = validate_xorb(&mapped)?;
+                return Ok((staged, len, len, footer));
+            }
+            let footer = rebuild_footer(&mapped)?;
+            drop(mapped);
+            let mut tail = Vec::with_capacity(XorbFooter::encoded_len(footer.num_chunks()) + 4);
+            footer.write_to(&mut tail);
+            file.write_all(&tail)?;
+            Ok((staged, len, len + tail.len() as u64, footer))
+        },
+    )
+    .await?;
+    if footer.hash != hash {
+        return Err(ServerError::bad_request(format!(
+            "xorb hash mismatch: the body is xorb {} but the URL names {hash}",
+            footer.hash
+        )));
+    }
+    // Accepted: counted as soon as it is known valid, while it is being written. What the
+    // client sent, without a footer this server added.
+    add(&state.metrics.xorb_bytes_received, received);
+    let meta = XorbMeta { footer, stored_len };
+    let inserted = store_staged_xorb(&state, meta, staged, &access.repo).await?;
+    Ok(Json(serde_json::json!({ "was_inserted": inserted })))
+}
+
+/// Stores a validated xorb that `repo` uploaded from its staging file and indexes the layout
+/// the store holds (write-once per hash: see `stored_xorb`), recording `repo` as a holder;
+/// counts it when new. Returns whether it was new: to the server, or on a scoped server to
+/// `repo`'s dedup scope, so that the answer says nothing about other scopes.
+pub async fn store_staged_xorb(
+    state: &SharedState,
+    meta: XorbMeta,
+    staged: Staged,
+    repo: &RepoName,
+) -> ServerResult<bool> {
+    let hash = meta.hash();
+    let inserted = super::stored_xorb::store_and_index(state, meta, staged).await?;
+    let index = state.index.clone();
+    let (repo, domain) = (repo.clone(), state.dedup_domain(repo));
+    let held_before = blocking(move || Ok(index.add_xorb_holder(&hash, &repo, &domain)?)).await?;
+    Ok(match state.config.dedup_scope {
+        DedupScope::Server => inserted,
+        DedupScope::Org | DedupScope::Repo => !held_before,
+    })
+}

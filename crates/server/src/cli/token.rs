@@ -1,0 +1,210 @@
+//! `git xet server token`: create, list and revoke access tokens.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use super::deployment::DeploymentArgs;
+use crate::auth::{self, Holder, Scope};
+use crate::deployment::{self, Deployment, IndexLocation};
+use crate::index::TokenRecord;
+use crate::repo_name::RepoName;
+
+#[derive(clap::Subcommand, Debug)]
+pub(super) enum TokenCommand {
+    /// Print a new access token for one repository (no running server needed: the signing
+    /// secret lives in the data directory) and record it (never its text) in the index. Use
+    /// it as a Bearer token or as the HTTP Basic password (any user name) with git and git-lfs.
+    Create(TokenCreateArgs),
+    /// List the recorded tokens: id, user, repository, scope, expiry (never the tokens).
+    List(TokenListArgs),
+    /// Revoke one token (and the transfer tokens minted from it) by id. Running servers
+    /// refuse it within 5 seconds.
+    Revoke(TokenRevokeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct TokenCreateArgs {
+    /// Repository, `name` or `org/name`.
+    #[arg(long)]
+    repo: String,
+    /// `read` (clone, fetch, downloads), `write` (also push, uploads and locks) or `admin`
+    /// (write, and force-unlocking other users' locks).
+    #[arg(long, value_parser = ["read", "write", "admin"])]
+    scope: String,
+    /// The user the token acts as: owner of the locks it takes [default: the token's id].
+    #[arg(long)]
+    user: Option<String>,
+    /// Lifetime in seconds (at least 1).
+    #[arg(long, default_value_t = 30 * 24 * 3600,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    ttl: u64,
+    /// Where the server's secret lives: its data directory or, with a PostgreSQL index,
+    /// the index (where the first server or command creates it).
+    #[command(flatten)]
+    deployment: DeploymentArgs,
+    /// Create the data directory's signing secret if it has none (otherwise that is an
+    /// error: a token signed with a new secret is refused by a server using another).
+    #[arg(long)]
+    init: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct TokenListArgs {
+    #[command(flatten)]
+    deployment: DeploymentArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub(super) struct TokenRevokeArgs {
+    /// The token's id, as `token list` shows it.
+    id: String,
+    #[command(flatten)]
+    deployment: DeploymentArgs,
+}
+
+pub(super) fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        TokenCommand::Create(a) => token_create(a),
+        TokenCommand::List(a) => token_list(a),
+        TokenCommand::Revoke(a) => token_revoke(a),
+    }
+}
+
+/// Opens the deployment. Without `init`, a data directory without a secret is an error (a
+/// mistyped path must not get a new secret whose tokens no server accepts); with a PostgreSQL
+/// index the secret lives in the index, where the first server or command creates it.
+fn open(args: &DeploymentArgs, init: bool) -> anyhow::Result<Deployment> {
+    let config = args.config()?;
+    if matches!(config.index, IndexLocation::Sqlite(_)) {
+        deployment::open_keys(&config, init)?;
+    }
+    let staging = config.tmp_dir();
+    std::fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
+    Ok(deployment::open(&config, &staging, true)?)
+}
+
+fn token_create(args: TokenCreateArgs) -> anyhow::Result<ExitCode> {
+    let repo = RepoName::parse(&args.repo).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let scope = Scope::parse(&args.scope).context("scope must be read, write or admin")?;
+    if let Some(user) = &args.user {
+        anyhow::ensure!(
+            auth::valid_user(user),
+            "--user must be 1 to {} characters without control characters",
+            auth::MAX_USER_LEN
+        );
+    }
+    let deployment = open(&args.deployment, args.init)?;
+    let id = auth::new_token_id();
+    let holder = Holder {
+        user: args.user.unwrap_or_else(|| id.clone()),
+        id,
+    };
+    let (token, exp) = auth::issue_for(&deployment.keys, &repo, scope, args.ttl, &holder);
+    deployment
+        .index
+        .record_token(&TokenRecord {
+            id: holder.id,
+            user: holder.user,
+            repo: repo.to_string(),
+            scope: scope.as_str().to_string(),
+            created: auth::now_secs(),
+            expires: exp,
+            revoked: false,
+        })
+        .context("recording the token in the index")?;
+    println!("{token}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn token_list(args: TokenListArgs) -> anyhow::Result<ExitCode> {
+    let deployment = open(&args.deployment, false)?;
+    let tokens = deployment.index.tokens()?;
+    print!("{}", table(&tokens, auth::now_secs()));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn token_revoke(args: TokenRevokeArgs) -> anyhow::Result<ExitCode> {
+    let deployment = open(&args.deployment, false)?;
+    if !deployment.index.revoke_token(&args.id)? {
+        anyhow::bail!(
+            "no token has the id {:?}; `git xet server token list` shows them",
+            args.id
+        );
+    }
+    eprintln!(
+        "revoked token {}; running servers refuse it within {} seconds",
+        args.id,
+        crate::revocation::DEFAULT_TTL.as_secs()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `token list` table, columns padded to their widest cell.
+fn table(tokens: &[TokenRecord], now: u64) -> String {
+    let mut rows = vec![["ID", "USER", "REPO", "SCOPE", "EXPIRES", "STATUS"].map(String::from)];
+    for t in tokens {
+        let status = if t.revoked {
+            "revoked"
+        } else if t.expires <= now {
+            "expired"
+        } else {
+            "active"
+        };
+        rows.push([
+            t.id.clone(),
+            t.user.clone(),
+            t.repo.clone(),
+            t.scope.clone(),
+            crate::time::rfc3339(t.expires),
+            status.to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_shows_status_and_never_more_than_the_record() {
+        let t = |id: &str, expires, revoked| TokenRecord {
+            id: id.into(),
+            user: "alice".into(),
+            repo: "org/m".into(),
+            scope: "write".into(),
+            created: 0,
+            expires,
+            revoked,
+        };
+        let text = table(
+            &[t("aa", 100, false), t("bb", 10, false), t("cc", 100, true)],
+            50,
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(
+            lines[0].starts_with("ID  USER   REPO   SCOPE  EXPIRES"),
+            "{text}"
+        );
+        assert!(lines[1].starts_with("aa  alice  org/m  write  1970-01-01T00:01:40Z  active"));
+        assert!(
+            lines[2].ends_with("expired") && lines[3].ends_with("revoked"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! The server layer's one error type. Each variant is an HTTP status; the message is the
+//! reason a client sees in the JSON body (`{"error": ..., "message": ...}`; `message` is the
+//! field git-lfs prints).
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use git_xet_core::CoreError;
+
+/// `WWW-Authenticate` / `LFS-Authenticate` challenge sent with every 401, so that git and
+/// git-lfs ask their credential helpers and retry with HTTP Basic.
+pub const AUTH_CHALLENGE: &str = "Basic realm=\"git-xet\"";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{message}")]
+    RangeNotSatisfiable { message: String, size: u64 },
+    #[error("{0}")]
+    NotImplemented(String),
+    #[error("{0}")]
+    Unavailable(String),
+    /// The server's disk (or quota) is full: 507, which clients do not retry.
+    #[error("{0}")]
+    InsufficientStorage(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+pub type ServerResult<T> = Result<T, ServerError>;
+
+impl ServerError {
+    pub fn bad_request(msg: impl Into<String>) -> Self {
+        ServerError::BadRequest(msg.into())
+    }
+
+    pub fn not_found(msg: impl Into<String>) -> Self {
+        ServerError::NotFound(msg.into())
+    }
+
+    pub fn internal(msg: impl std::fmt::Display) -> Self {
+        ServerError::Internal(msg.to_string())
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ServerError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ServerError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ServerError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ServerError::NotFound(_) => StatusCode::NOT_FOUND,
+            ServerError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ServerError::Conflict(_) => StatusCode::CONFLICT,
+            ServerError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ServerError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
+            ServerError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
+            ServerError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ServerError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
+            ServerError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The response with a chosen JSON content type (git-lfs wants its own media type).
+    pub fn into_response_as(self, content_type: &'static str) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::error!(%status, "{self}");
+        }
+        let message = self.to_string();
+        let body = serde_json::json!({ "error": message, "message": message }).to_string();
+        let mut response = (status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        match &self {
+            ServerError::Unauthorized(_) => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static(AUTH_CHALLENGE),
+                );
+                headers.insert("lfs-authenticate", HeaderValue::from_static(AUTH_CHALLENGE));
+            }
+            ServerError::RangeNotSatisfiable { size, .. } => {
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                    headers.insert(header::CONTENT_RANGE, v);
+                }
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+impl IntoResponse for ServerError {
+    fn into_response(self) -> Response {
+        self.into_response_as("application/json")
+    }
+}
+
+impl From<CoreError> for ServerError {
+    fn from(e: CoreError) -> Self {
+        ServerError::BadRequest(e.to_string())
+    }
+}
+
+impl ServerError {
+    /// 507 for a full disk or quota.
+    pub fn disk_full(detail: impl std::fmt::Display) -> Self {
+        ServerError::InsufficientStorage(format!(
+            "the server is out of disk space ({detail}); nothing was stored: the server's \
+             administrator must free space, then retry"
+        ))
+    }
+}
+
+impl From<std::io::Error> for ServerError {
+    fn from(e: std::io::Error) -> Self {
+        match e.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => ServerError::disk_full(e),
+            _ => ServerError::Internal(format!("i/o: {e}")),
+        }
+    }
+}
+
+impl From<tokio::task::JoinError> for ServerError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        ServerError::Internal(format!("background task failed: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_507_with_its_cause() {
+        for errno in [libc::ENOSPC, libc::EDQUOT] {
+            let e = ServerError::from(std::io::Error::from_raw_os_error(errno));
+            assert_eq!(e.status(), StatusCode::INSUFFICIENT_STORAGE);
+            assert!(e.to_string().contains("out of disk space"), "{e}");
+        }
+        let other = ServerError::from(std::io::Error::from_raw_os_error(libc::EIO));
+        assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let full = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            None,
+        );
+        let e = ServerError::from(crate::index::IndexError::from(full));
+        assert_eq!(e.status(), StatusCode::INSUFFICIENT_STORAGE);
+    }
+}

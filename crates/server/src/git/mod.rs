@@ -1,0 +1,170 @@
+//! Git over smart HTTP for repositories hosted under the data directory (`git upload-pack`
+//! and `git receive-pack` in stateless-RPC mode), and the object check the pre-receive hook
+//! calls.
+
+mod hook_check;
+pub(crate) mod repos;
+mod service;
+pub(crate) mod writers;
+
+use axum::extract::Request;
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+
+pub use hook_check::{locked_paths, missing_objects};
+pub use repos::PRE_RECEIVE_HOOK;
+
+use crate::auth::Scope;
+use crate::error::{ServerError, ServerResult};
+use crate::repo_name::RepoName;
+use crate::state::SharedState;
+use service::Service;
+
+/// Lifetime of the read token a push hands its pre-receive hook.
+const HOOK_TOKEN_TTL: u64 = 15 * 60;
+
+/// The smart HTTP routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitRoute {
+    InfoRefs,
+    UploadPack,
+    ReceivePack,
+}
+
+impl GitRoute {
+    /// Recognises a route from the end of a path; returns it and the repository part.
+    pub fn split(path: &str) -> Option<(&str, GitRoute)> {
+        [
+            ("/info/refs", GitRoute::InfoRefs),
+            ("/git-upload-pack", GitRoute::UploadPack),
+            ("/git-receive-pack", GitRoute::ReceivePack),
+        ]
+        .into_iter()
+        .find_map(|(suffix, route)| path.strip_suffix(suffix).map(|repo| (repo, route)))
+    }
+}
+
+pub async fn handle(state: SharedState, repo: &str, route: GitRoute, request: Request) -> Response {
+    serve(state, repo, route, request)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn serve(
+    state: SharedState,
+    repo: &str,
+    route: GitRoute,
+    request: Request,
+) -> ServerResult<Response> {
+    let repo = RepoName::parse(repo.strip_prefix('/').unwrap_or(repo))?;
+    let query = request.uri().query().unwrap_or("");
+    let method = request.method().clone();
+    let (service, advertisement) = match (route, &method) {
+        (GitRoute::InfoRefs, &Method::GET) => {
+            match service_param(query).and_then(Service::from_name) {
+                Some(service) => (service, true),
+                None => {
+                    return Err(ServerError::Forbidden(
+                        "only git's smart HTTP protocol is served".into(),
+                    ))
+                }
+            }
+        }
+        (GitRoute::UploadPack, &Method::POST) => (Service::UploadPack, false),
+        (GitRoute::ReceivePack, &Method::POST) => (Service::ReceivePack, false),
+        _ => {
+            return Err(ServerError::MethodNotAllowed(format!(
+                "{method} is not allowed here"
+            )))
+        }
+    };
+    let push = service == Service::ReceivePack;
+    let access = state.authorize_repo(
+        request.headers(),
+        &repo,
+        if push { Scope::Write } else { Scope::Read },
+    )?;
+    let root = state.config.repos_dir();
+    let dir = repo.bare_dir(&root);
+    let mut serve_dir = dir.clone();
+    if push && advertisement && !dir.exists() {
+        // Discovery creates nothing (a write token's `info/refs` used to leave an empty
+        // repository behind): an empty repository's advertisement, until the push itself.
+        serve_dir = repos::empty_repo(&state.config.tmp_dir()).await?;
+    } else if push {
+        let hook = repos::hook_script(state.config.hook_program.as_deref());
+        repos::ensure_repo(&root, &repo, &hook).await?;
+        repos::install_hook(&dir, &hook).await?;
+    } else if !dir.exists() {
+        return Err(ServerError::not_found(format!(
+            "repository {repo} does not exist"
+        )));
+    }
+    // Only receive-pack runs hooks: only it gets the pre-receive hook's settings.
+    let hook_env = match (&access.holder, push && !advertisement) {
+        (Some(holder), true) => {
+            // The hook acts as the pusher (same id, so revoking the pusher's token revokes
+            // it too), which is how it tells the pusher's locks from other users'.
+            let (token, _) =
+                crate::auth::issue_for(&state.keys, &repo, Scope::Read, HOOK_TOKEN_TTL, holder);
+            vec![
+                ("GIT_XET_SERVER_URL".into(), state.internal_url.clone()),
+                ("GIT_XET_REPO".into(), repo.to_string()),
+                ("GIT_XET_TOKEN".into(), token),
+                ("GIT_XET_USER".into(), holder.user.clone()),
+                ("GIT_XET_CHECK_LOCKS".into(), "1".into()),
+            ]
+        }
+        (None, true) => {
+            return Err(ServerError::Unauthorized(
+                "pushing needs an access token that names its user".into(),
+            ))
+        }
+        _ => Vec::new(),
+    };
+    // A push writes: it holds the repository's writer lock, recovering what a crashed
+    // writer left (crates/server/src/git/writers.rs).
+    let writer = if push && !advertisement {
+        let dir = dir.clone();
+        Some(
+            tokio::task::spawn_blocking(move || writers::WriterLock::acquire(&dir))
+                .await
+                .map_err(ServerError::from)??,
+        )
+    } else {
+        None
+    };
+    let (parts, body) = request.into_parts();
+    let run = service::ServiceRequest {
+        repo_dir: &serve_dir,
+        service,
+        advertisement,
+        headers: parts.headers,
+        body,
+        max_body: state.config.max_push_size,
+        user: (!access.anonymous).then(|| "git-xet".to_string()),
+        env: hook_env,
+        home: &state.config.data_dir,
+        writer,
+    };
+    let fix_head_of = (push && !advertisement).then(|| dir.clone());
+    let started = std::time::SystemTime::now();
+    let after = async move {
+        if let Some(dir) = fix_head_of {
+            repos::fix_head(&dir).await;
+            let synced = dir.clone();
+            match tokio::task::spawn_blocking(move || repos::sync_names(&synced, started)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!("fsyncing the directories of {}: {e}", dir.display()),
+                Err(e) => tracing::warn!("fsyncing the directories of {}: {e}", dir.display()),
+            }
+        }
+    };
+    service::run(run, after).await
+}
+
+fn service_param(query: &str) -> Option<&str> {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("service="))
+}

@@ -1,0 +1,350 @@
+//! Hosted bare repositories under `DATA/repos/<org>/<name>.git`: created on first push,
+//! with the pre-receive hook installed, and HEAD pointed at a branch that exists.
+
+use std::path::Path;
+
+use tokio::process::Command;
+
+use crate::error::{ServerError, ServerResult};
+use crate::repo_name::RepoName;
+
+/// git's fsync settings, given (`-c`) to every git the server runs in a hosted repository,
+/// new or old: the objects and refs of a push are on disk before git reports the push
+/// done (`committed` = loose objects, packs and refs; `fsync` = fsync(2), not just a
+/// write-back request).
+pub const FSYNC_CONFIG: [&str; 4] = ["-c", "core.fsync=committed", "-c", "core.fsyncMethod=fsync"];
+
+/// The hook of this project for any git server: runs `git-xet pre-receive` from PATH.
+pub const PRE_RECEIVE_HOOK: &str = include_str!("../../hooks/pre-receive");
+
+/// The pre-receive hook of hosted repositories. With `program` (the git-xet binary serving
+/// them), a two-line script running that binary's built-in check, so that the hook runs
+/// the server's own version. Without, crates/server/hooks/pre-receive (the git-xet on PATH).
+pub fn hook_script(program: Option<&Path>) -> String {
+    match program.and_then(Path::to_str) {
+        Some(exe) => format!(
+            "#!/bin/sh\n\
+             # Installed by `git xet server`: refuses pushes that reference LFS objects the\n\
+             # XET server does not hold (the check of git-xet's hooks/pre-receive, built in).\n\
+             exec {} pre-receive\n",
+            shell_quote(exe)
+        ),
+        None => PRE_RECEIVE_HOOK.to_string(),
+    }
+}
+
+/// `s` as one word for sh.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+async fn git(dir: &Path, args: &[&str]) -> ServerResult<String> {
+    let out = Command::new("git")
+        .args(FSYNC_CONFIG)
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .await
+        .map_err(|e| ServerError::internal(format!("running git: {e}")))?;
+    if !out.status.success() {
+        return Err(ServerError::internal(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Creates the bare repository if it does not exist. Built under a temporary name and
+/// renamed into place, so concurrent first pushes and crashes never leave half a repo.
+pub async fn ensure_repo(root: &Path, repo: &RepoName, hook: &str) -> ServerResult<()> {
+    let dir = repo.bare_dir(root);
+    if dir.exists() {
+        return Ok(());
+    }
+    let parent = dir.parent().expect("repository has a parent directory");
+    tokio::fs::create_dir_all(parent).await?;
+    let tmp = parent.join(format!(".new-{:016x}", rand::random::<u64>()));
+    let result = async {
+        let tmp_str = tmp.to_string_lossy().to_string();
+        git(
+            parent,
+            &[
+                "init",
+                "--bare",
+                "--quiet",
+                "--initial-branch=main",
+                &tmp_str,
+            ],
+        )
+        .await?;
+        git(&tmp, &["config", "http.receivepack", "true"]).await?;
+        git(&tmp, &["config", "uploadpack.allowFilter", "true"]).await?;
+        install_hook(&tmp, hook).await?;
+        // What `git init` wrote (config, HEAD, directories) is on disk before the name is.
+        let synced = tmp.clone();
+        tokio::task::spawn_blocking(move || sync_tree(&synced)).await??;
+        match tokio::fs::rename(&tmp, &dir).await {
+            Ok(()) => {}
+            Err(_) if dir.exists() => return Ok(()), // someone else created it first
+            Err(e) => return Err(ServerError::from(e)),
+        }
+        // The new name, and the directories made for it, survive a power loss.
+        let (parent, root) = (parent.to_path_buf(), root.to_path_buf());
+        tokio::task::spawn_blocking(move || {
+            sync_dir(&parent)?;
+            if parent != root {
+                sync_dir(&root)?;
+            }
+            root.parent().map_or(Ok(()), sync_dir)
+        })
+        .await??;
+        Ok(())
+    }
+    .await;
+    if tmp.exists() {
+        let _ = tokio::fs::remove_dir_all(&tmp).await;
+    }
+    if result.is_ok() {
+        tracing::info!(%repo, "created repository");
+    }
+    result
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// fsyncs every file and directory under `dir` (a new repository, a few dozen entries),
+/// directories after their entries; returns how many it synced.
+pub fn sync_tree(dir: &Path) -> std::io::Result<usize> {
+    let mut synced = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            synced += sync_tree(&entry.path())?;
+        } else if kind.is_file() {
+            std::fs::File::open(entry.path())?.sync_all()?;
+            synced += 1;
+        }
+    }
+    sync_dir(dir)?;
+    Ok(synced + 1)
+}
+
+/// fsyncs the directories a push renamed files into, which git does not (it fsyncs the
+/// files): those, among the repository (HEAD, packed-refs), the directories under `refs/`,
+/// `objects/` and each directory in it (loose objects, packs), changed since `since` (a
+/// second earlier, for coarse timestamps). Each fsync costs a disk flush (3.4 ms here),
+/// which is why the unchanged are left out. Run after receive-pack has exited, before the
+/// client is told the push is done; returns how many directories it synced.
+pub fn sync_names(repo_dir: &Path, since: std::time::SystemTime) -> std::io::Result<usize> {
+    let since = since - std::time::Duration::from_secs(1);
+    let changed = |dir: &Path| -> std::io::Result<bool> {
+        match std::fs::metadata(dir) {
+            Ok(m) => Ok(m.modified()? >= since),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    };
+    let mut synced = 0;
+    let objects = repo_dir.join("objects");
+    let mut dirs = vec![
+        repo_dir.to_path_buf(),
+        repo_dir.join("refs"),
+        objects.clone(),
+    ];
+    while let Some(dir) = dirs.pop() {
+        let deep = dir.starts_with(repo_dir.join("refs"));
+        if deep || dir == objects {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            for entry in entries {
+                let entry = entry?;
+                if entry.file_type()?.is_dir() {
+                    dirs.push(entry.path());
+                }
+            }
+        }
+        if changed(&dir)? {
+            sync_dir(&dir)?;
+            synced += 1;
+        }
+    }
+    Ok(synced)
+}
+
+/// An empty bare repository under `tmp` (made once), whose receive-pack advertisement stands
+/// in for a repository that does not exist yet: push discovery creates nothing, the push
+/// itself does.
+pub async fn empty_repo(tmp: &Path) -> ServerResult<std::path::PathBuf> {
+    let dir = tmp.join("empty.git");
+    if dir.join("HEAD").exists() {
+        return Ok(dir);
+    }
+    tokio::fs::create_dir_all(tmp).await?;
+    let new = tmp.join(format!(".empty-{:016x}", rand::random::<u64>()));
+    let result = async {
+        git(tmp, &["init", "--bare", "--quiet", &new.to_string_lossy()]).await?;
+        match tokio::fs::rename(&new, &dir).await {
+            Ok(()) => Ok(()),
+            Err(_) if dir.join("HEAD").exists() => Ok(()), // made by a concurrent request
+            Err(e) => Err(ServerError::from(e)),
+        }
+    }
+    .await;
+    if new.exists() {
+        let _ = tokio::fs::remove_dir_all(&new).await;
+    }
+    result.map(|()| dir)
+}
+
+/// Writes the pre-receive hook (see [`hook_script`]) unless it is already current.
+pub async fn install_hook(repo_dir: &Path, hook: &str) -> ServerResult<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = repo_dir.join("hooks").join("pre-receive");
+    if tokio::fs::read_to_string(&path)
+        .await
+        .is_ok_and(|s| s == hook)
+    {
+        return Ok(());
+    }
+    tokio::fs::create_dir_all(path.parent().expect("hooks dir")).await?;
+    let tmp = path.with_extension("tmp");
+    tokio::fs::write(&tmp, hook).await?;
+    tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).await?;
+    tokio::fs::rename(&tmp, &path).await?;
+    Ok(())
+}
+
+/// Points HEAD at an existing branch when it names one that does not exist (a first push
+/// of `master` into a repository created with `main`), so clones check something out.
+pub async fn fix_head(repo_dir: &Path) {
+    if head_branch_exists(repo_dir).await {
+        return; // the usual case, seen without starting git twice after every push
+    }
+    let result = async {
+        let head = git(repo_dir, &["symbolic-ref", "HEAD"]).await?;
+        let branches = git(
+            repo_dir,
+            &["for-each-ref", "--format=%(refname)", "refs/heads/"],
+        )
+        .await?;
+        let branches: Vec<&str> = branches.lines().collect();
+        if branches.is_empty() || branches.contains(&head.as_str()) {
+            return Ok(());
+        }
+        let pick = ["refs/heads/main", "refs/heads/master"]
+            .into_iter()
+            .find(|b| branches.contains(b))
+            .unwrap_or(branches[0]);
+        git(repo_dir, &["symbolic-ref", "HEAD", pick])
+            .await
+            .map(|_| ())
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::warn!("updating HEAD of {}: {e}", repo_dir.display());
+    }
+}
+
+/// Whether HEAD names a branch that exists, as far as the files of git's default ref
+/// storage show it (a loose ref or a `packed-refs` line). `false` means "not sure": the
+/// caller asks git.
+async fn head_branch_exists(repo_dir: &Path) -> bool {
+    let Ok(head) = tokio::fs::read_to_string(repo_dir.join("HEAD")).await else {
+        return false;
+    };
+    let Some(branch) = head
+        .strip_prefix("ref: ")
+        .map(str::trim_end)
+        .filter(|r| r.starts_with("refs/heads/") && !r.contains(".."))
+    else {
+        return false;
+    };
+    if tokio::fs::metadata(repo_dir.join(branch))
+        .await
+        .is_ok_and(|m| m.is_file())
+    {
+        return true;
+    }
+    tokio::fs::read_to_string(repo_dir.join("packed-refs"))
+        .await
+        .is_ok_and(|packed| {
+            packed
+                .lines()
+                .any(|line| line.split_once(' ').is_some_and(|(_, name)| name == branch))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A new repository is synced whole: every file and directory git init wrote, and the
+    /// hook; it is then in place under its name.
+    #[tokio::test]
+    async fn a_new_repository_is_synced_entry_by_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repos");
+        let repo = RepoName::parse("org/new").unwrap();
+        ensure_repo(&root, &repo, "#!/bin/sh\n").await.unwrap();
+        let bare = repo.bare_dir(&root);
+        assert!(bare.join("hooks/pre-receive").is_file());
+        fn count(dir: &Path) -> usize {
+            1 + std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .map(|p| if p.is_dir() { count(&p) } else { 1 })
+                .sum::<usize>()
+        }
+        let entries = count(&bare);
+        assert!(entries > 10, "{entries}");
+        assert_eq!(sync_tree(&bare).unwrap(), entries);
+        // After a push: what changed among the repository, refs/ and its subdirectories,
+        // objects/ and its (all of them, in a repository just made).
+        let before = std::time::SystemTime::now();
+        let fanout = bare.join("objects/ab");
+        std::fs::create_dir_all(fanout.join("not-walked")).unwrap();
+        std::fs::create_dir_all(bare.join("refs/heads/team")).unwrap();
+        // repo, refs, refs/{heads,tags,heads/team}, objects, objects/{info,pack,ab}
+        assert_eq!(sync_names(&bare, before).unwrap(), 9);
+        let later = before + std::time::Duration::from_secs(5);
+        assert_eq!(
+            sync_names(&bare, later).unwrap(),
+            0,
+            "nothing changed since"
+        );
+    }
+
+    /// The hosted hook runs the program it names with `pre-receive`, wherever it lives.
+    #[test]
+    fn the_hosted_hook_runs_its_program_even_from_an_awkward_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("it's a $HOME `dir`");
+        std::fs::create_dir_all(&home).unwrap();
+        let program = home.join("git-xet");
+        std::fs::write(&program, "#!/bin/sh\necho \"ran with $*\"\n").unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let hook = dir.path().join("pre-receive");
+        std::fs::write(&hook, hook_script(Some(&program))).unwrap();
+        let out = std::process::Command::new("sh")
+            .arg(&hook)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "ran with pre-receive\n"
+        );
+        assert_eq!(hook_script(None), PRE_RECEIVE_HOOK);
+    }
+}

@@ -1,0 +1,280 @@
+//! Connections to PostgreSQL for synchronous callers.
+//!
+//! The `Index` trait is synchronous and runs on the server's blocking threads. The
+//! connections' I/O tasks run on a small runtime owned by the pool; a caller waits for its
+//! query with `futures::executor::block_on`, which only waits on the client's channel to
+//! that task. So this works from any thread: a blocking thread of the server's runtime,
+//! a plain thread, or a worker thread at start-up (no "runtime within a runtime").
+
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls};
+
+use crate::index::{IndexError, IndexResult};
+
+/// Connections kept open between calls; more are opened when calls overlap.
+const IDLE_CONNECTIONS: usize = 8;
+/// Connections of one process at most (PostgreSQL's own default limit is 100 for all
+/// processes together); further calls wait for one to come back.
+const MAX_CONNECTIONS: usize = 16;
+/// Attempts of one transaction that PostgreSQL aborted to resolve a conflict (a deadlock
+/// or serialization failure between processes), or whose connection was lost.
+const ATTEMPTS: usize = 5;
+
+pub(super) struct Pool {
+    config: tokio_postgres::Config,
+    /// The URL without its password, for messages.
+    shown_url: String,
+    idle: Mutex<Vec<Client>>,
+    /// Connections handed out now, bounded by `MAX_CONNECTIONS`.
+    busy: Mutex<usize>,
+    returned: Condvar,
+    /// Drives the connections; taken on drop to shut it down without blocking.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Pool {
+    pub fn new(url: &str) -> IndexResult<Pool> {
+        let shown_url = redact(url);
+        let unavailable = |message: String| IndexError::PostgresUnavailable {
+            url: shown_url.clone(),
+            message,
+        };
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| unavailable(format!("bad URL: {e}")))?;
+        config
+            .application_name("git-xet server")
+            .connect_timeout(Duration::from_secs(10))
+            .keepalives_idle(Duration::from_secs(60));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("git-xet-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| unavailable(format!("starting its runtime: {e}")))?;
+        Ok(Pool {
+            config,
+            shown_url,
+            idle: Mutex::new(Vec::new()),
+            busy: Mutex::new(0),
+            returned: Condvar::new(),
+            runtime: Some(runtime),
+        })
+    }
+
+    pub fn shown_url(&self) -> &str {
+        &self.shown_url
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.as_ref().expect("runtime lives until drop")
+    }
+
+    /// Opens a new connection, its I/O task running on the pool's runtime.
+    pub fn connect(&self) -> IndexResult<Client> {
+        let config = self.config.clone();
+        let task = self.runtime().spawn(async move {
+            let (client, connection) = config.connect(NoTls).await?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!("PostgreSQL connection ended: {e}");
+                }
+            });
+            Ok::<_, tokio_postgres::Error>(client)
+        });
+        match futures::executor::block_on(task) {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(e)) => Err(IndexError::PostgresUnavailable {
+                url: self.shown_url.clone(),
+                message: connect_failure(&e),
+            }),
+            Err(e) => Err(IndexError::PostgresUnavailable {
+                url: self.shown_url.clone(),
+                message: format!("connection task failed: {e}"),
+            }),
+        }
+    }
+
+    /// An idle connection (dropping ones whose server went away), or a new one, once fewer
+    /// than `MAX_CONNECTIONS` are out.
+    fn take(&self) -> IndexResult<Client> {
+        {
+            let mut busy = self.busy.lock().expect("pool");
+            while *busy >= MAX_CONNECTIONS {
+                busy = self.returned.wait(busy).expect("pool");
+            }
+            *busy += 1;
+        }
+        let client = loop {
+            let idle = self.idle.lock().expect("pool").pop();
+            match idle {
+                Some(client) if client.is_closed() => continue,
+                Some(client) => break Ok(client),
+                None => break self.connect(),
+            }
+        };
+        if client.is_err() {
+            self.release();
+        }
+        client
+    }
+
+    fn release(&self) {
+        *self.busy.lock().expect("pool") -= 1;
+        self.returned.notify_one();
+    }
+
+    fn give_back(&self, client: Client) {
+        if !client.is_closed() {
+            let mut idle = self.idle.lock().expect("pool");
+            if idle.len() < IDLE_CONNECTIONS {
+                idle.push(client);
+            }
+        }
+        self.release();
+    }
+
+    /// Runs `f` (which blocks on its queries) on a pooled connection, again on a fresh
+    /// connection when the attempt failed for a reason a new attempt can fix.
+    pub fn run<T>(
+        &self,
+        mut f: impl FnMut(&mut Client) -> Result<T, tokio_postgres::Error>,
+    ) -> IndexResult<T> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut client = self.take()?;
+            let result = f(&mut client);
+            self.give_back(client);
+            match result {
+                Ok(v) => return Ok(v),
+                Err(e) if attempt < ATTEMPTS && is_transient(&e) => {
+                    tracing::debug!(attempt, "PostgreSQL index: retrying after {e}");
+                    std::thread::sleep(Duration::from_millis(10 * attempt as u64));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.idle.lock().expect("pool").clear();
+        if let Some(runtime) = self.runtime.take() {
+            // Does not block, so an index may be dropped anywhere (even in async code).
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Why a connection failed and what to do, decided by SQLSTATE or by the I/O error under it.
+fn connect_failure(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let code = db.code();
+        let hint = if code.code().starts_with("28") {
+            "check the user and password of the URL and pg_hba.conf"
+        } else if code == &SqlState::INVALID_CATALOG_NAME {
+            "create the database (createdb -O USER DB) or fix its name in the URL"
+        } else if code == &SqlState::TOO_MANY_CONNECTIONS {
+            "raise max_connections or run fewer processes"
+        } else {
+            "see PostgreSQL's log"
+        };
+        return format!(
+            "PostgreSQL refused the connection: {}: {hint}",
+            db.message()
+        );
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return format!(
+                "cannot reach PostgreSQL ({io}): check the host and port of the URL, and that \
+                 PostgreSQL runs there and accepts connections (listen_addresses, pg_hba.conf)"
+            );
+        }
+        source = err.source();
+    }
+    e.to_string()
+}
+
+/// Blocks the calling thread on a query future (see the module comment).
+pub(super) fn wait<F: std::future::Future>(future: F) -> F::Output {
+    futures::executor::block_on(future)
+}
+
+/// A conflict PostgreSQL resolved by aborting this transaction, or a lost connection:
+/// the whole transaction can be tried again.
+fn is_transient(e: &tokio_postgres::Error) -> bool {
+    e.is_closed()
+        || matches!(
+            e.code(),
+            Some(&SqlState::T_R_DEADLOCK_DETECTED) | Some(&SqlState::T_R_SERIALIZATION_FAILURE)
+        )
+}
+
+/// PostgreSQL's disk (or a quota on it) is full.
+pub(crate) fn is_disk_full(e: &tokio_postgres::Error) -> bool {
+    matches!(
+        e.code(),
+        Some(&SqlState::DISK_FULL) | Some(&SqlState::OUT_OF_MEMORY)
+    )
+}
+
+/// The database cannot be reached now (connection lost, server shutting down or starting):
+/// another try later may succeed.
+pub(crate) fn is_unavailable(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    let Some(code) = e.code() else {
+        // No SQLSTATE: an I/O error on the connection.
+        return std::error::Error::source(e)
+            .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());
+    };
+    // Class 08: connection exception; 57P01-57P03: shutdown, crash, starting up.
+    code.code().starts_with("08")
+        || matches!(
+            code,
+            &SqlState::ADMIN_SHUTDOWN | &SqlState::CRASH_SHUTDOWN | &SqlState::CANNOT_CONNECT_NOW
+        )
+}
+
+/// The URL with any password replaced, for messages and logs.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            if userinfo.contains(':') {
+                format!("{scheme}://{user}:***@{host}{tail}")
+            } else {
+                format!("{scheme}://{userinfo}@{host}{tail}")
+            }
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_not_shown() {
+        assert_eq!(
+            redact("postgres://xet:s3cret@db:5432/xet?sslmode=disable"),
+            "postgres://xet:***@db:5432/xet?sslmode=disable"
+        );
+        assert_eq!(redact("postgres://xet@db/xet"), "postgres://xet@db/xet");
+        assert_eq!(redact("postgresql://db/xet"), "postgresql://db/xet");
+    }
+}

@@ -1,0 +1,71 @@
+//! [`Sha256Index`] on PostgreSQL.
+
+use super::pool::wait;
+use super::PgIndex;
+use crate::auth::now_secs;
+use crate::index::verify::Sha256Index;
+use crate::index::{IndexError, IndexResult};
+use crate::repo_name::RepoName;
+use git_xet_core::MerkleHash;
+
+/// The sha256 of each file's content, as computed by a download that hashed it.
+pub(super) const MIGRATION: &str = "
+CREATE TABLE verified_sha256 (
+    file_hash BYTEA PRIMARY KEY,
+    sha256 BYTEA NOT NULL,
+    verified_at BIGINT NOT NULL
+);
+";
+
+impl Sha256Index for PgIndex {
+    fn verified_sha256(&self, file_hash: &MerkleHash) -> IndexResult<Option<[u8; 32]>> {
+        let row = self.pool.run(|c| {
+            wait(c.query_opt(
+                "SELECT sha256 FROM verified_sha256 WHERE file_hash = $1",
+                &[&file_hash.as_bytes().as_slice()],
+            ))
+        })?;
+        row.map(|r| {
+            let sha: Vec<u8> = r.get(0);
+            sha.as_slice()
+                .try_into()
+                .map_err(|_| IndexError::Corrupt("verified sha256 blob".into()))
+        })
+        .transpose()
+    }
+
+    fn record_verified_sha256(&self, file_hash: &MerkleHash, sha256: &[u8; 32]) -> IndexResult<()> {
+        // The content decides the sha256: two processes computing it agree, the first stays.
+        self.pool.run(|c| {
+            wait(c.execute(
+                "INSERT INTO verified_sha256 (file_hash, sha256, verified_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (file_hash) DO NOTHING",
+                &[
+                    &file_hash.as_bytes().as_slice(),
+                    &sha256.as_slice(),
+                    &(now_secs() as i64),
+                ],
+            ))
+        })?;
+        Ok(())
+    }
+
+    fn drop_sha256_claim(
+        &self,
+        repo: &RepoName,
+        file_hash: &MerkleHash,
+        sha256: &[u8; 32],
+    ) -> IndexResult<bool> {
+        let n = self.pool.run(|c| {
+            wait(c.execute(
+                "DELETE FROM repo_files WHERE repo = $1 AND file_hash = $2 AND sha256 = $3",
+                &[
+                    &repo.as_str(),
+                    &file_hash.as_bytes().as_slice(),
+                    &sha256.as_slice(),
+                ],
+            ))
+        })?;
+        Ok(n > 0)
+    }
+}

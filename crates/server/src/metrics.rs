@@ -1,0 +1,158 @@
+//! Request and storage counters, rendered as Prometheus text at `GET /metrics`.
+//!
+//! The names are a contract with other tests and dashboards (team brief, contract 4).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::index::IndexStats;
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    pub xorb_bytes_received: AtomicU64,
+    pub xorbs_stored: AtomicU64,
+    pub xorb_bytes_served: AtomicU64,
+    pub shards_registered: AtomicU64,
+    pub lfs_basic_bytes_received: AtomicU64,
+    pub lfs_basic_bytes_served: AtomicU64,
+    pub dedup_hits: AtomicU64,
+    pub dedup_misses: AtomicU64,
+    pub stored_xorbs: AtomicU64,
+    pub stored_xorb_bytes: AtomicU64,
+    pub registered_files: AtomicU64,
+    pub xorb_grants_already_stored: AtomicU64,
+    pub telemetry_reports: AtomicU64,
+}
+
+/// Adds `n` to a counter.
+pub fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+impl Metrics {
+    pub fn with_stats(stats: IndexStats) -> Metrics {
+        let m = Metrics::default();
+        m.stored_xorbs.store(stats.xorbs, Ordering::Relaxed);
+        m.stored_xorb_bytes
+            .store(stats.xorb_bytes, Ordering::Relaxed);
+        m.registered_files.store(stats.files, Ordering::Relaxed);
+        m
+    }
+
+    pub fn record_request(&self, route: &'static str, status: u16) {
+        *self
+            .requests
+            .lock()
+            .expect("metrics lock")
+            .entry((route, status))
+            .or_insert(0) += 1;
+    }
+
+    /// A new xorb of `len` serialized bytes was stored.
+    pub fn xorb_stored(&self, len: u64) {
+        add(&self.xorbs_stored, 1);
+        add(&self.stored_xorbs, 1);
+        add(&self.stored_xorb_bytes, len);
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        out.push_str("# HELP git_xet_http_requests_total HTTP requests by route and status.\n");
+        out.push_str("# TYPE git_xet_http_requests_total counter\n");
+        for ((route, status), n) in self.requests.lock().expect("metrics lock").iter() {
+            let _ = writeln!(
+                out,
+                "git_xet_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
+            );
+        }
+        let counters: [(&str, &str, &AtomicU64); 8] = [
+            (
+                "git_xet_xorb_bytes_received_total",
+                "Bytes of xorb bodies accepted by the xorb upload route.",
+                &self.xorb_bytes_received,
+            ),
+            (
+                "git_xet_xorbs_stored_total",
+                "Xorbs newly stored (uploaded or built from LFS uploads).",
+                &self.xorbs_stored,
+            ),
+            (
+                "git_xet_xorb_bytes_served_total",
+                "Bytes sent by the xorb data route that fetch URLs point to.",
+                &self.xorb_bytes_served,
+            ),
+            (
+                "git_xet_shards_registered_total",
+                "Shards that registered something new.",
+                &self.shards_registered,
+            ),
+            (
+                "git_xet_lfs_basic_bytes_received_total",
+                "Bytes of git-lfs basic uploads accepted.",
+                &self.lfs_basic_bytes_received,
+            ),
+            (
+                "git_xet_lfs_basic_bytes_served_total",
+                "Bytes sent by git-lfs basic downloads.",
+                &self.lfs_basic_bytes_served,
+            ),
+            (
+                "git_xet_xorb_grants_already_stored_total",
+                "Upload grant requests answered 200: the xorb is stored, the client skips it.",
+                &self.xorb_grants_already_stored,
+            ),
+            (
+                "git_xet_telemetry_reports_total",
+                "Client telemetry reports received (dropped unread).",
+                &self.telemetry_reports,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                value.load(Ordering::Relaxed)
+            );
+        }
+        out.push_str("# HELP git_xet_dedup_queries_total Global dedup queries by result.\n");
+        out.push_str("# TYPE git_xet_dedup_queries_total counter\n");
+        let _ = writeln!(
+            out,
+            "git_xet_dedup_queries_total{{result=\"hit\"}} {}",
+            self.dedup_hits.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "git_xet_dedup_queries_total{{result=\"miss\"}} {}",
+            self.dedup_misses.load(Ordering::Relaxed)
+        );
+        let gauges: [(&str, &str, &AtomicU64); 3] = [
+            (
+                "git_xet_stored_xorbs",
+                "Xorbs in storage.",
+                &self.stored_xorbs,
+            ),
+            (
+                "git_xet_stored_xorb_bytes",
+                "Serialized bytes of the xorbs in storage.",
+                &self.stored_xorb_bytes,
+            ),
+            (
+                "git_xet_registered_files",
+                "Distinct files registered.",
+                &self.registered_files,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}",
+                value.load(Ordering::Relaxed)
+            );
+        }
+        out
+    }
+}

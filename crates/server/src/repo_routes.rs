@@ -1,0 +1,60 @@
+//! Routes under a repository path (`/{repo}.git/...` or `/{repo}/...`): the git-lfs Batch
+//! API and its object routes, git smart HTTP, the hook's object check, and (for a browser's
+//! GET of the repository path itself) the status page. Repository names
+//! contain a `/`, so these are matched here rather than by the router.
+
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+
+use crate::error::ServerError;
+use crate::git::{self, GitRoute};
+use crate::lfs;
+use crate::state::SharedState;
+use crate::status;
+
+const LFS_MARKER: &str = "/info/lfs/";
+const HOOK_CHECK: &str = "/info/xet/missing-objects";
+const LOCK_CHECK: &str = "/info/xet/locked-paths";
+
+pub async fn dispatch(State(state): State<SharedState>, request: Request) -> Response {
+    let path = request.uri().path().to_string();
+    // The last marker: what follows it never contains another one.
+    if let Some(i) = path.rfind(LFS_MARKER) {
+        let repo = &path[1.min(i)..i];
+        let rest = &path[i + LFS_MARKER.len()..];
+        return lfs::handle(state, repo, rest, request).await;
+    }
+    if let Some((repo, route)) = GitRoute::split(&path) {
+        if state.config.no_git {
+            return ServerError::not_found(
+                "this server hosts no git repositories (--no-git): it serves git-lfs and XET \
+                 only; keep the repository on your git host and point lfs.url here",
+            )
+            .into_response();
+        }
+        return git::handle(state, repo, route, request).await;
+    }
+    if let (Some(repo), &axum::http::Method::POST) =
+        (path.strip_suffix(HOOK_CHECK), request.method())
+    {
+        let (parts, body) = request.into_parts();
+        return git::missing_objects(state, repo, &parts.headers, body)
+            .await
+            .unwrap_or_else(IntoResponse::into_response);
+    }
+    if let (Some(repo), &axum::http::Method::POST) =
+        (path.strip_suffix(LOCK_CHECK), request.method())
+    {
+        let (parts, body) = request.into_parts();
+        return git::locked_paths(state, repo, &parts.headers, body)
+            .await
+            .unwrap_or_else(IntoResponse::into_response);
+    }
+    // A browser on the repository's own path: its status page.
+    if status::wants_page(request.method(), request.headers()) {
+        let (parts, _) = request.into_parts();
+        let repo = path.trim_matches('/');
+        return status::repo_page(state, repo, parts.headers).await;
+    }
+    ServerError::not_found(format!("no route for {} {}", request.method(), path)).into_response()
+}

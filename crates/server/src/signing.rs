@@ -1,0 +1,168 @@
+//! Signed, expiring URLs for xorb data:
+//! `{base}/v1/xorb-data/{hash}?bytes=S-E&tid=ID&expires=T&sig=SIG`.
+//!
+//! Reconstruction answers hand these out after checking the caller may read the file, so the
+//! data route itself needs no token (like a pre-signed object-store URL). What a URL grants is
+//! exactly what the reconstruction authorized: the byte range `S-E` (inclusive, as in
+//! `Range` headers) of one xorb, for the token `ID` (empty for anonymous reads) until `T`.
+//! All of it is under the signature (keyed BLAKE3), so a URL cannot be widened to the rest of
+//! a xorb that global dedup shares with other repositories' files, and revoking the token
+//! ends its URLs (the data route checks `ID`).
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+
+use crate::error::{ServerError, ServerResult};
+use crate::keys::Keys;
+use git_xet_core::reconstruction::HttpRange;
+use git_xet_core::MerkleHash;
+
+pub const XORB_DATA_PATH: &str = "/v1/xorb-data";
+
+/// What a fetch URL grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub xorb: MerkleHash,
+    /// Inclusive byte range of the stored xorb.
+    pub bytes: HttpRange,
+    /// The id of the token the reconstruction was answered for; empty for anonymous reads.
+    pub token_id: String,
+    /// Unix seconds.
+    pub expires: u64,
+}
+
+impl Grant {
+    fn payload(&self) -> String {
+        format!(
+            "xorb-data\n{}\n{}-{}\n{}\n{}",
+            self.xorb, self.bytes.start, self.bytes.end, self.token_id, self.expires
+        )
+    }
+
+    fn sig(&self, keys: &Keys) -> blake3::Hash {
+        keys.url_mac(self.payload().as_bytes())
+    }
+}
+
+/// A URL for the bytes `grant` names.
+pub fn fetch_url(keys: &Keys, base: &str, grant: &Grant) -> String {
+    let sig = URL_SAFE_NO_PAD.encode(grant.sig(keys).as_bytes());
+    let Grant {
+        xorb,
+        bytes,
+        token_id,
+        expires,
+    } = grant;
+    format!(
+        "{base}{XORB_DATA_PATH}/{xorb}?bytes={}-{}&tid={token_id}&expires={expires}&sig={sig}",
+        bytes.start, bytes.end
+    )
+}
+
+/// Query parameters of a fetch URL.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct FetchQuery {
+    pub bytes: Option<String>,
+    pub tid: Option<String>,
+    pub expires: Option<String>,
+    pub sig: Option<String>,
+}
+
+/// Checks a fetch URL's signature and expiry and returns what it grants: 403 when tampered
+/// with or expired. The caller checks the token id against revocations and the request's
+/// `Range` against the granted bytes.
+pub fn verify(keys: &Keys, xorb: &MerkleHash, query: &FetchQuery, now: u64) -> ServerResult<Grant> {
+    let forbidden = |why: &str| {
+        ServerError::Forbidden(format!("xorb data URL {why}; ask for a new reconstruction"))
+    };
+    let (Some(bytes), Some(expires), Some(sig)) = (&query.bytes, &query.expires, &query.sig) else {
+        return Err(forbidden(
+            "is not signed for a byte range (made by an older server?)",
+        ));
+    };
+    let bytes = bytes
+        .split_once('-')
+        .and_then(|(s, e)| Some((s.parse::<u64>().ok()?, e.parse::<u64>().ok()?)))
+        .filter(|(s, e)| s <= e)
+        .map(|(start, end)| HttpRange { start, end })
+        .ok_or_else(|| forbidden("has a malformed byte range"))?;
+    let expires: u64 = expires.parse().map_err(|_| forbidden("is malformed"))?;
+    let sig: [u8; 32] = URL_SAFE_NO_PAD
+        .decode(sig)
+        .ok()
+        .and_then(|s| s.try_into().ok())
+        .ok_or_else(|| forbidden("has a malformed signature"))?;
+    let grant = Grant {
+        xorb: *xorb,
+        bytes,
+        token_id: query.tid.clone().unwrap_or_default(),
+        expires,
+    };
+    // blake3::Hash compares in constant time.
+    if grant.sig(keys) != blake3::Hash::from(sig) {
+        return Err(forbidden("has an invalid signature"));
+    }
+    if expires <= now {
+        return Err(forbidden("has expired"));
+    }
+    Ok(grant)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query_of(url: &str) -> FetchQuery {
+        let q = url.split_once('?').unwrap().1;
+        let mut out = FetchQuery::default();
+        for pair in q.split('&') {
+            let (k, v) = pair.split_once('=').unwrap();
+            let v = Some(v.to_string());
+            match k {
+                "bytes" => out.bytes = v,
+                "tid" => out.tid = v,
+                "expires" => out.expires = v,
+                "sig" => out.sig = v,
+                _ => {}
+            }
+        }
+        out
+    }
+
+    fn grant(xorb: MerkleHash) -> Grant {
+        Grant {
+            xorb,
+            bytes: HttpRange { start: 10, end: 99 },
+            token_id: "t1".into(),
+            expires: 1000,
+        }
+    }
+
+    #[test]
+    fn urls_verify_until_they_expire_and_cannot_be_widened() {
+        let keys = Keys::from_secret(&[1; 32]);
+        let xorb = MerkleHash::from_bytes([9; 32]);
+        let url = fetch_url(&keys, "http://h", &grant(xorb));
+        assert!(url.starts_with(&format!("http://h/v1/xorb-data/{xorb}?")));
+        let q = query_of(&url);
+        assert_eq!(verify(&keys, &xorb, &q, 999).unwrap(), grant(xorb));
+        assert!(verify(&keys, &xorb, &q, 1000).is_err());
+        assert!(
+            verify(&keys, &MerkleHash::from_bytes([8; 32]), &q, 0).is_err(),
+            "other xorb"
+        );
+        let tampered = |f: &dyn Fn(&mut FetchQuery)| {
+            let mut q = query_of(&url);
+            f(&mut q);
+            verify(&keys, &xorb, &q, 0)
+        };
+        assert!(tampered(&|q| q.expires = Some("2000".into())).is_err());
+        assert!(tampered(&|q| q.bytes = Some("0-99".into())).is_err());
+        assert!(tampered(&|q| q.bytes = Some("10-100".into())).is_err());
+        assert!(tampered(&|q| q.bytes = Some("99-10".into())).is_err());
+        assert!(tampered(&|q| q.bytes = None).is_err());
+        assert!(tampered(&|q| q.tid = Some("t2".into())).is_err());
+        assert!(tampered(&|q| q.tid = None).is_err());
+        assert!(verify(&keys, &xorb, &FetchQuery::default(), 0).is_err());
+    }
+}

@@ -1,0 +1,190 @@
+//! What every handler shares: settings, storage, index, keys and counters.
+
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+
+use crate::auth::{self, Accepts, Access, Scope};
+use crate::config::ServerConfig;
+use crate::error::{ServerError, ServerResult};
+use crate::index::Index;
+use crate::keys::Keys;
+use crate::metrics::Metrics;
+use crate::repo_name::RepoName;
+use crate::revocation::RevocationCache;
+use crate::storage::ObjectStore;
+
+pub type SharedState = Arc<AppState>;
+
+pub struct AppState {
+    pub config: ServerConfig,
+    pub store: Arc<dyn ObjectStore>,
+    pub index: Arc<dyn Index>,
+    pub keys: Keys,
+    pub metrics: Metrics,
+    /// Xorb and shard uploads received and validated at once; others wait.
+    pub upload_slots: tokio::sync::Semaphore,
+    /// Basic uploads converted at once (each builds a xorb in memory for as long as its
+    /// client takes to send it); kept apart so slow basic clients cannot starve xorb uploads.
+    pub conversion_slots: tokio::sync::Semaphore,
+    /// Plain-HTTP base URL on loopback for the server's own helpers (hooks): the listener's,
+    /// or with TLS a second, loopback-only listener's (the certificate need not name
+    /// 127.0.0.1, nor the hook trust its CA).
+    pub internal_url: String,
+    /// Base URL of the bound listener on loopback (https when serving TLS).
+    pub listen_url: String,
+    /// The data directory's lock, held while the server runs (none for import-lfs).
+    pub data_lock: Option<std::fs::File>,
+    /// Revoked token ids, as recently read from the index.
+    pub revocations: RevocationCache,
+}
+
+impl AppState {
+    /// The base URL clients should use in URLs we hand out: `--public-url`, else the scheme
+    /// and host a trusted proxy forwarded (proxy.rs), else the request's own (https when
+    /// serving TLS) and `Host`, else the listener's address.
+    pub fn base_url(&self, headers: &HeaderMap) -> String {
+        if let Some(url) = &self.config.public_url {
+            return url.clone();
+        }
+        let (forwarded_scheme, forwarded_host) = crate::proxy::forwarded_origin(headers);
+        let own_scheme = if self.config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let scheme = forwarded_scheme.unwrap_or(own_scheme);
+        forwarded_host
+            .or_else(|| {
+                headers
+                    .get(axum::http::header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+                    .map(str::to_string)
+            })
+            .map(|h| format!("{scheme}://{h}"))
+            .unwrap_or_else(|| self.listen_url.clone())
+    }
+
+    /// Authorizes a request on a named repository with a user's token (git, the Batch API,
+    /// token refresh): the server's transfer tokens are refused.
+    pub fn authorize_repo(
+        &self,
+        headers: &HeaderMap,
+        repo: &RepoName,
+        need: Scope,
+    ) -> ServerResult<Access> {
+        let anonymous = self.config.anonymous_read;
+        let access = auth::authorize(
+            &self.keys,
+            headers,
+            Some(repo),
+            need,
+            anonymous,
+            Accepts::UserTokens,
+        )?;
+        self.not_revoked(access)
+    }
+
+    /// Authorizes a basic object transfer or verify on a named repository: a user's token
+    /// or a transfer token from a Batch answer.
+    pub fn authorize_transfer(
+        &self,
+        headers: &HeaderMap,
+        repo: &RepoName,
+        need: Scope,
+    ) -> ServerResult<Access> {
+        let anonymous = self.config.anonymous_read;
+        let accepts = Accepts::TransferTokens;
+        let access = auth::authorize(&self.keys, headers, Some(repo), need, anonymous, accepts)?;
+        self.not_revoked(access)
+    }
+
+    /// Authorizes a CAS request: the token's repository is the one acted on.
+    pub fn authorize_cas(&self, headers: &HeaderMap, need: Scope) -> ServerResult<Access> {
+        let access = auth::authorize(
+            &self.keys,
+            headers,
+            None,
+            need,
+            false,
+            Accepts::TransferTokens,
+        )?;
+        self.not_revoked(access)
+    }
+
+    /// Authorizes a request on the token's own repository with a user's token (the status
+    /// page): like [`AppState::authorize_repo`] without a named repository.
+    pub fn authorize_user(&self, headers: &HeaderMap, need: Scope) -> ServerResult<Access> {
+        let accepts = Accepts::UserTokens;
+        let access = auth::authorize(&self.keys, headers, None, need, false, accepts)?;
+        self.not_revoked(access)
+    }
+
+    /// Refuses a credential whose token (or, for a transfer token, whose parent) was revoked.
+    /// A cache hit most of the time; otherwise one primary-key read of the index, small
+    /// enough to run on the async worker. 403, not 401: git-lfs 3.3 answers a 401 by asking
+    /// its credential helper again, and a helper that keeps the revoked token made it retry
+    /// thousands of times a second; a 403 stops git and git-lfs at once.
+    fn not_revoked(&self, access: Access) -> ServerResult<Access> {
+        if let Some(holder) = &access.holder {
+            self.not_revoked_id(&holder.id)?;
+        }
+        Ok(access)
+    }
+
+    /// Refuses what was handed out to the token `id` (a fetch URL, a transfer token) once
+    /// that token is revoked.
+    pub fn not_revoked_id(&self, id: &str) -> ServerResult<()> {
+        if self.revocations.is_revoked(self.index.as_ref(), id)? {
+            return Err(ServerError::Forbidden(format!(
+                "access token {id} was revoked; ask the server's admin for a new one (`git xet server token create`)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The repositories whose xorbs a request on `repo` may dedup against (`--dedup-scope`).
+    pub fn dedup_domain(&self, repo: &RepoName) -> crate::index::DedupDomain {
+        self.config.dedup_scope.domain(repo)
+    }
+
+    /// The CAS base URL handed to clients of `repo` (`casUrl`): the base URL, under the
+    /// dedup scope's path on a scoped server (index/scope.rs, `cas_path`).
+    pub fn cas_url(&self, headers: &HeaderMap, repo: &RepoName) -> String {
+        format!(
+            "{}{}",
+            self.base_url(headers),
+            self.dedup_domain(repo).cas_path()
+        )
+    }
+
+    /// Waits for one of the upload slots that bound memory.
+    pub async fn upload_slot(&self) -> ServerResult<tokio::sync::SemaphorePermit<'_>> {
+        acquire(&self.upload_slots).await
+    }
+
+    /// A transfer token the server hands out (LFS actions, token refresh) to the holder of
+    /// `parent`: it expires with `parent` at the latest.
+    pub fn mint_token(&self, repo: &RepoName, scope: Scope, parent: &Access) -> (String, u64) {
+        let ttl = self.config.cas_token_ttl.as_secs();
+        let holder = parent.holder.as_ref();
+        auth::issue_transfer(&self.keys, repo, scope, ttl, parent.exp, holder)
+    }
+}
+
+async fn acquire(slots: &tokio::sync::Semaphore) -> ServerResult<tokio::sync::SemaphorePermit<'_>> {
+    slots
+        .acquire()
+        .await
+        .map_err(|_| ServerError::Unavailable("the server is shutting down".into()))
+}
+
+/// Runs blocking work (hashing, SQLite, file I/O) off the async workers.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> ServerResult<T> + Send + 'static,
+) -> ServerResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(ServerError::from)?
+}

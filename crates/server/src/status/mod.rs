@@ -1,0 +1,202 @@
+//! The status page: `GET /` (every repository the caller may read) and a browser's `GET
+//! /ORG/REPO` (that one): the LFS files at HEAD with their sizes and whether this server
+//! holds them, bytes stored against logical bytes (the dedup ratio) per repository and
+//! overall, recent pushes and the file locks held. Server-rendered HTML without script (html.rs); the data
+//! comes from git (scan.rs) and the index (index/stats.rs). Readable without a token only
+//! with `--anonymous-read`, like any read.
+
+pub mod html;
+pub mod scan;
+
+use axum::http::{header, HeaderMap, HeaderValue, Method};
+use axum::response::{IntoResponse, Response};
+
+use crate::auth::{self, Scope};
+use crate::error::{ServerError, ServerResult};
+use crate::index::stats::Usage;
+use crate::index::{Lock, LockQuery};
+use crate::repo_name::RepoName;
+use crate::state::{blocking, SharedState};
+
+/// One repository as the page shows it.
+#[derive(Debug, Clone)]
+pub struct RepoStatus {
+    pub name: String,
+    pub usage: Usage,
+    pub head: scan::HeadFiles,
+    /// Per file of `head.files`: whether the index has it for this repository.
+    pub stored: Vec<bool>,
+    pub pushes: Vec<scan::Push>,
+    /// The first [`MAX_LOCKS`] locks, by path; `more_locks` when there are others.
+    pub locks: Vec<Lock>,
+    pub more_locks: bool,
+}
+
+/// Most locks listed per repository (`git lfs locks` lists them all).
+pub const MAX_LOCKS: usize = 200;
+
+#[derive(Debug, Clone)]
+pub struct StatusPage {
+    /// The repository of a one-repository page.
+    pub only: Option<String>,
+    pub generated: i64,
+    /// The shown repositories' usage together: server-wide only when every repository is
+    /// shown (`--anonymous-read`); a token sees the totals of what it may read, not the
+    /// server's (which would tell it how much other tenants store).
+    pub total: Usage,
+    pub server_wide: bool,
+    pub repos: Vec<RepoStatus>,
+}
+
+/// Whether a request on a repository path is a browser asking for the page rather than
+/// git or git-lfs (which never ask for HTML).
+pub fn wants_page(method: &Method, headers: &HeaderMap) -> bool {
+    method == Method::GET
+        && headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/html"))
+}
+
+/// `GET /`.
+pub async fn overview(state: SharedState, headers: HeaderMap) -> Response {
+    // Every repository is readable anonymously, or the token's one only. A token sent
+    // anyway is still checked (a revoked one is refused everywhere).
+    let repos = if state.config.anonymous_read {
+        if auth::credential(&headers).is_some() {
+            if let Err(e) = state.authorize_user(&headers, Scope::Read) {
+                return e.into_response();
+            }
+        }
+        None
+    } else {
+        match state.authorize_user(&headers, Scope::Read) {
+            Ok(access) => Some(vec![access.repo]),
+            Err(e) => return e.into_response(),
+        }
+    };
+    respond(build(state, repos, None).await)
+}
+
+/// `GET /ORG/REPO` from a browser.
+pub async fn repo_page(state: SharedState, raw: &str, headers: HeaderMap) -> Response {
+    let page = async {
+        let repo = RepoName::parse(raw)?;
+        state.authorize_repo(&headers, &repo, Scope::Read)?;
+        if !repo.bare_dir(&state.config.repos_dir()).is_dir() {
+            return Err(ServerError::not_found(format!(
+                "repository {repo} does not exist"
+            )));
+        }
+        build(
+            state.clone(),
+            Some(vec![repo.clone()]),
+            Some(repo.to_string()),
+        )
+        .await
+    };
+    respond(page.await)
+}
+
+fn respond(page: ServerResult<StatusPage>) -> Response {
+    let page = match page {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    let mut response = html::render(&page).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // Nothing but the inline style may load or run, whatever a file name smuggles in.
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+/// Gathers the page for `repos` (every hosted repository when `None`).
+async fn build(
+    state: SharedState,
+    repos: Option<Vec<RepoName>>,
+    only: Option<String>,
+) -> ServerResult<StatusPage> {
+    blocking(move || {
+        let root = state.config.repos_dir();
+        let server_wide = repos.is_none();
+        let names = match repos {
+            Some(names) => names
+                .into_iter()
+                .filter(|r| r.bare_dir(&root).is_dir())
+                .collect(),
+            None => scan::repositories(&root),
+        };
+        let mut repos = Vec::with_capacity(names.len());
+        for repo in names {
+            let dir = repo.bare_dir(&root);
+            let head = scan::head_files(&dir).map_err(|e| ServerError::internal(e.to_string()))?;
+            let mut stored = Vec::with_capacity(head.files.len());
+            for file in &head.files {
+                let sha256 = hex32(&file.oid);
+                let known = match sha256 {
+                    Some(sha) => state.index.repo_file_by_sha256(&repo, &sha)?.is_some(),
+                    None => false,
+                };
+                stored.push(known);
+            }
+            let query = LockQuery {
+                limit: MAX_LOCKS,
+                ..LockQuery::default()
+            };
+            let page = state.index.locks(&repo, &query)?;
+            let mut locks = page.locks;
+            locks.sort_by(|a, b| a.path.cmp(&b.path));
+            repos.push(RepoStatus {
+                name: repo.to_string(),
+                usage: state.index.repo_usage(&repo)?,
+                head,
+                stored,
+                pushes: scan::recent_pushes(&dir),
+                locks,
+                more_locks: page.next_cursor.is_some(),
+            });
+        }
+        let total = match server_wide {
+            true => state.index.total_usage()?,
+            // Distinct repositories share no xorb in this sum's eyes: an upper bound of what
+            // they store, exact for one repository (a token's).
+            false => repos.iter().fold(Usage::default(), |t, r| Usage {
+                files: t.files + r.usage.files,
+                logical_bytes: t.logical_bytes + r.usage.logical_bytes,
+                xorbs: t.xorbs + r.usage.xorbs,
+                stored_bytes: t.stored_bytes + r.usage.stored_bytes,
+            }),
+        };
+        Ok(StatusPage {
+            only,
+            generated: crate::auth::now_secs() as i64,
+            total,
+            server_wide,
+            repos,
+        })
+    })
+    .await
+}
+
+fn hex32(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}

@@ -1,0 +1,89 @@
+//! The protocol-core commands (`git xet xorb|shard|hash|chunk`) as a user runs them.
+
+use git_xet_core::xorb::XorbBuilder;
+
+use crate::common::random_bytes;
+
+/// A xorb with three chunks: one stored raw, one LZ4, one BG4.
+fn small_xorb() -> Vec<u8> {
+    let random = random_bytes(20_000, 1);
+    let text: Vec<u8> = b"id,value,flag\n"
+        .iter()
+        .cycle()
+        .take(30_000)
+        .copied()
+        .collect();
+    let floats: Vec<u8> = (0..10_000)
+        .flat_map(|i| ((i as f32) / 100.0).sin().to_le_bytes())
+        .collect();
+    let mut b = XorbBuilder::new();
+    for c in [&random, &text, &floats] {
+        b.push_data(c).unwrap();
+    }
+    let x = b.finish();
+    let schemes: Vec<u8> = (0..3)
+        .map(|i| x.bytes[x.footer.chunk_record_range(i).start + 4])
+        .collect();
+    assert_eq!(
+        schemes,
+        vec![0, 1, 2],
+        "fixture covers all compression types"
+    );
+    x.bytes
+}
+
+/// The commands report bad input as one line on stderr with a non-zero exit.
+#[test]
+fn commands_report_bad_input_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, random_bytes(5000, 3)).unwrap();
+    let bin = crate::support::git_xet_bin();
+    let bin = &bin;
+    let run = |args: &[&str]| std::process::Command::new(bin).args(args).output().unwrap();
+    let junk_s = junk.to_str().unwrap();
+    let out_s = dir.path().join("out").to_str().unwrap().to_string();
+    for args in [
+        vec!["xorb", "inspect", junk_s],
+        vec!["xorb", "extract", junk_s, "-o", &out_s],
+        vec!["shard", "inspect", junk_s],
+        vec!["hash", "/nonexistent/file"],
+        vec!["chunk", "/nonexistent/file"],
+    ] {
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("git-xet: error: "), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    assert!(
+        !dir.path().join("out").exists(),
+        "a failed extract left an output file"
+    );
+
+    // Chunk ranges outside the xorb are refused with a reason.
+    let xorb = dir.path().join("x.xorb");
+    std::fs::write(&xorb, small_xorb()).unwrap();
+    let out = run(&[
+        "xorb",
+        "extract",
+        xorb.to_str().unwrap(),
+        "--chunks",
+        "2..9",
+        "-o",
+        &out_s,
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("outside the xorb's 3 chunks"));
+    let out = run(&[
+        "xorb",
+        "extract",
+        xorb.to_str().unwrap(),
+        "--chunks",
+        "1..3",
+        "-o",
+        &out_s,
+    ]);
+    assert!(out.status.success());
+}
