@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::common::sha256_hex;
 use crate::gitenv::GitEnv;
-use crate::support::{git_xet_bin, random_bytes, write_file, TestServer};
+use crate::support::{git_xet_bin, git_xet_server_bin, random_bytes, write_file, TestServer};
 
 fn remote(server: &TestServer, repo: &str) -> String {
     format!("{}/{repo}.git", server.url)
@@ -42,12 +42,12 @@ fn git_lfs_push_and_clone_bit_exact_stored_as_xorbs() {
     );
     assert_eq!(server.metric("git_xet_registered_files"), 2.0);
     assert!(server.stored_count("xorbs") >= 1);
-    // Hosted repositories run the binary's built-in check (fewer processes per push).
+    // Hosted repositories run the server program's built-in check (fewer processes per push).
     let hook =
         std::fs::read_to_string(server.data.join("repos/org/model.git/hooks/pre-receive")).unwrap();
     assert!(hook.starts_with("#!/bin/sh\n"), "{hook}");
     assert!(hook.ends_with(" pre-receive\n"), "{hook}");
-    let program = git_xet_bin().canonicalize().unwrap();
+    let program = git_xet_server_bin().canonicalize().unwrap();
     assert!(
         hook.contains(&format!("exec '{}'", program.display())),
         "{hook}"

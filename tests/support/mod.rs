@@ -17,6 +17,11 @@ pub fn git_xet_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_git-xet"))
 }
 
+/// The git-xet-server binary under test (what `git xet server|shell|pre-receive` exec).
+pub fn git_xet_server_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_git-xet-server"))
+}
+
 /// A command running the git-xet binary.
 pub fn git_xet() -> Command {
     Command::new(git_xet_bin())
