@@ -8,7 +8,6 @@ use git_xet_core::compression::{compress_with, decompress_into, CompressionSchem
 use git_xet_core::hash::{chunk_hash, file_hash, verification_hash};
 use git_xet_core::xorb::{CompressedChunk, XorbBuilder};
 use git_xet_core::MerkleHash;
-use git_xet_io::pipeline::hash_stream;
 
 #[path = "../tests/support/random.rs"]
 #[allow(dead_code)]
@@ -81,12 +80,6 @@ fn hashing(c: &mut Criterion) {
             }
             file_hash(leaves)
         })
-    });
-    g.bench_function("pipeline (chunk + hash), 64MiB", |b| {
-        b.iter(|| hash_stream(&data[..], false).unwrap().file_hash)
-    });
-    g.bench_function("pipeline with sha256, 64MiB", |b| {
-        b.iter(|| hash_stream(&data[..], true).unwrap().file_hash)
     });
     g.finish();
 
