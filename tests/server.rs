@@ -82,5 +82,7 @@ mod isolation;
 mod lock_paths;
 #[path = "server/push_safety.rs"]
 mod push_safety;
+#[path = "server/scope_files.rs"]
+mod scope_files;
 #[path = "server/tenancy.rs"]
 mod tenancy;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use git_xet_core::MerkleHash;
-use git_xet_server::index::{Index, PgIndex};
+use git_xet_server::index::{DedupDomain, Index, PgIndex};
 
 use crate::env::{assert_file_is, stderr, GitEnv};
 use crate::support::garage::{self, Garage};
@@ -116,7 +116,10 @@ impl Deployment {
         let mut n = 0;
         for hex in files.lines().filter(|l| !l.is_empty()) {
             let hash = hash_of(hex);
-            let file = index.file(&hash).unwrap().expect("listed file");
+            let file = index
+                .file(&hash, &DedupDomain::Server)
+                .unwrap()
+                .expect("listed file");
             for term in &file.terms {
                 let xorb = index
                     .xorb(&term.xorb_hash)

@@ -82,6 +82,7 @@ fn shard(tag: u8, repo: &str, files: &[FileRecord]) -> ShardRegistration {
         shard_hash: hash(tag, 0xdddd),
         shard_len: 1000,
         repo: RepoName::parse(repo).unwrap(),
+        domain: DedupDomain::Server,
         files: files.to_vec(),
         first_chunks: files
             .iter()
@@ -167,8 +168,17 @@ fn shards_files_and_repos(open: &Opener) {
     );
 
     let reader = open();
-    assert_eq!(reader.file(&f1.file_hash).unwrap().unwrap(), f1);
-    assert!(reader.file(&hash(29, 0)).unwrap().is_none());
+    assert_eq!(
+        reader
+            .file(&f1.file_hash, &DedupDomain::Server)
+            .unwrap()
+            .unwrap(),
+        f1
+    );
+    assert!(reader
+        .file(&hash(29, 0), &DedupDomain::Server)
+        .unwrap()
+        .is_none());
     let models = RepoName::parse("team/models").unwrap();
     let other = RepoName::parse("team/other").unwrap();
     assert!(reader.repo_has_file(&models, &f2.file_hash).unwrap());
@@ -289,6 +299,7 @@ fn contract(open: &Opener) {
     usage(open);
     topics::all(open);
     scope::holders_and_scoped_lookups(open);
+    scope::file_records_per_domain(open);
 }
 
 #[test]
@@ -318,6 +329,7 @@ fn sqlite_index_written_before_scopes_is_upgraded() {
              INSERT OR IGNORE INTO chunks_v1 SELECT key, xorb_id, chunk_index FROM chunks ORDER BY xorb_id;
              DROP TABLE chunks;
              ALTER TABLE chunks_v1 RENAME TO chunks;
+             ALTER TABLE repo_files DROP COLUMN terms;
              UPDATE schema_info SET version = 1;",
         )
         .unwrap();
@@ -334,7 +346,8 @@ fn postgres_index_written_before_scopes_is_upgraded() {
              DELETE FROM chunks c WHERE EXISTS (SELECT 1 FROM chunks d WHERE d.key = c.key AND d.xorb_id < c.xorb_id);
              ALTER TABLE chunks DROP CONSTRAINT chunks_pkey;
              ALTER TABLE chunks ADD PRIMARY KEY (key);
-             DELETE FROM schema_migrations WHERE version = 6;",
+             ALTER TABLE repo_files DROP COLUMN terms;
+             DELETE FROM schema_migrations WHERE version IN (6, 7);",
         );
     });
 }
@@ -361,7 +374,7 @@ fn postgres_concurrent_start_and_one_secret() {
     assert_eq!(db.sql("SELECT COUNT(*) FROM server_secret"), "1");
     assert_eq!(
         db.sql("SELECT string_agg(version::text, ',') FROM schema_migrations"),
-        "1,2,3,4,5,6"
+        "1,2,3,4,5,6,7"
     );
 }
 

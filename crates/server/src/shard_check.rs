@@ -139,6 +139,7 @@ pub fn validate_shard(
             shard_hash,
             shard_len,
             repo: repo.clone(),
+            domain: domain.clone(),
             files,
             first_chunks,
         },

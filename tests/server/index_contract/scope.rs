@@ -165,4 +165,104 @@ pub(super) fn upgrade_from_unscoped(open: &Opener, downgrade: &dyn Fn()) {
             .unwrap(),
         vec![f2.file_hash]
     );
+    // Existing file records belong to the whole server: each repository is served them.
+    assert_eq!(
+        index.repo_file(&repo("u2/b"), &f2.file_hash).unwrap(),
+        Some(f2.clone())
+    );
+}
+
+/// File records per dedup domain: two repositories of different scopes register one file
+/// (one file hash) made of their own xorbs. Each is served its own record, lookups in a
+/// domain never give another domain's, a registration in the whole-server domain is served
+/// the server's record (as before scopes), gc keeps each record's xorbs while its repository
+/// has the file, and `check` walks every record.
+pub(super) fn file_records_per_domain(open: &Opener) {
+    let (a, b) = (open(), open());
+    let chunks = [hash(170, 1), hash(170, 2)];
+    let (xa, xb) = (xorb(171, &chunks), xorb(172, &chunks));
+    a.register_xorb(&xa).unwrap();
+    b.register_xorb(&xb).unwrap();
+    let fa = file(173, &xa);
+    let fb = git_xet_server::index::FileRecord {
+        terms: file(173, &xb).terms,
+        ..fa.clone()
+    };
+    let scoped = |tag: u8, name: &str, f: &git_xet_server::index::FileRecord| {
+        git_xet_server::index::ShardRegistration {
+            domain: in_repo(name),
+            ..shard(tag, name, std::slice::from_ref(f))
+        }
+    };
+    a.register_shard(&scoped(174, "f1/a", &fa)).unwrap();
+    let out = b.register_shard(&scoped(175, "f2/b", &fb)).unwrap();
+    assert_eq!((out.new_files, out.new_repo_files), (0, 1));
+    let h = fa.file_hash;
+    let terms = |r: Option<git_xet_server::index::FileRecord>| r.map(|f| f.terms);
+    assert_eq!(
+        terms(b.repo_file(&repo("f1/a"), &h).unwrap()),
+        Some(fa.terms.clone())
+    );
+    assert_eq!(
+        terms(a.repo_file(&repo("f2/b"), &h).unwrap()),
+        Some(fb.terms.clone())
+    );
+    assert_eq!(a.repo_file(&repo("f3/none"), &h).unwrap(), None);
+    assert_eq!(
+        terms(a.repo_file_by_sha256(&repo("f2/b"), &fb.sha256).unwrap()),
+        Some(fb.terms.clone()),
+        "the LFS oid of f2/b names its own record"
+    );
+    assert_eq!(
+        terms(a.file(&h, &in_repo("f2/b")).unwrap()),
+        Some(fb.terms.clone())
+    );
+    assert_eq!(
+        terms(a.file(&h, &in_org("f2/zz")).unwrap()),
+        Some(fb.terms.clone())
+    );
+    assert_eq!(
+        terms(a.file(&h, &in_org("f1/zz")).unwrap()),
+        Some(fa.terms.clone())
+    );
+    assert_eq!(
+        a.file(&h, &in_repo("f2/c")).unwrap(),
+        None,
+        "no record in f2/c"
+    );
+    assert_eq!(
+        terms(a.file(&h, &DedupDomain::Server).unwrap()),
+        Some(fa.terms.clone()),
+        "the server's record is the first registration's"
+    );
+    // Registered in the whole-server domain: served the server's record, as before scopes.
+    a.register_shard(&shard(176, "f3/c", std::slice::from_ref(&fb)))
+        .unwrap();
+    assert_eq!(
+        terms(a.repo_file(&repo("f3/c"), &h).unwrap()),
+        Some(fa.terms.clone())
+    );
+
+    // check walks both records; gc keeps both xorbs, then f2/b's goes with f2/b.
+    let page = b.files_page(None, 100).unwrap();
+    let records: Vec<_> = page.iter().filter(|f| f.file_hash == h).collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0].terms, fa.terms, "the server's record first");
+    assert_eq!(records[1].terms, fb.terms);
+    let live = b.referenced_xorbs().unwrap();
+    assert!(live.contains(&xa.hash()) && live.contains(&xb.hash()));
+    assert_eq!(b.condemn_xorbs(&[xb.hash()]).unwrap(), vec![]);
+    b.delete_repo_files(&repo("f2/b")).unwrap();
+    assert!(!b.referenced_xorbs().unwrap().contains(&xb.hash()));
+    b.unregister_unreachable_files(false).unwrap();
+    assert!(
+        b.file(&h, &DedupDomain::Server).unwrap().is_some(),
+        "f1/a, f3/c have it"
+    );
+    assert_eq!(b.condemn_xorbs(&[xb.hash()]).unwrap(), vec![xb.hash()]);
+    assert_eq!(b.condemn_xorbs(&[xa.hash()]).unwrap(), vec![]);
+    assert_eq!(
+        terms(a.repo_file(&repo("f1/a"), &h).unwrap()),
+        Some(fa.terms.clone())
+    );
 }

@@ -222,7 +222,9 @@ fn gc_condemn_refuse_delete(open: &Opener) {
     collected(a.register_shard(&late_shard), &doomed.hash());
     collected(b.register_shard(&late_shard), &doomed.hash());
     assert!(
-        a.file(&late.file_hash).unwrap().is_none(),
+        a.file(&late.file_hash, &DedupDomain::Server)
+            .unwrap()
+            .is_none(),
         "nothing half-registered"
     );
     assert_eq!(
@@ -272,9 +274,17 @@ fn gc_condemn_refuse_delete(open: &Opener) {
     assert!(!b.referenced_xorbs().unwrap().contains(&kept.hash()));
     let unreachable = b.unregister_unreachable_files(true).unwrap();
     assert!(unreachable >= 1);
-    assert!(a.file(&f.file_hash).unwrap().is_some(), "dry run");
+    assert!(
+        a.file(&f.file_hash, &DedupDomain::Server)
+            .unwrap()
+            .is_some(),
+        "dry run"
+    );
     assert_eq!(b.unregister_unreachable_files(false).unwrap(), unreachable);
-    assert!(a.file(&f.file_hash).unwrap().is_none());
+    assert!(a
+        .file(&f.file_hash, &DedupDomain::Server)
+        .unwrap()
+        .is_none());
     assert!(!a.any_file_registered(&[f.file_hash]).unwrap());
     assert!(a
         .any_file_registered(&[f.file_hash, late.file_hash])
@@ -349,7 +359,10 @@ fn gc_races_registrations(open: &Opener) {
             Err(IndexError::XorbCollected(_)) => assert!(was_condemned, "round {round}"),
             Err(e) => panic!("round {round}: {e}"),
         }
-        let referenced = a.file(&f.file_hash).unwrap().is_some();
+        let referenced = a
+            .file(&f.file_hash, &DedupDomain::Server)
+            .unwrap()
+            .is_some();
         assert_eq!(referenced, !was_condemned, "round {round}");
         if was_condemned {
             b.forget_xorb(&x.hash()).unwrap();

@@ -83,7 +83,7 @@ fn related_xorbs(
     }
     let mut order = vec![xorb];
     for file in files {
-        if let Some(record) = index.file(&file)? {
+        if let Some(record) = index.file(&file, domain)? {
             order.extend(record.terms.iter().map(|t| t.xorb_hash));
         }
     }

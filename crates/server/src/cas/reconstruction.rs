@@ -42,11 +42,9 @@ async fn answer(
     let index = state.index.clone();
     let repo = access.repo.clone();
     let found = blocking(move || {
-        // Files are visible per repository; elsewhere they do not exist.
-        if !index.repo_has_file(&repo, &file_hash)? {
-            return Ok(None);
-        }
-        let Some(file) = index.file(&file_hash)? else {
+        // Files are visible per repository, each served the record of its dedup scope;
+        // elsewhere they do not exist.
+        let Some(file) = index.repo_file(&repo, &file_hash)? else {
             return Ok(None);
         };
         let metas = load_metas(&*index, &file)?;

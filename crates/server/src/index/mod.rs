@@ -119,6 +119,9 @@ pub struct ShardRegistration {
     pub shard_len: u64,
     /// The repository whose token uploaded it: its files become visible there.
     pub repo: RepoName,
+    /// The dedup domain it was validated in (scope.rs): outside the whole-server domain the
+    /// repository keeps its own record of each file (its terms), see [`Index::repo_file`].
+    pub domain: DedupDomain,
     pub files: Vec<FileRecord>,
     /// (first chunk hash, file hash) of each non-empty file: global-dedup eligible chunks.
     pub first_chunks: Vec<(MerkleHash, MerkleHash)>,
@@ -184,13 +187,24 @@ pub trait Index:
     /// on holds every xorb they reference (for its dedup scope, and for gc: see gc.rs).
     fn register_shard(&self, registration: &ShardRegistration) -> IndexResult<RegisterOutcome>;
 
-    fn file(&self, file_hash: &MerkleHash) -> IndexResult<Option<FileRecord>>;
+    /// The record of a file in `domain`: the whole server's (the first registration's terms)
+    /// or, in a scoped domain, the oldest record of a repository inside it. Records of other
+    /// domains do not exist here.
+    fn file(&self, file_hash: &MerkleHash, domain: &DedupDomain)
+        -> IndexResult<Option<FileRecord>>;
+
+    /// The record `repo` is served of a file it registered: its own terms when it
+    /// registered them in a scoped domain and they differ from the server's record, the
+    /// server's record otherwise (scope.rs, "File records"). `None` if it has no such file.
+    fn repo_file(&self, repo: &RepoName, file_hash: &MerkleHash)
+        -> IndexResult<Option<FileRecord>>;
 
     fn repo_has_file(&self, repo: &RepoName, file_hash: &MerkleHash) -> IndexResult<bool>;
 
-    /// The file `repo` registered under this sha256. The sha256 is that repository's own
-    /// claim (shard metadata, or the hash of a basic upload); there is deliberately no lookup
-    /// by sha256 across repositories, where one writer's claim would decide another's object.
+    /// The file `repo` registered under this sha256, as [`Index::repo_file`] gives it. The
+    /// sha256 is that repository's own claim (shard metadata, or the hash of a basic upload);
+    /// there is deliberately no lookup by sha256 across repositories, where one writer's
+    /// claim would decide another's object.
     fn repo_file_by_sha256(
         &self,
         repo: &RepoName,

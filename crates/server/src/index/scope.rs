@@ -6,6 +6,12 @@
 //! that the setting can change at any time. A scoped server then answers dedup queries,
 //! upload grants and xorb uploads, and accepts shard references, only for xorbs some
 //! repository of the caller's scope holds.
+//!
+//! File records: `files` holds the whole server's record of each file (the first
+//! registration's terms). A repository registering a file in a scoped domain keeps its own
+//! terms where they differ (`repo_files.terms`; NULL means the server's record), so it is
+//! never served, nor told of, another scope's xorbs for a file it uploaded itself.
+//! `Index::repo_file` gives a repository its record; `Index::file` a domain's.
 
 use std::fmt;
 

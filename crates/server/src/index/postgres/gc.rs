@@ -87,9 +87,13 @@ pub(super) fn require_live_xorbs(
     })
 }
 
-const ALL_TERMS: &str = "SELECT terms FROM files";
+/// The server's file records and the repositories' own (scope.rs), which go with their
+/// repository.
+const ALL_TERMS: &str =
+    "SELECT terms FROM files UNION ALL SELECT terms FROM repo_files WHERE terms IS NOT NULL";
 const REACHABLE_TERMS: &str =
-    "SELECT terms FROM files f WHERE EXISTS (SELECT 1 FROM repo_files r WHERE r.file_hash = f.hash)";
+    "SELECT terms FROM files f WHERE EXISTS (SELECT 1 FROM repo_files r WHERE r.file_hash = f.hash)
+     UNION ALL SELECT terms FROM repo_files WHERE terms IS NOT NULL";
 
 /// The xorbs referenced by these `terms` rows.
 fn referenced(rows: Vec<tokio_postgres::Row>) -> IndexResult<HashSet<MerkleHash>> {
@@ -281,9 +285,39 @@ impl GcIndex for PgIndex {
                 &[&after, &limit],
             ))
         })?;
-        rows.into_iter()
+        let files = rows
+            .into_iter()
             .map(|r| file_record((r.get(0), r.get(1), r.get(2), r.get(3))))
-            .collect()
+            .collect::<IndexResult<Vec<_>>>()?;
+        // Each file's repositories' own records follow the server's (scope.rs).
+        let hashes: Vec<&[u8]> = files
+            .iter()
+            .map(|f| f.file_hash.as_bytes().as_slice())
+            .collect();
+        let own = self.pool.run(|c| {
+            wait(c.query(
+                "SELECT DISTINCT file_hash, terms FROM repo_files
+                 WHERE file_hash = ANY($1) AND terms IS NOT NULL ORDER BY file_hash, terms",
+                &[&hashes],
+            ))
+        })?;
+        let mut out = Vec::with_capacity(files.len() + own.len());
+        let mut own = own.into_iter().peekable();
+        for file in files {
+            let hash = file.file_hash;
+            out.push(file);
+            while let Some(row) =
+                own.next_if(|r| r.get::<_, &[u8]>(0) == hash.as_bytes().as_slice())
+            {
+                let terms: Vec<u8> = row.get(1);
+                let server = out.last().expect("pushed above").clone();
+                out.push(FileRecord {
+                    terms: decode_terms(&terms)?,
+                    ..server
+                });
+            }
+        }
+        Ok(out)
     }
 
     fn sha256_claims(&self, file_hash: &MerkleHash) -> IndexResult<Vec<Sha256Claim>> {

@@ -22,6 +22,7 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
     (4, super::locks::MIGRATION),
     (5, super::tokens::MIGRATION),
     (6, super::scope::MIGRATION),
+    (7, super::scope::FILE_RECORDS_MIGRATION),
 ];
 
 /// Xorbs, chunk locations, files, per-repository files, first chunks, shards (as in the

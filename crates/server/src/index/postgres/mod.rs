@@ -214,11 +214,17 @@ fn register_shard_tx(
          ON CONFLICT (hash) DO NOTHING",
         &[&hashes, &sizes, &sha256s, &terms, &now],
     ))?;
+    // Outside the whole-server domain the repository keeps its own terms where they differ
+    // from the server's record (scope.rs, "File records").
+    let scoped = reg.domain != DedupDomain::Server;
     let new_repo_files = wait(tx.execute(
-        "INSERT INTO repo_files (repo, file_hash, sha256, created_at)
-         SELECT $1, h, d, $4 FROM UNNEST($2::BYTEA[], $3::BYTEA[]) AS u (h, d)
+        "INSERT INTO repo_files (repo, file_hash, sha256, created_at, terms)
+         SELECT $1, u.h, u.d, $4, CASE WHEN $5 AND u.t IS DISTINCT FROM f.terms THEN u.t END
+         FROM UNNEST($2::BYTEA[], $3::BYTEA[], $6::BYTEA[]) AS u (h, d, t)
+         LEFT JOIN files f ON f.hash = u.h
+         ORDER BY u.h
          ON CONFLICT (repo, file_hash) DO NOTHING",
-        &[&reg.repo.as_str(), &hashes, &sha256s, &now],
+        &[&reg.repo.as_str(), &hashes, &sha256s, &now, &scoped, &terms],
     ))?;
     wait(tx.execute(
         "INSERT INTO first_chunks (chunk_hash, file_hash)
@@ -266,10 +272,30 @@ impl Index for PgIndex {
         result
     }
 
-    fn file(&self, file_hash: &MerkleHash) -> IndexResult<Option<FileRecord>> {
+    fn file(
+        &self,
+        file_hash: &MerkleHash,
+        domain: &DedupDomain,
+    ) -> IndexResult<Option<FileRecord>> {
+        let hash = file_hash.as_bytes().as_slice();
+        match domain.bounds() {
+            None => self.query_file(
+                "SELECT hash, size, sha256, terms FROM files WHERE hash = $1",
+                &[&hash],
+            ),
+            Some(b) => self.query_file(scope::DOMAIN_FILE, &[&hash, &b.exact, &b.lo, &b.hi]),
+        }
+    }
+
+    fn repo_file(
+        &self,
+        repo: &RepoName,
+        file_hash: &MerkleHash,
+    ) -> IndexResult<Option<FileRecord>> {
         self.query_file(
-            "SELECT hash, size, sha256, terms FROM files WHERE hash = $1",
-            &[&file_hash.as_bytes().as_slice()],
+            "SELECT f.hash, f.size, r.sha256, COALESCE(r.terms, f.terms) FROM repo_files r JOIN files f ON f.hash = r.file_hash
+             WHERE r.repo = $1 AND r.file_hash = $2",
+            &[&repo.as_str(), &file_hash.as_bytes().as_slice()],
         )
     }
 
@@ -289,7 +315,7 @@ impl Index for PgIndex {
         sha256: &[u8; 32],
     ) -> IndexResult<Option<FileRecord>> {
         self.query_file(
-            "SELECT f.hash, f.size, r.sha256, f.terms FROM repo_files r JOIN files f ON f.hash = r.file_hash
+            "SELECT f.hash, f.size, r.sha256, COALESCE(r.terms, f.terms) FROM repo_files r JOIN files f ON f.hash = r.file_hash
              WHERE r.repo = $1 AND r.sha256 = $2 LIMIT 1",
             &[&repo.as_str(), &sha256.as_slice()],
         )

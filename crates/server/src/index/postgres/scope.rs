@@ -48,6 +48,18 @@ JOIN xorbs x ON x.hash = substring(f.terms FROM t * 44 + 1 FOR 32)
 ON CONFLICT (xorb_id, repo) DO NOTHING;
 ";
 
+/// A repository's own terms of a file it registered in a scoped domain, where they differ
+/// from the server's record (`files`); NULL: the server's record. Existing rows keep the
+/// record they were served (docs/server.md, "Dedup scope").
+pub(super) const FILE_RECORDS_MIGRATION: &str = "ALTER TABLE repo_files ADD COLUMN terms BYTEA;";
+
+/// A scoped domain's record of a file (`$1`): the oldest record of a repository inside it
+/// (its bounds `$2..$4`).
+pub(super) const DOMAIN_FILE: &str =
+    "SELECT f.hash, f.size, r.sha256, COALESCE(r.terms, f.terms) FROM repo_files r JOIN files f ON f.hash = r.file_hash
+     WHERE r.file_hash = $1 AND (r.repo = $2 OR (r.repo >= $3 AND r.repo < $4))
+     ORDER BY r.created_at, r.repo LIMIT 1";
+
 /// `AND` a repository of `domain` holds the xorb whose id is `xorb_id` (an SQL expression),
 /// the domain's bounds being parameters `$first..$first+2`; empty for the whole server.
 pub(super) fn held_in(domain: &DedupDomain, xorb_id: &str, first: usize) -> (String, Vec<String>) {

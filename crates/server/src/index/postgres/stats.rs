@@ -14,7 +14,7 @@ impl StatsIndex for PgIndex {
     fn repo_usage(&self, repo: &RepoName) -> IndexResult<Usage> {
         let rows = self.pool.run(|c| {
             wait(c.query(
-                "SELECT f.size, f.terms FROM repo_files r JOIN files f ON f.hash = r.file_hash
+                "SELECT f.size, COALESCE(r.terms, f.terms) FROM repo_files r JOIN files f ON f.hash = r.file_hash
                  WHERE r.repo = $1",
                 &[&repo.as_str()],
             ))

@@ -47,13 +47,15 @@ pub(super) fn require_live_xorb(conn: &Connection, hash: &MerkleHash) -> IndexRe
     refuse_condemned(conn, hash)
 }
 
-/// Every xorb referenced by a registered file (with `reachable_only`, by a file some
-/// repository sees), read on `conn` (a transaction's, for gc's re-check).
+/// Every xorb referenced by a file record (with `reachable_only`, by a file some repository
+/// sees), read on `conn` (a transaction's, for gc's re-check): the server's records and the
+/// repositories' own (scope.rs, "File records"), which go with their repository.
 fn referenced(conn: &Connection, reachable_only: bool) -> IndexResult<HashSet<MerkleHash>> {
     let mut stmt = conn.prepare(if reachable_only {
-        "SELECT terms FROM files WHERE EXISTS (SELECT 1 FROM repo_files r WHERE r.file_hash = files.hash)"
+        "SELECT terms FROM files WHERE EXISTS (SELECT 1 FROM repo_files r WHERE r.file_hash = files.hash)
+         UNION ALL SELECT terms FROM repo_files WHERE terms IS NOT NULL"
     } else {
-        "SELECT terms FROM files"
+        "SELECT terms FROM files UNION ALL SELECT terms FROM repo_files WHERE terms IS NOT NULL"
     })?;
     let mut rows = stmt.query([])?;
     let mut out = HashSet::new();
@@ -208,7 +210,25 @@ impl GcIndex for SqliteIndex {
                 "SELECT hash, size, sha256, terms FROM files WHERE hash > ?1 ORDER BY hash LIMIT ?2",
             )?;
             let rows = stmt.query_map(params![after, limit as i64], SqliteIndex::load_file)?;
-            rows.map(|r| file_record(r?)).collect()
+            let files = rows
+                .map(|r| file_record(r?))
+                .collect::<IndexResult<Vec<_>>>()?;
+            let mut own = c.prepare_cached(
+                "SELECT DISTINCT terms FROM repo_files WHERE file_hash = ?1 AND terms IS NOT NULL ORDER BY terms",
+            )?;
+            let mut out = Vec::with_capacity(files.len());
+            for file in files {
+                let terms = own.query_map([blob(&file.file_hash)], |r| r.get::<_, Vec<u8>>(0))?;
+                let terms = terms.collect::<Result<Vec<_>, _>>()?;
+                out.push(file.clone());
+                for t in terms {
+                    out.push(FileRecord {
+                        terms: decode_terms(&t)?,
+                        ..file.clone()
+                    });
+                }
+            }
+            Ok(out)
         })
     }
 

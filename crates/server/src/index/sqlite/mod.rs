@@ -23,7 +23,7 @@ use crate::index::columns::*;
 use crate::index::meta_cache::MetaCache;
 use crate::index::*;
 
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS xorbs (
@@ -129,8 +129,11 @@ impl SqliteIndex {
             .query_row("SELECT version FROM schema_info", [], |r| r.get(0))
             .optional()?;
         match version {
-            None | Some(1) => {
-                scope::migrate_v2(&tx, now_secs() as i64)?;
+            None | Some(1) | Some(2) => {
+                if version != Some(2) {
+                    scope::migrate_v2(&tx, now_secs() as i64)?;
+                }
+                scope::migrate_v3(&tx)?;
                 tx.execute("DELETE FROM schema_info", [])?;
                 tx.execute("INSERT INTO schema_info (version) VALUES (?1)", [SCHEMA_VERSION])?;
             }
@@ -211,15 +214,20 @@ impl SqliteIndex {
         Ok(n == 1)
     }
 
+    /// `scoped`: the repository keeps its own terms where they differ from the server's
+    /// record (scope.rs, "File records").
     fn insert_repo_file(
         tx: &rusqlite::Transaction,
         repo: &RepoName,
         file: &FileRecord,
+        scoped: bool,
         now: i64,
     ) -> IndexResult<bool> {
+        let own = scoped.then(|| encode_terms(&file.terms));
         let n = tx.execute(
-            "INSERT OR IGNORE INTO repo_files (repo, file_hash, sha256, created_at) VALUES (?1, ?2, ?3, ?4)",
-            params![repo.as_str(), blob(&file.file_hash), &file.sha256[..], now],
+            "INSERT OR IGNORE INTO repo_files (repo, file_hash, sha256, created_at, terms)
+             VALUES (?1, ?2, ?3, ?4, CASE WHEN ?5 IS NULL OR ?5 = (SELECT terms FROM files WHERE hash = ?2) THEN NULL ELSE ?5 END)",
+            params![repo.as_str(), blob(&file.file_hash), &file.sha256[..], now, own],
         )?;
         Ok(n == 1)
     }
@@ -299,7 +307,8 @@ impl Index for SqliteIndex {
                 if Self::insert_file(tx, file, now)? {
                     outcome.new_files += 1;
                 }
-                if Self::insert_repo_file(tx, &reg.repo, file, now)? {
+                let scoped = reg.domain != DedupDomain::Server;
+                if Self::insert_repo_file(tx, &reg.repo, file, scoped, now)? {
                     outcome.new_repo_files += 1;
                 }
             }
@@ -316,11 +325,47 @@ impl Index for SqliteIndex {
         result
     }
 
-    fn file(&self, file_hash: &MerkleHash) -> IndexResult<Option<FileRecord>> {
+    fn file(
+        &self,
+        file_hash: &MerkleHash,
+        domain: &DedupDomain,
+    ) -> IndexResult<Option<FileRecord>> {
+        if let Some(b) = domain.bounds() {
+            let bounds = [b.exact, b.lo, b.hi];
+            let hash = blob(file_hash);
+            return self.read(|c| {
+                c.prepare_cached(scope::DOMAIN_FILE)?
+                    .query_row(
+                        scope::with_bounds(&[&hash], &bounds).as_slice(),
+                        Self::load_file,
+                    )
+                    .optional()?
+                    .map(file_record)
+                    .transpose()
+            });
+        }
         self.read(|c| {
             c.query_row(
                 "SELECT hash, size, sha256, terms FROM files WHERE hash = ?1",
                 [blob(file_hash)],
+                Self::load_file,
+            )
+            .optional()?
+            .map(file_record)
+            .transpose()
+        })
+    }
+
+    fn repo_file(
+        &self,
+        repo: &RepoName,
+        file_hash: &MerkleHash,
+    ) -> IndexResult<Option<FileRecord>> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT f.hash, f.size, r.sha256, COALESCE(r.terms, f.terms) FROM repo_files r JOIN files f ON f.hash = r.file_hash
+                 WHERE r.repo = ?1 AND r.file_hash = ?2",
+                params![repo.as_str(), blob(file_hash)],
                 Self::load_file,
             )
             .optional()?
@@ -348,7 +393,7 @@ impl Index for SqliteIndex {
     ) -> IndexResult<Option<FileRecord>> {
         self.read(|c| {
             c.query_row(
-                "SELECT f.hash, f.size, r.sha256, f.terms FROM repo_files r JOIN files f ON f.hash = r.file_hash
+                "SELECT f.hash, f.size, r.sha256, COALESCE(r.terms, f.terms) FROM repo_files r JOIN files f ON f.hash = r.file_hash
                  WHERE r.repo = ?1 AND r.sha256 = ?2 LIMIT 1",
                 params![repo.as_str(), &sha256[..]],
                 Self::load_file,

@@ -66,6 +66,23 @@ pub(super) fn migrate_v2(tx: &Transaction, now: i64) -> IndexResult<()> {
     Ok(())
 }
 
+/// Version 3: a repository's own terms of a file it registered in a scoped domain, where
+/// they differ from the server's record (`files`); NULL: the server's record. Existing rows
+/// keep the record they were served (docs/server.md, "Dedup scope").
+const V3: &str = "ALTER TABLE repo_files ADD COLUMN terms BLOB;";
+
+pub(super) fn migrate_v3(tx: &Transaction) -> IndexResult<()> {
+    tx.execute_batch(V3)?;
+    Ok(())
+}
+
+/// A scoped domain's record of a file (`?1`): the oldest record of a repository inside it
+/// (its bounds `?2..?4`).
+pub(super) const DOMAIN_FILE: &str =
+    "SELECT f.hash, f.size, r.sha256, COALESCE(r.terms, f.terms) FROM repo_files r JOIN files f ON f.hash = r.file_hash
+     WHERE r.file_hash = ?1 AND (r.repo = ?2 OR (r.repo >= ?3 AND r.repo < ?4))
+     ORDER BY r.created_at, r.repo LIMIT 1";
+
 /// `AND` a repository of `domain` holds the xorb whose id is `xorb_id` (an SQL expression),
 /// with the domain's bounds as parameters `?first`, `?first+1`, `?first+2`; empty for the
 /// whole server.

@@ -17,7 +17,7 @@ impl StatsIndex for SqliteIndex {
             let mut usage = Usage::default();
             let mut xorbs = HashSet::<MerkleHash>::new();
             let mut files = c.prepare(
-                "SELECT f.size, f.terms FROM repo_files r JOIN files f ON f.hash = r.file_hash \
+                "SELECT f.size, COALESCE(r.terms, f.terms) FROM repo_files r JOIN files f ON f.hash = r.file_hash \
                  WHERE r.repo = ?1",
             )?;
             let mut rows = files.query([repo.to_string()])?;
@@ -117,6 +117,7 @@ mod tests {
                     shard_len: 10,
                     repo: repo(name),
                     files,
+                    domain: crate::index::DedupDomain::Server,
                     first_chunks: vec![],
                 })
                 .unwrap();
