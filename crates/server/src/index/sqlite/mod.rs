@@ -4,6 +4,7 @@
 //! reader connections, which WAL lets run alongside the writer. Stored xorb layouts are
 //! cached in memory, bounded by their total chunk count.
 
+mod error;
 mod gc;
 mod locks;
 mod scope;
@@ -135,6 +136,12 @@ impl SqliteIndex {
                 tx.execute("INSERT INTO schema_info (version) VALUES (?1)", [SCHEMA_VERSION])?;
             }
             Some(SCHEMA_VERSION) => {}
+            Some(found) if found > SCHEMA_VERSION => {
+                return Err(IndexError::SchemaTooNew {
+                    found,
+                    known: SCHEMA_VERSION,
+                })
+            }
             Some(other) => {
                 return Err(IndexError::Corrupt(format!(
                     "index schema version {other} is not supported (this server knows {SCHEMA_VERSION})"
