@@ -382,10 +382,7 @@ fn postgres_unreachable_is_a_clear_error() {
         Err(e) => e,
     };
     assert!(
-        matches!(
-            err,
-            git_xet_server::index::IndexError::Unavailable { .. }
-        ),
+        matches!(err, git_xet_server::index::IndexError::Unavailable { .. }),
         "{err:?}"
     );
     let text = err.to_string();

@@ -55,8 +55,16 @@ fn storage_gauges_follow_a_shared_index_across_processes_and_gc() {
 
     admin_ok(&one, Some(&store), &["repo", "delete", REPO, "--yes"]);
     admin_ok(&one, Some(&store), &["gc", "--grace", "0"]);
-    assert_eq!(gauges(&one), (0.0, 0.0, 0.0), "after gc, where it was stored");
-    assert_eq!(gauges(&two), (0.0, 0.0, 0.0), "after gc, in the other process");
+    assert_eq!(
+        gauges(&one),
+        (0.0, 0.0, 0.0),
+        "after gc, where it was stored"
+    );
+    assert_eq!(
+        gauges(&two),
+        (0.0, 0.0, 0.0),
+        "after gc, in the other process"
+    );
 }
 
 /// On one SQLite index too: what gc freed leaves the gauges of the running server.

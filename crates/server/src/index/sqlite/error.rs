@@ -78,8 +78,14 @@ mod tests {
         let status = |code| ServerError::from(IndexError::from(failure(code))).status();
         assert_eq!(status(ffi::SQLITE_FULL), StatusCode::INSUFFICIENT_STORAGE);
         assert_eq!(status(ffi::SQLITE_BUSY), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(status(ffi::SQLITE_CANTOPEN), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(status(ffi::SQLITE_CORRUPT), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            status(ffi::SQLITE_CANTOPEN),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            status(ffi::SQLITE_CORRUPT),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
     }
 
     /// A real full disk: the database may not grow past `max_page_count`, which SQLite
@@ -91,7 +97,8 @@ mod tests {
         let index = SqliteIndex::open(&path, false).unwrap();
         let pages: i64 = {
             let conn = rusqlite::Connection::open(&path).unwrap();
-            conn.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap()
+            conn.query_row("PRAGMA page_count", [], |r| r.get(0))
+                .unwrap()
         };
         index
             .writer
@@ -109,7 +116,11 @@ mod tests {
         let err = result.expect_err("the database cannot grow");
         assert!(matches!(err, IndexError::DiskFull { .. }), "{err:?}");
         let answer = ServerError::from(err);
-        assert_eq!(answer.status(), StatusCode::INSUFFICIENT_STORAGE, "{answer}");
+        assert_eq!(
+            answer.status(),
+            StatusCode::INSUFFICIENT_STORAGE,
+            "{answer}"
+        );
         assert!(answer.to_string().contains("full"), "{answer}");
     }
 
@@ -143,7 +154,11 @@ mod tests {
             Err(e) => e,
         };
         assert!(matches!(err, IndexError::Unavailable { .. }), "{err:?}");
-        assert!(err.with_causes().contains("unable to open"), "{}", err.with_causes());
+        assert!(
+            err.with_causes().contains("unable to open"),
+            "{}",
+            err.with_causes()
+        );
     }
 
     fn big_xorb(n: u8) -> crate::index::XorbMeta {

@@ -123,6 +123,7 @@ impl SqliteIndex {
         writer.execute_batch(verify::SCHEMA)?;
         writer.execute_batch(locks::SCHEMA)?;
         writer.execute_batch(tokens::SCHEMA)?;
+        writer.execute_batch(stats::SCHEMA)?;
         // Read and upgraded in one write transaction: a second process opening the index
         // at once waits, then finds it upgraded.
         let tx = writer.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
