@@ -65,6 +65,9 @@ mod s3;
 #[path = "server/upkeep.rs"]
 mod upkeep;
 
+#[path = "server/metrics.rs"]
+mod metrics;
+
 #[path = "server/claims.rs"]
 mod claims;
 #[path = "server/engine_checks.rs"]

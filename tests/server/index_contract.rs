@@ -20,6 +20,9 @@ mod topics;
 #[path = "index_contract/scope.rs"]
 mod scope;
 
+#[path = "index_contract/errors.rs"]
+mod errors;
+
 /// Opens another handle on the same index (another "process").
 type Opener = Box<dyn Fn() -> Arc<dyn Index>>;
 
@@ -392,10 +395,7 @@ fn postgres_unreachable_is_a_clear_error() {
         Err(e) => e,
     };
     assert!(
-        matches!(
-            err,
-            git_xet_server::index::IndexError::PostgresUnavailable { .. }
-        ),
+        matches!(err, git_xet_server::index::IndexError::Unavailable { .. }),
         "{err:?}"
     );
     let text = err.to_string();

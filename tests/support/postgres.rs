@@ -61,6 +61,18 @@ pub fn database() -> Option<PgDatabase> {
 
 static NEXT_DB: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// A cluster of the caller's own (not shared), for a test that stops it: dropping it stops
+/// PostgreSQL. `None` as for [`database`].
+pub fn own_cluster() -> Option<PgCluster> {
+    let Some(bin) = bin_dir() else {
+        let why = "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb)";
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        eprintln!("skipping: {why}");
+        return None;
+    };
+    Some(PgCluster::start(bin))
+}
+
 /// The running shared cluster, started if no test holds one.
 pub fn cluster() -> Option<Arc<PgCluster>> {
     let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());

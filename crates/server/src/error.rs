@@ -7,6 +7,8 @@ use axum::response::{IntoResponse, Response};
 
 use git_xet_core::CoreError;
 
+use crate::index::IndexError;
+
 /// `WWW-Authenticate` / `LFS-Authenticate` challenge sent with every 401, so that git and
 /// git-lfs ask their credential helpers and retry with HTTP Basic.
 pub const AUTH_CHALLENGE: &str = "Basic realm=\"git-xet\"";
@@ -133,6 +135,25 @@ impl From<std::io::Error> for ServerError {
     }
 }
 
+/// The index's failures by what failed: unreachable or busy is 503 (a later try may work),
+/// a full disk 507 (it will not), a collected xorb 409 (upload it again).
+impl From<IndexError> for ServerError {
+    fn from(e: IndexError) -> Self {
+        let text = e.with_causes();
+        match e {
+            IndexError::DiskFull { .. } => ServerError::disk_full(text),
+            IndexError::Unavailable { .. } | IndexError::Busy { .. } => {
+                ServerError::Unavailable(format!("{text}; retry shortly"))
+            }
+            IndexError::XorbCollected(_) => ServerError::Conflict(text),
+            IndexError::Damaged { .. }
+            | IndexError::Corrupt(_)
+            | IndexError::SchemaTooNew { .. }
+            | IndexError::Internal { .. } => ServerError::Internal(text),
+        }
+    }
+}
+
 impl From<tokio::task::JoinError> for ServerError {
     fn from(e: tokio::task::JoinError) -> Self {
         ServerError::Internal(format!("background task failed: {e}"))
@@ -152,11 +173,55 @@ mod tests {
         }
         let other = ServerError::from(std::io::Error::from_raw_os_error(libc::EIO));
         assert_eq!(other.status(), StatusCode::INTERNAL_SERVER_ERROR);
-        let full = rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
-            None,
-        );
-        let e = ServerError::from(crate::index::IndexError::from(full));
-        assert_eq!(e.status(), StatusCode::INSUFFICIENT_STORAGE);
+    }
+
+    #[test]
+    fn index_errors_answer_by_variant() {
+        let backend = || -> crate::index::BackendError { "engine says no".into() };
+        let cases = [
+            (
+                IndexError::DiskFull { source: backend() },
+                StatusCode::INSUFFICIENT_STORAGE,
+            ),
+            (
+                IndexError::Unavailable {
+                    reason: "down".into(),
+                    source: Some(backend()),
+                },
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (
+                IndexError::Busy { source: backend() },
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (
+                IndexError::XorbCollected(git_xet_core::MerkleHash::from_bytes([7; 32])),
+                StatusCode::CONFLICT,
+            ),
+            (
+                IndexError::Damaged { source: backend() },
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
+            (
+                IndexError::SchemaTooNew { found: 9, known: 2 },
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
+            (
+                IndexError::Internal {
+                    detail: "query".into(),
+                    source: Some(backend()),
+                },
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
+        ];
+        for (error, status) in cases {
+            let has_source = std::error::Error::source(&error).is_some();
+            let answer = ServerError::from(error);
+            assert_eq!(answer.status(), status, "{answer}");
+            // The backend's words reach the message through the chain.
+            if has_source {
+                assert!(answer.to_string().contains("engine says no"), "{answer}");
+            }
+        }
     }
 }

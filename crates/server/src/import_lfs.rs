@@ -243,14 +243,13 @@ fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportErro
     remove_dead_imports(&config.tmp_dir());
     let Deployment { store, index, keys } =
         deployment::open(&config.deployment, &tmp, config.fsync)?;
-    let metrics = Metrics::with_stats(index.stats()?);
     let slots = config.max_concurrent_uploads.max(1);
     let state = AppState {
         config,
         store,
         index,
         keys,
-        metrics,
+        metrics: Metrics::default(),
         upload_slots: tokio::sync::Semaphore::new(slots),
         conversion_slots: tokio::sync::Semaphore::new(slots),
         internal_url: "http://127.0.0.1:0".into(),

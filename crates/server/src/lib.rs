@@ -160,7 +160,6 @@ fn open_state(
     clean_tmp(&config.tmp_dir()).map_err(io_context("cleaning the temporary directory"))?;
     let deployment::Deployment { store, index, keys } =
         deployment::open(&config.deployment, &config.tmp_dir(), config.fsync)?;
-    let metrics = Metrics::with_stats(index.stats()?);
     let scheme = if config.tls.is_some() {
         "https"
     } else {
@@ -174,7 +173,7 @@ fn open_state(
         store,
         index,
         keys,
-        metrics,
+        metrics: Metrics::default(),
         upload_slots: tokio::sync::Semaphore::new(max_uploads),
         conversion_slots: tokio::sync::Semaphore::new(max_uploads),
         internal_url,

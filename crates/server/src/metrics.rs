@@ -1,6 +1,8 @@
 //! Request and storage counters, rendered as Prometheus text at `GET /metrics`.
 //!
-//! The names are a contract with other tests and dashboards (team brief, contract 4).
+//! The names are a contract with dashboards and tests (docs/server.md, "Metrics", lists
+//! them). Counters count this process's events; the storage gauges are read from the index
+//! at each scrape, so they hold after `gc` and agree between processes sharing an index.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -20,9 +22,6 @@ pub struct Metrics {
     pub lfs_basic_bytes_served: AtomicU64,
     pub dedup_hits: AtomicU64,
     pub dedup_misses: AtomicU64,
-    pub stored_xorbs: AtomicU64,
-    pub stored_xorb_bytes: AtomicU64,
-    pub registered_files: AtomicU64,
     pub xorb_grants_already_stored: AtomicU64,
     pub telemetry_reports: AtomicU64,
 }
@@ -33,15 +32,6 @@ pub fn add(counter: &AtomicU64, n: u64) {
 }
 
 impl Metrics {
-    pub fn with_stats(stats: IndexStats) -> Metrics {
-        let m = Metrics::default();
-        m.stored_xorbs.store(stats.xorbs, Ordering::Relaxed);
-        m.stored_xorb_bytes
-            .store(stats.xorb_bytes, Ordering::Relaxed);
-        m.registered_files.store(stats.files, Ordering::Relaxed);
-        m
-    }
-
     pub fn record_request(&self, route: &'static str, status: u16) {
         *self
             .requests
@@ -51,14 +41,10 @@ impl Metrics {
             .or_insert(0) += 1;
     }
 
-    /// A new xorb of `len` serialized bytes was stored.
-    pub fn xorb_stored(&self, len: u64) {
-        add(&self.xorbs_stored, 1);
-        add(&self.stored_xorbs, 1);
-        add(&self.stored_xorb_bytes, len);
-    }
-
-    pub fn render(&self) -> String {
+    /// The Prometheus text: this process's counters, and the storage gauges from `storage`,
+    /// the index's totals read for this scrape (`None`, the gauges left out, when the index
+    /// could not be read: an absent series, not a wrong one).
+    pub fn render(&self, storage: Option<IndexStats>) -> String {
         let mut out = String::new();
         out.push_str("# HELP git_xet_http_requests_total HTTP requests by route and status.\n");
         out.push_str("# TYPE git_xet_http_requests_total counter\n");
@@ -129,28 +115,26 @@ impl Metrics {
             "git_xet_dedup_queries_total{{result=\"miss\"}} {}",
             self.dedup_misses.load(Ordering::Relaxed)
         );
-        let gauges: [(&str, &str, &AtomicU64); 3] = [
-            (
-                "git_xet_stored_xorbs",
-                "Xorbs in storage.",
-                &self.stored_xorbs,
-            ),
+        let Some(storage) = storage else {
+            return out;
+        };
+        let gauges = [
+            ("git_xet_stored_xorbs", "Xorbs in storage.", storage.xorbs),
             (
                 "git_xet_stored_xorb_bytes",
                 "Serialized bytes of the xorbs in storage.",
-                &self.stored_xorb_bytes,
+                storage.xorb_bytes,
             ),
             (
                 "git_xet_registered_files",
                 "Distinct files registered.",
-                &self.registered_files,
+                storage.files,
             ),
         ];
         for (name, help, value) in gauges {
             let _ = writeln!(
                 out,
-                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}",
-                value.load(Ordering::Relaxed)
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
             );
         }
         out

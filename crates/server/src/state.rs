@@ -180,7 +180,7 @@ async fn acquire(slots: &tokio::sync::Semaphore) -> ServerResult<tokio::sync::Se
         .map_err(|_| ServerError::Unavailable("the server is shutting down".into()))
 }
 
-/// Runs blocking work (hashing, SQLite, file I/O) off the async workers.
+/// Runs blocking work (hashing, index queries, file I/O) off the async workers.
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> ServerResult<T> + Send + 'static,
 ) -> ServerResult<T> {

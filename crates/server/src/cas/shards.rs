@@ -91,7 +91,6 @@ pub async fn register(
     let outcome = blocking(move || Ok(index.register_shard(&registration)?)).await?;
     if outcome.changed() {
         crate::metrics::add(&state.metrics.shards_registered, 1);
-        crate::metrics::add(&state.metrics.registered_files, outcome.new_files);
     }
     tracing::info!(%repo, files, new_files = outcome.new_files, "registered shard");
     Ok(outcome.changed())

@@ -67,7 +67,7 @@ pub async fn store_and_index(
         new |= blocking(move || Ok(index.register_xorb(&recorded)?)).await?;
         if state.store.version(key).await?.as_ref() == Some(&version) {
             if new {
-                state.metrics.xorb_stored(meta.stored_len);
+                crate::metrics::add(&state.metrics.xorbs_stored, 1);
                 tracing::debug!(xorb = %hash, bytes = meta.stored_len, "stored xorb");
             }
             return Ok(new);

@@ -39,8 +39,8 @@ enum Command {
     /// Run the XET server (CAS API, git-lfs Batch API, git over HTTP), or manage its data.
     // Boxed: the server's options are many, the other commands' few.
     Server(Box<ServerArgs>),
-    /// The check of crates/server/hooks/pre-receive, built in: run it from a bare repository's
-    /// crates/server/hooks/pre-receive (`git xet server` installs it in the repositories it hosts).
+    /// The pre-receive check of a push, built in: run it from a bare repository's
+    /// hooks/pre-receive (`git xet server` installs it in the repositories it hosts).
     PreReceive(pre_receive::PreReceiveArgs),
     /// The forced command of an ssh key (authorized_keys `command="git xet shell ..."`):
     /// serves git-upload-pack, git-receive-pack, git-lfs-authenticate and git-lfs-transfer

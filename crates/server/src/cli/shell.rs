@@ -1,4 +1,4 @@
-//! `git xet shell`: the forced command of an ssh key (see server::ssh).
+//! `git xet shell`: the forced command of an ssh key (see crate::ssh).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

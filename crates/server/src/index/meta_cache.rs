@@ -1,7 +1,7 @@
 //! Stored xorb layouts kept in memory. A stored object never changes on the directory
 //! store, but the index's record of it can: a layout recorded from an object that a racing
 //! writer then replaced on S3 (Garage has no conditional PUT), or a wrong layout left by an
-//! older server, is corrected by the next registration (`server::cas::stored_xorb`), maybe in
+//! older server, is corrected by the next registration (`crate::cas::stored_xorb`), maybe in
 //! another process. So an entry is trusted for [`META_CACHE_TTL`] only, then read again.
 
 use std::collections::HashMap;

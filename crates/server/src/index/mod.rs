@@ -1,8 +1,9 @@
 //! The index: which xorbs are stored and what is in them, which files are registered and
 //! how to rebuild them, which repository may see which file, and where chunks live.
 //!
-//! Behind a small synchronous trait (callers run it on blocking threads) so that a
-//! PostgreSQL backend can replace the embedded SQLite one without touching the handlers.
+//! Behind a small synchronous trait (callers run it on blocking threads): the embedded
+//! SQLite index and the shared PostgreSQL one serve the same handlers, and report failures
+//! as the same backend-neutral [`IndexError`].
 //! Every `register_*` call is one transaction: after a crash it either happened or not.
 
 pub(crate) mod columns;
@@ -29,43 +30,80 @@ use git_xet_core::shard::FileTerm;
 use git_xet_core::xorb::XorbFooter;
 use git_xet_core::MerkleHash;
 
+/// A backend's own error, kept under a neutral variant for the message chain only: callers
+/// decide by the variant, never by what is in here.
+pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What went wrong in the index, whatever its backend: each backend maps its own errors into
+/// these variants in one place (`sqlite/error.rs`, `postgres/error.rs`).
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
-    #[error("index database: {0}")]
-    Database(#[from] rusqlite::Error),
-    #[error("PostgreSQL index: {0}")]
-    Postgres(#[from] tokio_postgres::Error),
-    /// The PostgreSQL index could not be reached or set up (address, credentials, runtime).
-    #[error("PostgreSQL index {url}: {message}")]
-    PostgresUnavailable { url: String, message: String },
+    /// The index cannot be reached or opened now (database down, restarting, refusing
+    /// connections or out of resources; a file the server cannot open): a later try may work.
+    #[error("the index is unavailable: {reason}")]
+    Unavailable {
+        reason: String,
+        #[source]
+        source: Option<BackendError>,
+    },
+    /// Other writers kept what this one needs locked for longer than it waits (or kept
+    /// aborting it in conflicts): a later try may work.
+    #[error("the index is busy: other writers kept it locked; retry shortly")]
+    Busy {
+        #[source]
+        source: BackendError,
+    },
+    /// The disk (or quota) under the index is full: nothing was written.
+    #[error("the index's disk is full")]
+    DiskFull {
+        #[source]
+        source: BackendError,
+    },
+    /// The database engine found its own files damaged.
+    #[error("the index database is damaged: restore it from a backup")]
+    Damaged {
+        #[source]
+        source: BackendError,
+    },
+    /// What the index holds breaks an invariant of ours (a blob of the wrong length...).
     #[error("index is inconsistent: {0}")]
     Corrupt(String),
+    /// A newer server upgraded the index's schema.
+    #[error(
+        "the index has schema version {found}, newer than this server's {known}: upgrade \
+         git-xet on every process sharing it"
+    )]
+    SchemaTooNew { found: i64, known: i64 },
     /// The xorb is being (or was) garbage-collected: it must be uploaded again.
     #[error("xorb {0} is no longer stored on this server (garbage-collected); upload it again, then the shard")]
     XorbCollected(MerkleHash),
+    /// Anything else the backend reported (a failed query, a value of an unexpected type).
+    #[error("the index failed: {detail}")]
+    Internal {
+        detail: String,
+        #[source]
+        source: Option<BackendError>,
+    },
 }
 
 pub type IndexResult<T> = Result<T, IndexError>;
 
-impl From<IndexError> for crate::error::ServerError {
-    fn from(e: IndexError) -> Self {
-        use crate::error::ServerError;
-        match &e {
-            IndexError::Database(db)
-                if db.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) =>
-            {
-                ServerError::disk_full(&e)
+impl IndexError {
+    /// The error and its causes on one line, for messages that travel without the chain
+    /// (HTTP answers).
+    pub fn with_causes(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            // Backends often repeat their cause in their own message.
+            let c_text = c.to_string();
+            if !text.contains(&c_text) {
+                text.push_str(": ");
+                text.push_str(&c_text);
             }
-            IndexError::XorbCollected(_) => ServerError::Conflict(e.to_string()),
-            IndexError::Postgres(pg) if postgres::is_disk_full(pg) => ServerError::disk_full(&e),
-            IndexError::Postgres(pg) if postgres::is_unavailable(pg) => ServerError::Unavailable(
-                format!("the index database is unreachable ({e}); retry shortly"),
-            ),
-            IndexError::PostgresUnavailable { .. } => ServerError::Unavailable(format!(
-                "the index database is unreachable ({e}); retry shortly"
-            )),
-            _ => ServerError::Internal(e.to_string()),
+            cause = c.source();
         }
+        text
     }
 }
 
@@ -177,7 +215,7 @@ pub trait Index:
     /// Records a stored xorb and its chunks. Returns `false` when it was already known; a
     /// known xorb whose recorded layout differs from `meta` gets `meta`'s (one xorb has several
     /// valid byte layouts, and `meta` must be the one the store holds: the caller read it
-    /// from the stored object, see `server::cas::stored_xorb`).
+    /// from the stored object, see `crate::cas::stored_xorb`).
     fn register_xorb(&self, meta: &XorbMeta) -> IndexResult<bool>;
 
     /// A stored xorb's layout.

@@ -104,10 +104,10 @@ fn apply(client: &mut Client) -> IndexResult<()> {
     let current: i32 = row.get(0);
     let latest = MIGRATIONS.last().map_or(0, |m| m.0);
     if current > latest {
-        return Err(IndexError::Corrupt(format!(
-            "the PostgreSQL index has schema version {current}, newer than this server's \
-             {latest}: upgrade git-xet on every process sharing it"
-        )));
+        return Err(IndexError::SchemaTooNew {
+            found: current.into(),
+            known: latest.into(),
+        });
     }
     for (version, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
         let tx = wait(client.transaction())?;

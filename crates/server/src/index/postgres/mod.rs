@@ -8,6 +8,7 @@
 //! conflict PostgreSQL resolves by aborting a transaction anyway is retried
 //! (`pool::Pool::run`).
 
+mod error;
 mod gc;
 mod locks;
 mod migrate;
@@ -27,8 +28,6 @@ use crate::index::columns::*;
 use crate::index::meta_cache::MetaCache;
 use crate::index::*;
 use pool::{wait, Pool};
-
-pub(crate) use pool::{is_disk_full, is_unavailable};
 
 pub struct PgIndex {
     pool: Pool,

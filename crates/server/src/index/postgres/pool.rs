@@ -12,7 +12,8 @@ use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
-use crate::index::{IndexError, IndexResult};
+use super::error::connect_failure;
+use crate::index::{BackendError, IndexError, IndexResult};
 
 /// Connections kept open between calls; more are opened when calls overlap.
 const IDLE_CONNECTIONS: usize = 8;
@@ -38,13 +39,13 @@ pub(super) struct Pool {
 impl Pool {
     pub fn new(url: &str) -> IndexResult<Pool> {
         let shown_url = redact(url);
-        let unavailable = |message: String| IndexError::PostgresUnavailable {
-            url: shown_url.clone(),
-            message,
+        let unavailable = |what: &str, source: BackendError| IndexError::Unavailable {
+            reason: format!("{shown_url}: {what}"),
+            source: Some(source),
         };
         let mut config: tokio_postgres::Config = url
             .parse()
-            .map_err(|e: tokio_postgres::Error| unavailable(format!("bad URL: {e}")))?;
+            .map_err(|e: tokio_postgres::Error| unavailable("not a PostgreSQL URL", e.into()))?;
         config
             .application_name("git-xet server")
             .connect_timeout(Duration::from_secs(10))
@@ -54,7 +55,7 @@ impl Pool {
             .thread_name("git-xet-postgres")
             .enable_all()
             .build()
-            .map_err(|e| unavailable(format!("starting its runtime: {e}")))?;
+            .map_err(|e| unavailable("starting its runtime", e.into()))?;
         Ok(Pool {
             config,
             shown_url,
@@ -87,13 +88,10 @@ impl Pool {
         });
         match futures::executor::block_on(task) {
             Ok(Ok(client)) => Ok(client),
-            Ok(Err(e)) => Err(IndexError::PostgresUnavailable {
-                url: self.shown_url.clone(),
-                message: connect_failure(&e),
-            }),
-            Err(e) => Err(IndexError::PostgresUnavailable {
-                url: self.shown_url.clone(),
-                message: format!("connection task failed: {e}"),
+            Ok(Err(e)) => Err(connect_failure(e, &self.shown_url)),
+            Err(e) => Err(IndexError::Internal {
+                detail: format!("connecting to PostgreSQL {}", self.shown_url),
+                source: Some(Box::new(e)),
             }),
         }
     }
@@ -171,37 +169,6 @@ impl Drop for Pool {
     }
 }
 
-/// Why a connection failed and what to do, decided by SQLSTATE or by the I/O error under it.
-fn connect_failure(e: &tokio_postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        let code = db.code();
-        let hint = if code.code().starts_with("28") {
-            "check the user and password of the URL and pg_hba.conf"
-        } else if code == &SqlState::INVALID_CATALOG_NAME {
-            "create the database (createdb -O USER DB) or fix its name in the URL"
-        } else if code == &SqlState::TOO_MANY_CONNECTIONS {
-            "raise max_connections or run fewer processes"
-        } else {
-            "see PostgreSQL's log"
-        };
-        return format!(
-            "PostgreSQL refused the connection: {}: {hint}",
-            db.message()
-        );
-    }
-    let mut source = std::error::Error::source(e);
-    while let Some(err) = source {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            return format!(
-                "cannot reach PostgreSQL ({io}): check the host and port of the URL, and that \
-                 PostgreSQL runs there and accepts connections (listen_addresses, pg_hba.conf)"
-            );
-        }
-        source = err.source();
-    }
-    e.to_string()
-}
-
 /// Blocks the calling thread on a query future (see the module comment).
 pub(super) fn wait<F: std::future::Future>(future: F) -> F::Output {
     futures::executor::block_on(future)
@@ -214,33 +181,6 @@ fn is_transient(e: &tokio_postgres::Error) -> bool {
         || matches!(
             e.code(),
             Some(&SqlState::T_R_DEADLOCK_DETECTED) | Some(&SqlState::T_R_SERIALIZATION_FAILURE)
-        )
-}
-
-/// PostgreSQL's disk (or a quota on it) is full.
-pub(crate) fn is_disk_full(e: &tokio_postgres::Error) -> bool {
-    matches!(
-        e.code(),
-        Some(&SqlState::DISK_FULL) | Some(&SqlState::OUT_OF_MEMORY)
-    )
-}
-
-/// The database cannot be reached now (connection lost, server shutting down or starting):
-/// another try later may succeed.
-pub(crate) fn is_unavailable(e: &tokio_postgres::Error) -> bool {
-    if e.is_closed() {
-        return true;
-    }
-    let Some(code) = e.code() else {
-        // No SQLSTATE: an I/O error on the connection.
-        return std::error::Error::source(e)
-            .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());
-    };
-    // Class 08: connection exception; 57P01-57P03: shutdown, crash, starting up.
-    code.code().starts_with("08")
-        || matches!(
-            code,
-            &SqlState::ADMIN_SHUTDOWN | &SqlState::CRASH_SHUTDOWN | &SqlState::CANNOT_CONNECT_NOW
         )
 }
 

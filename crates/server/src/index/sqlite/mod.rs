@@ -4,6 +4,7 @@
 //! reader connections, which WAL lets run alongside the writer. Stored xorb layouts are
 //! cached in memory, bounded by their total chunk count.
 
+mod error;
 mod gc;
 mod locks;
 mod scope;
@@ -122,6 +123,7 @@ impl SqliteIndex {
         writer.execute_batch(verify::SCHEMA)?;
         writer.execute_batch(locks::SCHEMA)?;
         writer.execute_batch(tokens::SCHEMA)?;
+        writer.execute_batch(stats::SCHEMA)?;
         // Read and upgraded in one write transaction: a second process opening the index
         // at once waits, then finds it upgraded.
         let tx = writer.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -138,6 +140,12 @@ impl SqliteIndex {
                 tx.execute("INSERT INTO schema_info (version) VALUES (?1)", [SCHEMA_VERSION])?;
             }
             Some(SCHEMA_VERSION) => {}
+            Some(found) if found > SCHEMA_VERSION => {
+                return Err(IndexError::SchemaTooNew {
+                    found,
+                    known: SCHEMA_VERSION,
+                })
+            }
             Some(other) => {
                 return Err(IndexError::Corrupt(format!(
                     "index schema version {other} is not supported (this server knows {SCHEMA_VERSION})"

@@ -11,6 +11,12 @@ use crate::index::{decode_terms, IndexResult};
 use crate::repo_name::RepoName;
 use git_xet_core::MerkleHash;
 
+/// Lets `stats`, which every `/metrics` scrape runs, count and sum the xorbs from this small
+/// index rather than scan the xorbs table, whose rows carry the chunk tables (3-10x faster at
+/// 100k xorbs: docs/benchmarks.md).
+pub(super) const SCHEMA: &str =
+    "CREATE INDEX IF NOT EXISTS xorbs_by_stored_len ON xorbs (stored_len);";
+
 impl StatsIndex for SqliteIndex {
     fn repo_usage(&self, repo: &RepoName) -> IndexResult<Usage> {
         self.read(|c| {
