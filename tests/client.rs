@@ -14,6 +14,8 @@ mod dedup;
 mod faults;
 #[path = "client/proxy.rs"]
 mod proxy;
+#[path = "client/retry.rs"]
+mod retry;
 #[path = "client/roundtrip.rs"]
 mod roundtrip;
 #[path = "client/tap.rs"]

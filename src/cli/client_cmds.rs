@@ -107,11 +107,9 @@ fn config(c: &ConnectArgs) -> anyhow::Result<ClientConfig> {
     Ok(config)
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
+/// The process's runtime (git_xet_client::runtime).
+fn runtime() -> anyhow::Result<tokio::runtime::Handle> {
+    git_xet_client::runtime::handle().context("starting the async runtime")
 }
 
 pub fn upload(args: UploadArgs) -> anyhow::Result<ExitCode> {

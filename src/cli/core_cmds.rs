@@ -15,6 +15,7 @@ use git_xet_core::xorb::{extract_chunks, inspect_xorb, CompressedChunk, XorbBuil
 use git_xet_io::pipeline::{
     chunk_and_hash, chunk_and_hash_file, HashedChunk, PipelineError, StreamSummary,
 };
+use git_xet_io::platform::mmap::Mapper;
 
 #[derive(clap::Args, Debug)]
 pub struct ChunkArgs {
@@ -94,7 +95,8 @@ impl Input {
         sink: impl FnMut(HashedChunk) -> Result<(), E>,
     ) -> Result<StreamSummary, PipelineError<E>> {
         match self {
-            Input::File(file) => chunk_and_hash_file(&file, want_sha256, sink),
+            // A file the user named: read, never mapped (see `Mapper`).
+            Input::File(file) => chunk_and_hash_file(&file, Mapper::reading(), want_sha256, sink),
             Input::Stdin => chunk_and_hash(io::stdin(), want_sha256, sink),
         }
     }

@@ -95,6 +95,8 @@ pub fn main() -> ExitCode {
         Command::PreReceive(a) => forward::to_server("pre-receive", a),
         Command::Shell(a) => forward::to_server("shell", a),
     };
+    // The one runtime of the process, if a command built one (git_xet_client::runtime).
+    git_xet_client::runtime::shutdown();
     match result {
         Ok(code) => code,
         Err(err) => {

@@ -87,3 +87,51 @@ fn commands_report_bad_input_in_one_line() {
     ]);
     assert!(out.status.success());
 }
+
+/// A file the user names may be truncated by another program while `git xet hash` reads it:
+/// the command then fails with a one-line error (or, had it finished first, prints a hash),
+/// and is never killed by a signal. Mapping such a file made it die with SIGBUS.
+#[test]
+fn hash_survives_the_file_being_truncated_meanwhile() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.bin");
+    // Sparse: 2 GiB to read, nothing written to disk.
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len(2 << 30).unwrap();
+    let child = std::process::Command::new(crate::support::git_xet_bin())
+        .args(["hash", path.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Truncate once the command has the file open, while it is reading it.
+    let fds = format!("/proc/{}/fd", child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let opened = || {
+        std::fs::read_dir(&fds)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == path))
+    };
+    while !opened() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "git xet hash never opened the file"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    file.set_len(4096).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), None, "killed by a signal: {stderr}");
+    if out.status.success() {
+        // Finished before the truncation: a whole answer.
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    } else {
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("shrank"), "{stderr}");
+    }
+}

@@ -1,6 +1,6 @@
 //! Bytes that need not move do not move: counted with the server's own metrics.
 
-use git_xet_client::{DownloadOptions, LocalSource};
+use git_xet_client::{DownloadOptions, LocalSource, Mapper};
 
 use crate::common::*;
 
@@ -266,7 +266,7 @@ async fn a_file_with_a_chunk_list_uploads_like_a_chunked_one() {
     let client = env.client("meta");
     let mut session = client.start_upload().await.unwrap();
     let listed = session
-        .add_chunked_file(&p2, chunk_list_of(&v2), None)
+        .add_chunked_file(&p2, chunk_list_of(&v2), Mapper::reading(), None)
         .await
         .unwrap();
     let summary = session.finish().await.unwrap();
@@ -299,7 +299,7 @@ async fn a_chunk_list_that_does_not_match_the_file_registers_nothing() {
     let client = env.client("meta");
     let mut session = client.start_upload().await.unwrap();
     let err = session
-        .add_chunked_file(&path, wrong.clone(), None)
+        .add_chunked_file(&path, wrong.clone(), Mapper::reading(), None)
         .await
         .unwrap_err();
     assert!(

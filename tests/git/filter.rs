@@ -201,6 +201,17 @@ fn a_checkout_fetches_missing_objects_through_xet_by_itself() {
         log.contains("streamed model.bin") && !log.contains("streamed sub/other.bin"),
         "model.bin streamed, other.bin delayed:\n{log}"
     );
+    // The filter process blocked on one async runtime for the batch requests and the
+    // downloads alike: every git-xet process built at most one.
+    let built: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(git_xet_client::runtime::BUILT_EVENT))
+        .collect();
+    assert!(
+        !built.is_empty(),
+        "the filter fetched without a runtime?\n{log}"
+    );
+    assert!(built.iter().all(|l| l.contains("built=1")), "{built:#?}");
     assert!(server.metric(XORB_SERVED) > 0.0);
     assert_eq!(
         server.metric(BASIC_SERVED),

@@ -1,5 +1,5 @@
-//! A synchronous facade for callers without an async runtime: it owns a small tokio runtime
-//! and blocks on each call.
+//! A synchronous facade for callers without an async runtime: it blocks on each call on the
+//! process's runtime ([`crate::runtime`]).
 
 use std::path::Path;
 
@@ -12,22 +12,19 @@ use git_xet_core::MerkleHash;
 
 /// [`CasClient`] with blocking methods. Do not use it from inside an async runtime.
 pub struct BlockingClient {
-    runtime: tokio::runtime::Runtime,
+    runtime: tokio::runtime::Handle,
     client: CasClient,
 }
 
 /// [`UploadSession`] with blocking methods.
 pub struct BlockingUpload<'a> {
-    runtime: &'a tokio::runtime::Runtime,
+    runtime: &'a tokio::runtime::Handle,
     session: UploadSession,
 }
 
 impl BlockingClient {
     pub fn new(config: ClientConfig) -> Result<Self> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .thread_name("xet-client")
-            .build()
+        let runtime = crate::runtime::handle()
             .map_err(|e| ClientError::Aborted(format!("cannot start the async runtime: {e}")))?;
         let client = CasClient::new(config)?;
         Ok(BlockingClient { runtime, client })

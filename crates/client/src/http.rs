@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use reqwest::{RequestBuilder, Response, StatusCode};
 
 use crate::error::{ClientError, Result};
-use crate::retry::{is_retryable_status, parse_retry_after, RetryPolicy, Verdict};
+use crate::retry::{is_retryable_status, retry_after, RetryPolicy, Verdict};
 use crate::token::{Token, TokenSource};
 use crate::transport::{HttpFactory, TransportError};
 
@@ -209,11 +209,7 @@ impl Http {
         if status.is_success() {
             return Ok(response);
         }
-        let hint = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_retry_after);
+        let hint = retry_after(response.headers());
         let reason = error_reason(response).await;
         if is_retryable_status(status.as_u16()) {
             let reason = if reason.is_empty() {

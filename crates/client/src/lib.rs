@@ -80,6 +80,7 @@ mod http;
 pub mod progress;
 pub mod records;
 pub mod retry;
+pub mod runtime;
 pub mod shard_cache;
 pub mod stats;
 mod token;
@@ -93,6 +94,8 @@ pub use cas_client::{
 };
 pub use download::{ContentTap, DownloadOptions, DownloadOutcome, LocalSource};
 pub use error::{CacheDamage, ClientError, Result};
+/// How an upload reaches a file's bytes: mapped (only files git-xet owns) or read.
+pub use git_xet_io::platform::mmap::Mapper;
 pub use progress::ProgressFn;
 pub use retry::RetryPolicy;
 pub use stats::{DedupStats, SessionStats};

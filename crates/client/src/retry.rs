@@ -1,10 +1,13 @@
-//! When and how long to wait before trying a request again.
+//! When and how long to wait before trying a request again: the one policy of every request
+//! git-xet's client side makes (the CAS client's and the Batch API client's).
 //!
-//! Transient failures (connection errors, timeouts, 408, 429, 500, 502, 503, 504) are retried with exponential
-//! backoff and full jitter, bounded both in attempts and in total time, so a dead server
-//! fails a command in bounded time and a flapping one does not fail it at all.
+//! Transient failures (connection errors, timeouts, 408, 429, 500, 502, 503, 504) are
+//! retried with exponential backoff and full jitter, or after the server's `Retry-After`
+//! (seconds or an HTTP date, capped), bounded both in attempts and in total time, so a dead
+//! server fails a command in bounded time and a flapping one does not fail it at all.
+//! Anything else (501, 507, other 4xx) is final.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand::Rng;
 
@@ -91,7 +94,7 @@ impl RetryPolicy {
             // Full jitter: uniformly in [0, ceiling], which spreads retrying clients apart.
             None => {
                 let ceiling = self.ceiling(attempts).as_micros() as u64;
-                Duration::from_micros(rand::thread_rng().gen_range(ceiling / 2..=ceiling.max(1)))
+                Duration::from_micros(rand::thread_rng().gen_range(0..=ceiling))
             }
         };
         if elapsed + delay > self.max_elapsed {
@@ -101,9 +104,72 @@ impl RetryPolicy {
     }
 }
 
-/// Parses a `Retry-After` header given in seconds (the HTTP-date form is ignored).
-pub fn parse_retry_after(value: &str) -> Option<Duration> {
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+/// The delay a response's `Retry-After` header asks for, if it has a valid one.
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    parse_retry_after(value, SystemTime::now())
+}
+
+/// Parses a `Retry-After` value (RFC 9110 10.2.3): delay-seconds, or an HTTP date, which
+/// gives the time from `now` until then (zero if it is past).
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // A number too long for u64 is still "a long time".
+        return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
+    }
+    let at = parse_http_date(value)?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// An HTTP date in any of the three forms RFC 9110 5.6.7 has recipients accept:
+/// `Sun, 06 Nov 1994 08:49:37 GMT`, `Sunday, 06-Nov-94 08:49:37 GMT` and
+/// `Sun Nov  6 08:49:37 1994`.
+fn parse_http_date(value: &str) -> Option<SystemTime> {
+    let words: Vec<&str> = value.split_whitespace().collect();
+    let (day, month, year, time) = match words[..] {
+        [weekday, day, month, year, time, "GMT"] if weekday.ends_with(',') => {
+            (day, month, year.parse().ok()?, time)
+        }
+        [weekday, date, time, "GMT"] if weekday.ends_with(',') => {
+            let mut parts = date.split('-');
+            let (day, month, yy) = (parts.next()?, parts.next()?, parts.next()?);
+            let yy: u32 = yy.parse().ok().filter(|_| yy.len() == 2)?;
+            // Two-digit years: the most recent century that is not far in the future.
+            (
+                day,
+                month,
+                if yy < 70 { 2000 + yy } else { 1900 + yy },
+                time,
+            )
+        }
+        [_weekday, month, day, time, year] => (day, month, year.parse().ok()?, time),
+        _ => return None,
+    };
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| *m == month)? as u32 + 1;
+    let day: u32 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
+    let mut hms = time.split(':').map(|n| n.parse::<u32>().ok());
+    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
+    if hms.next().is_some() || h > 23 || m > 59 || s > 60 || !(1970..=9999).contains(&year) {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + u64::from(h * 3600 + m * 60 + s);
+    Some(UNIX_EPOCH + Duration::from_secs(secs))
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (year >= 1970).
+fn days_from_civil(year: u32, month: u32, day: u32) -> u64 {
+    let y = u64::from(if month <= 2 { year - 1 } else { year });
+    let era = y / 400;
+    let yoe = y % 400;
+    let mp = u64::from((month + 9) % 12); // March = 0
+    let doy = (153 * mp + 2) / 5 + u64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
@@ -129,19 +195,20 @@ mod tests {
         assert_eq!(p.ceiling(30), p.max_delay);
     }
 
+    /// Full jitter: every delay within [0, ceiling], and not only the upper half of it.
     #[test]
-    fn jitter_stays_within_half_to_full_ceiling() {
+    fn full_jitter_spreads_delays_over_zero_to_the_ceiling() {
         let p = RetryPolicy::default();
         for attempt in 1..5 {
-            for _ in 0..100 {
-                let Verdict::RetryAfter(d) = p.verdict(attempt, Duration::ZERO, None) else {
-                    panic!("should retry")
-                };
-                assert!(
-                    d <= p.ceiling(attempt) && d >= p.ceiling(attempt) / 2,
-                    "{d:?}"
-                );
-            }
+            let delays: Vec<Duration> = (0..200)
+                .map(|_| match p.verdict(attempt, Duration::ZERO, None) {
+                    Verdict::RetryAfter(d) => d,
+                    Verdict::GiveUp => panic!("should retry"),
+                })
+                .collect();
+            let ceiling = p.ceiling(attempt);
+            assert!(delays.iter().all(|d| *d <= ceiling), "{delays:?}");
+            assert!(delays.iter().any(|d| *d < ceiling / 2), "{delays:?}");
         }
     }
 
@@ -170,7 +237,56 @@ mod tests {
             p.verdict(1, Duration::ZERO, Some(Duration::from_secs(3600))),
             Verdict::RetryAfter(p.max_delay)
         );
-        assert_eq!(parse_retry_after(" 7 "), Some(Duration::from_secs(7)));
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        // 1994-11-06T08:49:37Z
+        let date = UNIX_EPOCH + Duration::from_secs(784_111_777);
+        let before = date - Duration::from_secs(90);
+        for form in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+        ] {
+            assert_eq!(
+                parse_retry_after(form, before),
+                Some(Duration::from_secs(90)),
+                "{form}"
+            );
+            let after = date + Duration::from_secs(5);
+            assert_eq!(
+                parse_retry_after(form, after),
+                Some(Duration::ZERO),
+                "{form}"
+            );
+        }
+        let now = SystemTime::now();
+        assert_eq!(parse_retry_after(" 7 ", now), Some(Duration::from_secs(7)));
+        assert_eq!(
+            parse_retry_after("99999999999999999999999", now),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(
+            parse_retry_after("Thu, 29 Feb 2024 00:00:00 GMT", UNIX_EPOCH),
+            Some(Duration::from_secs(1_709_164_800))
+        );
+        for junk in [
+            "",
+            "-1",
+            "1.5",
+            "soon",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 32 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:00:00 GMT",
+            "Sun, 06 Nov 1994 08:49 GMT",
+            "Sun, 06 Nov 1994 08:49:37:1 GMT",
+            "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sun, 06 Nov 1969 08:49:37 GMT",
+            "Sunday, 06-Nov-1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 ::: GMT",
+        ] {
+            assert_eq!(parse_retry_after(junk, now), None, "{junk:?}");
+        }
     }
 }

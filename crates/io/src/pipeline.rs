@@ -5,11 +5,11 @@
 //! calling thread hashes chunks and builds the file's Merkle tree while the reader moves ahead;
 //! an optional third thread computes the sha256 of the raw blocks.
 //!
-//! Blocks come from pooled `read()` buffers, or, for regular files, from read-only memory
-//! mappings of consecutive windows, which saves copying every byte out of the page cache
-//! (a third of the CPU time of hashing a cached file). A block is released (buffer back to the
-//! pool, window unmapped) when the last chunk referencing it is dropped, so memory stays at a
-//! few blocks however large the input.
+//! Blocks come from pooled `read()` buffers, or, for regular files the caller lets map (see
+//! [`Mapper`]: only files git-xet owns), from read-only memory mappings of consecutive
+//! windows, which saves copying every byte out of the page cache. A block is released
+//! (buffer back to the pool, window unmapped) when the last chunk referencing it is dropped,
+//! so memory stays at a few blocks however large the input.
 //!
 //! [`ChunkFeed`] does the same for bytes the caller is handed piece by piece (a clean filter
 //! reading git's pipe), keeping only each chunk's hash and size.
@@ -139,10 +139,71 @@ impl<R: Read> BlockSource for ReadBlocks<R> {
     }
 }
 
-/// Windows of a regular file, mapped one after another. The size is fixed when the file is
-/// opened; like any reader of a file that another process truncates meanwhile, the result
-/// would then be meaningless (and for a mapping, the process gets SIGBUS), so this is used
-/// only for regular files the caller owns for the duration (as git-lfs's objects are).
+/// Blocks of a regular file of known size read with positioned reads into pooled buffers. A
+/// file that ends early (another process truncated it) is an error, not a shorter input.
+struct FileBlocks<'a> {
+    file: &'a std::fs::File,
+    len: u64,
+    offset: u64,
+    pool: mpsc::Receiver<Vec<u8>>,
+    home: mpsc::Sender<Vec<u8>>,
+}
+
+impl<'a> FileBlocks<'a> {
+    fn new(file: &'a std::fs::File, len: u64) -> Self {
+        let (home, pool) = mpsc::channel();
+        FileBlocks {
+            file,
+            len,
+            offset: 0,
+            pool,
+            home,
+        }
+    }
+}
+
+impl BlockSource for FileBlocks<'_> {
+    fn next_block(&mut self) -> std::io::Result<Option<Bytes>> {
+        use std::os::unix::fs::FileExt;
+        if self.offset >= self.len {
+            return Ok(None);
+        }
+        let len = (self.len - self.offset).min(READ_BUFFER_SIZE as u64) as usize;
+        // Every block but the last is full, and a short file has one: no buffer is larger.
+        let size = self.len.min(READ_BUFFER_SIZE as u64) as usize;
+        let mut buf = self.pool.try_recv().unwrap_or_else(|_| vec![0u8; size]);
+        let mut done = 0;
+        while done < len {
+            match self
+                .file
+                .read_at(&mut buf[done..len], self.offset + done as u64)
+            {
+                Ok(0) => return Err(shrank(self.len)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.offset += len as u64;
+        Ok(Some(Bytes::from_owner(PooledBuffer {
+            buf,
+            len,
+            home: self.home.clone(),
+        })))
+    }
+}
+
+fn shrank(len: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::UnexpectedEof,
+        format!(
+            "the file shrank while it was read (it had {len} bytes): another program changed it"
+        ),
+    )
+}
+
+/// Windows of a regular file, mapped one after another; only for files the [`Mapper`]'s
+/// maker vouched for (they never shrink while mapped).
 struct MappedBlocks<'a> {
     mapper: Mapper,
     file: &'a std::fs::File,
@@ -326,32 +387,37 @@ where
     run(ReadBlocks::new(reader), want_sha256, sink)
 }
 
-/// Like [`chunk_and_hash`] for a file: regular files are mapped window by window instead of
-/// copied through `read()`; anything else (pipes, devices) is read. A regular file must not
-/// shrink until this returns (the process would get SIGBUS): callers hash files they own for
-/// the duration, as git-lfs's objects and the files a user asks to upload or hash are.
+/// Like [`chunk_and_hash`] for a file, read from its start: a regular file is mapped window
+/// by window when `mapper` maps (the caller vouched for the file: see [`Mapper::new`]), else
+/// read with positioned reads, and fails with `UnexpectedEof` if it shrinks meanwhile;
+/// anything else (pipes, devices) is read as a stream.
 pub fn chunk_and_hash_file<E>(
     file: &std::fs::File,
+    mapper: Mapper,
     want_sha256: bool,
     sink: impl FnMut(HashedChunk) -> Result<(), E>,
 ) -> Result<StreamSummary, PipelineError<E>> {
     let meta = file.metadata()?;
-    if meta.is_file() {
-        let blocks = MappedBlocks {
-            // SAFETY: the mappings die before this function returns, and the caller keeps
-            // the file whole until then (see above).
-            mapper: unsafe { Mapper::new() },
-            file,
-            len: meta.len(),
-            offset: 0,
-        };
-        if meta.len() <= INLINE_MAX_BYTES {
-            run_inline(blocks, want_sha256, sink)
-        } else {
-            run(blocks, want_sha256, sink)
+    if !meta.is_file() {
+        return run(ReadBlocks::new(file), want_sha256, sink);
+    }
+    let len = meta.len();
+    match (mapper.maps(), len <= INLINE_MAX_BYTES) {
+        (true, inline) => {
+            let blocks = MappedBlocks {
+                mapper,
+                file,
+                len,
+                offset: 0,
+            };
+            if inline {
+                run_inline(blocks, want_sha256, sink)
+            } else {
+                run(blocks, want_sha256, sink)
+            }
         }
-    } else {
-        run(ReadBlocks::new(file), want_sha256, sink)
+        (false, true) => run_inline(FileBlocks::new(file, len), want_sha256, sink),
+        (false, false) => run(FileBlocks::new(file, len), want_sha256, sink),
     }
 }
 
@@ -478,13 +544,15 @@ fn run_inline<E>(
     consumer.finish(read, sha.map(|s| <[u8; 32]>::from(s.finalize())))
 }
 
-/// File hash (and optionally sha256) of a file.
-pub fn hash_file(file: &std::fs::File, want_sha256: bool) -> std::io::Result<StreamSummary> {
-    chunk_and_hash_file(
-        file,
-        want_sha256,
-        |_| Ok::<(), std::convert::Infallible>(()),
-    )
+/// File hash (and optionally sha256) of a file, mapped or read as `mapper` says.
+pub fn hash_file(
+    file: &std::fs::File,
+    mapper: Mapper,
+    want_sha256: bool,
+) -> std::io::Result<StreamSummary> {
+    chunk_and_hash_file(file, mapper, want_sha256, |_| {
+        Ok::<(), std::convert::Infallible>(())
+    })
     .map_err(|e| match e {
         PipelineError::Read(e) => e,
         PipelineError::Sink(never) => match never {},

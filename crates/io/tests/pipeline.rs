@@ -8,6 +8,7 @@ use git_xet_core::hash::{chunk_hash, file_hash};
 use git_xet_io::pipeline::{
     chunk_and_hash, chunk_and_hash_file, hash_stream, ChunkFeed, PipelineError, READ_BUFFER_SIZE,
 };
+use git_xet_io::platform::mmap::Mapper;
 use proptest::prelude::*;
 
 #[path = "../../core/tests/support/random.rs"]
@@ -56,6 +57,13 @@ proptest! {
     }
 }
 
+/// Both ways of reaching a file: mapped (the test's files are never truncated while mapped)
+/// and read.
+fn mappers() -> [Mapper; 2] {
+    // SAFETY: no test truncates a file it maps.
+    [unsafe { Mapper::new() }, Mapper::reading()]
+}
+
 /// Files larger than one mapped window / read buffer chunk identically on every path.
 #[test]
 fn file_pipeline_crosses_block_boundaries() {
@@ -64,17 +72,55 @@ fn file_pipeline_crosses_block_boundaries() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("input.bin");
     std::fs::write(&path, &data).unwrap();
-    let mut via_file = Vec::new();
-    let summary = chunk_and_hash_file(&std::fs::File::open(&path).unwrap(), true, |c| {
-        via_file.push(c.data.len());
-        Ok::<(), ()>(())
-    })
-    .unwrap();
-    assert_eq!(via_file, expected);
     let via_read = hash_stream(&data[..], true).unwrap();
-    assert_eq!(summary, via_read);
     let sha: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&data).into();
-    assert_eq!(summary.sha256, Some(sha));
+    for mapper in mappers() {
+        let mut via_file = Vec::new();
+        let file = std::fs::File::open(&path).unwrap();
+        let summary = chunk_and_hash_file(&file, mapper, true, |c| {
+            via_file.push(c.data.len());
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(via_file, expected, "{mapper:?}");
+        assert_eq!(summary, via_read, "{mapper:?}");
+        assert_eq!(summary.sha256, Some(sha));
+    }
+}
+
+/// A file that another program truncates while it is read (as a file a user names may be)
+/// fails the read with `UnexpectedEof`: the process is not killed (a mapping of it would die
+/// with SIGBUS on the lost pages).
+#[test]
+fn a_file_truncated_while_read_is_an_error_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shrinking.bin");
+    {
+        let size = 40 * 1024 * 1024;
+        std::fs::write(&path, mixed_data(11, size)).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let mut chunks = 0;
+        let err = chunk_and_hash_file(&file, Mapper::reading(), false, |_| {
+            chunks += 1;
+            if chunks == 1 {
+                // Another writer truncates the file after its first chunk was hashed.
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .unwrap()
+                    .set_len(1000)
+                    .unwrap();
+            }
+            Ok::<(), ()>(())
+        })
+        .unwrap_err();
+        match err {
+            PipelineError::Read(e) => {
+                assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{size}: {e}")
+            }
+            other => panic!("{size}: {other:?}"),
+        }
+    }
 }
 
 /// Small files are chunked on the calling thread instead of the threaded pipeline: the
@@ -97,26 +143,30 @@ fn small_files_chunk_inline_exactly_as_the_threaded_pipeline() {
     ] {
         let data = mixed_data(size as u64 + 3, size);
         std::fs::write(&path, &data).unwrap();
-        let mut via_file = Vec::new();
-        let summary = chunk_and_hash_file(&std::fs::File::open(&path).unwrap(), true, |c| {
-            via_file.push((c.hash, c.data.len()));
-            Ok::<(), ()>(())
-        })
-        .unwrap();
         let mut via_read = Vec::new();
         let threaded = chunk_and_hash(&data[..], true, |c| {
             via_read.push((c.hash, c.data.len()));
             Ok::<(), ()>(())
         })
         .unwrap();
-        assert_eq!(via_file, via_read, "chunks of {size} bytes");
-        assert_eq!(summary, threaded, "summary of {size} bytes");
-        assert_eq!(summary.size, size as u64);
+        for mapper in mappers() {
+            let mut via_file = Vec::new();
+            let file = std::fs::File::open(&path).unwrap();
+            let summary = chunk_and_hash_file(&file, mapper, true, |c| {
+                via_file.push((c.hash, c.data.len()));
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            assert_eq!(via_file, via_read, "chunks of {size} bytes, {mapper:?}");
+            assert_eq!(summary, threaded, "summary of {size} bytes, {mapper:?}");
+            assert_eq!(summary.size, size as u64);
+        }
     }
     let data = mixed_data(5, 900_000);
     std::fs::write(&path, &data).unwrap();
     let mut seen = 0;
-    let err = chunk_and_hash_file(&std::fs::File::open(&path).unwrap(), false, |_| {
+    let file = std::fs::File::open(&path).unwrap();
+    let err = chunk_and_hash_file(&file, Mapper::reading(), false, |_| {
         seen += 1;
         if seen == 2 {
             Err("sink full")

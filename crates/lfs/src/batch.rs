@@ -9,7 +9,9 @@ use reqwest::Method;
 use crate::pointer::Oid;
 use crate::protocol::{Action, Operation};
 use crate::LfsError;
+use git_xet_client::retry::{is_retryable_status, retry_after, Verdict};
 use git_xet_client::transport::{shown_url, Authenticator, HttpFactory};
+use git_xet_client::RetryPolicy;
 use git_xet_core::constants::{XET_DOWNLOAD_TRANSFER, XET_TRANSFER};
 pub use git_xet_core::lfs::batch::ObjectError;
 use git_xet_core::lfs::batch::{self as wire, BatchRequest, ObjectSpec, HASH_ALGO_SHA256};
@@ -18,9 +20,6 @@ use git_xet_core::lfs::pointer::PointerError;
 const MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
 /// Objects per batch request (git-lfs's own default batch size).
 pub const BATCH_SIZE: usize = 100;
-
-/// Attempts of a Batch API request that got no answer or a 5xx, and the pause after each.
-const BATCH_RETRY_PAUSES_MS: [u64; 2] = [200, 800];
 
 /// An LFS endpoint (`.../info/lfs`) and the headers its requests carry (from
 /// `git-lfs-authenticate` for ssh remotes). Credentials go through the client's
@@ -60,6 +59,8 @@ pub struct BatchClient {
     header: BTreeMap<String, String>,
     auth: Arc<Authenticator>,
     http: HttpFactory,
+    /// When a request that got no answer or a transient status is tried again.
+    retry: RetryPolicy,
 }
 
 /// `transfers`, plus [`XET_DOWNLOAD_TRANSFER`] for a download offering `xet`: our `xet`
@@ -113,7 +114,14 @@ impl BatchClient {
             header: endpoint.header,
             auth,
             http,
+            retry: RetryPolicy::default(),
         })
+    }
+
+    /// The client with `retry` as its retry policy (the CAS client's default otherwise).
+    pub fn with_retry(mut self, retry: RetryPolicy) -> BatchClient {
+        self.retry = retry;
+        self
     }
 
     pub fn authenticator(&self) -> &Arc<Authenticator> {
@@ -156,24 +164,28 @@ impl BatchClient {
             hash_algo: Some(HASH_ALGO_SHA256.into()),
         };
         let body = serde_json::to_vec(&body).expect("batch request serializes");
-        let mut attempt = 0;
+        let started = std::time::Instant::now();
+        let mut attempts = 0;
         let (status, text) = loop {
+            attempts += 1;
             let outcome = self.send_batch(&url, &body).await;
-            // No answer (not a TLS or settings problem: those stay) or a 5xx: again.
-            let retry = match &outcome {
-                Err(LfsError::Http(e)) => e.is_transient(),
-                Ok((status, _)) => *status >= 500,
-                Err(_) => false,
+            // No answer (not a TLS or settings problem: those stay) or a transient status.
+            let hint = match &outcome {
+                Err(LfsError::Http(e)) if e.is_transient() => None,
+                Ok((status, _, hint)) if is_retryable_status(*status) => *hint,
+                _ => break outcome.map(|(status, text, _)| (status, text))?,
             };
-            if !retry || attempt >= BATCH_RETRY_PAUSES_MS.len() {
-                break outcome?;
+            match self.retry.verdict(attempts, started.elapsed(), hint) {
+                Verdict::RetryAfter(delay) => {
+                    tracing::debug!(
+                        "LFS batch request to {} failed; retrying in {:.1}s",
+                        shown_url(&url),
+                        delay.as_secs_f64()
+                    );
+                    tokio::time::sleep(delay).await;
+                }
+                Verdict::GiveUp => break outcome.map(|(status, text, _)| (status, text))?,
             }
-            tracing::debug!("LFS batch request to {} failed; retrying", shown_url(&url));
-            tokio::time::sleep(std::time::Duration::from_millis(
-                BATCH_RETRY_PAUSES_MS[attempt],
-            ))
-            .await;
-            attempt += 1;
         };
         if !(200..300).contains(&status) {
             return Err(LfsError::status(
@@ -218,8 +230,12 @@ impl BatchClient {
         })
     }
 
-    /// One Batch API request: the answer's status and body.
-    async fn send_batch(&self, url: &str, body: &[u8]) -> Result<(u16, String), LfsError> {
+    /// One Batch API request: the answer's status, body and `Retry-After` delay.
+    async fn send_batch(
+        &self,
+        url: &str,
+        body: &[u8],
+    ) -> Result<(u16, String, Option<std::time::Duration>), LfsError> {
         let response = self
             .auth
             .send(&self.http, url, || {
@@ -236,11 +252,12 @@ impl BatchClient {
             })
             .await?;
         let status = response.status().as_u16();
+        let hint = retry_after(response.headers());
         let text = response
             .text()
             .await
             .map_err(|e| LfsError::from(self.http.classify(url, &e)))?;
-        Ok((status, text))
+        Ok((status, text, hint))
     }
 
     /// Calls a `verify` action after an upload, as git-lfs does.

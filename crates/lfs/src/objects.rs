@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::action::XetAction;
 use crate::batch::BatchResponse;
@@ -21,8 +21,8 @@ use crate::LfsError;
 use git_xet_client::chunk_lists::ChunkListStore;
 use git_xet_client::transport::{Authenticator, HttpFactory};
 use git_xet_client::{
-    CasClient, ClientConfig, ClientError, ContentTap, DownloadOptions, LocalSource, ProgressFn,
-    RefreshFn, SessionStats, Token,
+    CasClient, ClientConfig, ClientError, ContentTap, DownloadOptions, LocalSource, Mapper,
+    ProgressFn, RefreshFn, SessionStats, Token,
 };
 
 /// Recent local objects offered to the client as sources of chunks on download.
@@ -90,8 +90,6 @@ impl ObjectDownload {
 /// the service's life (connections and caches are reused).
 pub struct ObjectService {
     env: AgentEnv,
-    /// Started by the first transfer (git-lfs starts agents that never get an object).
-    runtime: OnceLock<tokio::runtime::Runtime>,
     clients: HashMap<String, (CasClient, Arc<Tokens>)>,
 }
 
@@ -99,7 +97,6 @@ impl ObjectService {
     pub fn new(env: AgentEnv) -> ObjectService {
         ObjectService {
             env,
-            runtime: OnceLock::new(),
             clients: HashMap::new(),
         }
     }
@@ -108,16 +105,10 @@ impl ObjectService {
         &self.env
     }
 
-    fn runtime(&self) -> Result<&tokio::runtime::Runtime, LfsError> {
-        if let Some(runtime) = self.runtime.get() {
-            return Ok(runtime);
-        }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .thread_name("git-xet-agent")
-            .build()
-            .map_err(|e| LfsError::Runtime(Arc::new(e)))?;
-        Ok(self.runtime.get_or_init(|| runtime))
+    /// The process's runtime, started by the first transfer (git-lfs starts agents that
+    /// never get an object).
+    fn runtime(&self) -> Result<tokio::runtime::Handle, LfsError> {
+        git_xet_client::runtime::handle().map_err(|e| LfsError::Runtime(Arc::new(e)))
     }
 
     /// The client for the CAS server `access` names, created on first use; a newer token
@@ -149,7 +140,8 @@ impl ObjectService {
     }
 
     /// Uploads the file at `path` as the object `oid` of `size` bytes; done when the server
-    /// has registered it. Returns what the upload sent.
+    /// has registered it. Returns what the upload sent. The file is mapped when it is `oid`'s
+    /// object in the store, read otherwise.
     pub fn upload(
         &mut self,
         oid: Oid,
@@ -162,16 +154,29 @@ impl ObjectService {
         let client = self.client_for(access)?;
         let progress = progress.unwrap_or_else(|| Arc::new(|_, _| {}));
         let lists = ChunkListStore::new(&self.env.xet_dir);
+        let mapper = self.mapper_for(path, &oid);
         self.runtime()?.block_on(async move {
-            match upload_object(&client, path, oid, size, &lists, &progress).await {
+            let upload = || upload_object(&client, path, oid, size, mapper, &lists, &progress);
+            match upload().await {
                 // The cache that misled the first attempt is gone: this one sends the data.
                 Err(LfsError::Client(e @ ClientError::StaleDedup { .. })) => {
                     tracing::warn!("{e}");
-                    upload_object(&client, path, oid, size, &lists, &progress).await
+                    upload().await
                 }
                 other => other,
             }
         })
+    }
+
+    /// Maps `path` only if it is `oid`'s object in the store: written once under its oid and
+    /// replaced only by rename, never truncated in place. Any other file is read.
+    fn mapper_for(&self, path: &Path, oid: &Oid) -> Mapper {
+        let stored = self.env.store.path(oid);
+        match (std::fs::canonicalize(path), std::fs::canonicalize(stored)) {
+            // SAFETY: the store's object, as said above.
+            (Ok(a), Ok(b)) if a == b => unsafe { Mapper::new() },
+            _ => Mapper::reading(),
+        }
     }
 
     /// Downloads one object into a new file of the store's temp directory (the caller
@@ -265,12 +270,10 @@ impl ObjectService {
         })
     }
 
-    /// Ends the session: clients dropped, the runtime's threads stopped.
+    /// Ends the session: clients dropped (the process's runtime stops where the process
+    /// ends: git_xet_client::runtime::shutdown).
     pub fn shutdown(&mut self) {
         self.clients.clear();
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(std::time::Duration::from_secs(5));
-        }
     }
 }
 
@@ -340,13 +343,14 @@ async fn upload_object(
     path: &Path,
     oid: Oid,
     size: u64,
+    mapper: Mapper,
     lists: &ChunkListStore,
     progress_fn: &ProgressFn,
 ) -> Result<SessionStats, LfsError> {
     if let Some(list) = lists.load(&oid.0, size) {
         let mut session = client.start_upload().await?;
         match session
-            .add_chunked_file(path, list, Some(progress_fn.clone()))
+            .add_chunked_file(path, list, mapper, Some(progress_fn.clone()))
             .await
         {
             Ok(_) => {
@@ -366,7 +370,9 @@ async fn upload_object(
         }
     }
     let mut session = client.start_upload().await?;
-    let file = session.add_file(path, Some(progress_fn.clone())).await?;
+    let file = session
+        .add_file_with(path, mapper, Some(progress_fn.clone()))
+        .await?;
     if file.sha256 != oid.0 || file.size != size {
         // Dropping the session registers nothing.
         return Err(LfsError::UploadChanged {

@@ -138,10 +138,22 @@ impl CasClient {
 
 impl UploadSession {
     /// Chunks, deduplicates and packs a file. Its new xorbs start uploading at once; it is
-    /// registered by [`UploadSession::finish`].
+    /// registered by [`UploadSession::finish`]. The file is read, never mapped (another
+    /// program may truncate it meanwhile: the upload then fails).
     pub async fn add_file(
         &mut self,
         path: &Path,
+        progress: Option<ProgressFn>,
+    ) -> Result<FileUpload> {
+        self.add_file_with(path, Mapper::reading(), progress).await
+    }
+
+    /// [`UploadSession::add_file`], mapping the file when `mapper` maps: only for files
+    /// git-xet owns (see [`Mapper::new`]).
+    pub async fn add_file_with(
+        &mut self,
+        path: &Path,
+        mapper: Mapper,
         progress: Option<ProgressFn>,
     ) -> Result<FileUpload> {
         let file = std::fs::File::open(path)
@@ -152,7 +164,7 @@ impl UploadSession {
             .len();
         self.add_input(
             &path.display().to_string(),
-            Input::Stream(Stream::File(Arc::new(file))),
+            Input::Stream(Stream::File(Arc::new(file), mapper)),
             Size::Exact(size),
             progress,
         )
@@ -161,11 +173,13 @@ impl UploadSession {
 
     /// Like [`UploadSession::add_file`] for a file whose chunks are already known: only the
     /// chunks that must be packed are read (and each is checked against `list`; a mismatch
-    /// is [`ClientError::Corrupt`] and ends the session). The file must not change meanwhile.
+    /// is [`ClientError::Corrupt`] and ends the session). The file must not change meanwhile;
+    /// it is mapped when `mapper` maps (only for files git-xet owns: see [`Mapper::new`]).
     pub async fn add_chunked_file(
         &mut self,
         path: &Path,
         list: ChunkList,
+        mapper: Mapper,
         progress: Option<ProgressFn>,
     ) -> Result<FileUpload> {
         let file = std::fs::File::open(path)
@@ -182,7 +196,7 @@ impl UploadSession {
         }
         self.add_input(
             &path.display().to_string(),
-            Input::Chunked(Arc::new(file), list),
+            Input::Chunked(Arc::new(file), list, mapper),
             Size::Exact(size),
             progress,
         )
@@ -236,10 +250,11 @@ impl UploadSession {
                     &mut query,
                     &name_owned,
                 ),
-                Input::Chunked(file, list) => plan_chunked(
+                Input::Chunked(file, list, mapper) => plan_chunked(
                     &mut planner,
                     file,
                     list,
+                    mapper,
                     size_hint,
                     progress,
                     &mut query,
@@ -400,12 +415,12 @@ enum Size {
 /// What to upload: content to chunk, or a file whose chunks are known.
 enum Input {
     Stream(Stream),
-    Chunked(Arc<std::fs::File>, ChunkList),
+    Chunked(Arc<std::fs::File>, ChunkList, Mapper),
 }
 
-/// Content to chunk: a file (mapped when regular) or any stream.
+/// Content to chunk: a file (mapped when regular and the mapper maps) or any stream.
 enum Stream {
-    File(Arc<std::fs::File>),
+    File(Arc<std::fs::File>, Mapper),
     Reader(Box<dyn Read + Send>),
 }
 
@@ -418,7 +433,7 @@ fn plan_stream(
     name: &str,
 ) -> Result<(FileUpload, PlannedFile)> {
     let source = match &input {
-        Stream::File(f) if f.metadata().is_ok_and(|m| m.is_file()) => Some(f.clone()),
+        Stream::File(f, _) if f.metadata().is_ok_and(|m| m.is_file()) => Some(f.clone()),
         _ => None,
     };
     let mut file = planner.file(source);
@@ -431,7 +446,7 @@ fn plan_stream(
         Ok::<(), ClientError>(())
     };
     let summary = match input {
-        Stream::File(f) => chunk_and_hash_file(&f, true, sink),
+        Stream::File(f, mapper) => chunk_and_hash_file(&f, mapper, true, sink),
         Stream::Reader(r) => chunk_and_hash(r, true, sink),
     }
     .map_err(|e| match e {
@@ -449,18 +464,20 @@ fn plan_stream(
     Ok((upload, planned))
 }
 
-/// Mapped windows of the file being planned from a chunk list.
+/// Windows of the file being planned from a chunk list.
 const LIST_WINDOW: u64 = 16 << 20;
 
-/// Plans a file from its chunk list. The file is mapped window by window (each window
+/// Plans a file from its chunk list. The file is taken window by window (each window
 /// overlaps the next by one maximal chunk, so every chunk lies inside the window where it
-/// starts), and only the pages of chunks that get packed are read; the planner checks each
-/// of those against its listed hash. A window is unmapped once no chunk refers to it.
+/// starts); mapped, only the pages of chunks that get packed are read (read, the whole
+/// window is). The planner checks each packed chunk against its listed hash. A window is
+/// released once no chunk refers to it.
 #[allow(clippy::too_many_arguments)]
 fn plan_chunked(
     planner: &mut SessionPlanner,
     file: Arc<std::fs::File>,
     list: ChunkList,
+    mapper: Mapper,
     size: u64,
     progress: Option<ProgressFn>,
     query: planner::GlobalQuery<'_>,
@@ -477,9 +494,6 @@ fn plan_chunked(
     let mut planned = planner.file(Some(file.clone()));
     planned.check_new_chunks(name);
     let mut progress = Throttled::new(progress, size);
-    // SAFETY: as for `chunk_and_hash_file`, the file to upload is the caller's and stays whole
-    // for the upload (a git-lfs object, or a file the user named).
-    let mapper = unsafe { Mapper::new() };
     let mut window = Bytes::new();
     let mut window_start = 0u64;
     let mut offset = 0u64;
@@ -490,7 +504,7 @@ fn plan_chunked(
             let window_len = (size - window_start).min(LIST_WINDOW + MAX_CHUNK_SIZE as u64);
             window = mapper
                 .map_range(&file, window_start, window_len as usize, false)
-                .map_err(|e| ClientError::io("mapping the file to upload", name, e))?;
+                .map_err(|e| ClientError::io("reading the file to upload", name, e))?;
             if end > window_start + window.len() as u64 {
                 return Err(wrong("it is shorter than its chunk list".into()));
             }

@@ -41,7 +41,7 @@ pub struct Fetcher {
     /// `Err` when no Batch API request can be made (not an HTTP server, ssh authenticate
     /// failed): everything goes to git-lfs, for this reason.
     batch: Result<BatchClient, Handoff>,
-    runtime: tokio::runtime::Runtime,
+    runtime: tokio::runtime::Handle,
     service: ObjectService,
 }
 
@@ -111,10 +111,8 @@ impl Fetcher {
             },
             Err(why) => Err(why.clone()),
         };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(GitError::Runtime)?;
+        // The process's runtime, which the object service blocks on too.
+        let runtime = git_xet_client::runtime::handle().map_err(GitError::Runtime)?;
         // The requests of the objects' downloads (token refresh) authenticate as the
         // batch's did, with the same credentials.
         let env = match resolved {

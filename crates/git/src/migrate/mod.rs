@@ -102,10 +102,7 @@ pub fn run(opts: &Options) -> Result<MigrateReport, GitError> {
         };
         let auth = http::authenticator(&repo, Some(credentials_from), &bare)?;
         let batch = BatchClient::new(Endpoint::new(&bare), &http::factory(&repo)?, auth)?;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(GitError::Runtime)?;
+        let rt = git_xet_client::runtime::handle().map_err(GitError::Runtime)?;
         let progress = progress::MigrateProgress::new(&objects);
         let uploaded = upload::upload_missing(&repo, &batch, &rt, &objects, opts.jobs, &progress);
         progress.finish();

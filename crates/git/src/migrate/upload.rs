@@ -50,7 +50,7 @@ struct Done {
 /// actions: the Batch API client stays on the runtime it was made for).
 struct Tally<'a> {
     batch: &'a BatchClient,
-    rt: &'a tokio::runtime::Runtime,
+    rt: &'a tokio::runtime::Handle,
     progress: &'a MigrateProgress,
     totals: Uploaded,
     failure: Option<GitError>,
@@ -60,7 +60,7 @@ struct Tally<'a> {
 pub fn upload_missing(
     repo: &Repo,
     batch: &BatchClient,
-    rt: &tokio::runtime::Runtime,
+    rt: &tokio::runtime::Handle,
     objects: &[LfsObject],
     jobs: usize,
     progress: &MigrateProgress,
@@ -114,7 +114,7 @@ pub fn upload_missing(
 /// Asks the server about one group and queues the uploads it wants.
 fn queue_group(
     batch: &BatchClient,
-    rt: &tokio::runtime::Runtime,
+    rt: &tokio::runtime::Handle,
     group: &[LfsObject],
     jobs: &mpsc::SyncSender<Job>,
     done: &mpsc::Receiver<Result<Done, GitError>>,

@@ -15,7 +15,7 @@ use git_xet_lfs::store::LfsStore;
 pub fn verify_all(
     repo: &Repo,
     batch: &BatchClient,
-    rt: &tokio::runtime::Runtime,
+    rt: &tokio::runtime::Handle,
     objects: &[LfsObject],
     say: &dyn Fn(String),
 ) -> Result<u64, GitError> {

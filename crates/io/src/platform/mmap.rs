@@ -1,17 +1,26 @@
-//! Read-only memory mappings of byte ranges of files, as `Bytes`.
+//! Read-only memory mappings of byte ranges of files, as `Bytes`, or reads of them: the
+//! caller chooses, as ripgrep's `MmapChoice` makes its caller opt in.
 //!
 //! Mapping saves copying every byte out of the page cache: hashing a cached file, comparing
-//! with a stored object, serving xorb bytes to a socket. A mapping is unsafe in one way that
-//! the type system cannot see: if the file shrinks while it is mapped, touching the lost
-//! pages kills the process with SIGBUS. Hence the `unsafe` constructor of [`Mapper`], whose
-//! caller vouches for the files it will map.
+//! with a stored object, serving xorb bytes to a socket. It is unsafe in one way the type
+//! system cannot see: if the file shrinks while it is mapped, touching the lost pages kills
+//! the process with SIGBUS. So git-xet maps only files it owns and never truncates:
+//!
+//! - git-lfs objects in `.git/lfs/objects` (written once under their oid, replaced only by
+//!   rename), which the agent uploads and the filter compares with;
+//! - the server's stored xorbs and shards (staged, then linked into place, never rewritten).
+//!
+//! Files a user names (`git xet hash FILE`, `git xet upload FILE`, `UploadSession::add_file`)
+//! and working-tree files are read (pread), never mapped: another process may truncate them
+//! at any time, and then the read fails or stops instead of the process dying.
 
 use std::fs::File;
 
 use bytes::Bytes;
 
-/// Permission to map files. Made only through [`Mapper::new`], whose contract each caller
-/// states where it makes one.
+/// How a file's bytes are reached: mapped (only through the `unsafe` [`Mapper::new`], for
+/// files git-xet owns, see the module documentation) or read ([`Mapper::reading`], safe,
+/// for everything else).
 #[derive(Debug, Clone, Copy)]
 pub struct Mapper {
     portable: bool,
@@ -23,10 +32,11 @@ impl Mapper {
     ///
     /// # Safety
     ///
-    /// No file mapped through this value may be truncated (or otherwise shrink) while a
-    /// returned `Bytes`, or any slice of it, lives: the process would get SIGBUS on touching
-    /// the lost pages. Callers map files that are immutable by construction (stored objects
-    /// replaced only by rename) or that they own for the duration.
+    /// The one condition of every mapping git-xet makes: no file mapped through this value
+    /// may be truncated (or otherwise shrink) while a returned `Bytes`, or any slice of it,
+    /// lives, or the process gets SIGBUS on touching the lost pages. Only files git-xet owns
+    /// and never truncates qualify (git-lfs objects, stored xorbs and shards); never a file
+    /// a user named or a working-tree file: use [`Mapper::reading`] for those.
     pub unsafe fn new() -> Mapper {
         Mapper {
             portable: super::portable(),
@@ -36,6 +46,11 @@ impl Mapper {
     /// A mapper that never maps: every range is read into memory. Safe, as nothing is mapped.
     pub fn reading() -> Mapper {
         Mapper { portable: true }
+    }
+
+    /// Whether this value maps (false: it reads).
+    pub fn maps(&self) -> bool {
+        !self.portable
     }
 
     /// Bytes `offset..offset + len` of `file` (any offset), read-only. With `populate`, the
