@@ -35,6 +35,21 @@ impl Default for RetryPolicy {
     }
 }
 
+impl RetryPolicy {
+    /// For requests with a fallback waiting behind them: the Batch API, whose failure hands
+    /// the objects to git-lfs (which retries on its own). Three attempts within ~5 s instead
+    /// of the default's 90 s, so an unreachable LFS server costs a checkout seconds, not
+    /// minutes; a `Retry-After` longer than 2 s is not waited for.
+    pub fn quick() -> Self {
+        RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(2),
+            max_elapsed: Duration::from_secs(5),
+        }
+    }
+}
+
 /// What to do about one failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {

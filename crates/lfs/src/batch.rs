@@ -114,11 +114,11 @@ impl BatchClient {
             header: endpoint.header,
             auth,
             http,
-            retry: RetryPolicy::default(),
+            retry: RetryPolicy::quick(),
         })
     }
 
-    /// The client with `retry` as its retry policy (the CAS client's default otherwise).
+    /// The client with `retry` as its retry policy (`RetryPolicy::quick` otherwise).
     pub fn with_retry(mut self, retry: RetryPolicy) -> BatchClient {
         self.retry = retry;
         self
