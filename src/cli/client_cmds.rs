@@ -7,13 +7,11 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 
 use git_xet_client::chunk_cache::{default_cache_root, DEFAULT_CHUNK_CACHE_BYTES};
-use git_xet_client::progress::bar_callback;
 use git_xet_client::{CasClient, ClientConfig, DownloadOptions, LocalSource, Token};
-use git_xet_core::hash::parse_sha256_hex;
 use git_xet_core::MerkleHash;
 use git_xet_io::human::human_bytes;
 use git_xet_io::logging;
-use git_xet_io::terminal::terminal_bar;
+use git_xet_io::terminal::{bar_callback, terminal_bar};
 
 /// How to reach the server and where to keep local state.
 #[derive(clap::Args, Debug)]
@@ -72,7 +70,7 @@ pub struct DownloadArgs {
     /// Only bytes START..=END (inclusive, like HTTP).
     #[arg(long, value_name = "START-END")]
     range: Option<String>,
-    /// Fail unless the result has this sha256.
+    /// Fail unless the result has this sha256 (64 lowercase hex digits, as in LFS pointers).
     #[arg(long, value_name = "HEX")]
     sha256: Option<String>,
     /// A local file with chunks in common (e.g. an older version), reused when its
@@ -167,7 +165,7 @@ pub fn download(args: DownloadArgs) -> anyhow::Result<ExitCode> {
     let expected_sha256 = args
         .sha256
         .as_deref()
-        .map(parse_sha256_hex)
+        .map(git_xet_core::lfs::parse_oid)
         .transpose()
         .context("invalid --sha256")?;
     let client = CasClient::new(config(&args.connect)?)?;

@@ -1,14 +1,20 @@
 //! git integration commands: transfer, install, uninstall, migrate, status, quickstart,
 //! pre-receive.
-//! Argument parsing and output only; the work is in `git::` and `lfs::`.
+//! Argument parsing and output only; the work is in `git_xet_git` and `git_xet_lfs`, which
+//! return what this prints.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
 
 use git_xet_git::config::Scope;
 use git_xet_git::install::{self, InstallOptions};
+use git_xet_git::status::{FilterSetting, StatusReport};
+use git_xet_io::human::human_bytes;
 use git_xet_io::logging;
+
+use super::progress;
 
 #[derive(clap::Args, Debug)]
 pub struct TransferArgs {}
@@ -103,7 +109,7 @@ pub fn transfer(_args: TransferArgs) -> anyhow::Result<ExitCode> {
 
 pub fn filter_process() -> anyhow::Result<ExitCode> {
     logging::init("warn");
-    git_xet_git::filter::run_stdio()
+    git_xet_git::filter::run_stdio(Box::new(progress::FilterDownloads))
 }
 
 pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
@@ -152,14 +158,93 @@ pub fn migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
         update_lfsconfig: args.update_lfsconfig,
         jobs: args.jobs,
     };
-    git_xet_git::migrate::run(&opts)?;
+    let report = git_xet_git::migrate::run(&opts, &progress::MigrateDisplay::default())?;
+    let mut out = std::io::stdout().lock();
+    for line in report.lines() {
+        writeln!(out, "{line}")?;
+    }
+    writeln!(out, "next:")?;
+    for step in &report.next_steps {
+        writeln!(out, "  - {step}")?;
+    }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     logging::init("warn");
-    git_xet_git::status::run(args.remote.as_deref(), args.offline)?;
+    let report = git_xet_git::status::run(args.remote.as_deref(), args.offline)?;
+    let mut out = std::io::stdout().lock();
+    for line in status_lines(&report) {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `git xet status`'s output, one line each.
+fn status_lines(r: &StatusReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    lines.push(match &r.agent {
+        Some(a) => format!(
+            "agent:          configured ({} config): {} {}{}",
+            a.scope,
+            a.path,
+            a.args,
+            if a.usable {
+                ""
+            } else {
+                "  [program not found: run `git xet install` again]"
+            }
+        ),
+        None => "agent:          not configured (run `git xet install`)".into(),
+    });
+    lines.push(format!(
+        "filter:         {}",
+        match r.filter {
+            FilterSetting::Ours => "git-xet filter-process",
+            FilterSetting::GitLfs =>
+                "git-lfs filter-process (`git xet install` makes checkouts faster)",
+            FilterSetting::Missing => "missing (run `git xet install` or `git lfs install`)",
+        }
+    ));
+    if r.remotes.is_empty() {
+        lines.push("remote:         none".into());
+    }
+    for remote in &r.remotes {
+        lines.push(format!("remote:         {}", remote.name));
+        let endpoint = match &remote.endpoint {
+            Ok(e) => e,
+            Err(e) => {
+                lines.push(format!("  (cannot read its configuration: {e})"));
+                continue;
+            }
+        };
+        lines.push(format!("LFS endpoint:   {}", endpoint.shown));
+        lines.push(format!("authentication: {}", endpoint.authentication));
+        if let Some(t) = &endpoint.transfers {
+            lines.push(format!("transfers:      {}", t.path));
+            lines.push(format!("offers xet:     {}", t.offers_xet));
+        }
+    }
+    lines.push(format!(
+        "shard cache:    {} in {}",
+        human_bytes(r.shard_cache_bytes),
+        r.xet_dir.display()
+    ));
+    lines.push(format!("LFS files in HEAD: {}", r.files.len()));
+    for f in &r.files {
+        lines.push(match &f.xet_hash {
+            Some(h) => format!("  {h}  {:>10}  {}", human_bytes(f.size), f.path),
+            None => format!(
+                "  {:64}  {:>10}  {}  (not local: `git lfs pull` first)",
+                "?",
+                human_bytes(f.size),
+                f.path
+            ),
+        });
+    }
+    lines
 }
 
 pub fn quickstart(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
@@ -169,6 +254,104 @@ pub fn quickstart(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
         dir: args.dir,
         program: agent_program()?,
     };
-    git_xet_git::quickstart::run(&opts)?;
+    let report = git_xet_git::quickstart::run(&opts, &progress::quickstart_step)?;
+    println!("{}", report.table);
+    println!("quickstart finished in {:.1}s", report.seconds);
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use git_xet_git::status::{AgentSetting, EndpointStatus, FileStatus, RemoteStatus, Transfers};
+
+    #[test]
+    fn status_prints_every_part_of_the_report() {
+        let report = StatusReport {
+            agent: Some(AgentSetting {
+                scope: "global".into(),
+                path: "/gone/git-xet".into(),
+                args: "transfer".into(),
+                usable: false,
+            }),
+            filter: FilterSetting::GitLfs,
+            remotes: vec![
+                RemoteStatus {
+                    name: "origin".into(),
+                    endpoint: Ok(EndpointStatus {
+                        shown: "https://h/r.git/info/lfs".into(),
+                        authentication: "http credentials".into(),
+                        transfers: Some(Transfers {
+                            path: "xet".into(),
+                            offers_xet: "yes".into(),
+                        }),
+                    }),
+                },
+                RemoteStatus {
+                    name: "broken".into(),
+                    endpoint: Err(git_xet_git::GitError::io(
+                        "reading",
+                        std::io::Error::other("bad"),
+                    )),
+                },
+            ],
+            xet_dir: "/r/.git/xet".into(),
+            shard_cache_bytes: 2048,
+            files: vec![
+                FileStatus {
+                    xet_hash: Some("ab".repeat(32)),
+                    size: 1 << 20,
+                    path: "a.bin".into(),
+                },
+                FileStatus {
+                    xet_hash: None,
+                    size: 5,
+                    path: "b.bin".into(),
+                },
+            ],
+        };
+        let lines = status_lines(&report);
+        let broken = format!(
+            "  (cannot read its configuration: {})",
+            report.remotes[1].endpoint.as_ref().unwrap_err()
+        );
+        let expected = [
+            "agent:          configured (global config): /gone/git-xet transfer  [program not found: run `git xet install` again]".to_string(),
+            "filter:         git-lfs filter-process (`git xet install` makes checkouts faster)".into(),
+            "remote:         origin".into(),
+            "LFS endpoint:   https://h/r.git/info/lfs".into(),
+            "authentication: http credentials".into(),
+            "transfers:      xet".into(),
+            "offers xet:     yes".into(),
+            "remote:         broken".into(),
+            broken,
+            format!("shard cache:    {} in /r/.git/xet", human_bytes(2048)),
+            "LFS files in HEAD: 2".into(),
+            format!("  {}  {:>10}  a.bin", "ab".repeat(32), human_bytes(1 << 20)),
+            format!(
+                "  {:64}  {:>10}  b.bin  (not local: `git lfs pull` first)",
+                "?",
+                human_bytes(5)
+            ),
+        ];
+        assert_eq!(lines, expected);
+
+        let bare = StatusReport {
+            agent: None,
+            filter: FilterSetting::Missing,
+            remotes: vec![],
+            files: vec![],
+            ..report
+        };
+        let lines = status_lines(&bare);
+        assert_eq!(
+            lines[..3],
+            [
+                "agent:          not configured (run `git xet install`)",
+                "filter:         missing (run `git xet install` or `git lfs install`)",
+                "remote:         none",
+            ]
+        );
+        assert_eq!(lines[4], "LFS files in HEAD: 0");
+    }
 }

@@ -14,6 +14,7 @@ mod client_cmds;
 mod core_cmds;
 mod forward;
 mod git_cmds;
+mod progress;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -177,7 +177,7 @@ impl ChunkListStore {
         for entry in entries.filter_map(|e| e.ok()) {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            let sha = git_xet_core::hash::parse_sha256_hex(&name).ok();
+            let sha = git_xet_core::lfs::parse_oid(&name).ok();
             let stale = match sha {
                 Some(sha) => !keep(&sha),
                 None => name.starts_with(".tmp-") && is_old(&entry),

@@ -53,16 +53,9 @@ pub fn describe_transport_error(e: &reqwest::Error) -> String {
     } else {
         "request failed"
     };
-    let mut source = std::error::Error::source(e);
-    let mut detail = String::new();
-    while let Some(s) = source {
-        detail = s.to_string();
-        source = s.source();
-    }
-    if detail.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{kind}: {detail}")
+    match git_xet_io::error_chain::innermost(e) {
+        Some(detail) if !detail.is_empty() => format!("{kind}: {detail}"),
+        _ => kind.to_string(),
     }
 }
 

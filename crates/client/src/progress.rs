@@ -1,5 +1,6 @@
 //! Progress reporting: a callback the caller supplies (the transfer agent turns it into
-//! git-lfs `progress` events; the CLI into indicatif bars).
+//! git-lfs `progress` events; the programs into bars, `git_xet_io::terminal`). The client
+//! itself never prints.
 
 use std::sync::Arc;
 
@@ -42,14 +43,6 @@ impl Throttled {
             }
         }
     }
-}
-
-/// A progress callback that drives `bar`.
-pub fn bar_callback(bar: indicatif::ProgressBar) -> ProgressFn {
-    Arc::new(move |done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-    })
 }
 
 #[cfg(test)]

@@ -83,16 +83,11 @@ impl MerkleHash {
         for w in 0..4 {
             let mut word = 0u64;
             for &c in &bytes[w * 16..w * 16 + 16] {
-                let nibble = match c {
-                    b'0'..=b'9' => c - b'0',
-                    b'a'..=b'f' => c - b'a' + 10,
-                    b'A'..=b'F' => c - b'A' + 10,
-                    _ => {
-                        return Err(CoreError::HashString(format!(
-                            "{:?} is not a hex digit",
-                            c as char
-                        )))
-                    }
+                let Some(nibble) = crate::hex::digit(c) else {
+                    return Err(CoreError::HashString(format!(
+                        "{:?} is not a hex digit",
+                        c as char
+                    )));
                 };
                 word = (word << 4) | u64::from(nibble);
             }
@@ -251,13 +246,6 @@ pub fn merkle_as_sha256(stored: &MerkleHash) -> [u8; 32] {
         out[w * 8..w * 8 + 8].copy_from_slice(&value.to_be_bytes());
     }
     out
-}
-
-/// Parses a conventional 64-digit lowercase sha256 hex digest (as in LFS pointers).
-pub fn parse_sha256_hex(s: &str) -> Result<[u8; 32], CoreError> {
-    let stored = MerkleHash::from_hex(s)
-        .map_err(|e| CoreError::HashString(format!("invalid sha256 {s:?}: {e}")))?;
-    Ok(merkle_as_sha256(&stored))
 }
 
 /// Conventional lowercase hex of a sha256 digest.

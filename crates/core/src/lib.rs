@@ -16,6 +16,7 @@ pub mod constants;
 pub mod error;
 mod gear_table;
 pub mod hash;
+pub mod hex;
 pub mod lfs;
 pub mod merkle;
 pub mod reconstruction;

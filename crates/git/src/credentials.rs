@@ -5,8 +5,8 @@
 use std::io::IsTerminal;
 
 use crate::command::Git;
-use git_xet_client::transport::urlmatch::percent_decode;
 use git_xet_client::transport::{shown_url, CredentialStore, TransportError};
+use git_xet_io::url::percent_decode;
 
 pub use git_xet_client::transport::Credential;
 

@@ -3,6 +3,9 @@
 //! and a slightly edited version of it through the agent, clones them back, checks every
 //! byte, and shows what moved over the wire, counted by the server.
 //!
+//! It never prints: the steps go to the caller's `step` callback as they begin, and the
+//! table comes back as the report.
+//!
 //! The demo runs with its own git configuration (a temporary global config file) so that it
 //! neither depends on nor changes the user's.
 
@@ -33,7 +36,16 @@ struct Moved {
     secs: f64,
 }
 
-pub fn run(opts: &Options) -> Result<(), GitError> {
+/// What the demo showed.
+#[derive(Debug, Clone)]
+pub struct QuickstartReport {
+    /// The table of bytes moved per step and the dedup ratio, ready to print.
+    pub table: String,
+    pub seconds: f64,
+}
+
+/// Runs the demo, telling `step` what it starts doing.
+pub fn run(opts: &Options, step: &dyn Fn(&str)) -> Result<QuickstartReport, GitError> {
     let started = Instant::now();
     let (_keep, root) = match &opts.dir {
         Some(d) => {
@@ -55,19 +67,21 @@ pub fn run(opts: &Options) -> Result<(), GitError> {
         }
     };
     step(&format!("working in {}", root.display()));
-    let mut server = Server::start(&opts.program, &root)?;
-    let result = demo(opts, &root, &mut server);
+    let mut server = Server::start(&opts.program, &root, step)?;
+    let result = demo(opts, &root, &mut server, step);
     server.stop();
-    let report = result?;
-    println!("{report}");
-    println!(
-        "quickstart finished in {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
+    Ok(QuickstartReport {
+        table: result?,
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
 
-fn demo(opts: &Options, root: &Path, server: &mut Server) -> Result<String, GitError> {
+fn demo(
+    opts: &Options,
+    root: &Path,
+    server: &mut Server,
+    step: &dyn Fn(&str),
+) -> Result<String, GitError> {
     let token = server.token(&opts.program)?;
     let git = DemoGit::new(root, &opts.program)?;
     let remote = format!("http://xet:{token}@{}/{REPO}.git", server.addr());
@@ -140,10 +154,6 @@ fn demo(opts: &Options, root: &Path, server: &mut Server) -> Result<String, GitE
         human_bytes(stored as u64)
     ));
     Ok(out)
-}
-
-fn step(msg: &str) {
-    let _ = writeln!(std::io::stderr(), "==> {msg}");
 }
 
 /// git with the demo's own configuration.
@@ -303,7 +313,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(program: &str, root: &Path) -> Result<Server, GitError> {
+    fn start(program: &str, root: &Path, step: &dyn Fn(&str)) -> Result<Server, GitError> {
         let data = root.join("server-data");
         let ready = root.join("server.ready");
         let log = root.join("server.log");

@@ -1,7 +1,8 @@
 //! `git xet status`: whether git-xet is in use for the current repository, what the
 //! remote's LFS server offers, the local XET state, and the XET hash of each LFS file.
+//! Gathered into a [`StatusReport`]; the program prints it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::credentials;
 use crate::endpoint::{self, Source};
@@ -10,16 +11,83 @@ use crate::lfs_objects::tracked_files;
 use crate::repo::Repo;
 use crate::GitError;
 use git_xet_client::records::RecordStore;
-use git_xet_io::human::human_bytes;
 use git_xet_lfs::pointer::Oid;
 use git_xet_lfs::protocol::Operation;
 
-pub fn run(remote: Option<&str>, offline: bool) -> Result<(), GitError> {
+/// Everything `git xet status` shows, for the program to print.
+#[derive(Debug)]
+pub struct StatusReport {
+    /// The configured transfer agent; `None`: not configured.
+    pub agent: Option<AgentSetting>,
+    pub filter: FilterSetting,
+    /// The remotes asked about, in `git remote`'s order (none: the repository has none).
+    pub remotes: Vec<RemoteStatus>,
+    pub xet_dir: PathBuf,
+    /// Bytes of cached shards under `xet_dir`.
+    pub shard_cache_bytes: u64,
+    /// LFS files in HEAD.
+    pub files: Vec<FileStatus>,
+}
+
+/// `lfs.customtransfer.xet.*` and where it is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSetting {
+    /// The config file's scope (`global`, `local`...).
+    pub scope: String,
+    pub path: String,
+    pub args: String,
+    /// The program exists (as a path or on `PATH`).
+    pub usable: bool,
+}
+
+/// `filter.lfs.process`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterSetting {
+    Ours,
+    GitLfs,
+    Missing,
+}
+
+#[derive(Debug)]
+pub struct RemoteStatus {
+    pub name: String,
+    /// Its LFS endpoint, or why its configuration cannot be read.
+    pub endpoint: Result<EndpointStatus, GitError>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointStatus {
+    /// The endpoint without credentials, or how ssh names it.
+    pub shown: String,
+    pub authentication: String,
+    /// Which way transfers go and whether the server offers xet; `None` when offline.
+    pub transfers: Option<Transfers>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transfers {
+    /// `xet`, or `git-lfs (hand-off: why)`.
+    pub path: String,
+    /// `yes`, `no (why)` or `unknown (why)`.
+    pub offers_xet: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStatus {
+    /// Known from a transfer, else computed from the local copy; `None`: not local.
+    pub xet_hash: Option<String>,
+    pub size: u64,
+    pub path: String,
+}
+
+/// Gathers the status of the current repository (`remote`: only that one; `offline`: no
+/// request to the LFS server).
+pub fn run(remote: Option<&str>, offline: bool) -> Result<StatusReport, GitError> {
     let repo = Repo::current()?;
     let config = repo.config();
 
     // The agent, and which config file it comes from.
-    match config
+    let agent = match config
         .git()
         .try_run(["config", "--show-scope", "--get", KEY_PATH])?
     {
@@ -27,29 +95,23 @@ pub fn run(remote: Option<&str>, offline: bool) -> Result<(), GitError> {
             let (scope, path) = line.split_once('\t').unwrap_or(("?", line.as_str()));
             let args = config.get(None, KEY_ARGS)?.unwrap_or_default();
             let usable = Path::new(path).is_file() || which(path);
-            println!(
-                "agent:          configured ({scope} config): {path} {args}{}",
-                if usable {
-                    ""
-                } else {
-                    "  [program not found: run `git xet install` again]"
-                }
-            );
+            Some(AgentSetting {
+                scope: scope.to_string(),
+                path: path.to_string(),
+                args,
+                usable,
+            })
         }
-        None => println!("agent:          not configured (run `git xet install`)"),
-    }
-    let filter = config.get(None, "filter.lfs.process")?;
-    println!(
-        "filter:         {}",
-        match filter {
-            Some(_) if crate::install::filter_is_ours(&config)? => "git-xet filter-process",
-            Some(_) => "git-lfs filter-process (`git xet install` makes checkouts faster)",
-            None => "missing (run `git xet install` or `git lfs install`)",
-        }
-    );
+        None => None,
+    };
+    let filter = match config.get(None, "filter.lfs.process")? {
+        Some(_) if crate::install::filter_is_ours(&config)? => FilterSetting::Ours,
+        Some(_) => FilterSetting::GitLfs,
+        None => FilterSetting::Missing,
+    };
 
     // Each remote's LFS endpoint, how it authenticates and which way transfers go.
-    let remotes: Vec<String> = match remote {
+    let names: Vec<String> = match remote {
         Some(r) => vec![r.to_string()],
         None => repo
             .git()
@@ -58,75 +120,74 @@ pub fn run(remote: Option<&str>, offline: bool) -> Result<(), GitError> {
             .map(str::to_string)
             .collect(),
     };
-    if remotes.is_empty() {
-        println!("remote:         none");
-    }
-    for remote in &remotes {
-        println!("remote:         {remote}");
-        let source = match endpoint::source(&repo, remote, Operation::Download) {
-            Ok(s) => s,
-            Err(e) => {
-                println!("  (cannot read its configuration: {e})");
-                continue;
-            }
-        };
-        let shown = match &source {
-            Source::Http(url) | Source::Other(url) => credentials::strip_userinfo(url),
-            Source::Ssh {
-                remote, fallback, ..
-            } => format!(
-                "named by git-lfs-authenticate on {} (else {fallback})",
-                remote.display_host()
-            ),
-        };
-        println!("LFS endpoint:   {shown}");
-        println!("authentication: {}", source.auth_method());
-        if !offline {
-            let (path, offers) = transfer_path(&repo, remote);
-            println!("transfers:      {path}");
-            println!("offers xet:     {offers}");
-        }
-    }
+    let remotes = names
+        .into_iter()
+        .map(|name| {
+            let endpoint = remote_status(&repo, &name, offline);
+            RemoteStatus { name, endpoint }
+        })
+        .collect();
 
     // Local XET state.
     let xet_dir = repo.xet_dir();
-    let shards = dir_size(&xet_dir.join("servers"));
-    println!(
-        "shard cache:    {} in {}",
-        human_bytes(shards),
-        xet_dir.display()
-    );
+    let shard_cache_bytes = dir_size(&xet_dir.join("servers"));
 
     // Tracked files and their XET hashes.
-    let files = tracked_files(&repo, "HEAD")?;
     let records = RecordStore::new(&xet_dir);
-    println!("LFS files in HEAD: {}", files.len());
-    for f in &files {
-        let object = repo.lfs_object_path(&f.oid);
-        // Known from a transfer, else computed from the local copy, else unknown.
-        let xet = records
-            .file_hash_for_sha256(&f.oid.0)
-            .map(|h| h.to_hex())
-            .or_else(|| {
-                let file = std::fs::File::open(&object).ok()?;
-                Some(
-                    git_xet_io::pipeline::hash_stream(file, false)
-                        .ok()?
-                        .file_hash
-                        .to_hex(),
-                )
-            });
-        match xet {
-            Some(h) => println!("  {h}  {:>10}  {}", human_bytes(f.size), f.path),
-            None => println!(
-                "  {:64}  {:>10}  {}  (not local: `git lfs pull` first)",
-                "?",
-                human_bytes(f.size),
-                f.path
-            ),
-        }
-    }
-    Ok(())
+    let files = tracked_files(&repo, "HEAD")?
+        .into_iter()
+        .map(|f| {
+            let object = repo.lfs_object_path(&f.oid);
+            // Known from a transfer, else computed from the local copy, else unknown.
+            let xet_hash = records
+                .file_hash_for_sha256(&f.oid.0)
+                .map(|h| h.to_hex())
+                .or_else(|| {
+                    let file = std::fs::File::open(&object).ok()?;
+                    Some(
+                        git_xet_io::pipeline::hash_stream(file, false)
+                            .ok()?
+                            .file_hash
+                            .to_hex(),
+                    )
+                });
+            FileStatus {
+                xet_hash,
+                size: f.size,
+                path: f.path,
+            }
+        })
+        .collect();
+    Ok(StatusReport {
+        agent,
+        filter,
+        remotes,
+        xet_dir,
+        shard_cache_bytes,
+        files,
+    })
+}
+
+fn remote_status(repo: &Repo, remote: &str, offline: bool) -> Result<EndpointStatus, GitError> {
+    let source = endpoint::source(repo, remote, Operation::Download)?;
+    let shown = match &source {
+        Source::Http(url) | Source::Other(url) => credentials::strip_userinfo(url),
+        Source::Ssh {
+            remote, fallback, ..
+        } => format!(
+            "named by git-lfs-authenticate on {} (else {fallback})",
+            remote.display_host()
+        ),
+    };
+    let transfers = (!offline).then(|| {
+        let (path, offers_xet) = transfer_path(repo, remote);
+        Transfers { path, offers_xet }
+    });
+    Ok(EndpointStatus {
+        shown,
+        authentication: source.auth_method(),
+        transfers,
+    })
 }
 
 /// Which way a download from `remote` goes (xet, or git-lfs and why), and whether the

@@ -7,18 +7,23 @@
 //! files (the upload path and the server's ingest) and both map stored bytes; neither may
 //! depend on the other, so the shared code lives here.
 //!
-//! | module       | job                                                              |
-//! |--------------|------------------------------------------------------------------|
-//! | [`pipeline`] | chunking and hashing files on threads                            |
-//! | [`platform`] | every platform-specific call (mmap, pipes, processes, files)     |
-//! | [`http`]     | the settings every reqwest client starts from                    |
-//! | [`logging`]  | tracing to stderr or `GIT_XET_LOG`; the one-line error report    |
-//! | [`human`]    | sizes and ratios for people                                      |
-//! | [`terminal`] | progress bars on stderr when a person watches                    |
+//! | module          | job                                                             |
+//! |-----------------|-----------------------------------------------------------------|
+//! | [`pipeline`]    | chunking and hashing files on threads                           |
+//! | [`platform`]    | every platform-specific call (mmap, pipes, processes, files)    |
+//! | [`http`]        | the settings every reqwest client starts from                   |
+//! | [`logging`]     | tracing to stderr or `GIT_XET_LOG`; the one-line error report   |
+//! | [`human`]       | sizes and ratios for people                                     |
+//! | [`error_chain`] | the one walk down an error's causes                             |
+//! | [`url`]         | percent-decoding of remote URLs' parts                          |
+//! | `terminal`      | progress bars on stderr (feature `terminal`: the programs only) |
 
+pub mod error_chain;
 pub mod http;
 pub mod human;
 pub mod logging;
 pub mod pipeline;
 pub mod platform;
+#[cfg(feature = "terminal")]
 pub mod terminal;
+pub mod url;

@@ -60,11 +60,6 @@ pub fn report_error(err: &(dyn std::error::Error + 'static)) {
             return;
         }
     }
-    let mut line = format!("git-xet: error: {err}");
-    let mut cause = err.source();
-    while let Some(c) = cause {
-        line.push_str(&format!(": {c}"));
-        cause = c.source();
-    }
-    let _ = writeln!(std::io::stderr(), "{line}");
+    let line = crate::error_chain::chain(err);
+    let _ = writeln!(std::io::stderr(), "git-xet: error: {line}");
 }

@@ -156,7 +156,7 @@ fn transfer(
     sink: &AnswerSink,
 ) -> Result<bool, LfsError> {
     let oid = t.oid.to_hex();
-    let progress = Progress::new(sink.clone(), &oid, t.size);
+    let progress = Progress::new(sink.clone(), &t.oid, t.size);
     let started = std::time::Instant::now();
     let result = match t.operation {
         Operation::Upload => guarded(|| backend.upload(t, &progress)).map(|()| None),
@@ -171,7 +171,7 @@ fn transfer(
         Ok(path) => {
             progress.finish()?;
             tracing::info!(oid = %oid, size = t.size, secs = started.elapsed().as_secs_f64(), "{} done", t.operation.as_str());
-            sink.send(&Answer::complete(&oid, path))?;
+            sink.send(&Answer::complete(&t.oid, path))?;
             Ok(true)
         }
         Err(e) => {
@@ -201,19 +201,7 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, LfsError>) -> Result<T, LfsError> {
 }
 
 /// An error and its causes on one line.
-pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut msg = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !msg.contains(&text) {
-            msg.push_str(": ");
-            msg.push_str(&text);
-        }
-        source = s.source();
-    }
-    msg
-}
+pub use git_xet_io::error_chain::chain;
 
 /// The request with header values removed: actions carry access tokens, never logged.
 fn redact(line: &str) -> String {

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::pointer::Oid;
 use crate::protocol::Answer;
 
 /// Where answers go: stdout in production, a buffer in tests. Cheap to clone.
@@ -53,17 +54,17 @@ pub struct Progress {
 
 struct Inner {
     sink: AnswerSink,
-    oid: String,
+    oid: Oid,
     size: u64,
     state: Mutex<State>,
 }
 
 impl Progress {
-    pub fn new(sink: AnswerSink, oid: &str, size: u64) -> Progress {
+    pub fn new(sink: AnswerSink, oid: &Oid, size: u64) -> Progress {
         Progress {
             inner: Arc::new(Inner {
                 sink,
-                oid: oid.to_string(),
+                oid: *oid,
                 size,
                 state: Mutex::new(State {
                     so_far: 0,
@@ -158,7 +159,7 @@ mod tests {
     #[test]
     fn reports_are_monotonic_bounded_and_end_at_the_size() {
         let buf = Shared::default();
-        let p = Progress::new(AnswerSink::new(buf.clone()), "ab", 1000);
+        let p = Progress::new(AnswerSink::new(buf.clone()), &Oid([0xab; 32]), 1000);
         p.set(10); // first report goes out at once
         p.set(5); // never backwards
         p.add(20_000); // clamped to the size
@@ -173,7 +174,7 @@ mod tests {
     #[test]
     fn an_empty_object_still_gets_one_final_report() {
         let buf = Shared::default();
-        let p = Progress::new(AnswerSink::new(buf.clone()), "ab", 0);
+        let p = Progress::new(AnswerSink::new(buf.clone()), &Oid([0xab; 32]), 0);
         p.finish().unwrap();
         p.finish().unwrap();
         assert_eq!(reports(&buf), vec![(0, 0)]);

@@ -278,24 +278,25 @@ impl Answer {
         }
     }
 
-    pub fn progress(oid: &str, bytes_so_far: u64, bytes_since_last: u64) -> Answer {
+    pub fn progress(oid: &Oid, bytes_so_far: u64, bytes_since_last: u64) -> Answer {
         Answer::Progress {
             event: "progress",
-            oid: oid.to_string(),
+            oid: oid.to_hex(),
             bytes_so_far,
             bytes_since_last,
         }
     }
 
-    pub fn complete(oid: &str, path: Option<String>) -> Answer {
+    pub fn complete(oid: &Oid, path: Option<String>) -> Answer {
         Answer::Complete {
             event: "complete",
-            oid: oid.to_string(),
+            oid: oid.to_hex(),
             path,
             error: None,
         }
     }
 
+    /// `oid` as the request wrote it: a malformed request's too.
     pub fn failed(oid: &str, message: impl Into<String>) -> Answer {
         Answer::Complete {
             event: "complete",
@@ -502,11 +503,11 @@ mod tests {
             "{\"error\":{\"code\":32,\"message\":\"no\"}}\n"
         );
         assert_eq!(
-            Answer::progress(OID, 10, 4).to_line(),
+            Answer::progress(&OID.parse().unwrap(), 10, 4).to_line(),
             format!("{{\"event\":\"progress\",\"oid\":\"{OID}\",\"bytesSoFar\":10,\"bytesSinceLast\":4}}\n")
         );
         assert_eq!(
-            Answer::complete(OID, Some("/tmp/x".into())).to_line(),
+            Answer::complete(&OID.parse().unwrap(), Some("/tmp/x".into())).to_line(),
             format!("{{\"event\":\"complete\",\"oid\":\"{OID}\",\"path\":\"/tmp/x\"}}\n")
         );
         assert_eq!(

@@ -102,34 +102,14 @@ pub fn classify(url: &str, proxy: Option<&str>, e: &reqwest::Error) -> Transport
 /// `io::Error`s (tokio-rustls's, then hyper-rustls's), whose `source()` skips the error
 /// they wrap: look inside them instead.
 fn is_tls(e: &reqwest::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(s) = source {
-        if s.downcast_ref::<rustls::Error>().is_some() {
-            return true;
-        }
-        source = match s
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-        {
-            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
-            None => s.source(),
-        };
-    }
-    false
+    git_xet_io::error_chain::causes(e).any(|s| s.downcast_ref::<rustls::Error>().is_some())
 }
 
 /// The deepest cause's text (reqwest's own message names the URL, query included).
 fn innermost(e: &reqwest::Error) -> String {
-    let mut detail = String::new();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        detail = s.to_string();
-        source = s.source();
-    }
-    if detail.is_empty() {
-        "request failed".into()
-    } else {
-        detail
+    match git_xet_io::error_chain::innermost(e) {
+        Some(detail) if !detail.is_empty() => detail,
+        _ => "request failed".into(),
     }
 }
 

@@ -147,21 +147,10 @@ impl HttpFactory {
         }
         builder.build().map_err(|e| TransportError::Settings {
             setting: "HTTP client".into(),
-            detail: chain(&e),
+            // With its causes: reqwest's own text is only "builder error".
+            detail: git_xet_io::error_chain::chain(&e),
         })
     }
-}
-
-/// An error with its causes (reqwest's own text is only "builder error").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 fn read_certificates(

@@ -6,6 +6,8 @@
 //! most specific wins: longer host, then longer path, then a user match; on a tie the later
 //! one.
 
+use git_xet_io::url::percent_decode;
+
 /// A URL split into the parts the rules compare.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UrlParts {
@@ -70,27 +72,6 @@ fn split_host_port(s: &str) -> Option<(&str, Option<u16>)> {
         Some((h, _)) => Some((h, None)),
         None => Some((s, None)),
     }
-}
-
-/// `%XX` sequences decoded (invalid ones kept as written), as git reads URL user names and
-/// passwords.
-pub fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// How specifically a configured URL matched; compare with `Ord` (greater wins).
@@ -220,12 +201,5 @@ mod tests {
         let target = UrlParts::parse("https://h/org/x").unwrap();
         let got = best(&target, urls.iter().zip(["repo", "host", "org1", "org2"]));
         assert_eq!(got, Some("org2"));
-    }
-
-    #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("a%40b%3Ac"), "a@b:c");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz%4"), "%zz%4");
     }
 }

@@ -6,6 +6,8 @@
 pub mod batch;
 pub mod pointer;
 
+pub use pointer::Oid;
+
 /// Base URL of the CAS API.
 pub const HEADER_CAS_URL: &str = "X-Xet-Cas-Url";
 /// A CAS access token for the object's repository.
@@ -27,20 +29,20 @@ pub enum OidError {
 }
 
 /// Parses an LFS object id: a sha256 as exactly 64 lowercase hex digits, as git-lfs writes
-/// them (the one parser of the client, the agent, the server and import-lfs).
+/// them, and nothing else (no uppercase, no surrounding space, no prefix). The one parser of
+/// the client, the agent, the filter, the server and import-lfs; [`pointer::Oid`] is its
+/// typed result.
 pub fn parse_oid(s: &str) -> Result<[u8; 32], OidError> {
     let bytes = s.as_bytes();
     if bytes.len() != 64 {
         return Err(OidError::Length(bytes.len()));
     }
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
     let mut out = [0u8; 32];
     for (byte, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-        match (digit(pair[0]), digit(pair[1])) {
+        match (
+            crate::hex::lower_digit(pair[0]),
+            crate::hex::lower_digit(pair[1]),
+        ) {
             (Some(h), Some(l)) => *byte = h << 4 | l,
             _ => return Err(OidError::NotLowercaseHex(s.chars().take(80).collect())),
         }
@@ -52,20 +54,50 @@ pub fn parse_oid(s: &str) -> Result<[u8; 32], OidError> {
 mod tests {
     use super::*;
 
+    const HEX: &str = "4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393";
+
     #[test]
-    fn oids_are_64_lowercase_hex_digits() {
-        let hex = "4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393";
-        let oid = parse_oid(hex).unwrap();
-        assert_eq!(crate::hash::sha256_hex(&oid), hex);
-        assert_eq!(parse_oid(&hex[..63]), Err(OidError::Length(63)));
-        assert!(matches!(
-            parse_oid(&hex.to_uppercase()),
-            Err(OidError::NotLowercaseHex(_))
-        ));
-        let mut bad = hex.to_string();
-        bad.replace_range(10..11, "g");
-        assert!(matches!(parse_oid(&bad), Err(OidError::NotLowercaseHex(_))));
-        // Multi-byte characters of the right byte length are rejected, not split.
-        assert!(parse_oid(&"é".repeat(32)).is_err());
+    fn oids_are_exactly_64_lowercase_hex_digits() {
+        let oid = parse_oid(HEX).unwrap();
+        assert_eq!(crate::hash::sha256_hex(&oid), HEX);
+        assert_eq!(parse_oid(&"ab".repeat(32)), Ok([0xab; 32]));
+        assert_eq!(parse_oid(&"0".repeat(64)), Ok([0; 32]));
+        let length = |n| Err(OidError::Length(n));
+        for (text, want) in [
+            ("", length(0)),
+            (&HEX[..63], length(63)),
+            (&format!("{HEX}0"), length(65)),
+            (&format!("{HEX}.tmp"), length(68)),
+            (&format!(" {HEX}"), length(65)),
+            (&format!("sha256:{HEX}"), length(71)),
+            // Multi-byte characters of the right byte length are rejected, not split.
+            (
+                &"é".repeat(32),
+                Err(OidError::NotLowercaseHex("é".repeat(32))),
+            ),
+        ] {
+            assert_eq!(parse_oid(text), want, "{text:?}");
+        }
+        let mut bad = Vec::new();
+        for (at, c) in [
+            (0, "A"),
+            (10, "g"),
+            (63, "F"),
+            (20, " "),
+            (30, "+"),
+            (40, "-"),
+        ] {
+            let mut text = HEX.to_string();
+            text.replace_range(at..at + 1, c);
+            bad.push(text);
+        }
+        bad.push(HEX.to_uppercase());
+        bad.push(format!("+{}", &HEX[1..]));
+        for text in bad {
+            assert!(
+                matches!(parse_oid(&text), Err(OidError::NotLowercaseHex(_))),
+                "{text:?}"
+            );
+        }
     }
 }

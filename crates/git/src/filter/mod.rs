@@ -47,8 +47,7 @@ use crate::repo::Repo;
 use crate::GitError;
 use fetch::{Fetched, Fetcher};
 use git_xet_client::chunk_lists::ChunkListStore;
-use git_xet_client::progress::bar_callback;
-use git_xet_client::ContentTap;
+use git_xet_client::{ContentTap, ProgressFn};
 use git_xet_lfs::pointer::Pointer;
 use git_xet_lfs::store::{self, LfsStore};
 use pktline::{PktReader, PktWriter};
@@ -61,8 +60,25 @@ const STREAM_THRESHOLD: u64 = 64 << 20;
 /// Pieces (chunks, about 64 KiB each) a streamed download may run ahead of git.
 const STREAM_QUEUE: usize = 256;
 
+/// What a person at a terminal sees while the filter downloads (git shows the filter's
+/// stderr). The program draws it and hands it down; the filter only says what happens.
+pub trait Downloads: Send + Sync {
+    /// Delayed files are fetched together: how many, and their bytes.
+    fn batch(&self, _files: usize, _bytes: u64) {}
+    /// A large object streams to git: where its progress goes (nowhere: `None`). What is
+    /// returned is dropped when the download ends, however it ends.
+    fn streaming(&self, _pathname: &str, _size: u64) -> Option<ProgressFn> {
+        None
+    }
+}
+
+/// Shows nothing.
+pub struct Quiet;
+
+impl Downloads for Quiet {}
+
 /// Runs the filter on stdin/stdout until git closes the pipe.
-pub fn run_stdio() -> anyhow::Result<ExitCode> {
+pub fn run_stdio(downloads: Box<dyn Downloads>) -> anyhow::Result<ExitCode> {
     // git waits for the filter's handshake: one configuration read instead of one per key,
     // asked together with the discovery.
     let repo = Repo::current_with_config()?;
@@ -76,7 +92,7 @@ pub fn run_stdio() -> anyhow::Result<ExitCode> {
     ensure_lfs_hooks(&repo);
     enlarge_pipes();
     let stdin = std::io::stdin();
-    let mut filter = Filter::new(repo);
+    let mut filter = Filter::new(repo).with_downloads(downloads);
     let reader = PktReader::new(stdin.lock());
     // The writer buffers itself; std's stdout would add a line buffer that scans content.
     let stdout = std::io::stdout();
@@ -187,6 +203,7 @@ pub struct Filter {
     available: HashMap<String, Result<Smudged, GitError>>,
     /// Missing objects from this size on are streamed, never delayed.
     stream_threshold: u64,
+    downloads: Box<dyn Downloads>,
 }
 
 impl Filter {
@@ -207,8 +224,15 @@ impl Filter {
                 .ok()
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(STREAM_THRESHOLD),
+            downloads: Box::new(Quiet),
             repo,
         }
+    }
+
+    /// Shows downloads through `downloads` (the default shows nothing).
+    pub fn with_downloads(mut self, downloads: Box<dyn Downloads>) -> Filter {
+        self.downloads = downloads;
+        self
     }
 
     /// The handshake, then requests until git closes the pipe.
@@ -310,15 +334,12 @@ impl Filter {
         pointer: &Pointer,
     ) -> Result<(), GitError> {
         let store = self.store.clone();
-        let fetcher = match self.fetcher() {
-            Ok(f) => f,
-            Err(e) => {
-                let smudged = after_fetch(Err(e), text, &request.pathname);
-                return respond(output, request, Ok(smudged));
-            }
-        };
-        let bar = stream::announce(&request.pathname, pointer.size);
-        let progress = bar.clone().map(bar_callback);
+        if let Err(e) = self.fetcher() {
+            let smudged = after_fetch(Err(e), text, &request.pathname);
+            return respond(output, request, Ok(smudged));
+        }
+        let progress = self.downloads.streaming(&request.pathname, pointer.size);
+        let fetcher = self.fetcher.as_mut().expect("the fetcher was made above");
         let (tap, pieces) = ContentTap::new(STREAM_QUEUE);
         let (fetched, forwarded) = std::thread::scope(|scope| {
             let forwarder = scope.spawn(|| stream::forward(pieces, &mut *output));
@@ -330,9 +351,6 @@ impl Filter {
             let forwarded = forwarder.join().expect("the forwarding thread panicked");
             (fetched, forwarded)
         });
-        if let Some(bar) = bar {
-            bar.finish_and_clear();
-        }
         if !forwarded? {
             // Nothing was sent: the stored object, or git-lfs's turn.
             let smudged = after_fetch(fetched, text, &request.pathname);
@@ -374,14 +392,8 @@ impl Filter {
     fn list_available<W: Write>(&mut self, output: &mut PktWriter<W>) -> Result<(), GitError> {
         let delayed = std::mem::take(&mut self.delayed);
         if !delayed.is_empty() {
-            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                let bytes: u64 = delayed.iter().map(|(_, _, p)| p.size).sum();
-                eprintln!(
-                    "git-xet: downloading {} files ({})",
-                    delayed.len(),
-                    git_xet_io::human::human_bytes(bytes)
-                );
-            }
+            let bytes: u64 = delayed.iter().map(|(_, _, p)| p.size).sum();
+            self.downloads.batch(delayed.len(), bytes);
             let store = self.store.clone();
             let results = match self.fetcher() {
                 Ok(fetcher) => {
@@ -526,6 +538,8 @@ fn respond<W: Write>(
 }
 
 fn report(request: &Request, e: &GitError) {
+    // The filter's voice: git shows its stderr to the user, and this line is all they learn
+    // about why one file failed (git itself only says the filter failed).
     tracing::debug!(path = %request.pathname, "{} failed: {e}", request.command);
     eprintln!("git-xet: {} of {}: {e}", request.command, request.pathname);
 }

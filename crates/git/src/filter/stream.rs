@@ -1,26 +1,12 @@
 //! A large missing object handed to git while it downloads (see [`super::Filter`]'s
 //! `stream`): the pieces go to git as they are written, and on a terminal the user sees
-//! which file is coming and how far it got.
+//! which file is coming and how far it got (through [`super::Downloads`]).
 
 use std::io::Write;
 
 use crate::filter::pktline::PktWriter;
 use crate::GitError;
 use git_xet_client::ContentTap;
-use git_xet_io::terminal::terminal_bar;
-
-/// On a terminal: a line that stays, and a bar while the object comes in (a large object
-/// over a slow link takes minutes, during which git shows nothing). Elsewhere nothing.
-pub(super) fn announce(pathname: &str, size: u64) -> Option<indicatif::ProgressBar> {
-    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        return None;
-    }
-    eprintln!(
-        "git-xet: downloading {pathname} ({})",
-        git_xet_io::human::human_bytes(size)
-    );
-    terminal_bar(pathname, size)
-}
 
 /// Closes the tap when dropped, however the fetch ends.
 pub(super) struct CloseOnDrop<'a>(pub(super) &'a ContentTap);

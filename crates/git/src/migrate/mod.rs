@@ -20,8 +20,6 @@ mod progress;
 mod upload;
 mod verify;
 
-use std::io::Write;
-
 use crate::credentials::{self, strip_userinfo};
 use crate::http;
 use crate::lfs_objects::{reachable_objects, LfsObject};
@@ -31,8 +29,9 @@ use git_xet_io::human::{dedup_ratio, human_bytes};
 use git_xet_lfs::batch::{BatchClient, Endpoint};
 
 pub use lfsconfig::LfsconfigChange;
+pub use progress::Observer;
 
-/// What `migrate` did, printed at the end and returned for tests.
+/// What `migrate` did and what is left to do, for the program to print.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct MigrateReport {
     pub files: u64,
@@ -45,6 +44,32 @@ pub struct MigrateReport {
     /// Bytes the uploads put into new xorbs (after dedup and compression).
     pub bytes_stored: u64,
     pub verified: u64,
+    /// The steps left to the user (push the refs, the `.lfsconfig` change).
+    pub next_steps: Vec<String>,
+}
+
+impl MigrateReport {
+    /// The report's figures, one line each.
+    pub fn lines(&self) -> Vec<String> {
+        let ratio = dedup_ratio(self.uploaded_bytes, self.bytes_stored);
+        vec![
+            format!(
+                "files:          {} ({} uploaded now, {} already on the server)",
+                self.files, self.uploaded, self.already_present
+            ),
+            format!(
+                "logical bytes:  {} ({})",
+                self.logical_bytes,
+                human_bytes(self.logical_bytes)
+            ),
+            format!(
+                "bytes stored:   {} ({})",
+                self.bytes_stored,
+                human_bytes(self.bytes_stored)
+            ),
+            format!("dedup ratio:    {ratio} (logical bytes uploaded now / bytes stored)"),
+        ]
+    }
 }
 
 pub struct Options {
@@ -61,7 +86,8 @@ pub struct Options {
 /// Uploads at once by default: the agent's default concurrency, each holding one xorb.
 pub const DEFAULT_JOBS: usize = 4;
 
-pub fn run(opts: &Options) -> Result<MigrateReport, GitError> {
+/// Runs the migration, telling `observer` as it goes.
+pub fn run(opts: &Options, observer: &dyn Observer) -> Result<MigrateReport, GitError> {
     let repo = Repo::current()?;
     let remote = match &opts.remote {
         Some(r) => r.clone(),
@@ -72,9 +98,7 @@ pub fn run(opts: &Options) -> Result<MigrateReport, GitError> {
         Some(url) => url.trim_end_matches('/').to_string(),
         None => repo.own_lfs_endpoint(&remote)?,
     };
-    let say = |msg: String| {
-        let _ = writeln!(std::io::stderr(), "{msg}");
-    };
+    let say = |msg: String| observer.step(&msg);
     say(format!(
         "migrating LFS objects from {} (where git-lfs fetches) to {} ({remote}'s endpoint)",
         source_endpoints(&repo, &remote, &destination)?.join(", "),
@@ -103,9 +127,9 @@ pub fn run(opts: &Options) -> Result<MigrateReport, GitError> {
         let auth = http::authenticator(&repo, Some(credentials_from), &bare)?;
         let batch = BatchClient::new(Endpoint::new(&bare), &http::factory(&repo)?, auth)?;
         let rt = git_xet_client::runtime::handle().map_err(GitError::Runtime)?;
-        let progress = progress::MigrateProgress::new(&objects);
-        let uploaded = upload::upload_missing(&repo, &batch, &rt, &objects, opts.jobs, &progress);
-        progress.finish();
+        observer.uploads_begin(report.files, report.logical_bytes);
+        let uploaded = upload::upload_missing(&repo, &batch, &rt, &objects, opts.jobs, observer);
+        observer.uploads_end();
         let uploaded = uploaded?;
         report.uploaded = uploaded.uploaded;
         report.already_present = uploaded.already_present;
@@ -115,18 +139,14 @@ pub fn run(opts: &Options) -> Result<MigrateReport, GitError> {
             report.verified = verify::verify_all(&repo, &batch, &rt, &objects, &say)?;
         }
     }
-    print_report(&report);
-
     let change = lfsconfig::needed_change(&repo, &remote, &destination)?;
     let committed = if opts.update_lfsconfig {
         lfsconfig::commit_change(&repo, &change)?
     } else {
         None
     };
-    println!("next:");
-    for step in lfsconfig::next_steps(&repo, &remote, &destination, &change, committed.as_deref()) {
-        println!("  - {step}");
-    }
+    report.next_steps =
+        lfsconfig::next_steps(&repo, &remote, &destination, &change, committed.as_deref());
     Ok(report)
 }
 
@@ -217,23 +237,4 @@ fn require_xet(transfer: &str, endpoint: &str) -> Result<(), GitError> {
         });
     }
     Ok(())
-}
-
-fn print_report(r: &MigrateReport) {
-    let ratio = dedup_ratio(r.uploaded_bytes, r.bytes_stored);
-    println!(
-        "files:          {} ({} uploaded now, {} already on the server)",
-        r.files, r.uploaded, r.already_present
-    );
-    println!(
-        "logical bytes:  {} ({})",
-        r.logical_bytes,
-        human_bytes(r.logical_bytes)
-    );
-    println!(
-        "bytes stored:   {} ({})",
-        r.bytes_stored,
-        human_bytes(r.bytes_stored)
-    );
-    println!("dedup ratio:    {ratio} (logical bytes uploaded now / bytes stored)");
 }

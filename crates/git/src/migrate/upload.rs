@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::credentials::strip_userinfo;
 use crate::lfs_objects::LfsObject;
-use crate::migrate::progress::MigrateProgress;
+use crate::migrate::progress::Observer;
 use crate::repo::Repo;
 use crate::GitError;
 use git_xet_io::human::human_bytes;
@@ -51,7 +51,7 @@ struct Done {
 struct Tally<'a> {
     batch: &'a BatchClient,
     rt: &'a tokio::runtime::Handle,
-    progress: &'a MigrateProgress,
+    progress: &'a dyn Observer,
     totals: Uploaded,
     failure: Option<GitError>,
 }
@@ -63,7 +63,7 @@ pub fn upload_missing(
     rt: &tokio::runtime::Handle,
     objects: &[LfsObject],
     jobs: usize,
-    progress: &MigrateProgress,
+    progress: &dyn Observer,
 ) -> Result<Uploaded, GitError> {
     let jobs = jobs.max(1);
     let (job_tx, job_rx) = mpsc::sync_channel::<Job>(jobs);
@@ -140,7 +140,7 @@ fn queue_group(
             tally.totals.already_present += 1;
             tally
                 .progress
-                .object_done(obj, &format!("{} already on the server", obj.path));
+                .object_done(obj.size, &format!("{} already on the server", obj.path));
             continue;
         };
         let job = Job {
@@ -185,7 +185,7 @@ impl Tally<'_> {
         self.totals.uploaded_bytes += done.obj.size;
         self.totals.bytes_stored += done.stored;
         self.progress.object_done(
-            &done.obj,
+            done.obj.size,
             &format!(
                 "uploaded {} ({}, {} new, {:.1}s)",
                 done.obj.path,

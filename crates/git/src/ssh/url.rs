@@ -5,6 +5,8 @@
 //! `ssh+git://`), scp-like `[user@]host:path`, `[user@host:port]:path`, and IPv6 hosts in
 //! brackets in both (`ssh://u@[::1]:22/p`, `u@[::1]:p`).
 
+use git_xet_io::url::percent_decode;
+
 /// An ssh remote as git-lfs splits it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SshRemote {
@@ -172,28 +174,6 @@ fn join_user(user: Option<&str>, host: &str) -> String {
         Some(u) => format!("{u}@{host}"),
         None => host.to_string(),
     }
-}
-
-/// `%XX` decoded (as Go's URL parser gives user and path to git-lfs); anything that is not
-/// a valid escape is kept as it is.
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
-            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
-                out.push((hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0)) as u8);
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

@@ -43,7 +43,8 @@ fn is_zero(id: &str) -> bool {
     id.bytes().all(|b| b == b'0')
 }
 
-fn is_object_id(id: &str) -> bool {
+/// A git object id: SHA-1 or SHA-256, in hex.
+pub(super) fn is_object_id(id: &str) -> bool {
     matches!(id.len(), 40 | 64) && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 

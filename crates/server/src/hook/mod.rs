@@ -20,6 +20,7 @@ mod server_call;
 pub use error::HookError;
 
 use git::Git;
+use git_xet_core::lfs::Oid;
 use lock_check::{LockedChange, RefUpdate};
 use server_call::HookServer;
 
@@ -105,7 +106,7 @@ impl HookSettings {
 /// An LFS object a pushed blob points to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Referenced {
-    pub oid: String,
+    pub oid: Oid,
     pub size: u64,
 }
 
@@ -219,9 +220,7 @@ fn pushed_tips(updates: impl BufRead) -> Result<Vec<String>, HookError> {
         let (Some(_old), Some(new)) = (fields.next(), fields.next()) else {
             continue;
         };
-        // SHA-1 or SHA-256 object ids.
-        let is_id = matches!(new.len(), 40 | 64) && new.bytes().all(|b| b.is_ascii_hexdigit());
-        if is_id && new.bytes().any(|b| b != b'0') {
+        if lock_check::is_object_id(new) && new.bytes().any(|b| b != b'0') {
             tips.push(new.to_string());
         }
     }
@@ -358,8 +357,8 @@ pub fn lenient_pointer(blob: &[u8]) -> Option<Referenced> {
     let (mut oid, mut size) = (None, None);
     for line in lines {
         if let Some(hex) = line.strip_prefix(b"oid sha256:") {
-            if hex.len() == 64 && hex.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-                oid = Some(String::from_utf8_lossy(hex).into_owned());
+            if let Some(parsed) = std::str::from_utf8(hex).ok().and_then(|h| h.parse().ok()) {
+                oid = Some(parsed);
             }
         } else if let Some(digits) = line.strip_prefix(b"size ") {
             if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) {
@@ -410,7 +409,7 @@ mod tests {
     #[test]
     fn pointers_are_recognised_leniently() {
         let want = Some(Referenced {
-            oid: OID.into(),
+            oid: OID.parse().unwrap(),
             size: 12345,
         });
         let spec = "https://git-lfs.github.com/spec/v1";

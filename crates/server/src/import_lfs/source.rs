@@ -14,6 +14,8 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as S3Path;
 use object_store::ObjectStore as _;
 
+use git_xet_core::lfs::parse_oid;
+
 /// An LFS object store to import.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -123,7 +125,11 @@ impl Reader {
                     .block_on(s3.list(under.as_ref()).try_collect())
                     .map_err(to_io)?;
                 for meta in listed {
-                    match meta.location.filename().and_then(parse_oid) {
+                    match meta
+                        .location
+                        .filename()
+                        .and_then(|name| parse_oid(name).ok())
+                    {
                         Some(oid) => found.push(Found {
                             oid,
                             size: meta.size,
@@ -179,7 +185,11 @@ fn list_dir(dir: &Path, found: &mut Vec<Found>, ignored: &mut u64) -> std::io::R
         if kind.is_dir() {
             list_dir(&path, found, ignored)?;
         } else if kind.is_file() {
-            match entry.file_name().to_str().and_then(parse_oid) {
+            match entry
+                .file_name()
+                .to_str()
+                .and_then(|name| parse_oid(name).ok())
+            {
                 Some(oid) => found.push(Found {
                     oid,
                     size: entry.metadata()?.len(),
@@ -193,28 +203,9 @@ fn list_dir(dir: &Path, found: &mut Vec<Found>, ignored: &mut u64) -> std::io::R
     Ok(())
 }
 
-/// 64 lowercase hex digits.
-fn parse_oid(name: &str) -> Option<[u8; 32]> {
-    git_xet_core::lfs::parse_oid(name).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_sha256_names_are_objects() {
-        let oid = "ab".repeat(32);
-        assert_eq!(parse_oid(&oid), Some([0xab; 32]));
-        for bad in [
-            "AB".repeat(32),
-            "ab".repeat(31),
-            format!("{oid}.tmp"),
-            "zz".repeat(32),
-        ] {
-            assert_eq!(parse_oid(&bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn from_names_a_directory_or_a_bucket() {

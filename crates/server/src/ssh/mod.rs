@@ -208,6 +208,7 @@ pub fn run(settings: &Settings, original: Option<&str>) -> Result<i32, ShellErro
                 &settings.holder(),
             );
             let json = serde_json::to_string(&answer).expect("answer serializes");
+            // The command's answer: git-lfs reads it from ssh's stdout (the shell is the program).
             println!("{json}");
             Ok(0)
         }

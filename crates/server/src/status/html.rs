@@ -110,7 +110,7 @@ fn repo_section(out: &mut String, repo: &RepoStatus) {
                 path = escape(&file.path),
                 size = file.size,
                 size_h = human_bytes(file.size),
-                oid = escape(&file.oid[..file.oid.len().min(16)]),
+                oid = &file.oid.to_hex()[..16],
                 stored = if *stored { "yes" } else { "missing" },
             );
         }

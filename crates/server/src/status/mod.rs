@@ -144,12 +144,8 @@ async fn build(
             let head = scan::head_files(&dir).map_err(|e| ServerError::internal(e.to_string()))?;
             let mut stored = Vec::with_capacity(head.files.len());
             for file in &head.files {
-                let sha256 = hex32(&file.oid);
-                let known = match sha256 {
-                    Some(sha) => state.index.repo_file_by_sha256(&repo, &sha)?.is_some(),
-                    None => false,
-                };
-                stored.push(known);
+                let known = state.index.repo_file_by_sha256(&repo, &file.oid.0)?;
+                stored.push(known.is_some());
             }
             let query = LockQuery {
                 limit: MAX_LOCKS,
@@ -188,15 +184,4 @@ async fn build(
         })
     })
     .await
-}
-
-fn hex32(hex: &str) -> Option<[u8; 32]> {
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
 }

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 // The server otherwise depends only on the layers below it; the pointer format's one parser
 // lives with git-lfs's other formats (see the task report about moving it down).
 use crate::repo_name::RepoName;
-use git_xet_core::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
+use git_xet_core::lfs::pointer::{Oid, Pointer, MAX_POINTER_SIZE};
 
 /// Most LFS files listed per repository; the rest are counted.
 pub const MAX_FILES: usize = 2000;
@@ -44,8 +44,7 @@ pub struct LfsFile {
     /// The path as git stores it (bytes; shown lossily).
     pub path: String,
     pub size: u64,
-    /// sha256 hex.
-    pub oid: String,
+    pub oid: Oid,
 }
 
 /// The LFS files at HEAD (at most [`MAX_FILES`]) and how many there are in all.
@@ -192,7 +191,7 @@ pub fn head_files(dir: &Path) -> Result<HeadFiles, ScanError> {
                 result.files.push(LfsFile {
                     path: path.clone(),
                     size: pointer.size,
-                    oid: pointer.oid.to_hex(),
+                    oid: pointer.oid,
                 });
             }
         }

@@ -196,11 +196,7 @@ enum Failure {
 /// The innermost error of `e`'s chain (the transport's, or the store's answer), which says
 /// what happened without the layers' repetitions; cut to a line's length.
 fn root_cause(e: &object_store::Error) -> String {
-    let mut last: &(dyn std::error::Error + 'static) = e;
-    while let Some(next) = last.source() {
-        last = next;
-    }
-    let text = last.to_string();
+    let text = git_xet_io::error_chain::innermost(e).unwrap_or_else(|| e.to_string());
     match text.char_indices().nth(300) {
         Some((at, _)) => format!("{}...", &text[..at]),
         None => text,
@@ -210,9 +206,8 @@ fn root_cause(e: &object_store::Error) -> String {
 /// Whether the request never got an HTTP answer (connection refused, DNS, timeout, TLS):
 /// found by type in the error's source chain, which holds the transport's error.
 fn is_http_failure(e: &object_store::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = source {
-        if err.downcast_ref::<HttpError>().is_some_and(|h| {
+    git_xet_io::error_chain::causes(e).any(|err| {
+        err.downcast_ref::<HttpError>().is_some_and(|h| {
             matches!(
                 h.kind(),
                 HttpErrorKind::Connect
@@ -224,10 +219,5 @@ fn is_http_failure(e: &object_store::Error) -> bool {
             .downcast_ref::<reqwest::Error>()
             .is_some_and(|r| r.is_connect() || r.is_timeout() || r.is_request())
             || err.downcast_ref::<std::io::Error>().is_some()
-        {
-            return true;
-        }
-        source = err.source();
-    }
-    false
+    })
 }

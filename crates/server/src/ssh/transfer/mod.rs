@@ -150,8 +150,10 @@ fn finish_plain<R: Read + Send + 'static, W: Write>(
     }
 }
 
+/// The object ids of requests stay text (they go upstream and come back as written); this
+/// only checks them, by the one rule.
 fn is_oid(oid: &str) -> bool {
-    oid.len() == 64 && oid.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    git_xet_core::lfs::parse_oid(oid).is_ok()
 }
 
 /// The `size` argument of an object command.
