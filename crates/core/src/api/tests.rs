@@ -53,8 +53,14 @@ fn upload_answers_are_hf_xets() {
         r#"{"was_inserted":"yes"}"#,
         r#"{"result":2}"#,
     ] {
-        assert!(serde_json::from_str::<UploadXorbResponse>(bad).is_err(), "{bad}");
-        assert!(serde_json::from_str::<UploadShardResponse>(bad).is_err(), "{bad}");
+        assert!(
+            serde_json::from_str::<UploadXorbResponse>(bad).is_err(),
+            "{bad}"
+        );
+        assert!(
+            serde_json::from_str::<UploadShardResponse>(bad).is_err(),
+            "{bad}"
+        );
     }
     // Fields a newer server adds are ignored.
     let x: UploadXorbResponse = parses(r#"{"was_inserted":true,"extra":1}"#);
@@ -152,7 +158,9 @@ fn lock_answers_are_git_lfs_locking_api() {
         &format!(r#"{{"next_cursor":"00ac","ours":[{LOCK}],"theirs":[]}}"#),
     );
     // git-lfs's documented examples (owner optional, 409 with extra fields) parse.
-    let l: Lock = parses(r#"{"id":"some-uuid","path":"foo/bar.zip","locked_at":"2016-05-17T15:49:06+00:00"}"#);
+    let l: Lock = parses(
+        r#"{"id":"some-uuid","path":"foo/bar.zip","locked_at":"2016-05-17T15:49:06+00:00"}"#,
+    );
     assert_eq!((l.owner_name(), l.path.as_str()), ("", "foo/bar.zip"));
     let r: LockResponse = parses(&format!(
         r#"{{"lock":{LOCK},"message":"already created lock","documentation_url":"https://x","request_id":"1"}}"#
@@ -238,8 +246,14 @@ fn path_functions_fill_the_templates() {
     let h = hash(0xab);
     let hex = h.to_hex();
     assert_eq!(xorb_path(&h), format!("/v1/xorbs/default/{hex}"));
-    assert_eq!(xorb_grant_path(&h), format!("/v1/xorb-grants/default/{hex}"));
-    assert_eq!(reconstruction_path(&h), format!("/v1/reconstructions/{hex}"));
+    assert_eq!(
+        xorb_grant_path(&h),
+        format!("/v1/xorb-grants/default/{hex}")
+    );
+    assert_eq!(
+        reconstruction_path(&h),
+        format!("/v1/reconstructions/{hex}")
+    );
     assert_eq!(
         reconstruction_v2_path(&h),
         format!("/v2/reconstructions/{hex}")
@@ -292,7 +306,11 @@ fn every_route_is_classified_as_itself() {
     for route in Route::ALL {
         let (method, path) = sample(route);
         assert_eq!(Route::classify(method, &path), Some(route), "{path}");
-        assert!(labels.insert(route.label()), "label {} twice", route.label());
+        assert!(
+            labels.insert(route.label()),
+            "label {} twice",
+            route.label()
+        );
         assert_eq!(
             route.cas_template().is_some(),
             Route::CAS.contains(&route),
