@@ -261,3 +261,41 @@ async fn a_file_changed_before_its_xorb_is_sent_fails_cleanly() {
     assert_eq!(err.status(), Some(404), "{err}");
     assert!(files_under(&env.path("meta/shards")).is_empty());
 }
+
+/// An upload's answer that is not the CAS API's JSON (a proxy's page with status 200) fails
+/// the upload with the status and what came, instead of being taken for "stored".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_answer_that_is_not_the_apis_fails_the_upload() {
+    let proxy = FaultProxy::start();
+    let server = TestServer::start();
+    proxy.set_upstream(&server.url);
+    let dir = tempfile::tempdir().unwrap();
+    let token = server.token(REPO, "write");
+    let mut config = config_for(&proxy.url, &token, &dir.path().join("meta"));
+    // No dedup queries: the first connection is the xorb upload.
+    config.global_dedup = false;
+    let client = CasClient::new(config).unwrap();
+    let path = dir.path().join("f");
+    write_file(&path, &random_bytes(200_000, 62));
+    proxy.inject([Fault::Replace(
+        "<html><body>Service maintenance</body></html>",
+    )]);
+    let result = async {
+        let mut session = client.start_upload().await?;
+        session.add_file(&path, None).await?;
+        session.finish().await
+    }
+    .await;
+    let err = result.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(&err, ClientError::MalformedAnswer { status: 200, excerpt, .. }
+            if excerpt.starts_with("<html><body>Service maintenance")),
+        "{err:?}"
+    );
+    assert!(
+        text.contains("uploading xorb") && text.contains("200"),
+        "{text}"
+    );
+    assert_eq!(proxy.faults_left(), 0);
+}

@@ -21,6 +21,9 @@ pub enum Fault {
     Truncate(usize),
     /// Forwards everything, but holds the response back for this many milliseconds.
     Delay(u64),
+    /// Forwards the request, then answers `200 OK` with this body in place of the server's
+    /// answer (a proxy's or portal's page).
+    Replace(&'static str),
 }
 
 #[derive(Default)]
@@ -178,6 +181,21 @@ async fn serve(mut client: TcpStream, target: SocketAddr, fault: Option<Fault>) 
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
             let _ = tokio::io::copy(&mut ur, &mut cw).await;
             up.abort();
+        }
+        Some(Fault::Replace(body)) => {
+            let Some((mut ur, mut cw, up)) = forward_requests(client, target).await else {
+                return;
+            };
+            // The server's answer is read (so the request was served), then replaced.
+            let mut buf = [0u8; 4096];
+            let _ = ur.read(&mut buf).await;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = cw.write_all(answer.as_bytes()).await;
+            up.abort();
+            let _ = cw.shutdown().await;
         }
         None => {
             let Ok(mut upstream) = TcpStream::connect(target).await else {

@@ -341,6 +341,7 @@ fn a_revoked_token_is_refused_on_every_route() {
         ("POST", "/org/a.git/git-upload-pack".into(), ""),
         ("POST", "/org/a.git/git-receive-pack".into(), ""),
         ("POST", "/org/a.git/info/xet/missing-objects".into(), ""),
+        ("POST", "/org/a.git/info/xet/locked-paths".into(), ""),
         ("POST", format!("{lfs}/objects/batch"), ""),
         ("POST", format!("{lfs}/verify"), ""),
         ("GET", format!("{lfs}/xet-read-token"), ""),

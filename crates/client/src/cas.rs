@@ -9,6 +9,8 @@ use reqwest::Response;
 
 use crate::error::{ClientError, Result};
 use crate::http::{describe_transport_error, AttemptError, Http};
+use git_xet_core::api::cas::{UploadShardResponse, UploadXorbResponse};
+use git_xet_core::api::routes;
 use git_xet_core::reconstruction::{HttpRange, Reconstruction};
 use git_xet_core::MerkleHash;
 
@@ -51,16 +53,19 @@ pub async fn read_body_limited(
     Ok(Bytes::from(body))
 }
 
-#[derive(serde::Deserialize)]
-struct XorbUploadAnswer {
-    #[serde(default)]
-    was_inserted: Option<bool>,
-}
+/// Largest upload answer we read (they are a few bytes of JSON).
+const MAX_UPLOAD_ANSWER: usize = 64 * 1024;
 
-#[derive(serde::Deserialize)]
-struct ShardUploadAnswer {
-    #[serde(default)]
-    result: Option<u8>,
+/// An upload's answer, parsed strictly: what is not the API's JSON is an error naming the
+/// status and the start of what came, never taken for success.
+async fn upload_answer<T: serde::de::DeserializeOwned>(
+    response: Response,
+    what: &str,
+) -> std::result::Result<T, AttemptError> {
+    let status = response.status().as_u16();
+    let body = read_body_limited(response, MAX_UPLOAD_ANSWER, what).await?;
+    serde_json::from_slice(&body)
+        .map_err(|e| AttemptError::Fatal(ClientError::malformed(what, status, &body, &e)))
 }
 
 impl CasApi {
@@ -85,7 +90,7 @@ impl CasApi {
         file: &MerkleHash,
         range: Option<(u64, u64)>,
     ) -> Result<Reconstruction> {
-        let url = format!("{}/v1/reconstructions/{file}", self.base);
+        let url = format!("{}{}", self.base, routes::reconstruction_path(file));
         let what = format!("querying the reconstruction of {file}");
         let body = self
             .http
@@ -108,7 +113,7 @@ impl CasApi {
 
     /// Global dedup: the shard describing xorbs that hold this chunk, if the server knows it.
     pub async fn query_chunk(&self, chunk: &MerkleHash) -> Result<Option<Bytes>> {
-        let url = format!("{}/v1/chunks/default-merkledb/{chunk}", self.base);
+        let url = format!("{}{}", self.base, routes::dedup_query_path(chunk));
         let what = format!("global dedup query for chunk {chunk}");
         let result = self
             .http
@@ -134,9 +139,9 @@ impl CasApi {
         len: u64,
         body: impl Fn() -> reqwest::Body,
     ) -> Result<bool> {
-        let url = format!("{}/v1/xorbs/default/{hash}", self.base);
+        let url = format!("{}{}", self.base, routes::xorb_path(hash));
         let what = format!("uploading xorb {hash}");
-        let body = self
+        let answer: UploadXorbResponse = self
             .http
             .request(
                 &what,
@@ -147,19 +152,17 @@ impl CasApi {
                         .header(CONTENT_LENGTH, len)
                         .body(body()))
                 },
-                |r| read_body_limited(r, 64 * 1024, &what),
+                |r| upload_answer(r, &what),
             )
             .await?;
-        let answer: XorbUploadAnswer =
-            serde_json::from_slice(&body).unwrap_or(XorbUploadAnswer { was_inserted: None });
-        Ok(answer.was_inserted.unwrap_or(true))
+        Ok(answer.was_inserted)
     }
 
     /// Registers a shard (upload form, no footer); returns whether it was new.
     pub async fn upload_shard(&self, shard: Bytes) -> Result<bool> {
-        let url = format!("{}/v1/shards", self.base);
+        let url = format!("{}{}", self.base, routes::SHARD_UPLOAD);
         let what = "registering the upload's shard".to_string();
-        let body = self
+        let answer: UploadShardResponse = self
             .http
             .request(
                 &what,
@@ -169,12 +172,10 @@ impl CasApi {
                         .header(CONTENT_TYPE, "application/octet-stream")
                         .body(shard.clone()))
                 },
-                |r| read_body_limited(r, 64 * 1024, &what),
+                |r| upload_answer(r, &what),
             )
             .await?;
-        let answer: ShardUploadAnswer =
-            serde_json::from_slice(&body).unwrap_or(ShardUploadAnswer { result: None });
-        Ok(answer.result != Some(0))
+        Ok(answer.result.changed())
     }
 
     /// Starts fetching `range` of a `fetch_info` URL exactly as given. The caller reads the

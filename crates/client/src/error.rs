@@ -39,6 +39,20 @@ pub enum ClientError {
     #[error("{what}: invalid response from the server: {reason}")]
     Protocol { what: String, reason: String },
 
+    /// The server answered a request with a body that is not the API's answer (a proxy's
+    /// error page, a server of another kind, a truncated body): nothing is assumed from it.
+    #[error(
+        "{what}: the server answered {status} with something that is not the CAS API's answer \
+         ({reason}); it began {excerpt:?}. Check that the CAS URL points at a XET server and \
+         not at a proxy or web page"
+    )]
+    MalformedAnswer {
+        what: String,
+        status: u16,
+        reason: String,
+        excerpt: String,
+    },
+
     /// Downloaded data is not what it claims to be (bad chunk header, wrong length, wrong
     /// hash). Nothing was written to the destination.
     #[error("{what}: data failed verification: {reason}")]
@@ -132,6 +146,27 @@ impl ClientError {
         ClientError::Protocol {
             what: what.into(),
             reason: reason.into(),
+        }
+    }
+
+    /// An answer (`body`, with `status`) that does not parse as the API's JSON.
+    pub fn malformed(
+        what: impl Into<String>,
+        status: u16,
+        body: &[u8],
+        cause: &serde_json::Error,
+    ) -> Self {
+        const EXCERPT: usize = 120;
+        let text = String::from_utf8_lossy(&body[..body.len().min(EXCERPT)]);
+        let mut excerpt: String = text.chars().filter(|c| !c.is_control()).collect();
+        if body.len() > EXCERPT {
+            excerpt.push('…');
+        }
+        ClientError::MalformedAnswer {
+            what: what.into(),
+            status,
+            reason: cause.to_string(),
+            excerpt,
         }
     }
 

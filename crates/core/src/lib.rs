@@ -10,6 +10,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod chunker;
 pub mod compression;
 pub mod constants;

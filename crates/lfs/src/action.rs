@@ -104,25 +104,8 @@ impl XetAction {
     }
 }
 
-/// The JSON the token-refresh URL answers.
-#[derive(Clone, serde::Deserialize)]
-pub struct RefreshedToken {
-    #[serde(rename = "accessToken")]
-    pub access_token: String,
-    pub exp: u64,
-    #[serde(rename = "casUrl")]
-    pub cas_url: String,
-}
-
-impl fmt::Debug for RefreshedToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "RefreshedToken {{ exp: {}, cas_url: {:?} }}",
-            self.exp, self.cas_url
-        )
-    }
-}
+/// The JSON the token-refresh URL answers (the server's own type: one definition).
+pub type RefreshedToken = git_xet_core::api::cas::XetTokenResponse;
 
 #[cfg(test)]
 mod tests {

@@ -12,6 +12,7 @@ use crate::LfsError;
 use git_xet_client::retry::{is_retryable_status, retry_after, Verdict};
 use git_xet_client::transport::{shown_url, Authenticator, HttpFactory};
 use git_xet_client::RetryPolicy;
+use git_xet_core::api::routes;
 use git_xet_core::constants::{XET_DOWNLOAD_TRANSFER, XET_TRANSFER};
 pub use git_xet_core::lfs::batch::ObjectError;
 use git_xet_core::lfs::batch::{self as wire, BatchRequest, ObjectSpec, HASH_ALGO_SHA256};
@@ -144,7 +145,7 @@ impl BatchClient {
         transfers: &[&str],
         objects: &[(Oid, u64)],
     ) -> Result<BatchResponse, LfsError> {
-        let url = format!("{}/objects/batch", self.endpoint);
+        let url = format!("{}/{}", self.endpoint, routes::LFS_BATCH);
         let mut specs = Vec::with_capacity(objects.len());
         for (oid, size) in objects {
             // git-lfs reads sizes as int64: a pointer with a larger one is not valid to it.

@@ -15,13 +15,14 @@ use crate::index::scope::SCOPED_CAS_PREFIX;
 use crate::listen::Peer;
 use crate::state::SharedState;
 use crate::{cas, repo_routes, status};
+use git_xet_core::api::routes::{self, Route};
 
 pub fn router(state: SharedState) -> Router {
     let scoped = cas_routes(Router::new()).with_state(state.clone());
     cas_routes(Router::new())
-        .route("/", get(status_page))
-        .route("/health", get(|| async { "ok\n" }))
-        .route("/metrics", get(metrics))
+        .route(routes::STATUS, get(status_page))
+        .route(routes::HEALTH, get(|| async { "ok\n" }))
+        .route(routes::METRICS, get(metrics))
         // A service, not a route: a route's path captures would reach the CAS handlers.
         .nest_service(
             SCOPED_CAS_PREFIX,
@@ -35,13 +36,11 @@ pub fn router(state: SharedState) -> Router {
         .with_state(state)
 }
 
-/// The CAS API under `/v1`, `/api/v1`, `/v2` and `/api/v2`.
+/// The CAS API at its paths (`/v1/...`, `/v2/...`) and again under `/api`.
 fn cas_routes(router: Router<SharedState>) -> Router<SharedState> {
     router
-        .nest("/v1", cas::router())
-        .nest("/api/v1", cas::router())
-        .nest("/v2", cas::router_v2())
-        .nest("/api/v2", cas::router_v2())
+        .merge(cas::router())
+        .nest(routes::API_ALIAS, cas::router())
 }
 
 /// `/_scope/{scope}/...`: the CAS API as handed out to a dedup scope's clients (`casUrl`,
@@ -99,7 +98,7 @@ async fn metrics(
 pub fn metrics_router(state: SharedState) -> Router {
     Router::new()
         .route(
-            "/metrics",
+            routes::METRICS,
             get(|State(state): State<SharedState>| async move { metrics_text(&state).await }),
         )
         .with_state(state)
@@ -160,86 +159,67 @@ async fn observe(State(state): State<SharedState>, request: Request, next: Next)
     response
 }
 
-/// Every label [`route_label`] gives (tests check each route against this list).
-pub const ROUTE_LABELS: &[&str] = &[
-    "xorb_upload",
-    "xorb_grant",
-    "telemetry",
-    "reconstruction",
-    "reconstruction_v2",
-    "dedup_query",
-    "xorb_data",
-    "shard_upload",
-    "shard_upload_v2",
-    "health",
-    "metrics",
-    "status",
-    "lfs_batch",
-    "lfs_verify",
-    "lfs_xet_token",
-    "lfs_locks",
-    "lfs_upload",
-    "lfs_download",
-    "git_info_refs",
-    "git_upload_pack",
-    "git_receive_pack",
-    "hook_check",
-    "other",
-];
+/// The label of requests no route serves.
+const OTHER: &str = "other";
 
-/// A fixed label per route, so that metrics have bounded cardinality.
+/// Every label [`route_label`] gives: one per route `routes` names, and [`OTHER`].
+pub const ROUTE_LABELS: &[&str] = &LABELS;
+
+const LABELS: [&str; Route::ALL.len() + 1] = {
+    let mut labels = [OTHER; Route::ALL.len() + 1];
+    let mut i = 0;
+    while i < Route::ALL.len() {
+        labels[i] = Route::ALL[i].label();
+        i += 1;
+    }
+    labels
+};
+
+/// A fixed label per route, so that metrics have bounded cardinality. A dedup scope's CAS
+/// path is labelled as the plain CAS route it reaches.
 pub fn route_label(method: &Method, path: &str) -> &'static str {
-    let cas = strip_scope(path).unwrap_or(path);
-    let cas = cas.strip_prefix("/api").unwrap_or(cas);
-    let prefixes: [(&str, &'static str); 9] = [
-        ("/v1/xorbs/", "xorb_upload"),
-        ("/v1/xorb-grants/", "xorb_grant"),
-        ("/v1/telemetry", "telemetry"),
-        ("/v1/reconstructions/", "reconstruction"),
-        ("/v2/reconstructions/", "reconstruction_v2"),
-        ("/v1/chunks/", "dedup_query"),
-        ("/v1/xorb-data/", "xorb_data"),
-        ("/v1/shards", "shard_upload"),
-        ("/v2/shards", "shard_upload_v2"),
-    ];
-    if let Some((_, label)) = prefixes.iter().find(|(p, _)| cas.starts_with(p)) {
-        return label;
+    strip_scope(path)
+        .and_then(Route::cas)
+        .or_else(|| Route::classify(method.as_str(), path))
+        .map_or(OTHER, Route::label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::post;
+
+    /// Each CAS route's template is registered: registering a GET and POST handler again at
+    /// the same path must collide with the one there.
+    #[test]
+    fn the_router_serves_every_cas_route() {
+        for route in Route::CAS {
+            let template = route.cas_template().unwrap();
+            let again = std::panic::catch_unwind(|| {
+                cas::router().route(template, get(|| async {}).post(|| async {}))
+            });
+            assert!(again.is_err(), "{route:?} ({template}) is not registered");
+        }
+        // And the check can fail: a path no route serves is added without a collision.
+        let fresh = std::panic::catch_unwind(|| cas::router().route("/v9/none", post(|| async {})));
+        assert!(fresh.is_ok());
     }
-    if path == "/health" {
-        return "health";
+
+    #[test]
+    fn the_label_table_is_every_routes_label() {
+        let mut expected: Vec<&str> = Route::ALL.iter().map(|r| r.label()).collect();
+        expected.push(OTHER);
+        assert_eq!(ROUTE_LABELS, expected.as_slice());
+        let scoped = format!("{SCOPED_CAS_PREFIX}/org/v1/shards");
+        assert_eq!(route_label(&Method::POST, &scoped), "shard_upload");
+        assert_eq!(
+            route_label(&Method::GET, "/api/v2/reconstructions/ab"),
+            "reconstruction_v2"
+        );
+        assert_eq!(
+            route_label(&Method::POST, "/o/r.git/info/xet/locked-paths"),
+            "lock_check"
+        );
+        assert_eq!(route_label(&Method::GET, "/nothing/here"), "other");
     }
-    if path == "/metrics" {
-        return "metrics";
-    }
-    if path == "/" {
-        return "status";
-    }
-    if let Some(i) = path.rfind("/info/lfs/") {
-        let rest = &path[i + "/info/lfs/".len()..];
-        return match rest {
-            "objects/batch" => "lfs_batch",
-            "verify" => "lfs_verify",
-            "xet-read-token" | "xet-write-token" => "lfs_xet_token",
-            r if r.starts_with("locks") => "lfs_locks",
-            r if r.starts_with("objects/") && method == Method::PUT => "lfs_upload",
-            r if r.starts_with("objects/") => "lfs_download",
-            _ => "other",
-        };
-    }
-    if path.ends_with("/info/refs") {
-        return "git_info_refs";
-    }
-    if path.ends_with("/git-upload-pack") {
-        return "git_upload_pack";
-    }
-    if path.ends_with("/git-receive-pack") {
-        return "git_receive_pack";
-    }
-    if path.ends_with("/info/xet/missing-objects") {
-        return "hook_check";
-    }
-    if path.ends_with("/info/xet/locked-paths") {
-        return "lock_check";
-    }
-    "other"
 }

@@ -12,9 +12,9 @@ use crate::lfs;
 use crate::state::SharedState;
 use crate::status;
 
-const LFS_MARKER: &str = "/info/lfs/";
-const HOOK_CHECK: &str = "/info/xet/missing-objects";
-const LOCK_CHECK: &str = "/info/xet/locked-paths";
+use git_xet_core::api::routes::{
+    HOOK_LOCKED_PATHS as LOCK_CHECK, HOOK_MISSING_OBJECTS as HOOK_CHECK, LFS_MARKER,
+};
 
 pub async fn dispatch(State(state): State<SharedState>, request: Request) -> Response {
     let path = request.uri().path().to_string();

@@ -14,10 +14,9 @@ use base64::Engine;
 
 use crate::error::{ServerError, ServerResult};
 use crate::keys::Keys;
+use git_xet_core::api::routes;
 use git_xet_core::reconstruction::HttpRange;
 use git_xet_core::MerkleHash;
-
-pub const XORB_DATA_PATH: &str = "/v1/xorb-data";
 
 /// What a fetch URL grants.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,8 +53,10 @@ pub fn fetch_url(keys: &Keys, base: &str, grant: &Grant) -> String {
         expires,
     } = grant;
     format!(
-        "{base}{XORB_DATA_PATH}/{xorb}?bytes={}-{}&tid={token_id}&expires={expires}&sig={sig}",
-        bytes.start, bytes.end
+        "{base}{}?bytes={}-{}&tid={token_id}&expires={expires}&sig={sig}",
+        routes::xorb_data_path(xorb),
+        bytes.start,
+        bytes.end
     )
 }
 

@@ -29,7 +29,8 @@ use git_xet_core::shard::{FooterOptions, Shard, XorbBlock, XorbChunk};
 use git_xet_core::MerkleHash;
 
 /// The dedup namespaces clients use, current (`default`) and draft (`default-merkledb`).
-const DEDUP_NAMESPACES: [&str; 2] = ["default", "default-merkledb"];
+const DEDUP_NAMESPACES: [&str; 2] = [XORB_NAMESPACE, DEDUP_NAMESPACE];
+use git_xet_core::api::routes::{DEDUP_NAMESPACE, XORB_NAMESPACE};
 /// Upper bound on chunks described in one answer (about 48 bytes each).
 const MAX_ANSWER_CHUNKS: usize = 64 * 1024;
 /// Files whose xorbs are added when the chunk starts several files.

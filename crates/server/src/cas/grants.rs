@@ -21,7 +21,7 @@ pub async fn request(
     headers: HeaderMap,
 ) -> ServerResult<StatusCode> {
     let access = state.authorize_cas(&headers, Scope::Write)?;
-    if namespace != "default" {
+    if namespace != git_xet_core::api::routes::XORB_NAMESPACE {
         return Err(ServerError::not_found(format!(
             "unknown xorb namespace {namespace:?} (this server has \"default\")"
         )));

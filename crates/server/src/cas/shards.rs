@@ -7,6 +7,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Json;
+use git_xet_core::api::cas::{ShardResult, UploadShardResponse};
 
 use crate::auth::Scope;
 use crate::body::read_blocking_then_slot;
@@ -21,9 +22,11 @@ pub async fn upload(
     State(state): State<SharedState>,
     headers: HeaderMap,
     body: Body,
-) -> ServerResult<Json<serde_json::Value>> {
+) -> ServerResult<Json<UploadShardResponse>> {
     let (changed, _) = receive(&state, &headers, body).await?;
-    Ok(Json(serde_json::json!({ "result": u8::from(changed) })))
+    Ok(Json(UploadShardResponse {
+        result: ShardResult::from_changed(changed),
+    }))
 }
 
 /// The shard upload of both API versions: authorize, read, validate, store and register.

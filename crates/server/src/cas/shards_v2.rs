@@ -12,27 +12,11 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use git_xet_core::api::cas::{CommitStage, ShardUploadFrame as Frame};
 
 use crate::cas::shards::receive;
 use crate::error::ServerResult;
 use crate::state::SharedState;
-
-/// One frame of the answer, as the reference client reads it (`type` tagged, snake case).
-#[derive(Debug, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Frame {
-    Validating { verified: u64, total: u64 },
-    Committing { stage: CommitStage },
-    Result,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "snake_case")]
-enum CommitStage {
-    Uploading,
-    Syncing,
-}
 
 pub async fn upload(
     State(state): State<SharedState>,

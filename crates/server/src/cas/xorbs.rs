@@ -13,6 +13,8 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::Json;
+use git_xet_core::api::cas::UploadXorbResponse;
+use git_xet_core::api::routes::XORB_NAMESPACE;
 
 use crate::auth::Scope;
 use crate::body::read_blocking_then_slot;
@@ -32,9 +34,9 @@ pub async fn upload(
     Path((namespace, hash)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> ServerResult<Json<serde_json::Value>> {
+) -> ServerResult<Json<UploadXorbResponse>> {
     let access = state.authorize_cas(&headers, Scope::Write)?;
-    if namespace != "default" {
+    if namespace != XORB_NAMESPACE {
         return Err(ServerError::not_found(format!(
             "unknown xorb namespace {namespace:?} (this server has \"default\")"
         )));
@@ -82,7 +84,9 @@ pub async fn upload(
     add(&state.metrics.xorb_bytes_received, received);
     let meta = XorbMeta { footer, stored_len };
     let inserted = store_staged_xorb(&state, meta, staged, &access.repo).await?;
-    Ok(Json(serde_json::json!({ "was_inserted": inserted })))
+    Ok(Json(UploadXorbResponse {
+        was_inserted: inserted,
+    }))
 }
 
 /// Stores a validated xorb that `repo` uploaded from its staging file and indexes the layout

@@ -21,6 +21,7 @@ use crate::index::LockQuery;
 use crate::lfs::parse_oid;
 use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
+use git_xet_core::api::locks::{LockedPath, LockedPaths};
 
 const MAX_BODY: usize = 16 * 1024 * 1024;
 /// Paths asked about in one `locked-paths` request (the hook sends batches of this many).
@@ -111,11 +112,14 @@ pub async fn locked_paths(
                 ..LockQuery::default()
             };
             for lock in index.locks(&repo, &query)?.locks {
-                out.push(serde_json::json!({ "path": lock.path, "owner": lock.owner }));
+                out.push(LockedPath {
+                    owner: lock.owner,
+                    path: lock.path,
+                });
             }
         }
         Ok(out)
     })
     .await?;
-    Ok(axum::Json(serde_json::json!({ "locks": locks })).into_response())
+    Ok(axum::Json(LockedPaths { locks }).into_response())
 }

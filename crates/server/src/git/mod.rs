@@ -18,6 +18,7 @@ use crate::auth::Scope;
 use crate::error::{ServerError, ServerResult};
 use crate::repo_name::RepoName;
 use crate::state::SharedState;
+use git_xet_core::api::routes;
 use service::Service;
 
 /// Lifetime of the read token a push hands its pre-receive hook.
@@ -35,9 +36,9 @@ impl GitRoute {
     /// Recognises a route from the end of a path; returns it and the repository part.
     pub fn split(path: &str) -> Option<(&str, GitRoute)> {
         [
-            ("/info/refs", GitRoute::InfoRefs),
-            ("/git-upload-pack", GitRoute::UploadPack),
-            ("/git-receive-pack", GitRoute::ReceivePack),
+            (routes::GIT_INFO_REFS, GitRoute::InfoRefs),
+            (routes::GIT_UPLOAD_PACK, GitRoute::UploadPack),
+            (routes::GIT_RECEIVE_PACK, GitRoute::ReceivePack),
         ]
         .into_iter()
         .find_map(|(suffix, route)| path.strip_suffix(suffix).map(|repo| (repo, route)))

@@ -14,6 +14,9 @@ use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
+use git_xet_core::api::locks::{LockList, LockedPaths};
+use git_xet_core::api::routes;
+
 use super::git::Git;
 use super::server_call::HookServer;
 use super::HookError;
@@ -179,25 +182,6 @@ pub fn changed_paths(git: &Git, updates: &[RefUpdate]) -> Result<BTreeSet<String
     Ok(paths)
 }
 
-#[derive(serde::Deserialize)]
-struct LockList {
-    locks: Vec<LockEntry>,
-    #[serde(default)]
-    next_cursor: Option<String>,
-}
-
-#[derive(serde::Deserialize)]
-struct LockEntry {
-    path: String,
-    #[serde(default)]
-    owner: Option<OwnerEntry>,
-}
-
-#[derive(serde::Deserialize)]
-struct OwnerEntry {
-    name: String,
-}
-
 /// The changed paths that another user (anyone but `settings.user`) has locked.
 pub fn locked_changes(
     settings: &HookSettings,
@@ -228,17 +212,6 @@ pub fn locked_changes(
 /// Paths per `locked-paths` request (the server takes up to 4096).
 const BATCH: usize = 1000;
 
-#[derive(serde::Deserialize)]
-struct LockedPaths {
-    locks: Vec<LockedPath>,
-}
-
-#[derive(serde::Deserialize)]
-struct LockedPath {
-    path: String,
-    owner: String,
-}
-
 /// The locks on `paths`, whoever holds them.
 fn ask_about(server: &HookServer, paths: &[&String]) -> Result<Vec<LockedChange>, HookError> {
     const WHAT: &str = "asking which changed paths are locked";
@@ -249,7 +222,7 @@ fn ask_about(server: &HookServer, paths: &[&String]) -> Result<Vec<LockedChange>
     }
     let answer = server.call(
         reqwest::Method::POST,
-        &server.url("xet/locked-paths"),
+        &server.url(routes::HOOK_LOCKED_PATHS),
         std::time::Duration::from_secs(120),
         WHAT,
         |request| request.body(body),
@@ -274,7 +247,7 @@ fn walk_locks(
     changed: &BTreeSet<String>,
 ) -> Result<Vec<LockedChange>, HookError> {
     const WHAT: &str = "reading the locks";
-    let base = server.url("lfs/locks");
+    let base = server.url(&format!("{}/{}", routes::LFS_ENDPOINT, routes::LFS_LOCKS));
     let mut found = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -296,7 +269,7 @@ fn walk_locks(
         let page: LockList = serde_json::from_slice(&body)
             .map_err(|e| server.bad_answer(WHAT, format!("a malformed lock listing: {e}")))?;
         for lock in page.locks {
-            let owner = lock.owner.map(|o| o.name).unwrap_or_default();
+            let owner = lock.owner_name().to_string();
             if changed.contains(&lock.path) && settings.user.as_deref() != Some(owner.as_str()) {
                 found.push(LockedChange {
                     path: lock.path,

@@ -376,7 +376,7 @@ pub fn lenient_pointer(blob: &[u8]) -> Option<Referenced> {
 /// in batches), returning its answer lines.
 fn ask_server(settings: &HookSettings, objects: &[Referenced]) -> Result<Vec<String>, HookError> {
     let server = HookServer::new(settings)?;
-    let url = server.url("xet/missing-objects");
+    let url = server.url(git_xet_core::api::routes::HOOK_MISSING_OBJECTS);
     let mut missing = Vec::new();
     for batch in objects.chunks(settings.batch_lines) {
         let body: String = batch

@@ -40,10 +40,10 @@ impl<'a> HookServer<'a> {
         })
     }
 
-    /// `<server>/<repo>.git/info/<rest>`.
-    pub fn url(&self, rest: &str) -> String {
+    /// `<server>/<repo>.git<path>`, `path` one of `git_xet_core::api::routes`' (`/info/...`).
+    pub fn url(&self, path: &str) -> String {
         format!(
-            "{}/{}.git/info/{rest}",
+            "{}/{}.git{path}",
             self.settings.server_url, self.settings.repo
         )
     }

@@ -19,6 +19,7 @@ use crate::lfs::objects::{claim_status, Claim};
 use crate::lfs::{lfs_base, lfs_json, parse_oid, LfsResult};
 use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
+use git_xet_core::api::routes;
 use git_xet_core::constants::{XET_DOWNLOAD_TRANSFER, XET_TRANSFER};
 use git_xet_core::lfs;
 use git_xet_core::lfs::batch::{
@@ -153,9 +154,14 @@ pub async fn batch(
         (lfs::HEADER_TOKEN_EXPIRATION.to_string(), exp.to_string()),
         (lfs::HEADER_SESSION_ID.to_string(), session),
     ]);
-    let token_href = format!("{lfs}/xet-{}-token", if upload { "write" } else { "read" });
+    let token_route = if upload {
+        routes::LFS_XET_WRITE_TOKEN
+    } else {
+        routes::LFS_XET_READ_TOKEN
+    };
+    let token_href = format!("{lfs}/{token_route}");
     let verify = Action {
-        href: format!("{lfs}/verify"),
+        href: format!("{lfs}/{}", routes::LFS_VERIFY),
         header: auth_header.clone(),
         expires_in,
         expires_at: None,
@@ -207,7 +213,7 @@ pub async fn batch(
                         }
                     } else {
                         Action {
-                            href: format!("{lfs}/objects/{}", answer.oid),
+                            href: format!("{lfs}/{}{}", routes::LFS_OBJECTS, answer.oid),
                             header: auth_header.clone(),
                             expires_in,
                             expires_at: None,
@@ -235,7 +241,7 @@ pub async fn batch(
                         }
                     } else {
                         Action {
-                            href: format!("{lfs}/objects/{}", answer.oid),
+                            href: format!("{lfs}/{}{}", routes::LFS_OBJECTS, answer.oid),
                             header: auth_header.clone(),
                             expires_in,
                             expires_at: None,

@@ -6,7 +6,7 @@
 use axum::body::Body;
 use axum::extract::Query;
 use axum::http::{HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use crate::auth::{Access, Scope};
 use crate::body::read_limited;
@@ -16,6 +16,10 @@ use crate::lfs::{lfs_json, LfsResult};
 use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
 use crate::time::rfc3339;
+use git_xet_core::api::locks::{
+    CreateLockRequest, ListLocksQuery, Lock as LockJson, LockList, LockOwner, LockResponse,
+    UnlockRequest, VerifyLocksRequest, VerifyLocksResponse,
+};
 
 /// Locks per page when the client names no limit, and the most it may ask for.
 const DEFAULT_LIMIT: usize = 100;
@@ -25,67 +29,15 @@ const MAX_PATH: usize = 4096;
 const MAX_BODY: usize = 64 * 1024;
 
 /// A lock as git-lfs reads it.
-#[derive(serde::Serialize)]
-struct LockJson<'a> {
-    id: &'a str,
-    path: &'a str,
-    locked_at: String,
-    owner: Owner<'a>,
-}
-
-#[derive(serde::Serialize)]
-struct Owner<'a> {
-    name: &'a str,
-}
-
-fn lock_json(lock: &Lock) -> LockJson<'_> {
+fn lock_json(lock: &Lock) -> LockJson {
     LockJson {
-        id: &lock.id,
-        path: &lock.path,
+        id: lock.id.clone(),
         locked_at: rfc3339(lock.locked_at),
-        owner: Owner { name: &lock.owner },
+        owner: Some(LockOwner {
+            name: lock.owner.clone(),
+        }),
+        path: lock.path.clone(),
     }
-}
-
-#[derive(serde::Deserialize)]
-struct RefSpec {
-    #[allow(dead_code)] // locks are repository-wide; the ref is accepted, not used
-    name: String,
-}
-
-#[derive(serde::Deserialize)]
-struct CreateRequest {
-    path: String,
-    #[serde(default, rename = "ref")]
-    _ref: Option<RefSpec>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct VerifyRequest {
-    #[serde(default)]
-    cursor: Option<String>,
-    #[serde(default)]
-    limit: Option<usize>,
-    #[serde(default, rename = "ref")]
-    _ref: Option<RefSpec>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct UnlockRequest {
-    #[serde(default)]
-    force: bool,
-    #[serde(default, rename = "ref")]
-    _ref: Option<RefSpec>,
-}
-
-#[derive(serde::Deserialize)]
-struct ListParams {
-    path: Option<String>,
-    id: Option<String>,
-    cursor: Option<String>,
-    limit: Option<String>,
-    #[allow(dead_code)] // accepted for git-lfs, which always sends it; locks are repo-wide
-    refspec: Option<String>,
 }
 
 fn valid_path(path: &str) -> Result<(), ServerError> {
@@ -157,7 +109,7 @@ pub async fn create(
     body: Body,
 ) -> LfsResult<Response> {
     let (_, owner, bytes) = change_request(state, repo, headers, body, "lock request").await?;
-    let request: CreateRequest = serde_json::from_slice(&bytes)
+    let request: CreateLockRequest = serde_json::from_slice(&bytes)
         .map_err(|e| ServerError::bad_request(format!("malformed lock request: {e}")))?;
     valid_path(&request.path)?;
     let index = state.index.clone();
@@ -180,18 +132,19 @@ pub async fn create(
     Ok(match outcome {
         LockOutcome::Created(lock) => {
             tracing::info!(repo = %repo, path = %lock.path, owner = %lock.owner, "locked");
-            with_status(
-                StatusCode::CREATED,
-                lfs_json(&serde_json::json!({ "lock": lock_json(&lock) })),
-            )
+            let answer = LockResponse {
+                lock: lock_json(&lock),
+                message: None,
+            };
+            with_status(StatusCode::CREATED, lfs_json(&answer))
         }
-        LockOutcome::Exists(lock) => with_status(
-            StatusCode::CONFLICT,
-            lfs_json(&serde_json::json!({
-                "lock": lock_json(&lock),
-                "message": format!("{} is already locked by {}", lock.path, lock.owner),
-            })),
-        ),
+        LockOutcome::Exists(lock) => {
+            let answer = LockResponse {
+                lock: lock_json(&lock),
+                message: Some(format!("{} is already locked by {}", lock.path, lock.owner)),
+            };
+            with_status(StatusCode::CONFLICT, lfs_json(&answer))
+        }
     })
 }
 
@@ -214,7 +167,7 @@ pub async fn list(
     uri: &Uri,
 ) -> LfsResult<Response> {
     state.authorize_repo(headers, repo, Scope::Read)?;
-    let Query(params) = Query::<ListParams>::try_from_uri(uri)
+    let Query(params) = Query::<ListLocksQuery>::try_from_uri(uri)
         .map_err(|e| ServerError::bad_request(format!("malformed lock query: {e}")))?;
     if let Some(path) = &params.path {
         valid_path(path)?;
@@ -240,12 +193,10 @@ pub async fn list(
         limit: page_limit(limit),
     };
     let page = page(state, repo, query).await?;
-    let locks: Vec<_> = page.locks.iter().map(lock_json).collect();
-    let mut answer = serde_json::json!({ "locks": locks });
-    if let Some(next) = page.next_cursor {
-        answer["next_cursor"] = next.into();
-    }
-    Ok(lfs_json(&answer))
+    Ok(lfs_json(&LockList {
+        locks: page.locks.iter().map(lock_json).collect(),
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// `POST locks/verify`: the locks that matter to a push, split into the caller's and others'.
@@ -257,7 +208,7 @@ pub async fn verify(
 ) -> LfsResult<Response> {
     let (_, user, bytes) =
         change_request(state, repo, headers, body, "lock verify request").await?;
-    let request: VerifyRequest = parse_body(&bytes, "lock verify request")?;
+    let request: VerifyLocksRequest = parse_body(&bytes, "lock verify request")?;
     if let Some(cursor) = &request.cursor {
         if !cursor.is_empty() {
             valid_id("cursor", cursor)?;
@@ -265,19 +216,20 @@ pub async fn verify(
     }
     let query = LockQuery {
         cursor: request.cursor.filter(|c| !c.is_empty()),
-        limit: page_limit(request.limit),
+        limit: page_limit(
+            request
+                .limit
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        ),
         ..LockQuery::default()
     };
     let page = page(state, repo, query).await?;
     let (ours, theirs): (Vec<&Lock>, Vec<&Lock>) = page.locks.iter().partition(|l| l.owner == user);
-    let mut answer = serde_json::json!({
-        "ours": ours.into_iter().map(lock_json).collect::<Vec<_>>(),
-        "theirs": theirs.into_iter().map(lock_json).collect::<Vec<_>>(),
-    });
-    if let Some(next) = page.next_cursor {
-        answer["next_cursor"] = next.into();
-    }
-    Ok(lfs_json(&answer))
+    Ok(lfs_json(&VerifyLocksResponse {
+        next_cursor: page.next_cursor,
+        ours: ours.into_iter().map(lock_json).collect(),
+        theirs: theirs.into_iter().map(lock_json).collect(),
+    }))
 }
 
 /// `POST locks/<id>/unlock`: the owner removes a lock; others only with `force` and an
@@ -326,7 +278,10 @@ pub async fn unlock(
         .await?
         .ok_or_else(not_found)?;
     tracing::info!(repo = %repo, path = %removed.path, owner = %removed.owner, by = %user, forced = request.force, "unlocked");
-    Ok(lfs_json(&serde_json::json!({ "lock": lock_json(&removed) })).into_response())
+    Ok(lfs_json(&LockResponse {
+        lock: lock_json(&removed),
+        message: None,
+    }))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use crate::error::ServerError;
 use crate::lfs::{lfs_json, parse_oid, LfsResult};
 use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
+use git_xet_core::api::cas::XetTokenResponse;
 
 #[derive(serde::Deserialize)]
 struct VerifyRequest {
@@ -76,9 +77,9 @@ pub fn xet_token(
     let scope = if write { Scope::Write } else { Scope::Read };
     let access = state.authorize_repo(headers, repo, scope)?;
     let (token, exp) = state.mint_token(repo, scope, &access);
-    Ok(lfs_json(&serde_json::json!({
-        "accessToken": token,
-        "exp": exp,
-        "casUrl": state.cas_url(headers, repo),
-    })))
+    Ok(lfs_json(&XetTokenResponse {
+        access_token: token,
+        cas_url: state.cas_url(headers, repo),
+        exp,
+    }))
 }

@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use crate::error::ServerError;
 use crate::repo_name::RepoName;
 use crate::state::SharedState;
+use git_xet_core::api::routes;
 
 pub use batch::parse_request as parse_batch_request;
 
@@ -71,19 +72,25 @@ async fn route(
     let method = request.method().clone();
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
-    if rest == "locks" || rest.starts_with("locks/") {
+    if rest == routes::LFS_LOCKS || rest.starts_with(&format!("{}/", routes::LFS_LOCKS)) {
         return locks_route(&state, &repo, method, rest, &parts.uri, &headers, body).await;
     }
     match (method, rest) {
-        (Method::POST, "objects/batch") => batch::batch(&state, &repo, &headers, body).await,
-        (Method::POST, "verify") => misc::verify(&state, &repo, &headers, body).await,
-        (Method::GET, "xet-read-token") => misc::xet_token(&state, &repo, &headers, false),
-        (Method::GET, "xet-write-token") => misc::xet_token(&state, &repo, &headers, true),
-        (Method::PUT, r) if r.starts_with("objects/") => {
-            objects::upload(&state, &repo, &r["objects/".len()..], &headers, body).await
+        (Method::POST, routes::LFS_BATCH) => batch::batch(&state, &repo, &headers, body).await,
+        (Method::POST, routes::LFS_VERIFY) => misc::verify(&state, &repo, &headers, body).await,
+        (Method::GET, routes::LFS_XET_READ_TOKEN) => {
+            misc::xet_token(&state, &repo, &headers, false)
         }
-        (Method::GET, r) if r.starts_with("objects/") => {
-            objects::download(&state, &repo, &r["objects/".len()..], &headers).await
+        (Method::GET, routes::LFS_XET_WRITE_TOKEN) => {
+            misc::xet_token(&state, &repo, &headers, true)
+        }
+        (Method::PUT, r) if r.starts_with(routes::LFS_OBJECTS) => {
+            let oid = &r[routes::LFS_OBJECTS.len()..];
+            objects::upload(&state, &repo, oid, &headers, body).await
+        }
+        (Method::GET, r) if r.starts_with(routes::LFS_OBJECTS) => {
+            let oid = &r[routes::LFS_OBJECTS.len()..];
+            objects::download(&state, &repo, oid, &headers).await
         }
         (method, rest) => {
             Err(ServerError::not_found(format!("no git-lfs route for {method} {rest}")).into())
@@ -102,13 +109,10 @@ async fn locks_route(
     body: Body,
 ) -> LfsResult<Response> {
     match (method, rest) {
-        (Method::GET, "locks") => locks::list(state, repo, headers, uri).await,
-        (Method::POST, "locks") => locks::create(state, repo, headers, body).await,
-        (Method::POST, "locks/verify") => locks::verify(state, repo, headers, body).await,
-        (Method::POST, r) => match r
-            .strip_prefix("locks/")
-            .and_then(|r| r.strip_suffix("/unlock"))
-        {
+        (Method::GET, routes::LFS_LOCKS) => locks::list(state, repo, headers, uri).await,
+        (Method::POST, routes::LFS_LOCKS) => locks::create(state, repo, headers, body).await,
+        (Method::POST, routes::LFS_LOCKS_VERIFY) => locks::verify(state, repo, headers, body).await,
+        (Method::POST, r) => match routes::unlock_id(r) {
             Some(id) => locks::unlock(state, repo, id, headers, body).await,
             None => Err(ServerError::not_found(format!("no git-lfs route for POST {r}")).into()),
         },
@@ -130,5 +134,5 @@ pub fn parse_oid(oid: &str) -> Result<[u8; 32], ServerError> {
 
 /// `{base}/{repo}.git/info/lfs`.
 pub fn lfs_base(base: &str, repo: &RepoName) -> String {
-    format!("{base}/{repo}.git/info/lfs")
+    format!("{base}/{repo}.git{}", routes::LFS_ENDPOINT)
 }

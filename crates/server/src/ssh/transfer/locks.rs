@@ -7,24 +7,19 @@ use std::io::{Read, Write};
 
 use reqwest::Method;
 
+use git_xet_core::api::locks::{
+    CreateLockRequest, ListLocksQuery, LockList as ListAnswer, LockRef, LockResponse,
+    UnlockRequest, VerifyLocksRequest, VerifyLocksResponse,
+};
+use git_xet_core::api::routes;
+
 use crate::ssh::command::LfsOperation;
 use crate::ssh::transfer::pkt::{PktIo, Request};
 use crate::ssh::transfer::upstream::{checked, Upstream};
 use crate::ssh::ShellError;
 
 /// A lock as the HTTP API describes it.
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct LockInfo {
-    pub id: String,
-    pub path: String,
-    pub locked_at: String,
-    pub owner: OwnerInfo,
-}
-
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct OwnerInfo {
-    pub name: String,
-}
+pub use git_xet_core::api::locks::{Lock as LockInfo, LockOwner as OwnerInfo};
 
 /// The answer to `lock`.
 #[derive(Debug)]
@@ -59,31 +54,6 @@ pub trait Locks {
     fn user(&self) -> &str;
 }
 
-#[derive(serde::Deserialize)]
-struct LockBody {
-    lock: LockInfo,
-    #[serde(default)]
-    message: Option<String>,
-}
-
-#[derive(serde::Deserialize)]
-struct ListBody {
-    #[serde(default)]
-    locks: Vec<LockInfo>,
-    #[serde(default)]
-    next_cursor: Option<String>,
-}
-
-#[derive(serde::Deserialize)]
-struct VerifyBody {
-    #[serde(default)]
-    ours: Vec<LockInfo>,
-    #[serde(default)]
-    theirs: Vec<LockInfo>,
-    #[serde(default)]
-    next_cursor: Option<String>,
-}
-
 fn invalid(what: &str, e: reqwest::Error) -> ShellError {
     ShellError::Upstream {
         status: 502,
@@ -91,31 +61,37 @@ fn invalid(what: &str, e: reqwest::Error) -> ShellError {
     }
 }
 
-fn with_ref(mut body: serde_json::Value, refname: Option<&str>) -> serde_json::Value {
-    if let Some(name) = refname {
-        body["ref"] = serde_json::json!({ "name": name });
-    }
-    body
+fn lock_ref(refname: Option<&str>) -> Option<LockRef> {
+    refname.map(|name| LockRef { name: name.into() })
+}
+
+/// A request body as the HTTP API reads it.
+fn json(body: &impl serde::Serialize) -> serde_json::Value {
+    // Strings, numbers and booleans: serializing cannot fail.
+    serde_json::to_value(body).expect("a lock request serializes")
 }
 
 impl Locks for Upstream {
     fn lock(&self, path: &str, refname: Option<&str>) -> Result<LockReply, ShellError> {
-        let body = with_ref(serde_json::json!({ "path": path }), refname);
-        let response = self.lfs_call(Method::POST, "locks", &[], Some(&body))?;
+        let body = json(&CreateLockRequest {
+            path: path.into(),
+            refspec: lock_ref(refname),
+        });
+        let response = self.lfs_call(Method::POST, routes::LFS_LOCKS, &[], Some(&body))?;
         if response.status() == reqwest::StatusCode::CONFLICT {
-            let answer: LockBody = response.json().map_err(|e| invalid("lock", e))?;
+            let answer: LockResponse = response.json().map_err(|e| invalid("lock", e))?;
             let message = answer
                 .message
                 .unwrap_or_else(|| format!("{} is already locked", answer.lock.path));
             return Ok(LockReply::Exists(answer.lock, message));
         }
-        let answer: LockBody = checked(response)?.json().map_err(|e| invalid("lock", e))?;
+        let answer: LockResponse = checked(response)?.json().map_err(|e| invalid("lock", e))?;
         Ok(LockReply::Created(answer.lock))
     }
 
     fn list(&self, query: &[(&str, &str)]) -> Result<LockList, ShellError> {
-        let response = self.lfs_call(Method::GET, "locks", query, None)?;
-        let answer: ListBody = checked(response)?
+        let response = self.lfs_call(Method::GET, routes::LFS_LOCKS, query, None)?;
+        let answer: ListAnswer = checked(response)?
             .json()
             .map_err(|e| invalid("lock list", e))?;
         Ok(LockList {
@@ -130,15 +106,13 @@ impl Locks for Upstream {
         cursor: Option<&str>,
         limit: Option<u64>,
     ) -> Result<LockList, ShellError> {
-        let mut body = with_ref(serde_json::json!({}), Some(refname));
-        if let Some(cursor) = cursor {
-            body["cursor"] = cursor.into();
-        }
-        if let Some(limit) = limit {
-            body["limit"] = limit.into();
-        }
-        let response = self.lfs_call(Method::POST, "locks/verify", &[], Some(&body))?;
-        let answer: VerifyBody = checked(response)?
+        let body = json(&VerifyLocksRequest {
+            cursor: cursor.map(str::to_string),
+            limit,
+            refspec: lock_ref(Some(refname)),
+        });
+        let response = self.lfs_call(Method::POST, routes::LFS_LOCKS_VERIFY, &[], Some(&body))?;
+        let answer: VerifyLocksResponse = checked(response)?
             .json()
             .map_err(|e| invalid("lock verify", e))?;
         let ours = answer.ours.into_iter().map(|l| (l, Some(true)));
@@ -150,7 +124,10 @@ impl Locks for Upstream {
     }
 
     fn unlock(&self, id: &str, force: bool, refname: Option<&str>) -> Result<LockInfo, ShellError> {
-        let body = with_ref(serde_json::json!({ "force": force }), refname);
+        let body = json(&UnlockRequest {
+            force,
+            refspec: lock_ref(refname),
+        });
         // The id goes into the URL path: only the server's own id alphabet is sent on.
         if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric()) {
             return Err(ShellError::Upstream {
@@ -158,13 +135,8 @@ impl Locks for Upstream {
                 message: format!("there is no lock {id:?}"),
             });
         }
-        let response = self.lfs_call(
-            Method::POST,
-            &format!("locks/{id}/unlock"),
-            &[],
-            Some(&body),
-        )?;
-        let answer: LockBody = checked(response)?
+        let response = self.lfs_call(Method::POST, &routes::unlock_path(id), &[], Some(&body))?;
+        let answer: LockResponse = checked(response)?
             .json()
             .map_err(|e| invalid("unlock", e))?;
         Ok(answer.lock)
@@ -186,7 +158,7 @@ fn lock_args(lock: &LockInfo) -> Vec<String> {
         format!("id={}", clean(&lock.id)),
         format!("path={}", clean(&lock.path)),
         format!("locked-at={}", clean(&lock.locked_at)),
-        format!("ownername={}", clean(&lock.owner.name)),
+        format!("ownername={}", clean(lock.owner_name())),
     ]
 }
 
@@ -237,7 +209,7 @@ pub fn list<R: Read + Send + 'static, W: Write>(
     let page = match request.arg("refname") {
         Some(refname) if operation == LfsOperation::Upload => locks.verify(refname, cursor, limit),
         _ => {
-            let query: Vec<(&str, &str)> = ["path", "id", "cursor", "limit", "refspec"]
+            let query: Vec<(&str, &str)> = ListLocksQuery::KEYS
                 .into_iter()
                 .filter_map(|key| request.arg(key).map(|value| (key, value)))
                 .collect();
@@ -251,11 +223,11 @@ pub fn list<R: Read + Send + 'static, W: Write>(
     let mut lines = Vec::with_capacity(page.locks.len() * 5);
     for (lock, ours) in &page.locks {
         let id = clean(&lock.id);
-        let ours = ours.unwrap_or(lock.owner.name == locks.user());
+        let ours = ours.unwrap_or(lock.owner_name() == locks.user());
         lines.push(format!("lock {id}"));
         lines.push(format!("path {id} {}", clean(&lock.path)));
         lines.push(format!("locked-at {id} {}", clean(&lock.locked_at)));
-        lines.push(format!("ownername {id} {}", clean(&lock.owner.name)));
+        lines.push(format!("ownername {id} {}", clean(lock.owner_name())));
         lines.push(format!(
             "owner {id} {}",
             if ours { "ours" } else { "theirs" }

@@ -212,7 +212,7 @@ fn bobs() -> LockInfo {
         id: "b0b".into(),
         path: "a b.psd".into(),
         locked_at: "2026-01-02T03:04:05Z".into(),
-        owner: OwnerInfo { name: "bob".into() },
+        owner: Some(OwnerInfo { name: "bob".into() }),
     }
 }
 

@@ -2,6 +2,7 @@
 //! through the Batch API and basic transfers, as any git-lfs client would, so the shell
 //! never opens the store or the index and the server's checks apply unchanged.
 
+use git_xet_core::api::routes;
 use std::io::Read;
 
 use crate::auth::{self, Scope};
@@ -99,7 +100,13 @@ impl Upstream {
         };
         let (token, _) =
             auth::issue_for(&self.keys, &self.repo, self.scope, TOKEN_TTL, &self.holder);
-        let url = format!("{}/{}.git/info/lfs/objects/batch", self.base, self.repo);
+        let url = format!(
+            "{}/{}.git{}/{}",
+            self.base,
+            self.repo,
+            routes::LFS_ENDPOINT,
+            routes::LFS_BATCH
+        );
         let response = self
             .client
             .post(url)
@@ -128,7 +135,12 @@ impl Upstream {
     ) -> Result<reqwest::blocking::Response, ShellError> {
         let (token, _) =
             auth::issue_for(&self.keys, &self.repo, self.scope, TOKEN_TTL, &self.holder);
-        let url = format!("{}/{}.git/info/lfs/{rest}", self.base, self.repo);
+        let url = format!(
+            "{}/{}.git{}/{rest}",
+            self.base,
+            self.repo,
+            routes::LFS_ENDPOINT
+        );
         let mut request = self
             .client
             .request(method, url)
