@@ -60,13 +60,10 @@ fn command(program: &str) -> Command {
     Command::new(find(program).unwrap_or_else(|| program.into()))
 }
 
-/// A free port on loopback (bound, then released for the program that takes it).
+/// A free loopback port for a program that cannot bind port 0 and report it (nginx,
+/// tinyproxy): outside the kernel's ephemeral range, see `support::ports`.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    crate::support::ports::candidate()
 }
 
 pub fn wait_for_port(port: u16, child: &mut Child, what: &str, log: &Path) {
@@ -405,11 +402,8 @@ impl Server {
 pub fn tls_setup(dir: &Path, client_certs: bool) -> (Server, TlsFront, PathBuf, u16) {
     let (ca, cert, key) = make_ca(dir);
     let port = free_port();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let inner = TestServer::start_on(
-        Some(&addr),
-        &["--public-url", &format!("https://127.0.0.1:{port}")],
-    );
+    let inner = TestServer::start_with(&["--public-url", &format!("https://127.0.0.1:{port}")]);
+    let addr = inner.listen_addr();
     let client_ca = client_certs.then_some(ca.as_path());
     let front = TlsFront::start(dir, port, &addr, (&cert, &key), client_ca);
     (Server { inner, addr }, front, ca, port)

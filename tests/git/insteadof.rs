@@ -4,7 +4,6 @@
 //! from `GIT_TRACE`). And a repository whose origin is an alias pushes and clones through
 //! XET against the test server.
 
-use std::net::TcpListener;
 use std::path::Path;
 
 use git_xet_git::command::Git;
@@ -13,6 +12,7 @@ use git_xet_git::repo::Repo;
 use git_xet_lfs::protocol::Operation;
 
 use crate::env::{assert_file_is, ok, remote_url, stderr, stdout, GitEnv};
+use crate::support::ports::ClosedPort;
 use crate::support::{random_bytes, write_file, TestServer};
 
 const XORB_RECEIVED: &str = "git_xet_xorb_bytes_received_total";
@@ -20,14 +20,9 @@ const XORB_SERVED: &str = "git_xet_xorb_bytes_served_total";
 const BASIC_RECEIVED: &str = "git_xet_lfs_basic_bytes_received_total";
 const BASIC_SERVED: &str = "git_xet_lfs_basic_bytes_served_total";
 
-/// A loopback base URL nothing listens on: git-lfs's batch request is refused at once.
-fn closed_base() -> String {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    format!("http://127.0.0.1:{port}")
+/// A loopback port nothing listens on: git-lfs's batch request is refused at once.
+fn closed() -> ClosedPort {
+    ClosedPort::bind()
 }
 
 /// git-lfs's download endpoint: `git lfs env`'s `Endpoint=` line (the default remote).
@@ -89,7 +84,8 @@ fn our_source(env: &GitEnv, repo: &Path, operation: Operation) -> Source {
 
 #[test]
 fn endpoints_with_url_aliases_are_those_of_git_lfs() {
-    let base = closed_base();
+    let closed = closed();
+    let base = closed.url();
     let b = |path: &str| format!("{base}/{path}");
     let lfs = |path: &str| format!("{base}/{path}/info/lfs");
     check(
@@ -224,7 +220,8 @@ fn check(name: &str, url: &str, config: &[(&str, &str)], download: &str, upload:
 #[test]
 fn an_https_remote_aliased_to_ssh_resolves_as_git_lfs_resolves_it() {
     let env = GitEnv::plain_lfs();
-    let https = closed_base().replace("http://", "https://");
+    let closed = closed();
+    let https = closed.url().replace("http://", "https://");
     let repo = env.lfs_repo("repo", &format!("{https}/org/r"));
     env.git(
         &repo,

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::env::{assert_file_is, ok, remote_url, stderr, GitEnv};
 use crate::sshd::{self, Sshd};
+use crate::support::ports::ClosedPort;
 use crate::support::{random_bytes, write_file, TestServer};
 
 const XORB_RECEIVED: &str = "git_xet_xorb_bytes_received_total";
@@ -247,11 +248,8 @@ fn matrix_ssh_status_names_the_path_and_the_authentication() {
     );
 
     // An http LFS server that is down: git-lfs's turn too, and why.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed = ClosedPort::bind();
+    let port = closed.port();
     env.git(
         &a,
         &[
@@ -365,11 +363,8 @@ fn faulty_row(faulty_url: &str, name: &str) {
 
 #[test]
 fn matrix_server_down() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed = ClosedPort::bind();
+    let port = closed.port();
     faulty_row(
         &format!("http://127.0.0.1:{port}/org/r.git/info/lfs"),
         "down",

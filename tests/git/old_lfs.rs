@@ -83,20 +83,8 @@ impl OldLfs {
 
     fn giftless(auth: bool) -> Result<OldLfs, String> {
         giftless_installed()?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let store = tempfile::tempdir().unwrap();
-        let secret = format!("secret-{port}");
-        let mut cmd = std::process::Command::new(fixtures().join("giftless.sh"));
-        cmd.args(["serve", &port.to_string()])
-            .arg(store.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        let secret = format!("secret-{}", rand::random::<u32>());
         let token = if auth {
-            cmd.env("GIFTLESS_JWT_SECRET", &secret);
             let out = std::process::Command::new(fixtures().join("giftless.sh"))
                 .args(["token", &secret])
                 .output()
@@ -108,22 +96,42 @@ impl OldLfs {
         } else {
             None
         };
-        let mut child = cmd.spawn().map_err(|e| e.to_string())?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err("giftless did not start listening".into());
+        // giftless cannot bind port 0 and say which it got: another port when it exits
+        // (could not bind) before listening.
+        for _ in 0..crate::support::ports::ATTEMPTS {
+            let port = crate::support::ports::candidate();
+            let store = tempfile::tempdir().unwrap();
+            let mut cmd = std::process::Command::new(fixtures().join("giftless.sh"));
+            cmd.args(["serve", &port.to_string()])
+                .arg(store.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if auth {
+                cmd.env("GIFTLESS_JWT_SECRET", &secret);
             }
-            std::thread::sleep(Duration::from_millis(50));
+            let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                if child.try_wait().map_err(|e| e.to_string())?.is_some() {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err("giftless did not start listening".into());
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if child.try_wait().map_err(|e| e.to_string())?.is_none() {
+                return Ok(OldLfs::Giftless {
+                    child,
+                    port,
+                    store,
+                    token,
+                });
+            }
         }
-        Ok(OldLfs::Giftless {
-            child,
-            port,
-            store,
-            token,
-        })
+        Err("giftless exited before listening on each port it was given".into())
     }
 
     pub fn is_giftless(&self) -> bool {

@@ -5,12 +5,11 @@
 //! `git-lfs-authenticate` call is appended to a log, so tests can count ssh logins.
 #![allow(dead_code)]
 
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{git_xet_bin, TestServer};
+use crate::support::{git_xet_bin, ports, TestServer};
 
 const SSHD: &str = "/usr/sbin/sshd";
 
@@ -119,10 +118,28 @@ impl Sshd {
             .to_string()
     }
 
-    /// sshd on a free loopback port for the keys and authorized_keys in `dir`.
+    /// sshd on a free loopback port for the keys and authorized_keys in `dir`. sshd cannot
+    /// bind port 0 and say which it got: another port when it could not bind its own.
     fn launch(dir: tempfile::TempDir) -> Sshd {
-        let d = dir.path();
-        let port = free_port();
+        let user = std::env::var("USER")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| {
+                let out = Command::new("id").arg("-un").output().expect("id -un");
+                String::from_utf8_lossy(&out.stdout).trim().to_string()
+            });
+        let (port, child) =
+            ports::start_on_a_free_port("sshd", |port| Sshd::spawn(dir.path(), port));
+        Sshd {
+            dir,
+            port,
+            child,
+            user,
+        }
+    }
+
+    /// sshd on `port`, once it says it listens there; `Err` when it exited first.
+    fn spawn(d: &Path, port: u16) -> Result<(u16, Child), String> {
         let extra = std::fs::read_to_string(d.join("sshd_config.extra")).unwrap_or_default();
         std::fs::write(
             d.join("sshd_config"),
@@ -139,7 +156,7 @@ impl Sshd {
         // As root, sshd wants its privilege separation directory.
         let _ = std::fs::create_dir_all("/run/sshd");
         let log = std::fs::File::create(d.join("sshd.log")).unwrap();
-        let child = Command::new(SSHD)
+        let mut child = Command::new(SSHD)
             .args(["-D", "-e", "-f"])
             .arg(d.join("sshd_config"))
             .stdin(Stdio::null())
@@ -158,34 +175,22 @@ impl Sshd {
             ),
         )
         .unwrap();
-        let user = std::env::var("USER")
-            .ok()
-            .filter(|u| !u.is_empty())
-            .unwrap_or_else(|| {
-                let out = Command::new("id").arg("-un").output().expect("id -un");
-                String::from_utf8_lossy(&out.stdout).trim().to_string()
-            });
-        let mut sshd = Sshd {
-            dir,
-            port,
-            child,
-            user,
-        };
-        sshd.wait_listening();
-        sshd
-    }
-
-    fn wait_listening(&mut self) {
+        // Its own words, not a connection: one to that port could reach another process.
+        let listening = format!("Server listening on 127.0.0.1 port {port}.");
         let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("sshd exited with {status}:\n{}", self.log());
+        loop {
+            let log = std::fs::read_to_string(d.join("sshd.log")).unwrap_or_default();
+            if log.contains(&listening) {
+                return Ok((port, child));
             }
-            assert!(
-                Instant::now() < deadline,
-                "sshd not listening:\n{}",
-                self.log()
-            );
+            if let Some(status) = child.try_wait().unwrap() {
+                return Err(format!("sshd exited with {status}:\n{log}"));
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("sshd not listening after 20 s:\n{log}");
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -251,14 +256,6 @@ fn keygen(dir: &Path, name: &str) {
 fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The forced command: git's pack services on `DATA/repos/<path>` (created bare on first

@@ -168,16 +168,13 @@ fn forwarding_headers_count_only_from_a_trusted_proxy() {
     drop(nginx);
 
     // --public-url wins over a trusted proxy.
-    let backend = format!("127.0.0.1:{}", free_port());
-    let pinned = TestServer::start_on(
-        Some(&backend),
-        &[
-            "--trusted-proxy",
-            PROXY_SOURCE,
-            "--public-url",
-            "https://xet.example.test",
-        ],
-    );
+    let pinned = TestServer::start_with(&[
+        "--trusted-proxy",
+        PROXY_SOURCE,
+        "--public-url",
+        "https://xet.example.test",
+    ]);
+    let backend = pinned.listen_addr();
     let port = free_port();
     let _nginx = Nginx::start(dir.path(), port, &backend, "http");
     let token = pinned.token("org/p", "write");

@@ -199,19 +199,22 @@ fn fetch_urls_are_signed_range_capable_and_tamper_proof() {
 
 #[test]
 fn fetch_urls_expire() {
-    let server = TestServer::start_with(&["--fetch-url-ttl", "1"]);
+    let server = TestServer::start_with_clock(&["--fetch-url-ttl", "60"]);
     let cas = Cas::new(&server, "org/repo", "write");
     let up = Upload::random(100_000, 24, 1000);
     cas.upload(&up);
     let rec = cas.reconstruction(&up.file_hash, None);
     let info = &rec.fetch_info[&up.xorbs[0].hash][0];
-    std::thread::sleep(std::time::Duration::from_millis(2100));
-    let r = client()
-        .get(&info.url)
-        .header("Range", info.url_range.header_value())
-        .send()
-        .unwrap();
-    let (status, v) = json(r);
+    let fetch = || {
+        client()
+            .get(&info.url)
+            .header("Range", info.url_range.header_value())
+            .send()
+            .unwrap()
+    };
+    assert_eq!(fetch().status(), 206, "good until it expires");
+    server.advance_clock(61);
+    let (status, v) = json(fetch());
     assert_eq!(status, 403);
     assert!(reason(&v).contains("expired"), "{v}");
 }

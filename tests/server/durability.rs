@@ -82,16 +82,13 @@ fn graceful_shutdown_finishes_in_flight_uploads() {
     let half = xorb.bytes.len() / 2;
     stream.write_all(&xorb.bytes[..half]).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let response = std::thread::scope(|scope| {
-        let stopper = scope.spawn(|| server.stop());
-        // SIGTERM is on its way; the upload carries on.
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        stream.write_all(&xorb.bytes[half..]).unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        stopper.join().unwrap();
-        response
-    });
+    server.terminate();
+    // The rest of the body goes only once the server has the signal (it says so).
+    server.wait_for_log("shutting down");
+    stream.write_all(&xorb.bytes[half..]).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    server.wait_stopped();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains("\"was_inserted\":true"), "{response}");
     server.restart();

@@ -10,15 +10,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::support::garage::{self, Garage};
+use crate::support::ports::ClosedPort;
 use crate::support::{git_xet, postgres, TestServer};
-
-/// A loopback port nothing listens on.
-fn closed_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port()
-}
 
 /// Runs `git xet server ARGS` on a fresh data directory with `env`; it must exit non-zero
 /// within a few seconds, leaving only the lock file and an empty tmp/. Its stderr.
@@ -125,7 +118,8 @@ fn a_server_on_an_unusable_object_store_refuses_to_start_and_says_why() {
             assert!(!said.contains(&value), "no secret in the message: {said}");
         }
     }
-    let nobody = format!("http://127.0.0.1:{}", closed_port());
+    let closed = ClosedPort::bind();
+    let nobody = closed.url();
     let said = refused_start(
         &["--object-store", &store],
         &env_with(garage, "AWS_ENDPOINT_URL", &nobody),
@@ -168,7 +162,8 @@ fn a_server_on_an_unusable_postgres_index_refuses_to_start_and_says_why() {
         return;
     };
     let port = db.cluster.port();
-    let nobody = format!("postgres://postgres@127.0.0.1:{}/xet", closed_port());
+    let closed = ClosedPort::bind();
+    let nobody = format!("postgres://postgres@127.0.0.1:{}/xet", closed.port());
     let said = refused_start(&["--index", &nobody], &[]);
     assert_says(
         &said,

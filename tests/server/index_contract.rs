@@ -294,15 +294,47 @@ fn usage(open: &Opener) {
     assert_eq!(total.stored_bytes, open().stats().unwrap().xorb_bytes);
 }
 
+/// Runs every case of the contract, each on its own keys of the shared index, and then
+/// fails with all the cases that failed (not only the first).
 fn contract(open: &Opener) {
-    xorbs_and_chunks(open);
-    shards_files_and_repos(open);
-    concurrent_registrations(open);
-    overlapping_shards(open);
-    usage(open);
-    topics::all(open);
-    scope::holders_and_scoped_lookups(open);
-    scope::file_records_per_domain(open);
+    let mut cases: Vec<(&str, fn(&Opener))> = vec![
+        ("xorbs_and_chunks", xorbs_and_chunks),
+        ("shards_files_and_repos", shards_files_and_repos),
+        ("concurrent_registrations", concurrent_registrations),
+        ("overlapping_shards", overlapping_shards),
+        ("usage", usage),
+    ];
+    cases.extend(topics::CASES);
+    cases.push((
+        "holders_and_scoped_lookups",
+        scope::holders_and_scoped_lookups,
+    ));
+    cases.push(("file_records_per_domain", scope::file_records_per_domain));
+    let failures = run_all(open, &cases);
+    assert!(
+        failures.is_empty(),
+        "{} of {} index contract cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+/// Runs each case, catching its panic; the failures as `name: message`.
+fn run_all(open: &Opener, cases: &[(&str, fn(&Opener))]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (name, case) in cases {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(open)));
+        if let Err(panic) = run {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            failures.push(format!("{name}: {message}"));
+        }
+    }
+    failures
 }
 
 #[test]
@@ -384,11 +416,8 @@ fn postgres_concurrent_start_and_one_secret() {
 /// An unreachable database is a typed error that says which one (password hidden).
 #[test]
 fn postgres_unreachable_is_a_clear_error() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed = crate::support::ports::ClosedPort::bind();
+    let port = closed.port();
     let url = format!("postgres://xet:hunter2@127.0.0.1:{port}/xet");
     let err = match PgIndex::open(&url) {
         Ok(_) => panic!("nothing listens on {port}"),

@@ -127,12 +127,14 @@ fn bad_uploads_register_nothing() {
     );
     // Truncated: the connection drops before Content-Length bytes arrived.
     let put = format!("/org/model.git/info/lfs/objects/{oid}");
+    let handled = server.requests("lfs_upload");
     let mut stream = raw_request(&server, "PUT", &put, &token, data.len());
     stream.write_all(&data[..100_000]).unwrap();
     stream.shutdown(std::net::Shutdown::Write).unwrap();
     let mut rest = Vec::new();
     let _ = stream.read_to_end(&mut rest);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Once the server has counted the request its handler is done: nothing may be stored.
+    server.wait_for_requests("lfs_upload", handled + 1);
     assert_eq!(server.metric("git_xet_registered_files"), 0.0);
     assert_eq!(server.metric("git_xet_stored_xorbs"), 0.0);
     assert_eq!(server.metric("git_xet_lfs_basic_bytes_received_total"), 0.0);

@@ -47,11 +47,8 @@ fn read_packets(mut bytes: &[u8]) -> Vec<String> {
 #[test]
 fn the_relay_to_its_own_server_ignores_proxies_in_the_environment() {
     let server = TestServer::start();
-    let closed = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
-    let proxy = format!("http://127.0.0.1:{closed}");
+    let closed = crate::support::ports::ClosedPort::bind();
+    let proxy = closed.url();
     let mut child = git_xet()
         .args([
             "shell",

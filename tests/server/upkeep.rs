@@ -345,17 +345,12 @@ fn no_git_and_every_option_from_the_environment() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let data_s = data.to_str().unwrap();
-    // A free loopback port, so that the listen setting is visible in where the server is.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    // Port 0: the server binds a port of its own and says which in DATA/server.json; not the
+    // default port, so the listen setting came through.
     let server = start_from_env(
         dir.path(),
         &[
-            ("GIT_XET_SERVER_LISTEN", &addr),
+            ("GIT_XET_SERVER_LISTEN", "127.0.0.1:0"),
             ("GIT_XET_SERVER_DATA", data_s),
             ("GIT_XET_SERVER_NO_GIT", "true"),
             ("GIT_XET_SERVER_NO_FSYNC", "1"),
@@ -364,6 +359,17 @@ fn no_git_and_every_option_from_the_environment() {
     );
     // The ready file carries the public URL: that setting came through.
     assert_eq!(server.url, "http://xet.example.invalid:9");
+    let urls: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("server.json")).unwrap()).unwrap();
+    let addr = urls["internal_url"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string();
+    assert!(
+        addr.starts_with("127.0.0.1:") && !addr.ends_with(":8484"),
+        "listening on {addr}, not where GIT_XET_SERVER_LISTEN said"
+    );
     assert!(
         data.join("index.sqlite").exists(),
         "the data directory came through"

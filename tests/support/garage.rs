@@ -7,7 +7,7 @@
 //! `.ci/deps/20-garage.sh` installs it), else `garage` on PATH. Missing, [`Garage::start`]
 //! returns `None` with a printed reason, and panics under `CI=true`.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -88,17 +88,6 @@ fn hex(bytes: usize) -> String {
         .collect()
 }
 
-/// `n` distinct free loopback ports, all held until every one is chosen.
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind a loopback port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
-}
-
 /// Spawns `cmd` from one thread that lives as long as the process, so that the child's
 /// PR_SET_PDEATHSIG (sent when the spawning thread ends) fires only when the test process
 /// itself ends, however it ends.
@@ -175,7 +164,7 @@ impl Garage {
     fn start_with(bin: PathBuf) -> Garage {
         let dir = tempfile::tempdir().expect("temp dir");
         let rpc_secret = hex(32);
-        let ports = free_ports(9);
+        let ports = super::ports::candidates(9);
         let mut nodes = Vec::new();
         for i in 0..3 {
             let node_dir = dir.path().join(format!("node{i}"));

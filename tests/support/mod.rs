@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod garage;
+pub mod ports;
 pub mod postgres;
 #[path = "../../crates/core/tests/support/random.rs"]
 mod random;
@@ -39,6 +40,8 @@ pub struct TestServer {
     store_env: Vec<(&'static str, String)>,
     child: Option<Child>,
     log: PathBuf,
+    /// The seconds the server adds to its clock (`start_with_clock`).
+    clock: Option<tempfile::NamedTempFile>,
 }
 
 impl TestServer {
@@ -47,19 +50,14 @@ impl TestServer {
         Self::start_with(&[])
     }
 
-    /// Starts a server with extra command-line arguments.
+    /// Starts a server with extra command-line arguments. It listens on a port it chooses:
+    /// `url` (the public URL when given) and [`TestServer::listen_addr`] say where.
     pub fn start_with(args: &[&str]) -> Self {
-        Self::start_on(None, args)
-    }
-
-    /// Starts a server listening on `listen` (for a test that must know the address, e.g.
-    /// behind a proxy with `--public-url`: `url` is then the public URL).
-    pub fn start_on(listen: Option<&str>, args: &[&str]) -> Self {
         let mut server = Self::start_deferred(args);
         if let Some(garage) = test_object_store(args) {
             server.use_garage(garage);
         }
-        server.spawn(listen);
+        server.spawn(None);
         server
     }
 
@@ -99,6 +97,29 @@ impl TestServer {
         server
     }
 
+    /// A server with extra arguments whose clock [`TestServer::advance_clock`] moves (a test
+    /// hook of debug builds: `GIT_XET_TEST_CLOCK_FILE`).
+    pub fn start_with_clock(args: &[&str]) -> Self {
+        let clock = tempfile::NamedTempFile::new().expect("clock file");
+        std::fs::write(clock.path(), "0").unwrap();
+        let path = clock.path().display().to_string();
+        let mut server = Self::start_with_env(None, args, &[("GIT_XET_TEST_CLOCK_FILE", path)]);
+        server.clock = Some(clock);
+        server
+    }
+
+    /// Moves the server's clock `secs` seconds forward (see [`TestServer::start_with_clock`]):
+    /// what expires by then has expired for the server at its next request.
+    pub fn advance_clock(&self, secs: u64) {
+        let clock = self.clock.as_ref().expect("started with start_with_clock");
+        let now: u64 = std::fs::read_to_string(clock.path())
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        std::fs::write(clock.path(), (now + secs).to_string()).unwrap();
+    }
+
     /// `git xet server ARGS --data DATA`, with this server's object store, index and their
     /// settings: an upkeep command (check, gc, token) beside the running server.
     pub fn admin(&self, args: &[&str]) -> Command {
@@ -128,6 +149,7 @@ impl TestServer {
             store_env: Vec::new(),
             child: None,
             log,
+            clock: None,
         }
     }
 
@@ -179,12 +201,33 @@ impl TestServer {
     }
 
     /// Starts (or restarts) the process. With `listen`, binds that address (to keep the URL
-    /// across a restart); otherwise an ephemeral port.
+    /// across a restart); otherwise an ephemeral port the server chooses and reports.
     fn spawn(&mut self, listen: Option<&str>) {
+        // The address this server held until it stopped is free, but another process may bind
+        // it (or connect from it) in the meantime: wait for it a little, then give up.
+        for _ in 0..50 {
+            match self.try_spawn(listen) {
+                Ok(()) => return,
+                Err(log) if listen.is_some() && log.contains("Address already in use") => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(log) => panic!("server exited before becoming ready; log:\n{log}"),
+            }
+        }
+        panic!(
+            "{} stayed in use by another process; log:\n{}",
+            listen.unwrap_or_default(),
+            self.log_text()
+        );
+    }
+
+    /// One start; `Err` with the log when the server exited before it was ready.
+    fn try_spawn(&mut self, listen: Option<&str>) -> Result<(), String> {
         let ready = self
             .data
             .with_extension(format!("ready-{}", std::process::id()));
         let _ = std::fs::remove_file(&ready);
+        let logged_before = std::fs::metadata(&self.log).map_or(0, |m| m.len() as usize);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -220,14 +263,14 @@ impl TestServer {
             if let Ok(url) = std::fs::read_to_string(&ready) {
                 if !url.trim().is_empty() {
                     self.url = url.trim().to_string();
-                    return;
+                    return Ok(());
                 }
             }
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!(
-                    "server exited with {status} before becoming ready; log:\n{}",
-                    self.log_text()
-                );
+                self.child = None;
+                let log = std::fs::read(&self.log).unwrap_or_default();
+                let this_start = String::from_utf8_lossy(&log[logged_before.min(log.len())..]);
+                return Err(format!("(exit {status})\n{this_start}"));
             }
             assert!(
                 Instant::now() < deadline,
@@ -250,6 +293,31 @@ impl TestServer {
             .trim_start_matches("https://")
             .trim_end_matches('/')
             .to_string()
+    }
+
+    /// Host and port of the listener (the server reports it in `DATA/server.json`), even
+    /// when `url` is a `--public-url`. Plain-HTTP servers only (with TLS that file names a
+    /// loopback listener of its own).
+    pub fn listen_addr(&self) -> String {
+        let text = std::fs::read_to_string(self.data.join("server.json")).expect("server.json");
+        let urls: serde_json::Value = serde_json::from_str(&text).expect("server.json is JSON");
+        let url = urls["internal_url"].as_str().expect("internal_url");
+        url.trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string()
+    }
+
+    /// Waits until the server's log contains `text` (at most 20 s).
+    pub fn wait_for_log(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.log_text().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "the server did not log {text:?} in 20 s; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Creates a token with `git xet server token create`.
@@ -287,11 +355,23 @@ impl TestServer {
 
     /// Sends SIGTERM and waits for a graceful exit.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
+        self.terminate();
+        self.wait_stopped();
+    }
+
+    /// Sends SIGTERM and returns at once ([`TestServer::wait_stopped`] waits for the exit).
+    pub fn terminate(&self) {
+        if let Some(child) = &self.child {
             // SAFETY: sending a signal to our own child process.
             unsafe {
                 libc::kill(child.id() as i32, libc::SIGTERM);
             }
+        }
+    }
+
+    /// Waits up to 20 s for the process to exit, then kills it.
+    pub fn wait_stopped(&mut self) {
+        if let Some(mut child) = self.child.take() {
             let deadline = Instant::now() + Duration::from_secs(20);
             while child.try_wait().unwrap().is_none() {
                 if Instant::now() > deadline {
@@ -340,6 +420,29 @@ impl TestServer {
     /// The Prometheus text from `GET /metrics`.
     pub fn metrics(&self) -> String {
         http_get(&format!("{}/metrics", self.url))
+    }
+
+    /// Requests the server has answered on `route` (a `git_xet_http_requests_total` label),
+    /// any status. The server counts a request once its handler is done with it.
+    pub fn requests(&self, route: &str) -> u64 {
+        let label = format!("git_xet_http_requests_total{{route=\"{route}\",");
+        self.metrics()
+            .lines()
+            .filter(|l| l.starts_with(&label))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Waits until [`TestServer::requests`] on `route` reaches `n` (at most 20 s).
+    pub fn wait_for_requests(&self, route: &str, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.requests(route) < n {
+            assert!(
+                Instant::now() < deadline,
+                "the server did not answer {n} {route} requests in 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// The value of a metric (summed over all label sets), 0 when absent.

@@ -135,9 +135,10 @@ impl PgCluster {
                 "--no-sync",
             ],
         );
-        // A free port can be taken between the probe and the start: try a few.
-        for attempt in 1..=3 {
-            cluster.port = free_port();
+        // PostgreSQL cannot bind port 0 and say which port it got; a free one can be taken
+        // before it starts (see ports): try a few.
+        for attempt in 1..=super::ports::ATTEMPTS {
+            cluster.port = super::ports::candidate();
             let options = format!(
                 "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c synchronous_commit=off \
                  -c full_page_writes=off -c max_connections=300",
@@ -280,11 +281,4 @@ impl Drop for PgCluster {
             .stderr(Stdio::null())
             .status();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("probe a free port")
-        .port()
 }

@@ -101,13 +101,7 @@ pub fn valid_user(user: &str) -> bool {
     !user.trim().is_empty() && user.len() <= MAX_USER_LEN && !user.chars().any(char::is_control)
 }
 
-/// Seconds since the Unix epoch.
-pub fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+pub use crate::time::now_secs;
 
 /// A new token for `repo` with `scope`, valid for `ttl_secs`, with a new id that is also its
 /// user name. Returns it and its expiry.

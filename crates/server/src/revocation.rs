@@ -30,7 +30,11 @@ impl RevocationCache {
     /// Whether the token `id` is revoked: from memory when asked less than `ttl` ago, else
     /// from the index (a primary-key look-up).
     pub fn is_revoked(&self, index: &dyn Index, id: &str) -> IndexResult<bool> {
-        let now = Instant::now();
+        self.is_revoked_at(index, id, Instant::now())
+    }
+
+    /// [`RevocationCache::is_revoked`] at the time `now` (tests pass their own).
+    fn is_revoked_at(&self, index: &dyn Index, id: &str, now: Instant) -> IndexResult<bool> {
         if let Some(&(at, revoked)) = self.entries.lock().expect("revocation cache").get(id) {
             if now.duration_since(at) < self.ttl {
                 return Ok(revoked);
@@ -65,14 +69,22 @@ mod tests {
             revoked: false,
         };
         index.record_token(&record).unwrap();
-        let cache = RevocationCache::new(Duration::from_millis(300));
-        assert!(!cache.is_revoked(&index, "t1").unwrap());
+        let ttl = Duration::from_secs(5);
+        let cache = RevocationCache::new(ttl);
+        let start = Instant::now();
+        let at = |elapsed: Duration| start + elapsed;
+        assert!(!cache.is_revoked_at(&index, "t1", start).unwrap());
         assert!(index.revoke_token("t1").unwrap());
         assert!(!index.revoke_token("nope").unwrap(), "unknown id");
-        assert!(!cache.is_revoked(&index, "t1").unwrap(), "remembered");
-        std::thread::sleep(Duration::from_millis(350));
-        assert!(cache.is_revoked(&index, "t1").unwrap());
-        assert!(!cache.is_revoked(&index, "never-recorded").unwrap());
+        let almost = at(ttl - Duration::from_millis(1));
+        assert!(
+            !cache.is_revoked_at(&index, "t1", almost).unwrap(),
+            "remembered"
+        );
+        assert!(cache.is_revoked_at(&index, "t1", at(ttl)).unwrap());
+        assert!(!cache
+            .is_revoked_at(&index, "never-recorded", at(ttl))
+            .unwrap());
         let listed = index.tokens().unwrap();
         assert_eq!(listed.len(), 1);
         assert!(listed[0].revoked && listed[0].user == "alice");

@@ -1,4 +1,32 @@
-//! Timestamps as git-lfs's locking API and `token list` show them.
+//! The server's clock, and timestamps as git-lfs's locking API and `token list` show them.
+
+/// Seconds since the Unix epoch, as the server dates tokens, fetch URLs, locks and records.
+///
+/// Debug builds only: `GIT_XET_TEST_CLOCK_FILE` names a file holding a number of seconds to
+/// add, read at each call, so that tests see tokens and fetch URLs expire without waiting.
+/// Release builds ignore it, so it cannot move a deployed server's clock.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+        .saturating_add(test_offset())
+}
+
+#[cfg(debug_assertions)]
+fn test_offset() -> u64 {
+    static FILE: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| std::env::var_os("GIT_XET_TEST_CLOCK_FILE"))
+        .as_ref()
+        .and_then(|file| std::fs::read_to_string(file).ok())
+        .and_then(|secs| secs.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(not(debug_assertions))]
+fn test_offset() -> u64 {
+    0
+}
 
 /// `secs` since the Unix epoch as RFC 3339 in UTC with second precision.
 pub fn rfc3339(secs: u64) -> String {

@@ -7,14 +7,15 @@ use git_xet_server::repo_name::RepoName;
 
 use super::{file, hash, shard, xorb, Opener};
 
-pub(super) fn all(open: &Opener) {
-    locks(open);
-    concurrent_locks(open);
-    tokens(open);
-    sha256_claims(open);
-    gc_condemn_refuse_delete(open);
-    gc_races_registrations(open);
-}
+/// The topics' cases, by name.
+pub(super) const CASES: [(&str, fn(&Opener)); 6] = [
+    ("locks", locks),
+    ("concurrent_locks", concurrent_locks),
+    ("tokens", tokens),
+    ("sha256_claims", sha256_claims),
+    ("gc_condemn_refuse_delete", gc_condemn_refuse_delete),
+    ("gc_races_registrations", gc_races_registrations),
+];
 
 /// Create, conflict (through the other handle), list in pages, filters, unlock.
 fn locks(open: &Opener) {
