@@ -9,7 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::constants::{DATA_KEY, GLOBAL_DEDUP_MODULUS, VERIFICATION_KEY, ZERO_KEY};
-use crate::error::CoreError;
+use crate::error::{CoreError, HashParseError};
 use crate::merkle::MerkleBuilder;
 
 /// A 32-byte BLAKE3-derived hash: chunk, xorb, file, verification or keyed chunk hash.
@@ -72,12 +72,13 @@ impl MerkleHash {
 
     /// Parses the XET string form: exactly 64 hex digits, nothing else.
     pub fn from_hex(s: &str) -> Result<Self, CoreError> {
+        Ok(Self::parse_hex(s)?)
+    }
+
+    fn parse_hex(s: &str) -> Result<Self, HashParseError> {
         let bytes = s.as_bytes();
         if bytes.len() != 64 {
-            return Err(CoreError::HashString(format!(
-                "expected 64 hex digits, got {} characters",
-                bytes.len()
-            )));
+            return Err(HashParseError::Length { len: bytes.len() });
         }
         let mut out = [0u8; 32];
         for w in 0..4 {
@@ -87,12 +88,7 @@ impl MerkleHash {
                     b'0'..=b'9' => c - b'0',
                     b'a'..=b'f' => c - b'a' + 10,
                     b'A'..=b'F' => c - b'A' + 10,
-                    _ => {
-                        return Err(CoreError::HashString(format!(
-                            "{:?} is not a hex digit",
-                            c as char
-                        )))
-                    }
+                    _ => return Err(HashParseError::NotHex { found: c as char }),
                 };
                 word = (word << 4) | u64::from(nibble);
             }
@@ -255,8 +251,10 @@ pub fn merkle_as_sha256(stored: &MerkleHash) -> [u8; 32] {
 
 /// Parses a conventional 64-digit lowercase sha256 hex digest (as in LFS pointers).
 pub fn parse_sha256_hex(s: &str) -> Result<[u8; 32], CoreError> {
-    let stored = MerkleHash::from_hex(s)
-        .map_err(|e| CoreError::HashString(format!("invalid sha256 {s:?}: {e}")))?;
+    let stored = MerkleHash::parse_hex(s).map_err(|cause| HashParseError::Sha256 {
+        input: s.to_string(),
+        cause: Box::new(cause),
+    })?;
     Ok(merkle_as_sha256(&stored))
 }
 
