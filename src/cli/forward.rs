@@ -43,7 +43,7 @@ fn server_program() -> anyhow::Result<PathBuf> {
             return Ok(sibling);
         }
     }
-    let path = std::env::var_os("PATH").unwrap_or_else(OsString::new);
+    let path = std::env::var_os("PATH").unwrap_or_default();
     if let Some(found) = std::env::split_paths(&path)
         .map(|dir| dir.join(SERVER_PROGRAM))
         .find(|candidate| candidate.is_file())

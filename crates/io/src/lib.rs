@@ -15,7 +15,10 @@
 //! | [`logging`]  | tracing to stderr or `GIT_XET_LOG`; the one-line error report    |
 //! | [`human`]    | sizes and ratios for people                                      |
 //! | [`terminal`] | progress bars on stderr when a person watches                    |
+//! | `cli_docs`   | man pages, completions, `--help` as a man page (feature `cli-docs`) |
 
+#[cfg(feature = "cli-docs")]
+pub mod cli_docs;
 pub mod http;
 pub mod human;
 pub mod logging;
