@@ -27,6 +27,8 @@ mod import_lfs_s3;
 mod install;
 #[path = "git/insteadof.rs"]
 mod insteadof;
+#[path = "git/manpages.rs"]
+mod manpages;
 #[path = "git/matrix.rs"]
 mod matrix;
 #[path = "git/migrate.rs"]

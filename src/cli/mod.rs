@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod client_cmds;
 mod core_cmds;
+mod docs;
 mod forward;
 mod git_cmds;
 mod progress;
@@ -73,10 +74,16 @@ enum Command {
     /// on the repositories its --repo arguments allow. See `git xet server user add`.
     #[command(disable_help_flag = true)]
     Shell(forward::Forwarded),
+    /// Write the man pages and shell completions into DIR (install.sh runs it).
+    #[command(hide = true)]
+    GenerateDocs(docs::DocsArgs),
 }
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    if let Some(code) = docs::help_as_man_page() {
+        return code;
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Chunk(a) => core_cmds::chunk(a),
@@ -95,6 +102,7 @@ pub fn main() -> ExitCode {
         Command::Quickstart(a) => git_cmds::quickstart(a),
         Command::PreReceive(a) => forward::to_server("pre-receive", a),
         Command::Shell(a) => forward::to_server("shell", a),
+        Command::GenerateDocs(a) => docs::generate(a),
     };
     // The one runtime of the process, if a command built one (git_xet_client::runtime).
     git_xet_client::runtime::shutdown();

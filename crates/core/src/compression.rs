@@ -8,7 +8,7 @@
 use std::io::{Read, Write};
 
 use crate::constants::MAX_CHUNK_SIZE;
-use crate::error::{CoreError, Result};
+use crate::error::CompressionError;
 
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -172,19 +172,19 @@ pub fn decompress_into(
     stored: &[u8],
     uncompressed_len: usize,
     out: &mut Vec<u8>,
-) -> Result<()> {
+) -> Result<(), CompressionError> {
     if uncompressed_len == 0 || uncompressed_len > MAX_CHUNK_SIZE {
-        return Err(CoreError::Compression(format!(
-            "uncompressed size {uncompressed_len} is outside 1..={MAX_CHUNK_SIZE}"
-        )));
+        return Err(CompressionError::SizeOutOfRange {
+            len: uncompressed_len,
+        });
     }
     match scheme {
         CompressionScheme::None => {
             if stored.len() != uncompressed_len {
-                return Err(CoreError::Compression(format!(
-                    "uncompressed chunk stores {} bytes but declares {uncompressed_len}",
-                    stored.len()
-                )));
+                return Err(CompressionError::RawLength {
+                    stored: stored.len(),
+                    declared: uncompressed_len,
+                });
             }
             out.extend_from_slice(stored);
         }
@@ -202,14 +202,20 @@ pub fn decompress_into(
 
 /// Decodes an LZ4 frame, refusing to produce more than `expected` bytes. The decoder's own
 /// buffers are bounded by the frame format (at most a 4 MiB block).
-fn lz4_decode_bounded(stored: &[u8], expected: usize, out: &mut Vec<u8>) -> Result<()> {
+fn lz4_decode_bounded(
+    stored: &[u8],
+    expected: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), CompressionError> {
     let start = out.len();
     out.reserve(expected);
     let decoder = lz4_flex::frame::FrameDecoder::new(stored);
     let read = decoder
         .take(expected as u64 + 1)
         .read_to_end(out)
-        .map_err(|e| CoreError::Compression(format!("LZ4 frame does not decode: {e}")));
+        .map_err(|e| CompressionError::Lz4Frame {
+            reason: e.to_string(),
+        });
     let produced = out.len() - start;
     match read {
         Err(e) => {
@@ -218,15 +224,14 @@ fn lz4_decode_bounded(stored: &[u8], expected: usize, out: &mut Vec<u8>) -> Resu
         }
         Ok(_) if produced != expected => {
             out.truncate(start);
-            Err(CoreError::Compression(format!(
-                "LZ4 frame decodes to {}{} bytes but the header declares {expected}",
-                if produced > expected {
-                    "more than "
-                } else {
-                    ""
-                },
-                produced.min(expected + 1) - usize::from(produced > expected),
-            )))
+            Err(if produced > expected {
+                CompressionError::Lz4Long { declared: expected }
+            } else {
+                CompressionError::Lz4Short {
+                    produced,
+                    declared: expected,
+                }
+            })
         }
         Ok(_) => Ok(()),
     }

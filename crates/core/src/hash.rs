@@ -9,7 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::constants::{DATA_KEY, GLOBAL_DEDUP_MODULUS, VERIFICATION_KEY, ZERO_KEY};
-use crate::error::CoreError;
+use crate::error::{CoreError, HashParseError};
 use crate::merkle::MerkleBuilder;
 
 /// A 32-byte BLAKE3-derived hash: chunk, xorb, file, verification or keyed chunk hash.
@@ -72,22 +72,20 @@ impl MerkleHash {
 
     /// Parses the XET string form: exactly 64 hex digits, nothing else.
     pub fn from_hex(s: &str) -> Result<Self, CoreError> {
+        Ok(Self::parse_hex(s)?)
+    }
+
+    fn parse_hex(s: &str) -> Result<Self, HashParseError> {
         let bytes = s.as_bytes();
         if bytes.len() != 64 {
-            return Err(CoreError::HashString(format!(
-                "expected 64 hex digits, got {} characters",
-                bytes.len()
-            )));
+            return Err(HashParseError::Length { len: bytes.len() });
         }
         let mut out = [0u8; 32];
         for w in 0..4 {
             let mut word = 0u64;
             for &c in &bytes[w * 16..w * 16 + 16] {
                 let Some(nibble) = crate::hex::digit(c) else {
-                    return Err(CoreError::HashString(format!(
-                        "{:?} is not a hex digit",
-                        c as char
-                    )));
+                    return Err(HashParseError::NotHex { found: c as char });
                 };
                 word = (word << 4) | u64::from(nibble);
             }

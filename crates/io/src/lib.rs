@@ -17,7 +17,10 @@
 //! | [`error_chain`] | the one walk down an error's causes                             |
 //! | [`url`]         | percent-decoding of remote URLs' parts                          |
 //! | `terminal`      | progress bars on stderr (feature `terminal`: the programs only) |
+//! | `cli_docs`      | man pages, completions, `--help` as a man page (feature `cli-docs`) |
 
+#[cfg(feature = "cli-docs")]
+pub mod cli_docs;
 pub mod error_chain;
 pub mod http;
 pub mod human;

@@ -5,7 +5,7 @@
 
 use std::io::Read;
 
-use crate::error::{CoreError, Result};
+use crate::error::{Result, ShardError};
 use crate::hash::MerkleHash;
 use crate::shard::types::*;
 
@@ -77,21 +77,17 @@ pub(crate) struct Records<'a, R: Read> {
     pub(crate) pos: u64,
 }
 
-fn shard_err(msg: String) -> CoreError {
-    CoreError::Shard(msg)
-}
-
 impl<R: Read> Records<'_, R> {
-    fn read<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
+    fn read<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N]> {
         let mut buf = [0u8; N];
         self.inner.read_exact(&mut buf).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                shard_err(format!(
-                    "truncated: {what} at offset {} is incomplete",
-                    self.pos
-                ))
+                ShardError::Truncated {
+                    what,
+                    offset: self.pos,
+                }
             } else {
-                shard_err(format!("reading {what} at offset {}: {e}", self.pos))
+                ShardError::read(format!("reading {what} at offset {}", self.pos), &e)
             }
         })?;
         self.pos += N as u64;
@@ -101,21 +97,24 @@ impl<R: Read> Records<'_, R> {
     fn header(&mut self) -> Result<(String, u64)> {
         let h: [u8; SHARD_HEADER_LEN] = self.read("header")?;
         if h[14..32] != SHARD_HEADER_TAG[14..32] {
-            return Err(shard_err(
-                "not a shard: the magic tag does not match".into(),
-            ));
+            return Err(ShardError::NotAShard.into());
         }
         let version = u64::from_le_bytes(h[32..40].try_into().expect("8 bytes"));
         if version != SHARD_HEADER_VERSION {
-            return Err(shard_err(format!(
-                "unsupported shard header version {version} (expected {SHARD_HEADER_VERSION})"
-            )));
+            return Err(ShardError::Version {
+                part: "header",
+                got: version,
+                expected: SHARD_HEADER_VERSION,
+            }
+            .into());
         }
         let footer_size = u64::from_le_bytes(h[40..48].try_into().expect("8 bytes"));
         if footer_size != 0 && footer_size != SHARD_FOOTER_LEN as u64 {
-            return Err(shard_err(format!(
-                "footer size {footer_size} must be 0 or {SHARD_FOOTER_LEN}"
-            )));
+            return Err(ShardError::FooterSize {
+                size: footer_size,
+                expected: SHARD_FOOTER_LEN as u64,
+            }
+            .into());
         }
         let app_end = h[..14].iter().position(|&b| b == 0).unwrap_or(14);
         let application_id = String::from_utf8_lossy(&h[..app_end]).into_owned();
@@ -123,7 +122,7 @@ impl<R: Read> Records<'_, R> {
     }
 
     /// Reads one 48-byte record as a hash and four u32 words.
-    pub(crate) fn record(&mut self, what: &str) -> Result<(MerkleHash, [u32; 4])> {
+    pub(crate) fn record(&mut self, what: &'static str) -> Result<(MerkleHash, [u32; 4])> {
         let rec: [u8; SHARD_RECORD_LEN] = self.read(what)?;
         let hash = MerkleHash::from_slice(&rec[..32]).expect("32 bytes");
         let words = std::array::from_fn(|i| {
@@ -132,12 +131,13 @@ impl<R: Read> Records<'_, R> {
         Ok((hash, words))
     }
 
-    fn check_bookend(&self, words: [u32; 4], what: &str) -> Result<()> {
+    fn check_bookend(&self, words: [u32; 4], what: &'static str) -> Result<()> {
         if words != [0; 4] {
-            return Err(shard_err(format!(
-                "{what} bookend at offset {} has non-zero trailing bytes",
-                self.pos - SHARD_RECORD_LEN as u64
-            )));
+            return Err(ShardError::Bookend {
+                section: what,
+                offset: self.pos - SHARD_RECORD_LEN as u64,
+            }
+            .into());
         }
         Ok(())
     }
@@ -152,23 +152,33 @@ impl<R: Read> Records<'_, R> {
         }
         let known = FILE_FLAG_WITH_VERIFICATION | FILE_FLAG_WITH_METADATA_EXT;
         if flags & !known != 0 {
-            return Err(shard_err(format!(
-                "file {file_hash} at offset {at} has unknown flags {flags:#010x}"
-            )));
+            return Err(ShardError::FileFlags {
+                file: file_hash,
+                offset: at,
+                flags,
+            }
+            .into());
         }
         let mut terms = Vec::new();
         for i in 0..n {
             let (xorb_hash, [cas_flags, unpacked_bytes, chunk_start, chunk_end]) =
                 self.record("file term")?;
             if chunk_end <= chunk_start {
-                return Err(shard_err(format!(
-                    "file {file_hash} term {i}: empty or reversed chunk range {chunk_start}..{chunk_end}"
-                )));
+                return Err(ShardError::TermRange {
+                    file: file_hash,
+                    term: i,
+                    start: chunk_start,
+                    end: chunk_end,
+                }
+                .into());
             }
             if xorb_hash == MerkleHash::BOOKEND {
-                return Err(shard_err(format!(
-                    "file {file_hash} declares {n} terms but the section ends after {i}"
-                )));
+                return Err(ShardError::MissingTerms {
+                    file: file_hash,
+                    declared: n,
+                    found: i,
+                }
+                .into());
             }
             terms.push(FileTerm {
                 xorb_hash,
@@ -218,14 +228,23 @@ impl<R: Read> Records<'_, R> {
             let (chunk_hash, [byte_range_start, unpacked_bytes, flags, _]) =
                 self.record("xorb chunk")?;
             if chunk_hash == MerkleHash::BOOKEND {
-                return Err(shard_err(format!(
-                    "xorb {xorb_hash} at offset {at} declares {n} chunks but the section ends after {i}"
-                )));
+                return Err(ShardError::MissingChunks {
+                    xorb: xorb_hash,
+                    offset: at,
+                    declared: n,
+                    found: i,
+                }
+                .into());
             }
             if u64::from(byte_range_start) != expected_start || unpacked_bytes == 0 {
-                return Err(shard_err(format!(
-                    "xorb {xorb_hash} chunk {i}: starts at {byte_range_start} with {unpacked_bytes} bytes, expected to start at {expected_start}"
-                )));
+                return Err(ShardError::ChunkStart {
+                    xorb: xorb_hash,
+                    index: i,
+                    start: byte_range_start,
+                    bytes: unpacked_bytes,
+                    expected: expected_start,
+                }
+                .into());
             }
             expected_start += u64::from(unpacked_bytes);
             chunks.push(XorbChunk {
@@ -236,9 +255,12 @@ impl<R: Read> Records<'_, R> {
             });
         }
         if expected_start != u64::from(num_bytes_in_xorb) {
-            return Err(shard_err(format!(
-                "xorb {xorb_hash}: chunks total {expected_start} bytes but the header says {num_bytes_in_xorb}"
-            )));
+            return Err(ShardError::XorbBytes {
+                xorb: xorb_hash,
+                total: expected_start,
+                declared: num_bytes_in_xorb,
+            }
+            .into());
         }
         Ok(Some(XorbBlock {
             xorb_hash,
@@ -278,11 +300,8 @@ impl<R: Read> Records<'_, R> {
         let mut probe = [0u8; 1];
         match self.inner.read(&mut probe) {
             Ok(0) => Ok(()),
-            Ok(_) => Err(shard_err(format!(
-                "unexpected bytes after the shard's end at offset {}",
-                self.pos
-            ))),
-            Err(e) => Err(shard_err(format!("reading past offset {}: {e}", self.pos))),
+            Ok(_) => Err(ShardError::TrailingBytes { offset: self.pos }.into()),
+            Err(e) => Err(ShardError::read(format!("reading past offset {}", self.pos), &e).into()),
         }
     }
 }
@@ -325,10 +344,12 @@ fn check_footer(
     end: u64,
 ) -> Result<()> {
     if f.version != SHARD_FOOTER_VERSION {
-        return Err(shard_err(format!(
-            "unsupported shard footer version {} (expected {SHARD_FOOTER_VERSION})",
-            f.version
-        )));
+        return Err(ShardError::Version {
+            part: "footer",
+            got: f.version,
+            expected: SHARD_FOOTER_VERSION,
+        }
+        .into());
     }
     // Untrusted values: an overflowing end can never match the layout, so it maps to MAX.
     let table_end = |offset: u64, n: u64, width: u64| {
@@ -371,9 +392,12 @@ fn check_footer(
     ];
     for (what, got, want) in expected {
         if got != want {
-            return Err(shard_err(format!(
-                "footer {what} is {got}, the shard's layout says {want}"
-            )));
+            return Err(ShardError::FooterField {
+                field: what,
+                got,
+                want,
+            }
+            .into());
         }
     }
     Ok(())

@@ -4,7 +4,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 
-use crate::error::{CoreError, Result};
+use crate::error::{Result, ShardError};
 use crate::hash::{keyed_chunk_hash, MerkleHash};
 use crate::shard::parse::{decode_footer, read_shard, ParsedShard, Records};
 use crate::shard::types::*;
@@ -19,47 +19,46 @@ pub struct ShardFile<R: Read + Seek> {
     footer: ShardFooter,
 }
 
-fn err(msg: String) -> CoreError {
-    CoreError::Shard(msg)
+fn seek_err(e: std::io::Error) -> ShardError {
+    ShardError::read("seek", &e)
 }
 
 impl<R: Read + Seek> ShardFile<R> {
     /// Reads and checks the header and footer; the sections are read on demand.
     pub fn open(mut reader: R) -> Result<Self> {
-        let len = reader
-            .seek(SeekFrom::End(0))
-            .map_err(|e| err(format!("seek: {e}")))?;
+        let len = reader.seek(SeekFrom::End(0)).map_err(seek_err)?;
         let min = (SHARD_HEADER_LEN + 2 * SHARD_RECORD_LEN + SHARD_FOOTER_LEN) as u64;
         if len < min {
-            return Err(err(format!("{len} bytes is too short for a stored shard")));
+            return Err(ShardError::TooShort { len }.into());
         }
-        reader
-            .seek(SeekFrom::Start(0))
-            .map_err(|e| err(format!("seek: {e}")))?;
+        reader.seek(SeekFrom::Start(0)).map_err(seek_err)?;
         let mut header = [0u8; SHARD_HEADER_LEN];
         reader
             .read_exact(&mut header)
-            .map_err(|e| err(format!("reading header: {e}")))?;
+            .map_err(|e| ShardError::read("reading header", &e))?;
         if header[14..32] != SHARD_HEADER_TAG[14..32] {
-            return Err(err("not a shard: the magic tag does not match".into()));
+            return Err(ShardError::NotAShard.into());
         }
         let version = u64::from_le_bytes(header[32..40].try_into().expect("8 bytes"));
         let footer_size = u64::from_le_bytes(header[40..48].try_into().expect("8 bytes"));
         if version != SHARD_HEADER_VERSION {
-            return Err(err(format!("unsupported shard header version {version}")));
+            return Err(ShardError::Version {
+                part: "header",
+                got: version,
+                expected: SHARD_HEADER_VERSION,
+            }
+            .into());
         }
         if footer_size != SHARD_FOOTER_LEN as u64 {
-            return Err(err(
-                "shard has no footer; only stored shards support lookups".into(),
-            ));
+            return Err(ShardError::NoFooter.into());
         }
         reader
             .seek(SeekFrom::Start(len - SHARD_FOOTER_LEN as u64))
-            .map_err(|e| err(format!("seek: {e}")))?;
+            .map_err(seek_err)?;
         let mut raw = [0u8; SHARD_FOOTER_LEN];
         reader
             .read_exact(&mut raw)
-            .map_err(|e| err(format!("reading footer: {e}")))?;
+            .map_err(|e| ShardError::read("reading footer", &e))?;
         let footer = decode_footer(&raw);
         let f = &footer;
         let in_order = f.version == SHARD_FOOTER_VERSION
@@ -80,9 +79,7 @@ impl<R: Read + Seek> ShardFile<R> {
                 == Some(f.footer_offset)
             && f.footer_offset == len - SHARD_FOOTER_LEN as u64;
         if !in_order {
-            return Err(err(
-                "shard footer offsets are inconsistent with the file".into()
-            ));
+            return Err(ShardError::FooterOffsets.into());
         }
         Ok(ShardFile { reader, footer })
     }
@@ -98,9 +95,7 @@ impl<R: Read + Seek> ShardFile<R> {
     }
 
     fn seek(&mut self, pos: u64) -> Result<()> {
-        self.reader
-            .seek(SeekFrom::Start(pos))
-            .map_err(|e| err(format!("seek: {e}")))?;
+        self.reader.seek(SeekFrom::Start(pos)).map_err(seek_err)?;
         Ok(())
     }
 
@@ -109,7 +104,7 @@ impl<R: Read + Seek> ShardFile<R> {
         let mut buf = [0u8; N];
         self.reader
             .read_exact(&mut buf)
-            .map_err(|e| err(format!("read at {pos}: {e}")))?;
+            .map_err(|e| ShardError::read(format!("read at {pos}"), &e))?;
         Ok(buf)
     }
 
@@ -187,13 +182,12 @@ impl<R: Read + Seek> ShardFile<R> {
     pub fn chunk_lookup_table(&mut self) -> Result<Vec<ChunkLookupEntry>> {
         let f = &self.footer;
         let (offset, n) = (f.chunk_lookup_offset, f.chunk_lookup_num_entries);
-        let len =
-            usize::try_from(n * 16).map_err(|_| err("chunk lookup table too large".into()))?;
+        let len = usize::try_from(n * 16).map_err(|_| ShardError::LookupTableTooLarge)?;
         self.seek(offset)?;
         let mut raw = vec![0u8; len];
-        self.reader
-            .read_exact(&mut raw)
-            .map_err(|e| err(format!("reading the chunk lookup table at {offset}: {e}")))?;
+        self.reader.read_exact(&mut raw).map_err(|e| {
+            ShardError::read(format!("reading the chunk lookup table at {offset}"), &e)
+        })?;
         let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
         Ok(raw
             .chunks_exact(16)

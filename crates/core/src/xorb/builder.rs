@@ -2,7 +2,7 @@
 
 use crate::compression::{compress, CompressionScheme};
 use crate::constants::{MAX_CHUNK_SIZE, MAX_XORB_CHUNKS, MAX_XORB_SIZE};
-use crate::error::{CoreError, Result};
+use crate::error::{Result, XorbFull};
 use crate::hash::{chunk_hash, MerkleHash};
 use crate::xorb::{ChunkHeader, XorbFooter, CHUNK_HEADER_LEN};
 
@@ -103,14 +103,12 @@ impl XorbBuilder {
     /// Appends a chunk; fails without changing anything if it would break a limit.
     pub fn push(&mut self, chunk: &CompressedChunk) -> Result<()> {
         if !self.fits(chunk.record_len()) {
-            return Err(CoreError::XorbFull(format!(
-                "{} chunks, {} bytes: one more chunk of {} bytes would exceed {} chunks or {} bytes",
-                self.num_chunks(),
-                self.serialized_len(),
-                chunk.record_len(),
-                MAX_XORB_CHUNKS,
-                MAX_XORB_SIZE
-            )));
+            return Err(XorbFull {
+                chunks: self.num_chunks(),
+                bytes: self.serialized_len(),
+                record_len: chunk.record_len(),
+            }
+            .into());
         }
         let header = ChunkHeader::new(
             chunk.scheme,

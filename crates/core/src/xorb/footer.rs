@@ -1,7 +1,7 @@
 //! The CasObjectInfo footer and its 4-byte length trailer.
 
 use crate::constants::{MAX_CHUNK_SIZE, MAX_XORB_CHUNKS};
-use crate::error::{CoreError, Result};
+use crate::error::{Result, XorbError};
 use crate::hash::{xorb_hash, MerkleHash};
 use crate::xorb::CHUNK_HEADER_LEN;
 
@@ -132,10 +132,11 @@ impl XorbFooter {
         let parsed = Self::parse_structure(xorb)?;
         let computed = parsed.computed_hash();
         if computed != parsed.hash {
-            return Err(CoreError::Xorb(format!(
-                "footer names xorb hash {} but its chunks hash to {computed}",
-                parsed.hash
-            )));
+            return Err(XorbError::Hash {
+                footer: parsed.hash,
+                computed,
+            }
+            .into());
         }
         Ok(parsed)
     }
@@ -147,10 +148,11 @@ impl XorbFooter {
         let parsed = Self::parse_tail_structure(tail, total)?;
         let computed = parsed.computed_hash();
         if computed != parsed.hash {
-            return Err(CoreError::Xorb(format!(
-                "footer names xorb hash {} but its chunks hash to {computed}",
-                parsed.hash
-            )));
+            return Err(XorbError::Hash {
+                footer: parsed.hash,
+                computed,
+            }
+            .into());
         }
         Ok(parsed)
     }
@@ -165,32 +167,33 @@ impl XorbFooter {
     }
 
     fn parse_tail_structure(tail: &[u8], total: u64) -> Result<Self> {
-        let err = |msg: String| CoreError::Xorb(msg);
         let Ok(total) = usize::try_from(total) else {
-            return Err(err(format!("{total} bytes is too large for a xorb")));
+            return Err(XorbError::TooLarge { total }.into());
         };
         if tail.len() > total {
-            return Err(err(format!(
-                "{} bytes of tail for a {total}-byte xorb",
-                tail.len()
-            )));
+            return Err(XorbError::TailLongerThanXorb {
+                tail: tail.len(),
+                total,
+            }
+            .into());
         }
         let Some(trailer) = tail.last_chunk::<4>() else {
-            return Err(err(format!(
-                "{total} bytes is too short to hold a footer length"
-            )));
+            return Err(XorbError::TooShort { total }.into());
         };
         let info_len = u32::from_le_bytes(*trailer) as usize;
         if info_len < FIXED_LEN || info_len > total - 4 {
-            return Err(err(format!(
-                "footer length {info_len} does not fit a {total}-byte xorb"
-            )));
+            return Err(XorbError::FooterLengthOutOfRange {
+                footer_len: info_len,
+                total,
+            }
+            .into());
         }
         if info_len > tail.len() - 4 {
-            return Err(err(format!(
-                "footer length {info_len} is longer than the {} bytes read",
-                tail.len() - 4
-            )));
+            return Err(XorbError::FooterBeyondTail {
+                footer_len: info_len,
+                read: tail.len() - 4,
+            }
+            .into());
         }
         let data_len = total - 4 - info_len;
         let footer = &tail[tail.len() - 4 - info_len..tail.len() - 4];
@@ -206,27 +209,30 @@ impl XorbFooter {
         r.version(HASHES_VERSION, "hash section")?;
         let n = r.u32() as usize;
         if n == 0 {
-            return Err(err("xorb has no chunks".into()));
+            return Err(XorbError::NoChunks.into());
         }
         if n > MAX_XORB_CHUNKS {
-            return Err(err(format!(
-                "{n} chunks exceeds the limit of {MAX_XORB_CHUNKS}"
-            )));
+            return Err(XorbError::TooManyChunks { count: n }.into());
         }
         if Self::encoded_len(n) != info_len {
-            return Err(err(format!(
-                "footer length {info_len} does not match {n} chunks (expected {})",
-                Self::encoded_len(n)
-            )));
+            return Err(XorbError::FooterLength {
+                footer_len: info_len,
+                chunks: n,
+                expected: Self::encoded_len(n),
+            }
+            .into());
         }
         let chunk_hashes: Vec<MerkleHash> = (0..n).map(|_| r.hash()).collect();
         r.ident(BOUNDARIES_IDENT, "boundary section")?;
         r.version(BOUNDARIES_VERSION, "boundary section")?;
         let n_boundaries = r.u32() as usize;
         if n_boundaries != n {
-            return Err(err(format!(
-                "boundary section has {n_boundaries} chunks, hash section {n}"
-            )));
+            return Err(XorbError::SectionCount {
+                section: "boundary section",
+                count: n_boundaries,
+                hashes: n,
+            }
+            .into());
         }
         let chunk_ends: Vec<u32> = (0..n).map(|_| r.u32()).collect();
         let unpacked_ends: Vec<u32> = (0..n).map(|_| r.u32()).collect();
@@ -234,21 +240,28 @@ impl XorbFooter {
         let hashes_from_end = r.u32() as usize;
         let boundaries_from_end = r.u32() as usize;
         if n_trailer != n {
-            return Err(err(format!(
-                "footer trailer has {n_trailer} chunks, hash section {n}"
-            )));
+            return Err(XorbError::SectionCount {
+                section: "footer trailer",
+                count: n_trailer,
+                hashes: n,
+            }
+            .into());
         }
         if hashes_from_end != info_len - 40 {
-            return Err(err(format!(
-                "hash section offset {hashes_from_end} should be {}",
-                info_len - 40
-            )));
+            return Err(XorbError::SectionOffset {
+                section: "hash section",
+                got: hashes_from_end,
+                expected: info_len - 40,
+            }
+            .into());
         }
         if boundaries_from_end != info_len - (52 + 32 * n) {
-            return Err(err(format!(
-                "boundary section offset {boundaries_from_end} should be {}",
-                info_len - (52 + 32 * n)
-            )));
+            return Err(XorbError::SectionOffset {
+                section: "boundary section",
+                got: boundaries_from_end,
+                expected: info_len - (52 + 32 * n),
+            }
+            .into());
         }
 
         let mut prev = 0u32;
@@ -257,23 +270,31 @@ impl XorbFooter {
             if end < prev.saturating_add(min_span)
                 || end - prev > (CHUNK_HEADER_LEN + MAX_CHUNK_SIZE) as u32
             {
-                return Err(err(format!(
-                    "chunk {i} boundary {end} after {prev} is not a valid record size"
-                )));
+                return Err(XorbError::Boundary {
+                    index: i,
+                    end,
+                    prev,
+                }
+                .into());
             }
             prev = end;
         }
         if prev as usize != data_len {
-            return Err(err(format!(
-                "chunk boundaries end at {prev} but the chunk region is {data_len} bytes"
-            )));
+            return Err(XorbError::BoundariesEnd {
+                end: prev,
+                region: data_len,
+            }
+            .into());
         }
         let mut prev = 0u32;
         for (i, &end) in unpacked_ends.iter().enumerate() {
             if end <= prev || end - prev > MAX_CHUNK_SIZE as u32 {
-                return Err(err(format!(
-                    "chunk {i} uncompressed end {end} after {prev} is not a valid chunk size"
-                )));
+                return Err(XorbError::UnpackedBoundary {
+                    index: i,
+                    end,
+                    prev,
+                }
+                .into());
             }
             prev = end;
         }
@@ -310,24 +331,28 @@ impl Reader<'_> {
         MerkleHash::from_bytes(self.take())
     }
 
-    fn ident(&mut self, expected: &[u8; 7], what: &str) -> Result<()> {
+    fn ident(&mut self, expected: &[u8; 7], what: &'static str) -> Result<()> {
         let got: [u8; 7] = self.take();
         if &got != expected {
-            return Err(CoreError::Xorb(format!(
-                "{what} ident {:?} should be {:?}",
-                String::from_utf8_lossy(&got),
-                String::from_utf8_lossy(expected)
-            )));
+            return Err(XorbError::Ident {
+                section: what,
+                got: String::from_utf8_lossy(&got).into_owned(),
+                expected: String::from_utf8_lossy(expected).into_owned(),
+            }
+            .into());
         }
         Ok(())
     }
 
-    fn version(&mut self, expected: u8, what: &str) -> Result<()> {
+    fn version(&mut self, expected: u8, what: &'static str) -> Result<()> {
         let [got] = self.take();
         if got != expected {
-            return Err(CoreError::Xorb(format!(
-                "unknown {what} version {got} (expected {expected})"
-            )));
+            return Err(XorbError::Version {
+                section: what,
+                got,
+                expected,
+            }
+            .into());
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! the client named (docs/protocol.md, "The deployed ecosystem").
 
 use crate::constants::{MAX_CHUNK_SIZE, MAX_XORB_CHUNKS};
-use crate::error::{CoreError, Result};
+use crate::error::{Result, XorbError};
 use crate::hash::chunk_hash;
 use crate::xorb::{ChunkRecords, XorbFooter};
 
@@ -28,10 +28,7 @@ pub fn is_footerless(body: &[u8]) -> bool {
 /// writes (checked against its output in crates/core/tests/protocol_core/vectors.rs).
 pub fn rebuild_footer(region: &[u8]) -> Result<XorbFooter> {
     if u32::try_from(region.len()).is_err() {
-        return Err(CoreError::Xorb(format!(
-            "a {}-byte chunk region does not fit a xorb's 32-bit offsets",
-            region.len()
-        )));
+        return Err(XorbError::RegionTooLarge { len: region.len() }.into());
     }
     let mut footer = XorbFooter::default();
     let mut scratch = Vec::with_capacity(MAX_CHUNK_SIZE);
@@ -39,16 +36,14 @@ pub fn rebuild_footer(region: &[u8]) -> Result<XorbFooter> {
     let mut unpacked = 0u32;
     while let Some(record) = records.next() {
         let i = footer.num_chunks();
-        let record = record.map_err(|e| CoreError::Xorb(format!("chunk {i}: {e}")))?;
+        let record = record.map_err(|e| XorbError::chunk(i, e))?;
         if i == MAX_XORB_CHUNKS {
-            return Err(CoreError::Xorb(format!(
-                "more than {MAX_XORB_CHUNKS} chunks in one xorb"
-            )));
+            return Err(XorbError::TooManyChunks { count: i + 1 }.into());
         }
         scratch.clear();
         record
             .decode_into(&mut scratch)
-            .map_err(|e| CoreError::Xorb(format!("chunk {i}: {e}")))?;
+            .map_err(|e| XorbError::chunk(i, e))?;
         // At most 8192 chunks of at most 128 KiB: the sum stays far below u32::MAX.
         unpacked += scratch.len() as u32;
         footer.chunk_hashes.push(chunk_hash(&scratch));
@@ -56,7 +51,7 @@ pub fn rebuild_footer(region: &[u8]) -> Result<XorbFooter> {
         footer.unpacked_ends.push(unpacked);
     }
     if footer.num_chunks() == 0 {
-        return Err(CoreError::Xorb("xorb has no chunks".into()));
+        return Err(XorbError::NoChunks.into());
     }
     footer.hash = footer.computed_hash();
     Ok(footer)

@@ -2,7 +2,7 @@
 
 use crate::compression::{decompress_into, CompressionScheme};
 use crate::constants::MAX_CHUNK_SIZE;
-use crate::error::{CoreError, Result};
+use crate::error::{ChunkHeaderError, Result, XorbError};
 
 pub const CHUNK_HEADER_LEN: usize = 8;
 const CHUNK_HEADER_VERSION: u8 = 0;
@@ -43,31 +43,29 @@ impl ChunkHeader {
     }
 
     /// Parses and validates a header; `remaining` is how many bytes follow it.
-    pub fn parse(bytes: &[u8; CHUNK_HEADER_LEN], remaining: usize) -> Result<Self> {
+    pub fn parse(
+        bytes: &[u8; CHUNK_HEADER_LEN],
+        remaining: usize,
+    ) -> Result<Self, ChunkHeaderError> {
         let version = bytes[0];
         if version != CHUNK_HEADER_VERSION {
-            return Err(CoreError::Xorb(format!(
-                "unknown chunk header version {version}"
-            )));
+            return Err(ChunkHeaderError::UnknownVersion(version));
         }
         let compressed_len = u32::from_le_bytes([bytes[1], bytes[2], bytes[3], 0]);
         let uncompressed_len = u32::from_le_bytes([bytes[5], bytes[6], bytes[7], 0]);
         let scheme = CompressionScheme::from_u8(bytes[4])
-            .ok_or_else(|| CoreError::Xorb(format!("unknown compression type {}", bytes[4])))?;
+            .ok_or(ChunkHeaderError::UnknownCompression(bytes[4]))?;
         if uncompressed_len == 0 || uncompressed_len as usize > MAX_CHUNK_SIZE {
-            return Err(CoreError::Xorb(format!(
-                "uncompressed size {uncompressed_len} is outside 1..={MAX_CHUNK_SIZE}"
-            )));
+            return Err(ChunkHeaderError::UncompressedSize(uncompressed_len));
         }
         if compressed_len == 0 || compressed_len as usize > MAX_CHUNK_SIZE {
-            return Err(CoreError::Xorb(format!(
-                "compressed size {compressed_len} is outside 1..={MAX_CHUNK_SIZE}"
-            )));
+            return Err(ChunkHeaderError::CompressedSize(compressed_len));
         }
         if compressed_len as usize > remaining {
-            return Err(CoreError::Xorb(format!(
-                "chunk declares {compressed_len} stored bytes but only {remaining} remain"
-            )));
+            return Err(ChunkHeaderError::PastEnd {
+                declared: compressed_len,
+                remaining,
+            });
         }
         Ok(ChunkHeader {
             version,
@@ -103,7 +101,12 @@ impl ChunkRecord<'_> {
 
 /// Decompresses one chunk's stored bytes according to its header.
 pub fn decode_chunk(header: &ChunkHeader, stored: &[u8], out: &mut Vec<u8>) -> Result<()> {
-    decompress_into(header.scheme, stored, header.uncompressed_len as usize, out)
+    Ok(decompress_into(
+        header.scheme,
+        stored,
+        header.uncompressed_len as usize,
+        out,
+    )?)
 }
 
 /// Iterates over consecutive chunk records, e.g. a byte range fetched from a xorb.
@@ -139,24 +142,21 @@ impl<'a> Iterator for ChunkRecords<'a> {
         let rest = &self.bytes[self.offset..];
         let Some(header_bytes) = rest.first_chunk::<CHUNK_HEADER_LEN>() else {
             self.failed = true;
-            return Some(Err(CoreError::Xorb(format!(
-                "truncated chunk header at offset {} ({} bytes left)",
-                self.offset,
-                rest.len()
-            ))));
+            return Some(Err(XorbError::TruncatedChunkHeader {
+                offset: self.offset,
+                left: rest.len(),
+            }
+            .into()));
         };
         let header = match ChunkHeader::parse(header_bytes, rest.len() - CHUNK_HEADER_LEN) {
             Ok(h) => h,
-            Err(CoreError::Xorb(e)) => {
+            Err(kind) => {
                 self.failed = true;
-                return Some(Err(CoreError::Xorb(format!(
-                    "chunk at offset {}: {e}",
-                    self.offset
-                ))));
-            }
-            Err(e) => {
-                self.failed = true;
-                return Some(Err(e));
+                return Some(Err(XorbError::ChunkHeader {
+                    offset: self.offset,
+                    kind,
+                }
+                .into()));
             }
         };
         let end = CHUNK_HEADER_LEN + header.compressed_len as usize;

@@ -1,6 +1,6 @@
 //! Full validation of serialized xorbs, inspection, and chunk-range extraction.
 
-use crate::error::{CoreError, Result};
+use crate::error::{Result, XorbError};
 use crate::hash::{chunk_hash, MerkleHash};
 use crate::xorb::{ChunkRecords, XorbFooter};
 
@@ -14,33 +14,39 @@ pub fn validate_xorb(xorb: &[u8]) -> Result<XorbFooter> {
     let mut records = ChunkRecords::new(region);
     for i in 0..footer.num_chunks() {
         let record = match records.next() {
-            Some(r) => r.map_err(|e| CoreError::Xorb(format!("chunk {i}: {e}")))?,
-            None => return Err(CoreError::Xorb(format!("chunk {i} is missing"))),
+            Some(r) => r.map_err(|e| XorbError::chunk(i, e))?,
+            None => return Err(XorbError::ChunkMissing { index: i }.into()),
         };
         let end = records.offset() as u32;
         if end != footer.chunk_ends[i] {
-            return Err(CoreError::Xorb(format!(
-                "chunk {i} ends at {end} but the footer says {}",
-                footer.chunk_ends[i]
-            )));
+            return Err(XorbError::ChunkEnd {
+                index: i,
+                end,
+                footer: footer.chunk_ends[i],
+            }
+            .into());
         }
         let expected = footer.unpacked_chunk_len(i);
         if record.header.uncompressed_len != expected {
-            return Err(CoreError::Xorb(format!(
-                "chunk {i} header says {} uncompressed bytes, the footer {expected}",
-                record.header.uncompressed_len
-            )));
+            return Err(XorbError::ChunkSize {
+                index: i,
+                header: record.header.uncompressed_len,
+                footer: expected,
+            }
+            .into());
         }
         scratch.clear();
         record
             .decode_into(&mut scratch)
-            .map_err(|e| CoreError::Xorb(format!("chunk {i}: {e}")))?;
+            .map_err(|e| XorbError::chunk(i, e))?;
         let actual = chunk_hash(&scratch);
         if actual != footer.chunk_hashes[i] {
-            return Err(CoreError::Xorb(format!(
-                "chunk {i} hashes to {actual} but the footer says {}",
-                footer.chunk_hashes[i]
-            )));
+            return Err(XorbError::ChunkHash {
+                index: i,
+                actual,
+                footer: footer.chunk_hashes[i],
+            }
+            .into());
         }
     }
     Ok(footer)
@@ -55,24 +61,30 @@ pub fn extract_chunks(
     end: usize,
 ) -> Result<Vec<u8>> {
     if start >= end || end > footer.num_chunks() {
-        return Err(CoreError::Xorb(format!(
-            "chunk range {start}..{end} is not within 0..{}",
-            footer.num_chunks()
-        )));
+        return Err(XorbError::ChunkRange {
+            start,
+            end,
+            chunks: footer.num_chunks(),
+        }
+        .into());
     }
     let range = footer.records_range(start, end);
     let mut out = Vec::with_capacity(footer.unpacked_range_len(start, end) as usize);
     for (k, record) in ChunkRecords::new(&xorb[range]).enumerate() {
         let i = start + k;
-        let record = record.map_err(|e| CoreError::Xorb(format!("chunk {i}: {e}")))?;
-        if record.header.uncompressed_len != footer.unpacked_chunk_len(i) {
-            return Err(CoreError::Xorb(format!(
-                "chunk {i} size disagrees with the footer"
-            )));
+        let record = record.map_err(|e| XorbError::chunk(i, e))?;
+        let expected = footer.unpacked_chunk_len(i);
+        if record.header.uncompressed_len != expected {
+            return Err(XorbError::ChunkSize {
+                index: i,
+                header: record.header.uncompressed_len,
+                footer: expected,
+            }
+            .into());
         }
         record
             .decode_into(&mut out)
-            .map_err(|e| CoreError::Xorb(format!("chunk {i}: {e}")))?;
+            .map_err(|e| XorbError::chunk(i, e))?;
     }
     Ok(out)
 }

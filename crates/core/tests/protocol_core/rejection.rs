@@ -1,5 +1,6 @@
 //! Malformed input is rejected with a clear error, and never panics.
 
+use git_xet_core::error::{ChunkHeaderError, CoreError, ShardError, XorbError};
 use git_xet_core::hash::{chunk_hash, MerkleHash};
 use git_xet_core::shard::{
     parse_shard, FileInfo, FileTerm, FooterOptions, Shard, ShardFile, XorbBlock,
@@ -64,15 +65,39 @@ fn put_u24(bytes: &mut [u8], at: usize, v: u32) {
     bytes[at..at + 3].copy_from_slice(&v.to_le_bytes()[..3]);
 }
 
-/// Asserts the xorb is rejected with a message containing `needle`.
-fn rejects(xorb: &[u8], needle: &str) {
+/// Why `validate_xorb` rejects the xorb (which must be a xorb error).
+fn xorb_rejection(xorb: &[u8]) -> XorbError {
     match validate_xorb(xorb) {
-        Ok(_) => panic!("xorb accepted, expected an error mentioning {needle:?}"),
-        Err(e) => assert!(
-            e.to_string().contains(needle),
-            "error {e:?} should mention {needle:?}"
-        ),
+        Ok(_) => panic!("xorb accepted"),
+        Err(CoreError::Xorb(e)) => *e,
+        Err(e) => panic!("not a xorb error: {e:?}"),
     }
+}
+
+/// Asserts the xorb is rejected with an error matching the pattern.
+macro_rules! rejects {
+    ($xorb:expr, $pattern:pat $(if $guard:expr)?) => {{
+        let e = xorb_rejection(&$xorb);
+        assert!(matches!(e, $pattern $(if $guard)?), "{e:?}");
+    }};
+}
+
+/// Asserts the xorb is rejected for chunk `index`, with a cause matching the pattern.
+macro_rules! rejects_chunk {
+    ($xorb:expr, $index:expr, $pattern:pat $(if $guard:expr)?) => {{
+        match xorb_rejection(&$xorb) {
+            XorbError::Chunk { index, cause } => {
+                assert_eq!(index, $index, "{cause:?}");
+                assert!(matches!(*cause, $pattern $(if $guard)?), "{cause:?}");
+            }
+            e => panic!("not a chunk's error: {e:?}"),
+        }
+    }};
+}
+
+/// A chunk header rule broken by the chunk at `offset`.
+fn header_error(offset: usize, kind: ChunkHeaderError) -> CoreError {
+    XorbError::ChunkHeader { offset, kind }.into()
 }
 
 #[test]
@@ -82,41 +107,79 @@ fn xorb_chunk_header_rules() {
     let f = XorbFooter::parse(&good).unwrap();
     let c1 = f.chunk_record_range(1).start;
 
-    let mut x = good.clone();
-    x[c1] = 1;
-    rejects(&x, "unknown chunk header version 1");
+    let header_rule = |at: usize, put: &dyn Fn(&mut Vec<u8>), kind: ChunkHeaderError| {
+        let mut x = good.clone();
+        put(&mut x);
+        let e = xorb_rejection(&x);
+        let XorbError::Chunk { index, cause } = &e else {
+            panic!("not a chunk's error: {e:?}")
+        };
+        assert_eq!((*index, &**cause), (1, &header_error(at, kind)), "{e:?}");
+    };
+    header_rule(c1, &|x| x[c1] = 1, ChunkHeaderError::UnknownVersion(1));
+    header_rule(
+        c1,
+        &|x| x[c1 + 4] = 7,
+        ChunkHeaderError::UnknownCompression(7),
+    );
+    header_rule(
+        c1,
+        &|x| put_u24(x, c1 + 5, 0),
+        ChunkHeaderError::UncompressedSize(0),
+    );
+    header_rule(
+        c1,
+        &|x| put_u24(x, c1 + 5, 131_073),
+        ChunkHeaderError::UncompressedSize(131_073),
+    );
+    header_rule(
+        c1,
+        &|x| put_u24(x, c1 + 1, 0),
+        ChunkHeaderError::CompressedSize(0),
+    );
+    header_rule(
+        c1,
+        &|x| put_u24(x, c1 + 1, 131_073),
+        ChunkHeaderError::CompressedSize(131_073),
+    );
 
+    // The message says which chunk, where, and what (as it did when it was a string).
     let mut x = good.clone();
     x[c1 + 4] = 7;
-    rejects(&x, "unknown compression type 7");
-
-    let mut x = good.clone();
-    put_u24(&mut x, c1 + 5, 0);
-    rejects(&x, "uncompressed size 0 is outside");
-
-    let mut x = good.clone();
-    put_u24(&mut x, c1 + 5, 131_073);
-    rejects(&x, "uncompressed size 131073 is outside");
-
-    let mut x = good.clone();
-    put_u24(&mut x, c1 + 1, 0);
-    rejects(&x, "compressed size 0 is outside");
-
-    let mut x = good.clone();
-    put_u24(&mut x, c1 + 1, 131_073);
-    rejects(&x, "compressed size 131073 is outside");
+    assert_eq!(
+        validate_xorb(&x).unwrap_err().to_string(),
+        format!("invalid xorb: chunk 1: chunk at offset {c1}: unknown compression type 7")
+    );
 
     // The last chunk claims more stored bytes than the chunk region holds.
     let c2 = f.chunk_record_range(2);
     let mut x = good.clone();
     put_u24(&mut x, c2.start + 1, (c2.len() - 8 + 100) as u32);
-    rejects(&x, "only");
+    let c2_error = |e: &CoreError| match e {
+        CoreError::Xorb(e) => matches!(
+            **e,
+            XorbError::ChunkHeader {
+                kind: ChunkHeaderError::PastEnd { .. },
+                ..
+            }
+        ),
+        _ => false,
+    };
+    rejects_chunk!(x, 2, ref e if c2_error(e));
 
     // A header that disagrees with the footer about the chunk's size.
     let mut x = good.clone();
     let declared = u32::from_le_bytes([x[c1 + 5], x[c1 + 6], x[c1 + 7], 0]);
     put_u24(&mut x, c1 + 5, declared - 1);
-    rejects(&x, "uncompressed bytes, the footer");
+    let e = xorb_rejection(&x);
+    assert_eq!(
+        e,
+        XorbError::ChunkSize {
+            index: 1,
+            header: declared - 1,
+            footer: declared
+        }
+    );
 }
 
 #[test]
@@ -126,14 +189,14 @@ fn xorb_chunk_content_rules() {
     // Raw chunk changed: its hash no longer matches the footer.
     let mut x = good.clone();
     x[f.chunk_record_range(0).start + 100] ^= 1;
-    rejects(&x, "chunk 0 hashes to");
+    rejects!(x, XorbError::ChunkHash { index: 0, .. });
     // LZ4 frame damaged.
     let mut x = good.clone();
     let r = f.chunk_record_range(1);
     for b in &mut x[r.start + 12..r.end - 4] {
         *b = 0xAA;
     }
-    assert!(validate_xorb(&x).is_err());
+    rejects_chunk!(x, 1, CoreError::Compression(_));
 }
 
 #[test]
@@ -143,53 +206,102 @@ fn xorb_footer_rules() {
     let info_len = good.len() - 4 - l.footer;
 
     for (at, what) in [
-        (l.footer, "footer ident"),
-        (l.footer + 40, "hash section ident"),
-        (l.boundary, "boundary section ident"),
+        (l.footer, "footer"),
+        (l.footer + 40, "hash section"),
+        (l.boundary, "boundary section"),
     ] {
         let mut x = good.clone();
         x[at] = b'Z';
-        rejects(&x, what);
+        rejects!(x, XorbError::Ident { section, .. } if section == what);
     }
     let mut x = good.clone();
     x[l.footer + 7] = 2;
-    rejects(&x, "unknown footer version 2");
+    rejects!(
+        x,
+        XorbError::Version {
+            section: "footer",
+            got: 2,
+            ..
+        }
+    );
     let mut x = good.clone();
     x[l.footer + 47] = 1;
-    rejects(&x, "unknown hash section version 1");
+    rejects!(
+        x,
+        XorbError::Version {
+            section: "hash section",
+            got: 1,
+            ..
+        }
+    );
     let mut x = good.clone();
     x[l.boundary + 7] = 0;
-    rejects(&x, "unknown boundary section version 0");
+    rejects!(
+        x,
+        XorbError::Version {
+            section: "boundary section",
+            got: 0,
+            ..
+        }
+    );
 
     let mut x = good.clone();
     put_u32(&mut x, l.boundary + 8, 2);
-    rejects(&x, "boundary section has 2 chunks");
+    rejects!(
+        x,
+        XorbError::SectionCount {
+            section: "boundary section",
+            count: 2,
+            hashes: 3
+        }
+    );
     let mut x = good.clone();
     put_u32(&mut x, l.trailer, 4);
-    rejects(&x, "footer trailer has 4 chunks");
+    rejects!(
+        x,
+        XorbError::SectionCount {
+            section: "footer trailer",
+            count: 4,
+            hashes: 3
+        }
+    );
     let mut x = good.clone();
     put_u32(&mut x, l.trailer + 4, 1);
-    rejects(&x, "hash section offset");
+    rejects!(
+        x,
+        XorbError::SectionOffset {
+            section: "hash section",
+            got: 1,
+            ..
+        }
+    );
     let mut x = good.clone();
     put_u32(&mut x, l.trailer + 8, 1);
-    rejects(&x, "boundary section offset");
+    rejects!(
+        x,
+        XorbError::SectionOffset {
+            section: "boundary section",
+            got: 1,
+            ..
+        }
+    );
 
     // Chunk count that does not match the footer's size, and absurd counts.
     let mut x = good.clone();
     put_u32(&mut x, l.footer + 48, 4);
-    rejects(&x, "does not match 4 chunks");
+    rejects!(x, XorbError::FooterLength { chunks: 4, .. });
     let mut x = good.clone();
     put_u32(&mut x, l.footer + 48, u32::MAX);
-    rejects(&x, "exceeds the limit");
+    rejects!(x, XorbError::TooManyChunks { .. });
     let mut x = good.clone();
     put_u32(&mut x, l.footer + 48, 0);
-    rejects(&x, "no chunks");
+    rejects!(x, XorbError::NoChunks);
 
     // Length trailer.
     let n = good.len();
     let mut x = good.clone();
     put_u32(&mut x, n - 4, (n + 1) as u32);
-    rejects(&x, "does not fit");
+    rejects!(x, XorbError::FooterLengthOutOfRange { .. });
     let mut x = good.clone();
     put_u32(&mut x, n - 4, (info_len - 40) as u32);
     assert!(validate_xorb(&x).is_err());
@@ -197,19 +309,26 @@ fn xorb_footer_rules() {
     // Boundaries: out of the chunk region, not increasing, and unpacked sizes of zero.
     let mut x = good.clone();
     put_u32(&mut x, l.boundary + 12 + 8, l.footer as u32 + 10);
-    rejects(&x, "chunk boundaries end at");
+    rejects!(x, XorbError::BoundariesEnd { .. });
     let mut x = good.clone();
     put_u32(&mut x, l.boundary + 12 + 4, 5);
-    rejects(&x, "is not a valid record size");
+    rejects!(
+        x,
+        XorbError::Boundary {
+            index: 1,
+            end: 5,
+            ..
+        }
+    );
     let mut x = good.clone();
     let first_end = u32::from_le_bytes(x[l.boundary + 24..l.boundary + 28].try_into().unwrap());
     put_u32(&mut x, l.boundary + 28, first_end);
-    rejects(&x, "is not a valid chunk size");
+    rejects!(x, XorbError::UnpackedBoundary { index: 1, .. });
 
     // Stored xorb hash differs from the one the chunk hashes give.
     let mut x = good.clone();
     x[l.footer + 8] ^= 0xFF;
-    rejects(&x, "footer names xorb hash");
+    rejects!(x, XorbError::Hash { .. });
     // ... which inspection reports instead of refusing.
     let report = inspect_xorb(&x).unwrap();
     assert!(!report.hash_verified && report.chunks_verified);
@@ -274,14 +393,21 @@ fn small_shard() -> Shard {
     }
 }
 
-fn shard_rejects(bytes: &[u8], needle: &str) {
+/// Why `parse_shard` rejects the bytes (which must be a shard error).
+fn shard_rejection(bytes: &[u8]) -> ShardError {
     match parse_shard(bytes) {
-        Ok(_) => panic!("shard accepted, expected an error mentioning {needle:?}"),
-        Err(e) => assert!(
-            e.to_string().contains(needle),
-            "error {e:?} should mention {needle:?}"
-        ),
+        Ok(_) => panic!("shard accepted"),
+        Err(CoreError::Shard(e)) => *e,
+        Err(e) => panic!("not a shard error: {e:?}"),
     }
+}
+
+/// Asserts the shard is rejected with an error matching the pattern.
+macro_rules! shard_rejects {
+    ($bytes:expr, $pattern:pat $(if $guard:expr)?) => {{
+        let e = shard_rejection(&$bytes);
+        assert!(matches!(e, $pattern $(if $guard)?), "{e:?}");
+    }};
 }
 
 #[test]
@@ -290,17 +416,24 @@ fn shard_header_rules() {
     parse_shard(&good).unwrap();
     let mut x = good.clone();
     x[20] ^= 1;
-    shard_rejects(&x, "magic tag");
+    shard_rejects!(x, ShardError::NotAShard);
     let mut x = good.clone();
     x[32] = 3;
-    shard_rejects(&x, "unsupported shard header version 3");
+    shard_rejects!(
+        x,
+        ShardError::Version {
+            part: "header",
+            got: 3,
+            ..
+        }
+    );
     let mut x = good.clone();
     x[40] = 100;
-    shard_rejects(&x, "footer size 100");
+    shard_rejects!(x, ShardError::FooterSize { size: 100, .. });
     // Claims a footer but has none (upload form with footer_size set).
     let mut upload = small_shard().to_upload_bytes();
     upload[40] = 200;
-    shard_rejects(&upload, "truncated");
+    shard_rejects!(upload, ShardError::Truncated { .. });
 }
 
 #[test]
@@ -310,30 +443,57 @@ fn shard_section_rules() {
     // Records: header at 48; first file has header, 1 term, 1 verification, 1 metadata.
     let mut x = good.clone();
     x[48 + 32] = 1; // unknown flag bit
-    shard_rejects(&x, "unknown flags");
+    shard_rejects!(
+        x,
+        ShardError::FileFlags {
+            offset: 48,
+            flags: 1,
+            ..
+        }
+    );
     let mut x = good.clone();
     put_u32(&mut x, 48 + 36, u32::MAX); // lying entry count
-    shard_rejects(&x, "");
+    shard_rejection(&x);
     let mut x = good.clone();
     put_u32(&mut x, 96 + 44, 0); // term end before start
-    shard_rejects(&x, "empty or reversed chunk range");
+    shard_rejects!(
+        x,
+        ShardError::TermRange {
+            term: 0,
+            end: 0,
+            ..
+        }
+    );
     // Trailing bytes after the CAS bookend.
     let mut x = good.clone();
     x.push(0);
-    shard_rejects(&x, "unexpected bytes after the shard's end");
+    shard_rejects!(x, ShardError::TrailingBytes { .. });
     // A bookend whose trailing bytes are not zero.
     let mut x = good.clone();
     let n = x.len();
     x[n - 1] = 1;
-    shard_rejects(&x, "non-zero trailing bytes");
+    shard_rejects!(
+        x,
+        ShardError::Bookend {
+            section: "CAS section",
+            ..
+        }
+    );
     // CAS block whose chunk offsets or total disagree.
     let cas_start = good.len() - 48 * 6; // header + 4 chunks + bookend
     let mut x = good.clone();
     put_u32(&mut x, cas_start + 48 * 2 + 32, 5);
-    shard_rejects(&x, "expected to start at");
+    shard_rejects!(
+        x,
+        ShardError::ChunkStart {
+            index: 1,
+            start: 5,
+            ..
+        }
+    );
     let mut x = good.clone();
     put_u32(&mut x, cas_start + 40, 7);
-    shard_rejects(&x, "but the header says 7");
+    shard_rejects!(x, ShardError::XorbBytes { declared: 7, .. });
 }
 
 #[test]
@@ -342,7 +502,14 @@ fn shard_footer_rules() {
     let footer = good.len() - 200;
     let mut x = good.clone();
     x[footer] = 2;
-    shard_rejects(&x, "unsupported shard footer version 2");
+    shard_rejects!(
+        x,
+        ShardError::Version {
+            part: "footer",
+            got: 2,
+            ..
+        }
+    );
     for (field, name) in [
         (8, "file info offset"),
         (16, "CAS info offset"),
@@ -352,7 +519,7 @@ fn shard_footer_rules() {
     ] {
         let mut x = good.clone();
         x[footer + field] ^= 0x10;
-        shard_rejects(&x, name);
+        shard_rejects!(x, ShardError::FooterField { field, .. } if field == name);
         // Seeking through a damaged footer also refuses to work.
         assert!(ShardFile::open(std::io::Cursor::new(x)).is_err() || field == 8 || field == 16);
     }

@@ -54,18 +54,23 @@ fn hash_string_conversion() {
 #[test]
 fn hash_string_rejects_malformed() {
     let good = "07060504030201000f0e0d0c0b0a090817161514131211101f1e1d1c1b1a1918";
-    for bad in [
-        "",
-        &good[..63],
-        &format!("{good}0"),
-        &format!("+{}", &good[1..]),
-        &format!("{} ", &good[..63]),
-        &good.replace('f', "g"),
-        "é6050403020100f0e0d0c0b0a090817161514131211101f1e1d1c1b1a19181",
+    use git_xet_core::error::{CoreError, HashParseError as E};
+    for (bad, why) in [
+        ("", E::Length { len: 0 }),
+        (&good[..63], E::Length { len: 63 }),
+        (&format!("{good}0"), E::Length { len: 65 }),
+        (&format!("+{}", &good[1..]), E::NotHex { found: '+' }),
+        (&format!("{} ", &good[..63]), E::NotHex { found: ' ' }),
+        (&good.replace('f', "g"), E::NotHex { found: 'g' }),
+        (
+            "é6050403020100f0e0d0c0b0a090817161514131211101f1e1d1c1b1a19181",
+            E::Length { len: 63 },
+        ),
     ] {
-        assert!(
-            MerkleHash::from_hex(bad).is_err(),
-            "{bad:?} should be rejected"
+        assert_eq!(
+            MerkleHash::from_hex(bad),
+            Err(CoreError::HashString(Box::new(why))),
+            "{bad:?}"
         );
     }
 }

@@ -5,6 +5,7 @@
 
 mod check;
 mod deployment;
+mod docs;
 mod gc;
 mod import_lfs;
 mod pre_receive;
@@ -46,15 +47,22 @@ enum Command {
     /// serves git-upload-pack, git-receive-pack, git-lfs-authenticate and git-lfs-transfer
     /// on the repositories its --repo arguments allow. See `git xet server user add`.
     Shell(shell::ShellArgs),
+    /// Write the man pages and shell completions into DIR (install.sh runs it).
+    #[command(hide = true)]
+    GenerateDocs(docs::DocsArgs),
 }
 
 /// Entry point of `git-xet-server`; errors are reported as `git-xet` reports them.
 pub fn main() -> ExitCode {
+    if let Some(code) = docs::help_as_man_page() {
+        return code;
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Server(a) => run(*a),
         Command::PreReceive(a) => pre_receive::run(a),
         Command::Shell(a) => shell::shell(a),
+        Command::GenerateDocs(a) => docs::generate(a),
     };
     match result {
         Ok(code) => code,
