@@ -8,8 +8,8 @@
 //! | `config`        | settings                                                          |
 //! | `deployment`    | where the store, index and secret live; opening them              |
 //! | `keys`, `auth`, `signing`, `revocation` | secret, tokens, signed fetch URLs, revoked tokens |
-//! | `storage`       | object store trait; directory and S3 (feature `s3`) backends      |
-//! | `index`         | index trait; SQLite and PostgreSQL (feature `postgres`) backends  |
+//! | `storage`       | object store trait; directory and S3-compatible backends          |
+//! | `index`         | index trait; SQLite and PostgreSQL backends                        |
 //! | `shard_check`   | validating uploaded shards against stored xorbs                   |
 //! | `reconstruct`   | planning reconstructions for byte ranges                          |
 //! | `cas`           | CAS API handlers                                                  |
