@@ -8,7 +8,8 @@ it prints a JSON summary for the test to read.
   download   model_info, list_repo_files/tree/refs, hf_hub_download by branch, tag and
              sha, snapshot_download, errors (missing repo, revision, file)
   isolation  what a token of another repository, and no token, get on every route
-  upload     create_repo, upload_file/upload_folder (xet), deletes, parent_commit
+  upload     create_repo, upload_file/upload_folder (xet), deletes, parent_commit,
+             list_repo_commits, delete_repo
 """
 
 import hashlib
@@ -116,6 +117,7 @@ def check_isolation(spec):
         ("GET", f"/api/models/{repo}/revision/main"),
         ("GET", f"/api/models/{repo}/tree/main?recursive=true"),
         ("GET", f"/api/models/{repo}/refs"),
+        ("GET", f"/api/models/{repo}/commits/main"),
         ("GET", f"/api/models/{repo}/xet-read-token/{sha}"),
         ("HEAD", f"/{repo}/resolve/main/sub/a.txt"),
         ("GET", f"/{repo}/resolve/main/sub/a.txt"),
@@ -222,6 +224,23 @@ def check_upload(spec):
            path_or_fileobj=b"no\n", path_in_repo="no.txt", repo_id=repo)
     raises(HfHubHTTPError, other.create_repo, repo + "-2")
     assert sorted(api.list_repo_files(repo)) == sorted([".gitattributes"] + list(files))
+
+    # History, newest first, and deleting repositories (admin only).
+    head = api.model_info(repo).sha
+    commits = api.list_repo_commits(repo)
+    assert commits[0].commit_id == head and commits[-1].title == "initial commit", commits
+    assert commits[0].created_at is not None and commits[0].authors, commits[0]
+    e = raises(HfHubHTTPError, api.delete_repo, repo)
+    assert e.response.status_code == 403, e
+    raises(RepositoryNotFoundError, other.delete_repo, repo)
+    admin = HfApi(token=spec["admin_token"])
+    gone = spec["admin_repo"]
+    admin.create_repo(gone)
+    admin.delete_repo(gone)
+    assert not admin.repo_exists(gone)
+    admin.delete_repo(gone, missing_ok=True)
+    raises(RepositoryNotFoundError, admin.delete_repo, gone)
+    assert api.model_info(repo).sha == head
     print(json.dumps({"commit": api.model_info(repo).sha, "files": files}))
 
 

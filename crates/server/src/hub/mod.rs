@@ -12,13 +12,14 @@ mod error;
 mod gitread;
 mod gitwrite;
 mod info;
+mod manage;
 mod resolve;
 mod upload;
 
 use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
+use axum::routing::{any, delete, get, post};
 use axum::Router;
 
 use crate::state::SharedState;
@@ -30,6 +31,7 @@ pub fn router() -> Router<SharedState> {
         .route("/api/whoami-v2", get(access::whoami))
         .route("/api/validate-yaml", post(validate_yaml))
         .route("/api/repos/create", post(upload::create_repo))
+        .route("/api/repos/delete", delete(manage::delete_repo))
         .route("/api/models/{*rest}", any(api))
         .route("/{ns}/{name}/resolve/{*rest}", any(resolve::resolve))
 }
@@ -80,6 +82,9 @@ async fn route(
                 recursive,
             };
             info::tree(state, headers, ns, name, tree).await
+        }
+        (&Method::GET, ["commits", rev]) => {
+            manage::commits(state, headers, ns, name, &decode(rev)?, &query).await
         }
         (&Method::GET, ["refs"]) => info::refs(state, headers, ns, name).await,
         (&Method::GET, ["xet-read-token", rev]) => {
