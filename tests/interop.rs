@@ -1,7 +1,8 @@
 //! Interoperability with the real reference client, hf-xet from PyPI (pinned in
 //! tests/interop/requirements.txt; `.ci/deps/10-hf-xet.sh` makes the venv), against the
 //! real `git xet server` on loopback: both directions, hashes, ranges, dedup across clients,
-//! and git-lfs with an agent that behaves as Hugging Face's `git-xet` does.
+//! git-lfs with an agent that behaves as Hugging Face's `git-xet` does, and the Hub API with
+//! the real `huggingface_hub` (tests/interop/hub.rs).
 
 mod support;
 
@@ -13,6 +14,8 @@ mod common;
 mod gitenv;
 #[path = "interop/hf_agent.rs"]
 mod hf_agent;
+#[path = "interop/hub.rs"]
+mod hub;
 #[path = "interop/s3.rs"]
 mod s3;
 #[path = "interop/scopes.rs"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The reference client for tests/interop.rs: a venv at .venv-interop/ with hf-xet from PyPI,
-# pinned in tests/interop/requirements.txt. Skipped when the venv already has that pin.
+# The reference clients for tests/interop.rs: a venv at .venv-interop/ with hf-xet and
+# huggingface_hub (tests/interop/hub.rs) from PyPI, pinned in tests/interop/requirements.txt. Skipped when the venv already has that pin.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=.venv-interop

@@ -31,6 +31,7 @@ pub fn router(state: SharedState) -> Router {
                 async move { Ok::<_, std::convert::Infallible>(scoped_cas(cas, request).await) }
             }),
         )
+        .merge(hub_routes())
         .fallback(repo_routes::dispatch)
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
@@ -41,6 +42,12 @@ fn cas_routes(router: Router<SharedState>) -> Router<SharedState> {
     router
         .merge(cas::router())
         .nest(routes::API_ALIAS, cas::router())
+}
+
+/// The Hugging Face Hub API (crates/server/src/hub/): `/api/models/...`, `/api/whoami-v2`,
+/// `/{ns}/{name}/resolve/...`. Kept in one block, apart from the server's own routes.
+fn hub_routes() -> Router<SharedState> {
+    crate::hub::router()
 }
 
 /// `/_scope/{scope}/...`: the CAS API as handed out to a dedup scope's clients (`casUrl`,

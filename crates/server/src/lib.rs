@@ -40,6 +40,7 @@ pub mod gc;
 pub mod git;
 pub mod hook;
 pub mod http;
+pub mod hub;
 pub mod import_lfs;
 pub mod index;
 pub mod ingest;

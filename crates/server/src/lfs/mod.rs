@@ -6,7 +6,7 @@
 mod batch;
 mod locks;
 mod misc;
-mod objects;
+pub(crate) mod objects;
 
 use axum::body::Body;
 use axum::extract::Request;

@@ -1,0 +1,324 @@
+//! What the Hub routes read from a hosted bare repository, by running git's plumbing
+//! (revisions, trees, blobs, refs). Revisions and paths come from URLs: they reach git only
+//! as arguments after a check, never as options, and paths as literal pathspecs.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use git_xet_core::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
+
+use crate::error::{ServerError, ServerResult};
+
+/// One entry of a tree listing.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub path: String,
+    /// Blob or tree id (40 hex).
+    pub oid: String,
+    pub is_dir: bool,
+    /// Blob size in git (the pointer's size for LFS files); 0 for trees.
+    pub size: u64,
+    /// The LFS pointer the blob holds, if it is one.
+    pub pointer: Option<Pointer>,
+}
+
+impl Entry {
+    /// The file's real size: the pointed-to object's for LFS files.
+    pub fn file_size(&self) -> u64 {
+        self.pointer.as_ref().map_or(self.size, |p| p.size)
+    }
+}
+
+fn git(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("--git-dir")
+        .arg(dir)
+        .env("GIT_LITERAL_PATHSPECS", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn run(dir: &Path, args: &[&str]) -> ServerResult<std::process::Output> {
+    git(dir)
+        .args(args)
+        .output()
+        .await
+        .map_err(|e| ServerError::internal(format!("running git: {e}")))
+}
+
+async fn run_ok(dir: &Path, args: &[&str]) -> ServerResult<Vec<u8>> {
+    let out = run(dir, args).await?;
+    if !out.status.success() {
+        return Err(ServerError::internal(format!(
+            "git {} failed: {}",
+            args.first().unwrap_or(&""),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(out.stdout)
+}
+
+/// Whether `rev` may be handed to git: a ref name or a commit id, nothing git would read as
+/// an option or a revision expression.
+pub fn plausible_rev(rev: &str) -> bool {
+    !rev.is_empty()
+        && rev.len() <= 255
+        && !rev.starts_with(['-', '/'])
+        && !rev.ends_with(['/', '.'])
+        && !rev.contains("..")
+        && !rev.contains("//")
+        && !rev.contains("@{")
+        && rev
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'))
+}
+
+fn is_commit_id(rev: &str) -> bool {
+    rev.len() == 40 && rev.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The commit a revision names, as the Hub reads one: a branch, a tag, a full ref
+/// (`refs/...`) or a full commit id. `None` when there is no such commit.
+pub async fn resolve(dir: &Path, rev: &str) -> ServerResult<Option<String>> {
+    if !plausible_rev(rev) {
+        return Ok(None);
+    }
+    let candidates: Vec<String> = if is_commit_id(rev) {
+        vec![rev.to_ascii_lowercase()]
+    } else if rev.starts_with("refs/") {
+        vec![rev.to_string()]
+    } else {
+        vec![format!("refs/heads/{rev}"), format!("refs/tags/{rev}")]
+    };
+    for candidate in candidates {
+        let spec = format!("{candidate}^{{commit}}");
+        let out = run(dir, &["rev-parse", "--verify", "--quiet", &spec]).await?;
+        if out.status.success() {
+            let sha = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if is_commit_id(&sha) {
+                return Ok(Some(sha));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The commit HEAD (the default branch) points at; `None` in an empty repository.
+pub async fn head(dir: &Path) -> ServerResult<Option<String>> {
+    let out = run(dir, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).await?;
+    let sha = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    Ok((out.status.success() && is_commit_id(&sha)).then_some(sha))
+}
+
+/// The committer time of `commit` (seconds since the epoch).
+pub async fn commit_time(dir: &Path, commit: &str) -> ServerResult<u64> {
+    let out = run_ok(dir, &["show", "-s", "--format=%ct", commit, "--"]).await?;
+    Ok(String::from_utf8_lossy(&out).trim().parse().unwrap_or(0))
+}
+
+/// The entries of `commit`'s tree: under `prefix` (a directory, "" for the root), all of them
+/// (`recursive`, directories included) or its direct children. LFS pointers are read.
+pub async fn list(
+    dir: &Path,
+    commit: &str,
+    prefix: &str,
+    recursive: bool,
+) -> ServerResult<Vec<Entry>> {
+    let treeish = if prefix.is_empty() {
+        format!("{commit}^{{tree}}")
+    } else {
+        format!("{commit}:{prefix}")
+    };
+    let mut args = vec!["ls-tree", "-l", "-z"];
+    if recursive {
+        args.extend(["-r", "-t"]);
+    }
+    args.push(&treeish);
+    let out = run_ok(dir, &args).await?;
+    let mut entries = parse_ls_tree(&out);
+    if !prefix.is_empty() {
+        for e in &mut entries {
+            e.path = format!("{prefix}/{}", e.path);
+        }
+    }
+    read_pointers(dir, &mut entries).await?;
+    Ok(entries)
+}
+
+/// The entry at `path` in `commit`, if any (its pointer read).
+pub async fn entry(dir: &Path, commit: &str, path: &str) -> ServerResult<Option<Entry>> {
+    let out = run_ok(
+        dir,
+        &["ls-tree", "-l", "-z", "--full-tree", commit, "--", path],
+    )
+    .await?;
+    let mut entries: Vec<Entry> = parse_ls_tree(&out)
+        .into_iter()
+        .filter(|e| e.path == path)
+        .collect();
+    read_pointers(dir, &mut entries).await?;
+    Ok(entries.pop())
+}
+
+/// Parses `git ls-tree -l -z`: `<mode> <type> <oid> <size>\t<path>\0`. Submodules and
+/// anything unparsable are left out.
+fn parse_ls_tree(out: &[u8]) -> Vec<Entry> {
+    out.split(|&b| b == 0)
+        .filter_map(|record| {
+            let record = std::str::from_utf8(record).ok()?;
+            let (meta, path) = record.split_once('\t')?;
+            let mut fields = meta.split_whitespace();
+            let (_mode, kind, oid, size) = (
+                fields.next()?,
+                fields.next()?,
+                fields.next()?,
+                fields.next()?,
+            );
+            let is_dir = match kind {
+                "tree" => true,
+                "blob" => false,
+                _ => return None,
+            };
+            Some(Entry {
+                path: path.to_string(),
+                oid: oid.to_string(),
+                is_dir,
+                size: if is_dir { 0 } else { size.parse().ok()? },
+                pointer: None,
+            })
+        })
+        .collect()
+}
+
+/// Reads the blobs small enough to be LFS pointers (one `git cat-file --batch`) and keeps
+/// those that are.
+async fn read_pointers(dir: &Path, entries: &mut [Entry]) -> ServerResult<()> {
+    let small: Vec<usize> = (0..entries.len())
+        .filter(|&i| !entries[i].is_dir && entries[i].size as usize <= MAX_POINTER_SIZE)
+        .collect();
+    if small.is_empty() {
+        return Ok(());
+    }
+    let mut input = String::new();
+    for &i in &small {
+        input.push_str(&entries[i].oid);
+        input.push('\n');
+    }
+    let mut child = git(dir)
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| ServerError::internal(format!("running git cat-file: {e}")))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let writer = tokio::spawn(async move {
+        let _ = stdin.write_all(input.as_bytes()).await;
+    });
+    let out = child
+        .wait_with_output()
+        .await
+        .map_err(|e| ServerError::internal(format!("git cat-file: {e}")))?;
+    let _ = writer.await;
+    // `<oid> blob <size>\n<content>\n` per object, in the order asked.
+    let mut rest = &out.stdout[..];
+    for &i in &small {
+        let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+            break;
+        };
+        let header = String::from_utf8_lossy(&rest[..nl]).to_string();
+        rest = &rest[nl + 1..];
+        let Some(size) = header
+            .split(' ')
+            .nth(2)
+            .and_then(|s| s.parse::<usize>().ok())
+        else {
+            continue; // `<oid> missing`
+        };
+        if size > rest.len() {
+            break;
+        }
+        entries[i].pointer = Pointer::detect(&rest[..size]);
+        rest = rest.get(size + 1..).unwrap_or(&[]);
+    }
+    Ok(())
+}
+
+/// A blob's bytes.
+pub async fn blob(dir: &Path, oid: &str) -> ServerResult<Vec<u8>> {
+    run_ok(dir, &["cat-file", "blob", oid]).await
+}
+
+/// A branch or tag: its name, full ref and the commit it points at.
+#[derive(Debug, Clone)]
+pub struct Ref {
+    pub name: String,
+    pub full: String,
+    pub commit: String,
+}
+
+/// Branches and tags (annotated tags peeled to their commits).
+pub async fn refs(dir: &Path) -> ServerResult<(Vec<Ref>, Vec<Ref>)> {
+    let out = run_ok(
+        dir,
+        &[
+            "for-each-ref",
+            "--format=%(refname) %(objectname) %(*objectname)",
+            "refs/heads",
+            "refs/tags",
+        ],
+    )
+    .await?;
+    let (mut branches, mut tags) = (Vec::new(), Vec::new());
+    for line in String::from_utf8_lossy(&out).lines() {
+        let mut f = line.split(' ');
+        let (Some(full), Some(oid)) = (f.next(), f.next()) else {
+            continue;
+        };
+        let peeled = f.next().filter(|p| !p.is_empty()).unwrap_or(oid);
+        let item = |name: &str| Ref {
+            name: name.to_string(),
+            full: full.to_string(),
+            commit: peeled.to_string(),
+        };
+        if let Some(name) = full.strip_prefix("refs/heads/") {
+            branches.push(item(name));
+        } else if let Some(name) = full.strip_prefix("refs/tags/") {
+            tags.push(item(name));
+        }
+    }
+    Ok((branches, tags))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_that_git_could_misread_are_refused() {
+        for ok in ["main", "feat/x", "v1.0", "refs/pr/1", &"a".repeat(40)] {
+            assert!(plausible_rev(ok), "{ok}");
+        }
+        for bad in [
+            "", "-x", "--all", "a..b", "main@{1}", "a b", "HEAD~1", "x:y", "/a", "a/",
+        ] {
+            assert!(!plausible_rev(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ls_tree_records_are_parsed_and_junk_skipped() {
+        let out = b"100644 blob 0123456789012345678901234567890123456789     12\ta b.txt\0\
+040000 tree 1111111111111111111111111111111111111111       -\tdir\0\
+160000 commit 2222222222222222222222222222222222222222       -\tsub\0garbage\0";
+        let entries = parse_ls_tree(out);
+        assert_eq!(entries.len(), 2);
+        assert_eq!((entries[0].path.as_str(), entries[0].size), ("a b.txt", 12));
+        assert!(entries[1].is_dir && entries[1].path == "dir");
+    }
+}

@@ -1,0 +1,181 @@
+//! Writing commits into a hosted bare repository from the Hub API: blobs, a tree built in a
+//! temporary index, the commit, and the branch moved only from the commit it was built on
+//! (`git update-ref NEW OLD`), so a push or another commit in between makes it fail rather
+//! than be overwritten. Every git here runs with the server's fsync settings.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use crate::error::{ServerError, ServerResult};
+use crate::git::repos::FSYNC_CONFIG;
+
+/// A file of the tree being built: mode (`100644`, `100755`, `120000`) and blob id.
+pub type Files = BTreeMap<String, (String, String)>;
+
+fn git(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.args(FSYNC_CONFIG)
+        .arg("--git-dir")
+        .arg(dir)
+        .env("GIT_LITERAL_PATHSPECS", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs git with `input` on stdin; stdout, or an internal error with git's message.
+async fn run(
+    dir: &Path,
+    args: &[&str],
+    input: &[u8],
+    env: &[(&str, &str)],
+) -> ServerResult<String> {
+    let mut child = git(dir)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| ServerError::internal(format!("running git: {e}")))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let input = input.to_vec();
+    let writer = tokio::spawn(async move {
+        let _ = stdin.write_all(&input).await;
+    });
+    let out = child
+        .wait_with_output()
+        .await
+        .map_err(|e| ServerError::internal(format!("git: {e}")))?;
+    let _ = writer.await;
+    if !out.status.success() {
+        return Err(ServerError::internal(format!(
+            "git {} failed: {}",
+            args.first().unwrap_or(&""),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Stores `bytes` as a blob; returns its id.
+pub async fn write_blob(dir: &Path, bytes: &[u8]) -> ServerResult<String> {
+    run(dir, &["hash-object", "-w", "--stdin"], bytes, &[]).await
+}
+
+/// The files (blobs and symlinks, with modes) of `commit`'s tree; empty for `None`.
+pub async fn files_of(dir: &Path, commit: Option<&str>) -> ServerResult<Files> {
+    let Some(commit) = commit else {
+        return Ok(Files::new());
+    };
+    let out = run(dir, &["ls-tree", "-r", "-z", commit], b"", &[]).await?;
+    let mut files = Files::new();
+    for record in out.split('\0').filter(|r| !r.is_empty()) {
+        let Some((meta, path)) = record.split_once('\t') else {
+            continue;
+        };
+        let mut f = meta.split(' ');
+        if let (Some(mode), Some("blob"), Some(oid)) = (f.next(), f.next(), f.next()) {
+            files.insert(path.to_string(), (mode.to_string(), oid.to_string()));
+        }
+    }
+    Ok(files)
+}
+
+/// Writes the tree of `files` (through a temporary index under `tmp`); returns its id.
+pub async fn write_tree(dir: &Path, tmp: &Path, files: &Files) -> ServerResult<String> {
+    tokio::fs::create_dir_all(tmp).await?;
+    let index = tmp.join(format!("hub-index-{:016x}", rand::random::<u64>()));
+    let index_s = index.to_string_lossy().to_string();
+    let env = [("GIT_INDEX_FILE", index_s.as_str())];
+    let mut info = Vec::new();
+    for (path, (mode, oid)) in files {
+        info.extend_from_slice(format!("{mode} {oid}\t{path}\0").as_bytes());
+    }
+    let result = async {
+        run(dir, &["update-index", "-z", "--index-info"], &info, &env).await?;
+        run(dir, &["write-tree"], b"", &env).await
+    }
+    .await;
+    let _ = tokio::fs::remove_file(&index).await;
+    result
+}
+
+/// The paths among `paths` whose `filter` attribute is `lfs` in `tree`'s .gitattributes.
+pub async fn lfs_filtered(dir: &Path, tree: &str, paths: &[&str]) -> ServerResult<Vec<String>> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let source = format!("--source={tree}");
+    let mut input = Vec::new();
+    for p in paths {
+        input.extend_from_slice(p.as_bytes());
+        input.push(0);
+    }
+    let out = run(
+        dir,
+        &["check-attr", &source, "-z", "--stdin", "filter"],
+        &input,
+        &[],
+    )
+    .await?;
+    // `path\0filter\0value\0` per path.
+    let fields: Vec<&str> = out.split('\0').collect();
+    Ok(fields
+        .chunks(3)
+        .filter(|c| c.len() == 3 && c[2] == "lfs")
+        .map(|c| c[0].to_string())
+        .collect())
+}
+
+/// Who a commit is by.
+pub struct Author<'a> {
+    pub name: &'a str,
+    pub email: &'a str,
+}
+
+/// Creates the commit of `tree` on `parent` (none: a root commit); returns its id.
+pub async fn commit_tree(
+    dir: &Path,
+    tree: &str,
+    parent: Option<&str>,
+    message: &str,
+    author: &Author<'_>,
+) -> ServerResult<String> {
+    let mut args = vec!["commit-tree", tree];
+    if let Some(p) = parent {
+        args.extend(["-p", p]);
+    }
+    let env = [
+        ("GIT_AUTHOR_NAME", author.name),
+        ("GIT_AUTHOR_EMAIL", author.email),
+        ("GIT_COMMITTER_NAME", author.name),
+        ("GIT_COMMITTER_EMAIL", author.email),
+    ];
+    run(dir, &args, message.as_bytes(), &env).await
+}
+
+/// Moves `branch` to `new` if it still points at `old` (`None`: if it does not exist).
+/// `false` when it moved meanwhile.
+pub async fn move_branch(
+    dir: &Path,
+    branch: &str,
+    new: &str,
+    old: Option<&str>,
+    reason: &str,
+) -> ServerResult<bool> {
+    let full = format!("refs/heads/{branch}");
+    let zero = "0".repeat(40);
+    let old = old.unwrap_or(&zero);
+    let out = git(dir)
+        .args(["update-ref", "-m", reason, &full, new, old])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| ServerError::internal(format!("running git: {e}")))?;
+    Ok(out.status.success())
+}

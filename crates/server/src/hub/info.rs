@@ -1,0 +1,175 @@
+//! Repository info (`sha`, `siblings`), tree listings and refs.
+
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::auth::Scope;
+use crate::hub::access::{open, Repo};
+use crate::hub::gitread::{self, Entry};
+use crate::hub::{HubError, HubResult};
+use crate::state::{blocking, SharedState};
+
+/// The commit `rev` names in `repo`, or `RevisionNotFound`.
+pub async fn commit_of(repo: &Repo, rev: &str) -> HubResult<String> {
+    gitread::resolve(&repo.dir, rev)
+        .await?
+        .ok_or_else(|| HubError::RevisionNotFound(rev.to_string()))
+}
+
+/// The XET file hashes of the LFS files among `entries` that `repo` holds (by the pointer's
+/// sha256, the repository's own claim), in the same order.
+pub async fn xet_hashes(
+    state: &SharedState,
+    repo: &Repo,
+    entries: &[Entry],
+) -> HubResult<Vec<Option<String>>> {
+    let oids: Vec<Option<[u8; 32]>> = entries
+        .iter()
+        .map(|e| e.pointer.as_ref().map(|p| p.oid.0))
+        .collect();
+    let (index, name) = (state.index.clone(), repo.name.clone());
+    Ok(blocking(move || {
+        oids.into_iter()
+            .map(|oid| match oid {
+                Some(oid) => Ok(index
+                    .repo_file_by_sha256(&name, &oid)?
+                    .map(|f| f.file_hash.to_hex())),
+                None => Ok(None),
+            })
+            .collect()
+    })
+    .await?)
+}
+
+/// `GET /api/models/{repo}[/revision/{rev}]`.
+pub async fn repo_info(
+    state: &SharedState,
+    headers: &HeaderMap,
+    ns: &str,
+    name: &str,
+    rev: Option<&str>,
+) -> HubResult<Response> {
+    let repo = open(state, headers, ns, name, Scope::Read).await?;
+    let sha = match rev {
+        Some(rev) => Some(commit_of(&repo, rev).await?),
+        None => gitread::head(&repo.dir).await?,
+    };
+    let (siblings, modified) = match &sha {
+        Some(sha) => {
+            let files: Vec<Entry> = gitread::list(&repo.dir, sha, "", true)
+                .await?
+                .into_iter()
+                .filter(|e| !e.is_dir)
+                .collect();
+            let siblings: Vec<Value> = files.iter().map(sibling).collect();
+            let time = gitread::commit_time(&repo.dir, sha).await?;
+            (siblings, Some(crate::time::rfc3339(time)))
+        }
+        None => (Vec::new(), None),
+    };
+    let id = repo.name.to_string();
+    Ok(Json(json!({
+        "_id": id,
+        "id": id,
+        "modelId": id,
+        "author": ns,
+        "sha": sha,
+        "lastModified": modified,
+        "private": !state.config.anonymous_read,
+        "gated": false,
+        "disabled": false,
+        "downloads": 0,
+        "likes": 0,
+        "tags": [],
+        "siblings": siblings,
+    }))
+    .into_response())
+}
+
+fn sibling(e: &Entry) -> Value {
+    let mut v = json!({ "rfilename": e.path, "size": e.file_size(), "blobId": e.oid });
+    if let Some(p) = &e.pointer {
+        v["lfs"] = json!({ "sha256": p.oid.to_hex(), "size": p.size, "pointerSize": e.size });
+    }
+    v
+}
+
+/// A tree listing's entry as the Hub writes it (`oid`, not `sha256`, under `lfs` here).
+fn tree_entry(e: &Entry, xet_hash: Option<String>) -> Value {
+    if e.is_dir {
+        return json!({ "type": "directory", "path": e.path, "oid": e.oid, "size": 0 });
+    }
+    let mut v = json!({ "type": "file", "path": e.path, "oid": e.oid, "size": e.file_size() });
+    if let Some(p) = &e.pointer {
+        v["lfs"] = json!({ "oid": p.oid.to_hex(), "size": p.size, "pointerSize": e.size });
+    }
+    if let Some(x) = xet_hash {
+        v["xetHash"] = json!(x);
+    }
+    v
+}
+
+pub struct TreeQuery {
+    pub rev: String,
+    /// A directory in the repository, "" for the root.
+    pub path: String,
+    pub recursive: bool,
+}
+
+/// `GET /api/models/{repo}/tree/{rev}[/{path}]?recursive=`: one page, everything.
+pub async fn tree(
+    state: &SharedState,
+    headers: &HeaderMap,
+    ns: &str,
+    name: &str,
+    query: TreeQuery,
+) -> HubResult<Response> {
+    let repo = open(state, headers, ns, name, Scope::Read).await?;
+    let sha = commit_of(&repo, &query.rev).await?;
+    let missing = || HubError::EntryNotFound {
+        message: format!("{} does not exist at {}", query.path, query.rev),
+        commit: Some(sha.clone()),
+    };
+    if !query.path.is_empty() {
+        if !crate::hub::valid_repo_path(&query.path) {
+            return Err(missing());
+        }
+        match gitread::entry(&repo.dir, &sha, &query.path).await? {
+            Some(e) if e.is_dir => {}
+            _ => return Err(missing()),
+        }
+    }
+    let entries = gitread::list(&repo.dir, &sha, &query.path, query.recursive).await?;
+    let hashes = xet_hashes(state, &repo, &entries).await?;
+    let listed: Vec<Value> = entries
+        .iter()
+        .zip(hashes)
+        .map(|(e, x)| tree_entry(e, x))
+        .collect();
+    Ok(Json(listed).into_response())
+}
+
+/// `GET /api/models/{repo}/refs`: branches and tags; no conversions or pull requests.
+pub async fn refs(
+    state: &SharedState,
+    headers: &HeaderMap,
+    ns: &str,
+    name: &str,
+) -> HubResult<Response> {
+    let repo = open(state, headers, ns, name, Scope::Read).await?;
+    let (branches, tags) = gitread::refs(&repo.dir).await?;
+    let items = |refs: Vec<gitread::Ref>| -> Vec<Value> {
+        refs.into_iter()
+            .map(|r| json!({ "name": r.name, "ref": r.full, "targetCommit": r.commit }))
+            .collect()
+    };
+    Ok(Json(json!({
+        "branches": items(branches),
+        "tags": items(tags),
+        "converts": [],
+        "pullRequests": [],
+    }))
+    .into_response())
+}

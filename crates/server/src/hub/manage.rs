@@ -1,0 +1,145 @@
+//! `list_repo_commits` and `delete_repo`.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use crate::auth::Scope;
+use crate::body::read_limited;
+use crate::error::ServerError;
+use crate::hub::access::{authorize, open};
+use crate::hub::info::commit_of;
+use crate::hub::{HubError, HubResult};
+use crate::repo_name::RepoName;
+use crate::state::{blocking, SharedState};
+
+/// Commits per page of `list_repo_commits` (the client follows `Link: rel="next"`).
+const PAGE: usize = 500;
+
+/// `GET /api/models/{repo}/commits/{rev}?p=N`: newest first.
+pub async fn commits(
+    state: &SharedState,
+    headers: &HeaderMap,
+    ns: &str,
+    name: &str,
+    rev: &str,
+    query: &str,
+) -> HubResult<Response> {
+    let repo = open(state, headers, ns, name, Scope::Read).await?;
+    let commit = commit_of(&repo, rev).await?;
+    let page: usize = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("p="))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    let skip = format!("--skip={}", page.saturating_mul(PAGE));
+    // One more than a page tells whether another follows.
+    let count = format!("--max-count={}", PAGE + 1);
+    let out = tokio::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(&repo.dir)
+        .args([
+            "log",
+            "-z",
+            "--format=%H%x1f%an%x1f%ct%x1f%s%x1f%B",
+            &skip,
+            &count,
+            &commit,
+            "--",
+        ])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| ServerError::internal(format!("running git log: {e}")))?;
+    if !out.status.success() {
+        return Err(ServerError::internal("git log failed").into());
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut items: Vec<serde_json::Value> = text
+        .split('\0')
+        .filter(|r| !r.is_empty())
+        .filter_map(|record| {
+            let f: Vec<&str> = record.splitn(5, '\x1f').collect();
+            let [id, author, time, title, message] = f.as_slice() else {
+                return None;
+            };
+            Some(serde_json::json!({
+                "id": id.trim(),
+                "authors": [{ "user": author }],
+                "date": crate::time::rfc3339(time.parse().unwrap_or(0)),
+                "title": title,
+                "message": message.trim_end(),
+            }))
+        })
+        .collect();
+    let more = items.len() > PAGE;
+    items.truncate(PAGE);
+    let mut response = axum::Json(items).into_response();
+    if more {
+        let next = format!(
+            "<{}/api/models/{}/commits/{commit}?p={}>; rel=\"next\"",
+            state.base_url(headers),
+            repo.name,
+            page + 1
+        );
+        if let Ok(v) = HeaderValue::from_str(&next) {
+            response.headers_mut().insert(header::LINK, v);
+        }
+    }
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+struct DeleteRequest {
+    name: String,
+    #[serde(default)]
+    organization: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+}
+
+/// `DELETE /api/repos/delete`: with an `admin` token of the repository, its git repository
+/// and LFS object records go (as `git xet server repo delete`; `gc` frees the storage).
+pub async fn delete_repo(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    delete(&state, &headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn delete(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResult<Response> {
+    let bytes = read_limited(body, headers, 64 * 1024, "delete request").await?;
+    let request: DeleteRequest = serde_json::from_slice(&bytes)
+        .map_err(|e| ServerError::bad_request(format!("malformed delete request: {e}")))?;
+    if request.kind.as_deref().is_some_and(|k| k != "model") {
+        return Err(HubError::RepoNotFound(request.name));
+    }
+    let shown = format!(
+        "{}/{}",
+        request.organization.unwrap_or_default(),
+        request.name
+    );
+    let repo = RepoName::parse(&shown).map_err(|_| HubError::RepoNotFound(shown.clone()))?;
+    authorize(state, headers, &repo, Scope::Admin)?;
+    let dir = repo.bare_dir(&state.config.repos_dir());
+    if !dir.join("HEAD").is_file() {
+        return Err(HubError::RepoNotFound(repo.to_string()));
+    }
+    // Renamed away first, so that no request finds half a repository.
+    let gone = dir.with_file_name(format!(".deleted-{:016x}", rand::random::<u64>()));
+    tokio::fs::rename(&dir, &gone)
+        .await
+        .map_err(ServerError::from)?;
+    tokio::fs::remove_dir_all(&gone)
+        .await
+        .map_err(ServerError::from)?;
+    let (index, owned) = (state.index.clone(), repo.clone());
+    let objects = blocking(move || Ok(index.delete_repo_files(&owned)?)).await?;
+    tracing::info!(%repo, objects, "deleted repository through the Hub API");
+    Ok(axum::Json(serde_json::json!({})).into_response())
+}

@@ -1,0 +1,180 @@
+//! The Hugging Face Hub HTTP API over the hosted git repositories, so that
+//! `huggingface_hub` (`HF_ENDPOINT` = this server, `HF_TOKEN` = a git-xet token) downloads
+//! and uploads them: repository info and listings, `resolve` downloads (LFS files through
+//! XET), xet tokens, and commits. The model `ns/name` is the hosted repository `ns/name`.
+//!
+//! Access is the git side's: a token names one repository. Anything the caller may not read
+//! is answered as a missing repository (404 `RepoNotFound`), never told apart from one.
+
+mod access;
+mod commit;
+mod error;
+mod gitread;
+mod gitwrite;
+mod info;
+mod manage;
+mod resolve;
+mod upload;
+
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, delete, get, post};
+use axum::Router;
+
+use crate::state::SharedState;
+pub use error::{HubError, HubResult};
+
+/// The Hub's routes; merged into the server's router (http.rs).
+pub fn router() -> Router<SharedState> {
+    Router::new()
+        .route("/api/whoami-v2", get(access::whoami))
+        .route("/api/validate-yaml", post(validate_yaml))
+        .route("/api/repos/create", post(upload::create_repo))
+        .route("/api/repos/delete", delete(manage::delete_repo))
+        .route("/api/models/{*rest}", any(api))
+        .route("/{ns}/{name}/resolve/{*rest}", any(resolve::resolve))
+}
+
+/// `POST /api/validate-yaml`: the client checks a README's metadata before committing it;
+/// any JSON answer without errors lets it go on (the metadata is not checked here).
+async fn validate_yaml() -> Response {
+    axum::Json(serde_json::json!({ "errors": [], "warnings": [] })).into_response()
+}
+
+/// `/api/models/{ns}/{name}[/{operation}/...]`.
+async fn api(State(state): State<SharedState>, request: Request) -> Response {
+    let path = request.uri().path().to_string();
+    let rest = path.strip_prefix("/api/models/").unwrap_or("");
+    let segments: Vec<&str> = rest.split('/').collect();
+    let result = match segments.as_slice() {
+        [ns, name, op @ ..] => route(&state, ns, name, op, request).await,
+        _ => Err(HubError::RepoNotFound(rest.to_string())),
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn route(
+    state: &SharedState,
+    ns: &str,
+    name: &str,
+    op: &[&str],
+    request: Request,
+) -> HubResult<Response> {
+    let method = request.method().clone();
+    let query = request.uri().query().unwrap_or("").to_string();
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+    match (&method, op) {
+        (&Method::GET, []) => info::repo_info(state, headers, ns, name, None).await,
+        (&Method::GET, ["revision", rev]) => {
+            info::repo_info(state, headers, ns, name, Some(&decode(rev)?)).await
+        }
+        (&Method::GET, ["tree", rev, path @ ..]) => {
+            let path = path
+                .iter()
+                .map(|s| decode(s))
+                .collect::<HubResult<Vec<_>>>()?;
+            let recursive = query_flag(&query, "recursive");
+            let tree = info::TreeQuery {
+                rev: decode(rev)?,
+                path: path.join("/"),
+                recursive,
+            };
+            info::tree(state, headers, ns, name, tree).await
+        }
+        (&Method::GET, ["commits", rev]) => {
+            manage::commits(state, headers, ns, name, &decode(rev)?, &query).await
+        }
+        (&Method::GET, ["refs"]) => info::refs(state, headers, ns, name).await,
+        (&Method::GET, ["xet-read-token", rev]) => {
+            resolve::xet_read_token(state, headers, ns, name, &decode(rev)?).await
+        }
+        (&Method::GET, ["xet-write-token", _rev]) => {
+            upload::xet_write_token(state, headers, ns, name).await
+        }
+        (&Method::POST, ["preupload", rev]) => {
+            upload::preupload(state, headers, ns, name, &decode(rev)?, body).await
+        }
+        (&Method::POST, ["commit", rev]) => {
+            commit::commit(state, headers, ns, name, &decode(rev)?, &query, body).await
+        }
+        _ => Err(crate::error::ServerError::not_found(format!(
+            "the Hub API of this server has no route for {method} {}",
+            op.join("/")
+        ))
+        .into()),
+    }
+}
+
+/// Whether `key=true` (or `1`) is in the query string.
+fn query_flag(query: &str, key: &str) -> bool {
+    query.split('&').any(|pair| match pair.split_once('=') {
+        Some((k, v)) => k == key && matches!(v, "true" | "True" | "1"),
+        None => false,
+    })
+}
+
+/// Percent-decodes one URL segment (`%2F` included: the client escapes the slashes of
+/// revisions). Invalid escapes or UTF-8 are a 400.
+pub fn decode(segment: &str) -> HubResult<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            match hex {
+                Some(b) => out.push(b),
+                None => return Err(bad_escape(segment)),
+            }
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| bad_escape(segment))
+}
+
+fn bad_escape(segment: &str) -> HubError {
+    crate::error::ServerError::bad_request(format!(
+        "invalid percent-encoding in URL segment {:?}",
+        segment.chars().take(100).collect::<String>()
+    ))
+    .into()
+}
+
+/// Checks a path in a repository: `/`-separated, no empty, `.` or `..` segment, no `.git`
+/// directory, no control characters.
+pub fn valid_repo_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.len() <= 4096
+        && !path.chars().any(char::is_control)
+        && path
+            .split('/')
+            .all(|s| !s.is_empty() && s != "." && s != ".." && s != ".git")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_decode_and_bad_escapes_are_refused() {
+        assert_eq!(decode("feat%2Fx").unwrap(), "feat/x");
+        assert_eq!(decode("a%20b%C3%BC").unwrap(), "a bü");
+        for bad in ["%", "%2", "%zz", "%ff"] {
+            assert!(decode(bad).is_err(), "{bad}");
+        }
+        assert!(query_flag("recursive=true&expand=false", "recursive"));
+        assert!(!query_flag("recursive=false", "recursive"));
+        assert!(valid_repo_path("a/b c.txt"));
+        for bad in ["", "/a", "a//b", "../x", "a/./b", ".git/config", "a\nb"] {
+            assert!(!valid_repo_path(bad), "{bad:?}");
+        }
+    }
+}

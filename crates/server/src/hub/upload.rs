@@ -1,0 +1,192 @@
+//! The steps of an upload before its commit: `create_repo`, `preupload` (which files go
+//! through LFS/XET) and the xet write token.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use serde::Deserialize;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+
+use crate::auth::Scope;
+use crate::body::read_limited;
+use crate::error::ServerError;
+use crate::hub::access::{authorize, open, Repo};
+use crate::hub::commit::write_locked;
+use crate::hub::gitwrite::{self, Author, Files};
+use crate::hub::{gitread, HubError, HubResult};
+use crate::repo_name::RepoName;
+use crate::state::SharedState;
+
+/// Files from this size go through LFS/XET whatever their content (the Hub's threshold).
+const LFS_FROM: u64 = 10 * 1024 * 1024;
+
+/// The `.gitattributes` of a new repository: the usual weights and data formats via LFS.
+const GITATTRIBUTES: &str = "\
+*.7z *.arrow *.bin *.bz2 *.ckpt *.ftz *.gguf *.gz *.h5 *.joblib *.lfs.* *.mlmodel *.model \
+*.msgpack *.npy *.npz *.onnx *.ot *.parquet *.pb *.pickle *.pkl *.pt *.pth *.rar \
+*.safetensors *.tar *.tflite *.tgz *.wasm *.xz *.zip *.zst *tfevents*";
+
+fn initial_gitattributes() -> String {
+    GITATTRIBUTES
+        .split_whitespace()
+        .map(|p| format!("{p} filter=lfs diff=lfs merge=lfs -text\n"))
+        .collect()
+}
+
+#[derive(Deserialize)]
+struct CreateRequest {
+    name: String,
+    #[serde(default)]
+    organization: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+}
+
+/// `POST /api/repos/create`: a new hosted repository with an initial commit on `main`
+/// (`.gitattributes`), as the Hub creates them. Visibility is the server's: every
+/// repository needs a token, unless the server runs with `--anonymous-read`.
+pub async fn create_repo(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    create(&state, &headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn create(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResult<Response> {
+    let bytes = read_limited(body, headers, 64 * 1024, "create request").await?;
+    let request: CreateRequest = serde_json::from_slice(&bytes)
+        .map_err(|e| ServerError::bad_request(format!("malformed create request: {e}")))?;
+    if request.kind.as_deref().is_some_and(|k| k != "model") {
+        return Err(ServerError::bad_request(
+            "only model repositories are served by git-xet's Hub API (no datasets or spaces yet)",
+        )
+        .into());
+    }
+    let Some(org) = request.organization else {
+        return Err(ServerError::bad_request(
+            "name the repository with its namespace: create_repo(\"org/name\")",
+        )
+        .into());
+    };
+    let repo = RepoName::parse(&format!("{org}/{}", request.name))?;
+    let access = authorize(state, headers, &repo, Scope::Write)?;
+    let url = format!("{}/{repo}", state.base_url(headers));
+    let root = state.config.repos_dir();
+    let dir = repo.bare_dir(&root);
+    if dir.join("HEAD").is_file() {
+        let body = serde_json::json!({
+            "error": "You already created this model repo",
+            "url": url,
+        });
+        return Ok((axum::http::StatusCode::CONFLICT, axum::Json(body)).into_response());
+    }
+    let hook = crate::git::repos::hook_script(state.config.hook_program.as_deref());
+    crate::git::repos::ensure_repo(&root, &repo, &hook).await?;
+    let repo = Repo {
+        name: repo,
+        dir,
+        access,
+    };
+    let blob = gitwrite::write_blob(&repo.dir, initial_gitattributes().as_bytes()).await?;
+    let mut files = Files::new();
+    files.insert(".gitattributes".into(), ("100644".into(), blob));
+    let tree = gitwrite::write_tree(&repo.dir, &state.config.tmp_dir(), &files).await?;
+    let user = repo.access.user().unwrap_or("git-xet").to_string();
+    let author = Author {
+        name: &user,
+        email: "hub@git-xet",
+    };
+    let commit = gitwrite::commit_tree(&repo.dir, &tree, None, "initial commit\n", &author).await?;
+    // A push that created the branch first wins; the repository is there either way.
+    write_locked(&repo, "main", &commit, None).await?;
+    Ok(
+        axum::Json(serde_json::json!({ "url": url, "name": repo.name.to_string() }))
+            .into_response(),
+    )
+}
+
+#[derive(Deserialize)]
+struct PreuploadRequest {
+    files: Vec<PreuploadFile>,
+}
+
+#[derive(Deserialize)]
+struct PreuploadFile {
+    path: String,
+    #[serde(default)]
+    sample: String,
+    #[serde(default)]
+    size: u64,
+}
+
+/// `POST /api/models/{repo}/preupload/{rev}`: `lfs` for files an LFS rule of the
+/// revision's `.gitattributes` covers, binary samples and files from 10 MiB; `regular`
+/// otherwise. `oid` is the file's current id (sha256 or blob id) so unchanged files are
+/// skipped by the client.
+pub async fn preupload(
+    state: &SharedState,
+    headers: &HeaderMap,
+    ns: &str,
+    name: &str,
+    rev: &str,
+    body: Body,
+) -> HubResult<Response> {
+    let repo = open(state, headers, ns, name, Scope::Write).await?;
+    let bytes = read_limited(body, headers, 4 * 1024 * 1024, "preupload request").await?;
+    let request: PreuploadRequest = serde_json::from_slice(&bytes)
+        .map_err(|e| ServerError::bad_request(format!("malformed preupload request: {e}")))?;
+    let commit = gitread::resolve(&repo.dir, rev)
+        .await?
+        .ok_or_else(|| HubError::RevisionNotFound(rev.to_string()))?;
+    let paths: Vec<&str> = request.files.iter().map(|f| f.path.as_str()).collect();
+    let filtered = gitwrite::lfs_filtered(&repo.dir, &commit, &paths).await?;
+    let existing = gitread::list(&repo.dir, &commit, "", true).await?;
+    let answers: Vec<serde_json::Value> = request
+        .files
+        .iter()
+        .map(|f| {
+            let sample = STANDARD.decode(f.sample.as_bytes()).unwrap_or_default();
+            let lfs =
+                f.size >= LFS_FROM || sample.contains(&0) || filtered.iter().any(|p| p == &f.path);
+            let oid = existing
+                .iter()
+                .find(|e| !e.is_dir && e.path == f.path)
+                .map(|e| match (&e.pointer, lfs) {
+                    (Some(p), true) => p.oid.to_hex(),
+                    (None, false) => e.oid.clone(),
+                    _ => String::new(),
+                })
+                .filter(|o| !o.is_empty());
+            serde_json::json!({
+                "path": f.path,
+                "uploadMode": if lfs { "lfs" } else { "regular" },
+                "shouldIgnore": false,
+                "oid": oid,
+            })
+        })
+        .collect();
+    Ok(axum::Json(serde_json::json!({ "files": answers })).into_response())
+}
+
+/// `GET /api/models/{repo}/xet-write-token/{rev}`: a CAS write token (the revision is not
+/// checked: the commit names the branch).
+pub async fn xet_write_token(
+    state: &SharedState,
+    headers: &HeaderMap,
+    ns: &str,
+    name: &str,
+) -> HubResult<Response> {
+    let repo = open(state, headers, ns, name, Scope::Write).await?;
+    Ok(crate::hub::resolve::xet_token(
+        state,
+        headers,
+        &repo,
+        Scope::Write,
+    ))
+}

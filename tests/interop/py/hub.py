@@ -1,0 +1,255 @@
+"""Drives the real `huggingface_hub` client against `git xet server` for tests/interop/hub.rs.
+
+Usage: hub.py CHECK SPEC_JSON, the environment carrying HF_ENDPOINT, HF_TOKEN, HF_HOME.
+The spec (written by the Rust test) names the repository, its commits and the expected
+content of its files (local paths). Each check asserts and exits non-zero on a mismatch;
+it prints a JSON summary for the test to read.
+
+  download   model_info, list_repo_files/tree/refs, hf_hub_download by branch, tag and
+             sha, snapshot_download, errors (missing repo, revision, file)
+  isolation  what a token of another repository, and no token, get on every route
+  upload     create_repo, upload_file/upload_folder (xet), deletes, parent_commit,
+             list_repo_commits, delete_repo
+"""
+
+import hashlib
+import json
+import os
+import sys
+
+import httpx2 as httpx
+from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    HfHubHTTPError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def same(path, expected_path, what):
+    with open(path, "rb") as a, open(expected_path, "rb") as b:
+        assert a.read() == b.read(), f"{what}: different bytes"
+
+
+def raises(kind, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except kind as e:
+        return e
+    raise AssertionError(f"{fn.__name__}{args} did not raise {kind.__name__}")
+
+
+def check_download(spec):
+    repo, files, commits = spec["repo"], spec["files"], spec["commits"]
+    api = HfApi()
+    info = api.model_info(repo)
+    assert info.sha == commits["main"], (info.sha, commits)
+    assert sorted(s.rfilename for s in info.siblings) == sorted(files), info.siblings
+    assert info.last_modified is not None
+    assert sorted(api.list_repo_files(repo)) == sorted(files)
+    tree = {e.path: e for e in api.list_repo_tree(repo, recursive=True)}
+    big = spec["lfs_file"]
+    assert tree[big].lfs is not None and tree[big].lfs.sha256 == sha256(files[big])
+    assert tree[big].size == os.path.getsize(files[big])
+    assert len(tree[big].xet_hash or "") == 64, tree[big]
+    top = [e.path for e in api.list_repo_tree(repo)]
+    assert "sub" in top and "sub/a.txt" not in top, top
+    inside = [e.path for e in api.list_repo_tree(repo, path_in_repo="sub")]
+    assert inside == ["sub/a.txt"], inside
+    refs = api.list_repo_refs(repo)
+    assert [(b.name, b.target_commit) for b in refs.branches] == sorted(
+        [("main", commits["main"]), ("feat/x", commits["feat/x"])]
+    ), refs
+    assert [(t.name, t.target_commit) for t in refs.tags] == [("v1", commits["v1"])], refs
+
+    # Downloads: the LFS file through hf_xet (or plain HTTP with HF_HUB_DISABLE_XET), the
+    # others plain; by branch, tag, sha and a branch with a slash.
+    for path, local in files.items():
+        got = hf_hub_download(repo, path)
+        assert f"snapshots/{commits['main']}/" in got, got
+        same(got, local, path)
+    # The blob is named by the sha256 (the ETag), as the tree listing's `lfs.oid`.
+    blob = os.readlink(hf_hub_download(repo, big))
+    assert os.path.basename(blob) == sha256(files[big]), blob
+    old = hf_hub_download(repo, "sub/a.txt", revision="v1")
+    assert open(old, "rb").read() == spec["v1_a"].encode(), old
+    old = hf_hub_download(repo, "sub/a.txt", revision=commits["v1"])
+    assert open(old, "rb").read() == spec["v1_a"].encode(), old
+    feat = hf_hub_download(repo, "feat.txt", revision="feat/x")
+    assert open(feat, "rb").read() == b"feature\n"
+    snap = snapshot_download(repo)
+    for path, local in files.items():
+        same(os.path.join(snap, path), local, f"snapshot {path}")
+    only = snapshot_download(repo, allow_patterns="*.json", local_dir=spec["local_dir"])
+    assert sorted(os.listdir(only)) == [".cache", "config.json"], os.listdir(only)
+
+    # Errors are the client's typed ones.
+    raises(EntryNotFoundError, hf_hub_download, repo, "nope.txt")
+    raises(RevisionNotFoundError, hf_hub_download, repo, "sub/a.txt", revision="nope")
+    raises(RevisionNotFoundError, api.model_info, repo, revision="nope")
+    raises(RepositoryNotFoundError, hf_hub_download, "org/nope", "sub/a.txt")
+    assert api.file_exists(repo, "sub/a.txt") and not api.file_exists(repo, "nope.txt")
+    assert api.repo_exists(repo) and not api.repo_exists("org/nope")
+    assert api.revision_exists(repo, "feat/x") and not api.revision_exists(repo, "nope")
+
+    # A plain range request, as a resumed download sends.
+    url = f"{os.environ['HF_ENDPOINT']}/{repo}/resolve/main/{big}"
+    auth = {"authorization": f"Bearer {os.environ['HF_TOKEN']}", "range": "bytes=5-"}
+    r = httpx.get(url, headers=auth)
+    assert r.status_code == 206, r.status_code
+    assert r.content == open(files[big], "rb").read()[5:]
+    print(json.dumps({"sha": info.sha}))
+
+
+def check_isolation(spec):
+    """Every route, with a token of another repository and with none: a missing repository
+    (404, or 401 without a credential, X-Error-Code RepoNotFound), never data."""
+    repo, endpoint = spec["repo"], os.environ["HF_ENDPOINT"]
+    sha = spec["commits"]["main"]
+    routes = [
+        ("GET", f"/api/models/{repo}"),
+        ("GET", f"/api/models/{repo}/revision/main"),
+        ("GET", f"/api/models/{repo}/tree/main?recursive=true"),
+        ("GET", f"/api/models/{repo}/refs"),
+        ("GET", f"/api/models/{repo}/commits/main"),
+        ("GET", f"/api/models/{repo}/xet-read-token/{sha}"),
+        ("HEAD", f"/{repo}/resolve/main/sub/a.txt"),
+        ("GET", f"/{repo}/resolve/main/sub/a.txt"),
+        ("GET", f"/{repo}/resolve/main/{spec['lfs_file']}"),
+    ] + [tuple(r) for r in spec.get("write_routes", [])]
+    seen = []
+    for token, status in [(spec["other_token"], 404), (None, 401)]:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        for method, path in routes:
+            body = b"{}" if method not in ("GET", "HEAD") else None
+            r = httpx.request(method, endpoint + path, headers=headers, content=body)
+            code = r.headers.get("x-error-code")
+            assert (r.status_code, code) == (status, "RepoNotFound"), (method, path, r.status_code, code)
+            assert b"hello" not in r.content and b"accessToken" not in r.content, r.content
+            seen.append(f"{method} {path} {r.status_code}")
+        api = HfApi(token=token or False)
+        assert not api.repo_exists(repo)
+        assert not api.file_exists(repo, "sub/a.txt")
+        raises(RepositoryNotFoundError, api.model_info, repo)
+        raises(RepositoryNotFoundError, hf_hub_download, repo, "sub/a.txt", token=token or False)
+    # A credential that does not verify is not mistaken for a missing repository.
+    e = raises(HfHubHTTPError, HfApi(token="xet1.bad.bad").model_info, repo)
+    assert e.response.status_code == 401 and not isinstance(e, RepositoryNotFoundError), e
+    print(json.dumps(seen))
+
+
+def check_upload(spec):
+    """Uploads through the client (LFS files through hf_xet), checked by listing and
+    download; prints the files the repository should now hold, for git to clone."""
+    repo, scratch = spec["repo"], spec["scratch"]
+    api = HfApi()
+    url = api.create_repo(repo, private=True)
+    assert url.repo_id == repo and url.repo_type == "model", url
+    e = raises(HfHubHTTPError, api.create_repo, repo)
+    assert e.response.status_code == 409, e
+    api.create_repo(repo, exist_ok=True)
+    first = api.model_info(repo)
+    assert len(first.sha) == 40 and [s.rfilename for s in first.siblings] == [".gitattributes"]
+    assert first.private is True
+
+    def local(name, data):
+        path = os.path.join(scratch, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    files = {}
+    ci = api.upload_file(path_or_fileobj=b"hello\n", path_in_repo="a.txt", repo_id=repo)
+    files["a.txt"] = local("a.txt", b"hello\n")
+    assert len(ci.oid) == 40 and ci.repo_url.repo_id == repo, ci
+    assert api.model_info(repo).sha == ci.oid
+    # LFS by .gitattributes (safetensors), and by content (a binary .dat no rule covers).
+    weights = local("model.safetensors", os.urandom(3_000_000))
+    api.upload_file(path_or_fileobj=weights, path_in_repo="model.safetensors", repo_id=repo)
+    files["model.safetensors"] = weights
+    blob = local("data/blob.dat", b"\0" + os.urandom(400_000))
+    api.upload_file(path_or_fileobj=blob, path_in_repo="data/blob.dat", repo_id=repo)
+    files["data/blob.dat"] = blob
+    api.upload_file(
+        path_or_fileobj=b"---\nlicense: mit\n---\n# m\n", path_in_repo="README.md", repo_id=repo
+    )
+    files["README.md"] = local("README.md", b"---\nlicense: mit\n---\n# m\n")
+    folder = os.path.join(scratch, "folder")
+    for name, data in [("sub/x.txt", b"x\n"), ("sub/w.bin", os.urandom(200_000)), ("y.json", b"{}")]:
+        local(os.path.join("folder", name), data)
+    api.upload_folder(folder_path=folder, repo_id=repo, path_in_repo="f")
+    for name in ["sub/x.txt", "sub/w.bin", "y.json"]:
+        files[f"f/{name}"] = os.path.join(folder, name)
+    tree = {e.path: e for e in api.list_repo_tree(repo, recursive=True)}
+    for path in ["model.safetensors", "data/blob.dat", "f/sub/w.bin"]:
+        assert tree[path].lfs is not None and tree[path].lfs.sha256 == sha256(files[path]), tree[path]
+        assert len(tree[path].xet_hash or "") == 64, tree[path]
+    for path in files:
+        same(hf_hub_download(repo, path), files[path], path)
+
+    # Deletes, and a commit on a head that moved.
+    stale = api.model_info(repo).sha
+    api.upload_file(path_or_fileobj=b"gone\n", path_in_repo="gone.txt", repo_id=repo)
+    api.delete_file("gone.txt", repo)
+    assert not api.file_exists(repo, "gone.txt")
+    api.upload_file(path_or_fileobj=b"d\n", path_in_repo="tmp/d.txt", repo_id=repo)
+    api.delete_folder("tmp", repo)
+    assert not api.file_exists(repo, "tmp/d.txt")
+    raises(EntryNotFoundError, api.delete_file, "nope.txt", repo)
+    from huggingface_hub import CommitOperationAdd
+    e = raises(
+        HfHubHTTPError,
+        api.create_commit,
+        repo,
+        operations=[CommitOperationAdd("late.txt", b"late\n")],
+        commit_message="late",
+        parent_commit=stale,
+    )
+    assert e.response.status_code == 409, e
+    assert not api.file_exists(repo, "late.txt")
+
+    # A read token cannot upload; another repository's token does not see the repository.
+    e = raises(HfHubHTTPError, HfApi(token=spec["read_token"]).upload_file,
+               path_or_fileobj=b"no\n", path_in_repo="no.txt", repo_id=repo)
+    assert e.response.status_code == 403, e
+    other = HfApi(token=spec["other_token"])
+    raises(RepositoryNotFoundError, other.upload_file,
+           path_or_fileobj=b"no\n", path_in_repo="no.txt", repo_id=repo)
+    raises(HfHubHTTPError, other.create_repo, repo + "-2")
+    assert sorted(api.list_repo_files(repo)) == sorted([".gitattributes"] + list(files))
+
+    # History, newest first, and deleting repositories (admin only).
+    head = api.model_info(repo).sha
+    commits = api.list_repo_commits(repo)
+    assert commits[0].commit_id == head and commits[-1].title == "initial commit", commits
+    assert commits[0].created_at is not None and commits[0].authors, commits[0]
+    e = raises(HfHubHTTPError, api.delete_repo, repo)
+    assert e.response.status_code == 403, e
+    raises(RepositoryNotFoundError, other.delete_repo, repo)
+    admin = HfApi(token=spec["admin_token"])
+    gone = spec["admin_repo"]
+    admin.create_repo(gone)
+    admin.delete_repo(gone)
+    assert not admin.repo_exists(gone)
+    admin.delete_repo(gone, missing_ok=True)
+    raises(RepositoryNotFoundError, admin.delete_repo, gone)
+    assert api.model_info(repo).sha == head
+    print(json.dumps({"commit": api.model_info(repo).sha, "files": files}))
+
+
+def main(argv):
+    check, spec_path = argv[1], argv[2]
+    with open(spec_path) as f:
+        spec = json.load(f)
+    {"download": check_download, "isolation": check_isolation, "upload": check_upload}[check](spec)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
