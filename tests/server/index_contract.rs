@@ -25,6 +25,8 @@ mod errors;
 
 /// Opens another handle on the same index (another "process").
 type Opener = Box<dyn Fn() -> Arc<dyn Index>>;
+/// A named case of the contract.
+type Case = (&'static str, fn(&Opener));
 
 fn sqlite() -> (tempfile::TempDir, Opener) {
     let dir = tempfile::tempdir().unwrap();
@@ -297,7 +299,7 @@ fn usage(open: &Opener) {
 /// Runs every case of the contract, each on its own keys of the shared index, and then
 /// fails with all the cases that failed (not only the first).
 fn contract(open: &Opener) {
-    let mut cases: Vec<(&str, fn(&Opener))> = vec![
+    let mut cases: Vec<Case> = vec![
         ("xorbs_and_chunks", xorbs_and_chunks),
         ("shards_files_and_repos", shards_files_and_repos),
         ("concurrent_registrations", concurrent_registrations),
@@ -321,7 +323,7 @@ fn contract(open: &Opener) {
 }
 
 /// Runs each case, catching its panic; the failures as `name: message`.
-fn run_all(open: &Opener, cases: &[(&str, fn(&Opener))]) -> Vec<String> {
+fn run_all(open: &Opener, cases: &[Case]) -> Vec<String> {
     let mut failures = Vec::new();
     for (name, case) in cases {
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(open)));

@@ -78,7 +78,7 @@ pub enum Request {
 pub struct BadRequest {
     pub event: Option<String>,
     pub oid: Option<String>,
-    pub error: LfsError,
+    pub error: Box<LfsError>,
 }
 
 impl Request {
@@ -116,8 +116,8 @@ impl Request {
     }
 }
 
-fn protocol(msg: String) -> LfsError {
-    LfsError::Protocol(msg)
+fn protocol(msg: String) -> Box<LfsError> {
+    Box::new(LfsError::Protocol(msg))
 }
 
 fn bad_at(obj: &Map<String, Value>, event: Option<&str>, msg: &str) -> BadRequest {

@@ -8,7 +8,7 @@ use git_xet_server::repo_name::RepoName;
 use super::{file, hash, shard, xorb, Opener};
 
 /// The topics' cases, by name.
-pub(super) const CASES: [(&str, fn(&Opener)); 6] = [
+pub(super) const CASES: [super::Case; 6] = [
     ("locks", locks),
     ("concurrent_locks", concurrent_locks),
     ("tokens", tokens),
