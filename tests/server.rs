@@ -72,10 +72,13 @@ mod metrics;
 mod claims;
 #[path = "server/engine_checks.rs"]
 mod engine_checks;
+
 #[path = "server/layouts.rs"]
 mod layouts;
 #[path = "server/locks.rs"]
 mod locks;
+#[path = "server/runtimes.rs"]
+mod runtimes;
 
 #[path = "server/hostile.rs"]
 mod hostile;

@@ -109,11 +109,7 @@ pub fn import(opts: &ImportOptions, progress: ProgressFn) -> Result<ImportReport
         from: opts.from.clone(),
         cause,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(ImportError::Runtime)?;
+    let rt = crate::runtime::handle().map_err(ImportError::Runtime)?;
     let reader = Reader::open(&opts.from).map_err(source)?;
     let mut report = ImportReport::default();
     let (found, ignored) = reader.list(&rt).map_err(source)?;
@@ -158,7 +154,6 @@ pub fn import(opts: &ImportOptions, progress: ProgressFn) -> Result<ImportReport
             });
         }
     });
-    rt.shutdown_timeout(std::time::Duration::from_secs(10));
     let _ = std::fs::remove_dir_all(tmp);
     let (report, failure) = shared.into_inner().unwrap_or_else(|p| p.into_inner());
     match failure {
@@ -190,7 +185,7 @@ impl Outcome {
 
 fn import_one(
     state: &SharedState,
-    rt: &tokio::runtime::Runtime,
+    rt: &tokio::runtime::Handle,
     repo: &RepoName,
     reader: &Reader,
     found: &Found,

@@ -21,6 +21,7 @@
 //! | `git`           | git smart HTTP (upload/receive-pack); hosted repos; hook check    |
 //! | `hook`          | `git xet pre-receive`: the hook's check of a push, against the server |
 //! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
+//! | `runtime`       | the process's one tokio runtime                                   |
 //! | `http`, `metrics` | router, request accounting, Prometheus text                     |
 //! | `listen`        | connections: per-address cap, header and inactivity timeouts      |
 //! | `status`        | the status page (`GET /`, a browser's `GET /ORG/REPO`)            |
@@ -53,6 +54,7 @@ pub mod reconstruct;
 pub mod repo_name;
 pub mod repo_routes;
 pub mod revocation;
+pub mod runtime;
 pub mod shard_check;
 pub mod signing;
 pub mod ssh;

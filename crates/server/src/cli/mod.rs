@@ -64,6 +64,8 @@ pub fn main() -> ExitCode {
         Command::Shell(a) => shell::shell(a),
         Command::GenerateDocs(a) => docs::generate(a),
     };
+    // What the commands left running on the process's runtime gets a moment to end.
+    crate::runtime::shutdown(std::time::Duration::from_secs(10));
     match result {
         Ok(code) => code,
         Err(err) => {

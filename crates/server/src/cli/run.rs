@@ -202,14 +202,10 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     config.hook_program = std::env::current_exe()
         .and_then(|exe| exe.canonicalize())
         .ok();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("git-xet-server")
-        .build()
-        .context("starting the async runtime")?;
-    let result = runtime.block_on(crate::run(config));
+    let result =
+        crate::runtime::block_on(crate::run(config)).context("starting the async runtime")?;
     // Blocking work still running (a large upload being registered) gets a moment to finish.
-    runtime.shutdown_timeout(Duration::from_secs(10));
+    crate::runtime::shutdown(Duration::from_secs(10));
     result?;
     Ok(ExitCode::SUCCESS)
 }

@@ -21,12 +21,9 @@ pub(super) fn open_existing(args: &DeploymentArgs) -> anyhow::Result<Deployment>
     Ok(deployment::open(&config, &config.tmp_dir(), true)?)
 }
 
-pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
+/// The process's runtime (which the PostgreSQL index's connections run on too).
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Handle> {
+    crate::runtime::handle().context("starting the async runtime")
 }
 
 /// A duration option that [`parse_duration`] refused (clap shows it with the option's name).

@@ -114,7 +114,7 @@ impl Reader {
 
     /// Every object named by a sha256, sorted by name, and how many other files or keys
     /// there were (left alone).
-    pub fn list(&self, rt: &tokio::runtime::Runtime) -> std::io::Result<(Vec<Found>, u64)> {
+    pub fn list(&self, rt: &tokio::runtime::Handle) -> std::io::Result<(Vec<Found>, u64)> {
         let mut found = Vec::new();
         let mut ignored = 0;
         match self {
@@ -149,7 +149,7 @@ impl Reader {
     /// (call from a thread outside `rt`).
     pub fn read(
         &self,
-        rt: &tokio::runtime::Runtime,
+        rt: &tokio::runtime::Handle,
         found: &Found,
     ) -> std::io::Result<Box<dyn Read + Send>> {
         match (&found.at, self) {
@@ -159,7 +159,7 @@ impl Reader {
                 let body = tokio_util::io::StreamReader::new(got.into_stream().map_err(to_io));
                 Ok(Box::new(tokio_util::io::SyncIoBridge::new_with_handle(
                     body,
-                    rt.handle().clone(),
+                    rt.clone(),
                 )))
             }
             (At::Key(_), Reader::Dir(_)) => Err(std::io::Error::other("an S3 key in a directory")),

@@ -73,8 +73,8 @@ pub enum S3ProbeError {
 }
 
 /// Lists one level under `prefix` in the bucket `builder` names, and tells why it failed.
-/// Runs on a thread and runtime of its own, so it may be called from anywhere (a plain
-/// thread, or a blocking section of the server's runtime).
+/// Its requests run on the process's runtime ([`crate::runtime::wait`]), so it may be
+/// called from anywhere (a plain thread, or a blocking section of the server's runtime).
 pub fn probe(builder: &AmazonS3Builder, prefix: &str) -> Result<(), S3ProbeError> {
     let bucket = builder
         .get_config_value(&AmazonS3ConfigKey::Bucket)
@@ -129,7 +129,7 @@ pub fn probe(builder: &AmazonS3Builder, prefix: &str) -> Result<(), S3ProbeError
         "" => ABSENT_KEY.to_string(),
         p => format!("{p}/{ABSENT_KEY}"),
     });
-    let check = async {
+    let check = async move {
         let listed = s3.list_with_delimiter(Some(&prefix)).await;
         let Err(list_error) = listed else {
             return Ok(());
@@ -149,20 +149,12 @@ pub fn probe(builder: &AmazonS3Builder, prefix: &str) -> Result<(), S3ProbeError
             _ => Err(Failure::Other(list_error)),
         }
     };
-    let outcome = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?;
-                Ok::<_, std::io::Error>(
-                    runtime.block_on(async { tokio::time::timeout(DEADLINE, check).await }),
-                )
-            })
-            .join()
-            .expect("the S3 probe does not panic")
-    })
-    .map_err(|e| setup("starting the probe's runtime", e.to_string()))?;
+    let runtime =
+        crate::runtime::handle().map_err(|e| setup("starting the async runtime", e.to_string()))?;
+    // The deadline's timer is made on the runtime (it needs one), hence the async block.
+    let deadline = async move { tokio::time::timeout(DEADLINE, check).await };
+    let outcome = crate::runtime::wait(runtime.spawn(deadline))
+        .map_err(|e| setup("running the probe", e.to_string()))?;
     let (bucket, endpoint) = (bucket.clone(), endpoint);
     match outcome {
         Ok(Ok(())) => Ok(()),

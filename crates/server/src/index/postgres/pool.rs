@@ -1,8 +1,8 @@
 //! Connections to PostgreSQL for synchronous callers.
 //!
 //! The `Index` trait is synchronous and runs on the server's blocking threads. The
-//! connections' I/O tasks run on a small runtime owned by the pool; a caller waits for its
-//! query with `futures::executor::block_on`, which only waits on the client's channel to
+//! connections' I/O tasks run on the process's runtime ([`crate::runtime`]); a caller waits
+//! for its query with [`crate::runtime::wait`], which only waits on the client's channel to
 //! that task. So this works from any thread: a blocking thread of the server's runtime,
 //! a plain thread, or a worker thread at start-up (no "runtime within a runtime").
 
@@ -32,8 +32,8 @@ pub(super) struct Pool {
     /// Connections handed out now, bounded by `MAX_CONNECTIONS`.
     busy: Mutex<usize>,
     returned: Condvar,
-    /// Drives the connections; taken on drop to shut it down without blocking.
-    runtime: Option<tokio::runtime::Runtime>,
+    /// The process's runtime, which drives the connections.
+    runtime: tokio::runtime::Handle,
 }
 
 impl Pool {
@@ -50,19 +50,15 @@ impl Pool {
             .application_name("git-xet server")
             .connect_timeout(Duration::from_secs(10))
             .keepalives_idle(Duration::from_secs(60));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("git-xet-postgres")
-            .enable_all()
-            .build()
-            .map_err(|e| unavailable("starting its runtime", e.into()))?;
+        let runtime = crate::runtime::handle()
+            .map_err(|e| unavailable("starting the async runtime", e.into()))?;
         Ok(Pool {
             config,
             shown_url,
             idle: Mutex::new(Vec::new()),
             busy: Mutex::new(0),
             returned: Condvar::new(),
-            runtime: Some(runtime),
+            runtime,
         })
     }
 
@@ -70,14 +66,10 @@ impl Pool {
         &self.shown_url
     }
 
-    fn runtime(&self) -> &tokio::runtime::Runtime {
-        self.runtime.as_ref().expect("runtime lives until drop")
-    }
-
-    /// Opens a new connection, its I/O task running on the pool's runtime.
+    /// Opens a new connection, its I/O task running on the process's runtime.
     pub fn connect(&self) -> IndexResult<Client> {
         let config = self.config.clone();
-        let task = self.runtime().spawn(async move {
+        let task = self.runtime.spawn(async move {
             let (client, connection) = config.connect(NoTls).await?;
             tokio::spawn(async move {
                 if let Err(e) = connection.await {
@@ -86,7 +78,7 @@ impl Pool {
             });
             Ok::<_, tokio_postgres::Error>(client)
         });
-        match futures::executor::block_on(task) {
+        match wait(task) {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(connect_failure(e, &self.shown_url)),
             Err(e) => Err(IndexError::Internal {
@@ -159,19 +151,9 @@ impl Pool {
     }
 }
 
-impl Drop for Pool {
-    fn drop(&mut self) {
-        self.idle.lock().expect("pool").clear();
-        if let Some(runtime) = self.runtime.take() {
-            // Does not block, so an index may be dropped anywhere (even in async code).
-            runtime.shutdown_background();
-        }
-    }
-}
-
 /// Blocks the calling thread on a query future (see the module comment).
 pub(super) fn wait<F: std::future::Future>(future: F) -> F::Output {
-    futures::executor::block_on(future)
+    crate::runtime::wait(future)
 }
 
 /// A conflict PostgreSQL resolved by aborting this transaction, or a lost connection:
