@@ -9,7 +9,8 @@
 #    start) and git-xet-server (what `git xet server` runs);
 # 3. installs the man pages into DIR/../share/man (`git xet --help` opens git-xet(1)) and
 #    the bash, zsh and fish completions into your user directories;
-# 4. runs `git xet install --global` (registers the transfer agent with git-lfs);
+# 4. runs `git xet install --global` (registers the transfer agent with git-lfs; it finds the
+#    man pages of step 3 in place when man searches there, and records them for uninstall);
 # 5. runs `git xet quickstart` (a local server, a push, a clone, ~1 minute).
 # --docs-only: step 3 alone, for the programs already in DIR (e.g. after `cargo install`).
 set -euo pipefail
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
     --prefix=*) prefix="${1#--prefix=}"; shift ;;
     --no-quickstart) quickstart=0; shift ;;
     --docs-only) docs_only=1; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -2,9 +2,10 @@
 //! git_xet_io::cli_docs. This program documents its own commands; `server`, `shell` and
 //! `pre-receive` are documented by `git-xet-server generate-docs`, whose definitions parse them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::CommandFactory;
 use git_xet_io::cli_docs;
 
@@ -66,6 +67,33 @@ pub fn generate(args: DocsArgs) -> anyhow::Result<ExitCode> {
         println!("{}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the man pages of both programs into `DIR/man1` (`git-xet-server`'s when it is
+/// installed) and returns them.
+pub fn write_all_man_pages(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut pages = cli_docs::write_man_pages(Cli::command(), true, &FORWARDED, dir)?;
+    if let Ok(server) = super::forward::server_program() {
+        let out = std::process::Command::new(&server)
+            .arg("generate-docs")
+            .arg(dir)
+            .output()
+            .with_context(|| format!("running {}", server.display()))?;
+        anyhow::ensure!(
+            out.status.success(),
+            "{} generate-docs failed: {}",
+            server.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        let man1 = dir.join("man1");
+        pages.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(PathBuf::from)
+                .filter(|p| p.parent() == Some(man1.as_path())),
+        );
+    }
+    Ok(pages)
 }
 
 /// `git-xet ... --help` shows the command's man page when it is installed (`-h`: clap's summary).

@@ -32,7 +32,7 @@ pub fn to_server(command: &str, forwarded: Forwarded) -> anyhow::Result<ExitCode
 
 /// `GIT_XET_SERVER_PROGRAM` when set, else `git-xet-server` next to this binary (the pair
 /// installed together), else on PATH.
-fn server_program() -> anyhow::Result<PathBuf> {
+pub(super) fn server_program() -> anyhow::Result<PathBuf> {
     if let Some(program) = std::env::var_os("GIT_XET_SERVER_PROGRAM").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(program));
     }

@@ -37,6 +37,11 @@ pub struct InstallArgs {
     /// Keep git-lfs's own clean/smudge filter instead of `git xet filter-process`.
     #[arg(long)]
     no_filter: bool,
+    /// Leave the man pages alone. Otherwise install (in the global config, the default) puts
+    /// them where man looks (PATH's BIN/../share/man next to git-xet, or ~/.local/share/man)
+    /// and uninstall removes the ones it installed.
+    #[arg(long)]
+    no_man: bool,
 }
 
 impl InstallArgs {
@@ -127,6 +132,11 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
     for c in &changes {
         println!("  {c}");
     }
+    // Man pages are the user's, like the global config; not for one repository or the machine.
+    if scope == Scope::Global && !args.no_man {
+        let exe = std::env::current_exe().context("cannot find the path of the git-xet binary")?;
+        println!("  {}", super::man_install::install(&config, &exe)?);
+    }
     println!(
         "git-xet is installed ({} config): git-lfs uses it when the LFS server offers `xet`",
         scope.name()
@@ -139,12 +149,20 @@ pub fn uninstall(args: InstallArgs) -> anyhow::Result<ExitCode> {
     let scope = args.scope();
     let cwd = std::env::current_dir()?;
     let config = install::config_for(scope, &cwd)?;
+    // The pages' record goes first: uninstall removes the `xet.install` section once empty.
+    let pages = match scope == Scope::Global && !args.no_man {
+        true => super::man_install::uninstall(&config)?,
+        false => 0,
+    };
     let changes = install::uninstall(&config, scope, &agent_program()?)?;
-    if changes.is_empty() {
+    if changes.is_empty() && pages == 0 {
         println!("nothing to uninstall in the {} config", scope.name());
     }
     for c in &changes {
         println!("  {c}");
+    }
+    if pages > 0 {
+        println!("  removed {pages} man pages");
     }
     Ok(ExitCode::SUCCESS)
 }

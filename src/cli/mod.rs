@@ -15,6 +15,7 @@ mod core_cmds;
 mod docs;
 mod forward;
 mod git_cmds;
+mod man_install;
 mod progress;
 
 #[derive(Parser, Debug)]

@@ -73,7 +73,8 @@ impl Installed {
             // Wide lines: a NAME line is never wrapped or hyphenated.
             .env("MANWIDTH", "300")
             .env_remove("MANPAGER")
-            .env_remove("PAGER");
+            .env_remove("PAGER")
+            .env_remove("XDG_DATA_HOME");
         match manpath {
             Some(m) => cmd.env("MANPATH", m),
             None => cmd.env_remove("MANPATH"),
@@ -164,6 +165,79 @@ fn git_xet_help_opens_the_installed_man_pages() {
         "{}",
         stdout(&out)
     );
+}
+
+/// `git xet install` puts the pages where man looks (PREFIX/share/man for PREFIX/bin on PATH),
+/// only there, idempotently and on request only; `git xet uninstall` takes them back.
+#[test]
+fn git_xet_install_installs_the_man_pages_where_man_looks() {
+    if !have_man() {
+        return;
+    }
+    let inst = prefix();
+    let mandir = inst.mandir.clone();
+    let page = mandir.join("man1/git-xet.1");
+    let empty = inst.env.dir("no-pages");
+    let said = |out: Output| words(&stdout(&ok(out, "git xet (un)install")));
+
+    // man searches only MANPATH: nothing to install into, and nothing left behind.
+    let text = said(inst.git(&["xet", "install"], Some(&empty)));
+    assert!(
+        text.contains("man pages not installed: man searches none of"),
+        "{text}"
+    );
+    assert!(!mandir.exists(), "{} created", mandir.display());
+    let text = said(inst.git(&["xet", "install", "--no-man"], None));
+    assert!(!text.contains("man pages"), "{text}");
+    assert!(!mandir.exists());
+
+    let text = said(inst.git(&["xet", "install"], None));
+    let installed = format!("man pages in {}: ", mandir.display());
+    assert!(text.contains(&installed), "{text}");
+    assert!(!text.contains(" 0 installed"), "{text}");
+    for name in ["git-xet", "git-xet-server", "git-xet-upload"] {
+        assert!(mandir.join(format!("man1/{name}.1")).is_file(), "{name}.1");
+    }
+    let text = said(inst.git(&["xet", "install"], None));
+    assert!(text.contains(&format!("{installed}0 installed")), "{text}");
+
+    for (args, name) in [
+        (
+            &["xet", "--help"][..],
+            "NAME git-xet - XET content-addressed storage for git",
+        ),
+        (
+            &["xet", "server", "--help"],
+            "NAME git-xet-server - Run the XET server",
+        ),
+    ] {
+        let out = inst.git(args, None);
+        let text = words(&stdout(&out));
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert!(text.contains(name), "{args:?}: {text}");
+    }
+
+    let text = said(inst.git(&["xet", "uninstall"], None));
+    assert!(text.contains("man pages"), "{text}");
+    assert!(!page.exists(), "{} left", page.display());
+    // (Other pages of git-xet may be installed on this machine: man no longer finds ours.)
+    let path = std::env::join_paths(
+        std::iter::once(inst.bin.clone())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let out = inst
+        .env
+        .command("man", inst.env.root.path())
+        .args(["-w", "git-xet"])
+        .env("PATH", path)
+        .env_remove("MANPATH")
+        .output()
+        .unwrap();
+    let found = stdout(&out);
+    assert!(!found.contains(&mandir.display().to_string()), "{found}");
+    let global = std::fs::read_to_string(&inst.env.global_config).unwrap_or_default();
+    assert!(!global.contains("manpage"), "{global}");
 }
 
 #[test]
