@@ -8,6 +8,8 @@ pub mod ports;
 pub mod postgres;
 #[path = "../../crates/core/tests/support/random.rs"]
 mod random;
+#[path = "../../crates/core/tests/support/xorbs.rs"]
+pub mod xorbs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -2,7 +2,9 @@
 //! directory and `pg_ctl start` on a free loopback port (its unix socket in that directory
 //! too). PostgreSQL refuses to run as root, so when the tests run as root the cluster belongs
 //! to `nobody`. Tests running at once share one cluster, each with a database of its own; the
-//! cluster stops when the last test holding it drops it.
+//! cluster stops when the last test holding it drops it. A `PgCluster` is the guard: dropping
+//! it (also while a failing test unwinds) stops its PostgreSQL, killing the postmaster if
+//! `pg_ctl stop` could not.
 //!
 //! Without PostgreSQL installed (`.ci/deps/20-postgresql.sh` installs it) a test skips with
 //! a printed reason, except under `CI`, where it fails.
@@ -239,6 +241,23 @@ impl PgCluster {
     fn data_dir(&self) -> PathBuf {
         self.dir.join("data")
     }
+
+    /// The postmaster's process id (the first line of its `postmaster.pid`), while it runs.
+    pub fn pid(&self) -> Option<i32> {
+        let text = std::fs::read_to_string(self.data_dir().join("postmaster.pid")).ok()?;
+        text.lines().next()?.trim().parse().ok()
+    }
+}
+
+/// Whether process `pid` runs (exists and is not a zombie waiting to be reaped).
+pub fn process_runs(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "PID (COMM) STATE ...": COMM may hold spaces and parentheses, STATE follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
 }
 
 impl PgDatabase {
@@ -266,8 +285,9 @@ impl PgDatabase {
 
 impl Drop for PgCluster {
     fn drop(&mut self) {
+        let pid = self.pid();
         let data = self.data_dir();
-        let _ = self
+        let stopped = self
             .server_tool("pg_ctl")
             .args([
                 "-D",
@@ -279,6 +299,11 @@ impl Drop for PgCluster {
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .status();
+            .status()
+            .is_ok_and(|status| status.success());
+        if let (false, Some(pid)) = (stopped, pid) {
+            // SAFETY: kill(2) with a pid read from the cluster's own postmaster.pid.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
     }
 }

@@ -3,6 +3,8 @@
 
 #[path = "support/random.rs"]
 mod random;
+#[path = "support/xorbs.rs"]
+mod xorbs;
 
 #[path = "protocol_core/common.rs"]
 mod common;

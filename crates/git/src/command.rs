@@ -3,7 +3,6 @@
 //! rather than parse files ourselves.
 
 use std::ffi::OsStr;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -109,47 +108,20 @@ impl Git {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        use git_xet_io::platform::process::{self, RunError};
         let (mut cmd, shown) = self.command(args);
-        cmd.stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
         tracing::debug!(command = %shown, "running");
-        let mut child = cmd.spawn().map_err(|source| GitError::Spawn {
-            program: "git".into(),
-            source,
+        let out = process::run_with_input(&mut cmd, input).map_err(|e| match e {
+            RunError::Spawn(source) => GitError::Spawn {
+                program: "git".into(),
+                source,
+            },
+            RunError::Wait(e) => GitError::io(format!("waiting for `{shown}`"), e),
         })?;
-        // Feed stdin from another thread: a child that writes while we write would otherwise
-        // fill both pipes and deadlock.
-        let writer = match (input, child.stdin.take()) {
-            (Some(input), Some(mut stdin)) => {
-                let input = input.to_vec();
-                Some(std::thread::spawn(move || {
-                    // A child that exits early closes its stdin; its exit status tells the story.
-                    let _ = stdin.write_all(&input);
-                }))
-            }
-            _ => None,
-        };
-        let out = child
-            .wait_with_output()
-            .map_err(|e| GitError::io(format!("waiting for `{shown}`"), e))?;
-        if let Some(w) = writer {
-            let _ = w.join();
-        }
         if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            let stderr = if stderr.is_empty() {
-                format!("exit status {}", out.status)
-            } else {
-                stderr
-            };
             return Err(GitError::Command {
+                stderr: process::failure_text(&out),
                 command: shown,
-                stderr,
             });
         }
         Ok(out.stdout)

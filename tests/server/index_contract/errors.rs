@@ -28,6 +28,29 @@ fn postgres_stopped_under_the_index_is_unavailable() {
     assert_eq!(status(err), 503);
 }
 
+/// A test that fails while it holds its own cluster leaves no PostgreSQL behind: the guard
+/// stops it while the panic unwinds.
+#[test]
+fn a_failing_test_leaves_no_postgres_running() {
+    let mut pid = None;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let Some(cluster) = postgres::own_cluster() else {
+            return;
+        };
+        pid = cluster.pid();
+        assert!(pid.is_some_and(postgres::process_runs), "{pid:?} runs");
+        panic!("a failing test");
+    }));
+    let Some(pid) = pid else {
+        return; // skipped: PostgreSQL is not installed
+    };
+    assert!(outcome.is_err(), "the test failed");
+    assert!(
+        !postgres::process_runs(pid),
+        "postmaster {pid} survived the failed test"
+    );
+}
+
 /// A schema a newer server wrote: `SchemaTooNew` on both engines, naming both versions.
 #[test]
 fn a_newer_schema_is_refused_on_both_engines() {

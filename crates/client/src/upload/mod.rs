@@ -156,12 +156,7 @@ impl UploadSession {
         mapper: Mapper,
         progress: Option<ProgressFn>,
     ) -> Result<FileUpload> {
-        let file = std::fs::File::open(path)
-            .map_err(|e| ClientError::io("opening the file to upload", path, e))?;
-        let size = file
-            .metadata()
-            .map_err(|e| ClientError::io("reading the file to upload", path, e))?
-            .len();
+        let (file, size) = open_for_upload(path)?;
         self.add_input(
             &path.display().to_string(),
             Input::Stream(Stream::File(Arc::new(file), mapper)),
@@ -182,12 +177,7 @@ impl UploadSession {
         mapper: Mapper,
         progress: Option<ProgressFn>,
     ) -> Result<FileUpload> {
-        let file = std::fs::File::open(path)
-            .map_err(|e| ClientError::io("opening the file to upload", path, e))?;
-        let size = file
-            .metadata()
-            .map_err(|e| ClientError::io("reading the file to upload", path, e))?
-            .len();
+        let (file, size) = open_for_upload(path)?;
         if size != list.size() {
             return Err(ClientError::corrupt(
                 format!("uploading {}", path.display()),
@@ -557,4 +547,15 @@ fn build_shard(planner: &SessionPlanner, planned: &[(FileUpload, PlannedFile)]) 
             .push(XorbBlock::from_chunks(hash, chunks.iter().copied(), 0));
     }
     shard
+}
+
+/// The file to upload, opened, and its size.
+fn open_for_upload(path: &Path) -> Result<(std::fs::File, u64)> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| ClientError::io("opening the file to upload", path, e))?;
+    let size = file
+        .metadata()
+        .map_err(|e| ClientError::io("reading the file to upload", path, e))?
+        .len();
+    Ok((file, size))
 }

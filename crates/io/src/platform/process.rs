@@ -1,7 +1,55 @@
-//! Process calls: a polite stop for a child, the file mode creation mask, and replacing
-//! this process with another program. All plain POSIX, the same on every unix.
+//! Process calls: running a child with input and collecting its output, a polite stop for a
+//! child, the file mode creation mask, and replacing this process with another program. All
+//! plain POSIX, the same on every unix.
 
-use std::process::{Child, Command};
+use std::io::Write;
+use std::process::{Child, Command, Output, Stdio};
+
+/// Why [`run_with_input`] got no output: the child did not start, or waiting for it failed.
+#[derive(Debug)]
+pub enum RunError {
+    Spawn(std::io::Error),
+    Wait(std::io::Error),
+}
+
+/// Runs `cmd` with `input` on its stdin (or none: stdin reads nothing), and collects its
+/// exit status, stdout and stderr.
+pub fn run_with_input(cmd: &mut Command, input: Option<&[u8]>) -> Result<Output, RunError> {
+    cmd.stdin(match input {
+        Some(_) => Stdio::piped(),
+        None => Stdio::null(),
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+    // Feed stdin from another thread: a child that writes while we write would otherwise
+    // fill both pipes and deadlock.
+    let writer = match (input, child.stdin.take()) {
+        (Some(input), Some(mut stdin)) => {
+            let input = input.to_vec();
+            Some(std::thread::spawn(move || {
+                // A child that exits early closes its stdin; its exit status tells the story.
+                let _ = stdin.write_all(&input);
+            }))
+        }
+        _ => None,
+    };
+    let out = child.wait_with_output().map_err(RunError::Wait)?;
+    if let Some(writer) = writer {
+        let _ = writer.join();
+    }
+    Ok(out)
+}
+
+/// What a failed child said: its stderr, trimmed, or its exit status when it said nothing.
+pub fn failure_text(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if stderr.is_empty() {
+        out.status.to_string() // "exit status: 3", "signal: 9 (SIGKILL)"
+    } else {
+        stderr
+    }
+}
 
 /// Replaces this process with `cmd` (execvp: same pid, stdin/stdout/stderr and signals pass
 /// straight to the new program, as git and git-lfs expect of the process they started).
@@ -38,6 +86,32 @@ pub fn umask() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_with_input_feeds_stdin_and_collects_both_outputs() {
+        // More than a pipe holds both ways: written while the child writes, no deadlock.
+        let input = vec![b'x'; 1 << 20];
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "cat; echo done >&2"]);
+        let out = run_with_input(&mut cmd, Some(&input)).unwrap();
+        assert!(out.status.success());
+        assert_eq!(out.stdout, input);
+        assert_eq!(out.stderr, b"done\n");
+    }
+
+    #[test]
+    fn a_silent_failure_is_told_by_its_exit_status() {
+        let out = run_with_input(Command::new("sh").args(["-c", "exit 3"]), None).unwrap();
+        assert_eq!(failure_text(&out), "exit status: 3");
+        let out = run_with_input(
+            Command::new("sh").args(["-c", "echo ' no '>&2; exit 1"]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(failure_text(&out), "no");
+        let missing = run_with_input(&mut Command::new("/nonexistent/program"), None);
+        assert!(matches!(missing, Err(RunError::Spawn(_))), "{missing:?}");
+    }
 
     #[test]
     fn terminate_stops_a_child_with_sigterm() {
