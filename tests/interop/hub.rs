@@ -192,13 +192,32 @@ fn hub_routes_answer_a_token_of_another_repository_as_a_missing_repository() {
             format!("/api/models/{HUB_REPO}/xet-write-token/main")
         ],
     ]);
+    // A dataset of the same name, on every dataset route.
+    let data = format!("datasets/{HUB_REPO}");
+    spec["dataset"] = serde_json::json!({
+        "repo": HUB_REPO,
+        "token": server.token(&data, "write"),
+        "routes": [
+            ["GET", format!("/api/datasets/{HUB_REPO}")],
+            ["GET", format!("/api/datasets/{HUB_REPO}/revision/main")],
+            ["GET", format!("/api/datasets/{HUB_REPO}/tree/main?recursive=true")],
+            ["GET", format!("/api/datasets/{HUB_REPO}/refs")],
+            ["GET", format!("/api/datasets/{HUB_REPO}/commits/main")],
+            ["GET", format!("/api/datasets/{HUB_REPO}/xet-read-token/{{sha}}")],
+            ["GET", format!("/api/datasets/{HUB_REPO}/xet-write-token/main")],
+            ["POST", format!("/api/datasets/{HUB_REPO}/preupload/main")],
+            ["POST", format!("/api/datasets/{HUB_REPO}/commit/main")],
+            ["HEAD", format!("/datasets/{HUB_REPO}/resolve/main/sub/a.txt")],
+            ["GET", format!("/datasets/{HUB_REPO}/resolve/main/sub/a.txt")],
+        ],
+    });
     let heads = server
         .data
         .join(format!("repos/{HUB_REPO}.git/refs/heads/main"));
     let before = std::fs::read_to_string(&heads).unwrap();
     let out = hub_py(&python, &server, &home, "isolation", &spec, &[]);
     let seen: Vec<String> = serde_json::from_str(&out).unwrap();
-    assert!(seen.len() >= 24, "{seen:?}");
+    assert!(seen.len() >= 46, "{seen:?}");
     assert_eq!(
         std::fs::read_to_string(&heads).unwrap(),
         before,
@@ -270,4 +289,30 @@ fn hub_uploads_become_git_commits_that_git_lfs_and_git_xet_clone() {
         .unwrap();
     assert!(out.status.success(), "git xet install: {out:?}");
     clone_matches(&xet, &server, repo, &uploaded["files"]);
+}
+
+#[test]
+fn hub_datasets_are_repositories_of_their_own_that_git_clones() {
+    let Some(python) = hub_python() else {
+        return;
+    };
+    let server = TestServer::start();
+    let (repo, hosted) = ("org/data", "datasets/org/data");
+    let scratch = tempfile::tempdir().unwrap();
+    let spec = serde_json::json!({
+        "repo": repo,
+        "scratch": scratch.path().join("files"),
+        "token": server.token(hosted, "write"),
+        "model_token": server.token(repo, "write"),
+    });
+    let out = hub_py(&python, &server, scratch.path(), "dataset", &spec, &[]);
+    let uploaded: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(server.data.join("repos/datasets/org/data.git").is_dir());
+    assert!(server.data.join("repos/org/data.git").is_dir());
+    assert_eq!(server.metric("git_xet_lfs_basic_bytes_received_total"), 0.0);
+    // Its git URL is the Hub's: `/datasets/org/data.git`.
+    let lfs = GitEnv::new(Some(&server.token(hosted, "read")));
+    clone_matches(&lfs, &server, hosted, &uploaded["files"]);
+    let head = lfs.git(&lfs.home.path().join("clone"), &["rev-parse", "HEAD"]);
+    assert_eq!(head.trim(), uploaded["commit"].as_str().unwrap());
 }

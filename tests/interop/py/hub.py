@@ -10,6 +10,8 @@ it prints a JSON summary for the test to read.
   isolation  what a token of another repository, and no token, get on every route
   upload     create_repo, upload_file/upload_folder (xet), deletes, parent_commit,
              list_repo_commits, delete_repo
+  dataset    a dataset next to a model of the same name: create_repo, upload_folder,
+             listings, snapshot_download, and each one's token kept out of the other
 """
 
 import hashlib
@@ -123,6 +125,14 @@ def check_isolation(spec):
         ("GET", f"/{repo}/resolve/main/sub/a.txt"),
         ("GET", f"/{repo}/resolve/main/{spec['lfs_file']}"),
     ] + [tuple(r) for r in spec.get("write_routes", [])]
+    if "dataset" in spec:
+        # A dataset too, created and filled with its own token: every dataset route.
+        data, data_token = spec["dataset"]["repo"], spec["dataset"]["token"]
+        own = HfApi(token=data_token)
+        own.create_repo(data, repo_type="dataset")
+        sha = own.upload_file(path_or_fileobj=b"hello\n", path_in_repo="sub/a.txt",
+                              repo_id=data, repo_type="dataset").oid
+        routes += [(m, p.replace("{sha}", sha)) for m, p in spec["dataset"]["routes"]]
     seen = []
     for token, status in [(spec["other_token"], 404), (None, 401)]:
         headers = {"authorization": f"Bearer {token}"} if token else {}
@@ -244,11 +254,64 @@ def check_upload(spec):
     print(json.dumps({"commit": api.model_info(repo).sha, "files": files}))
 
 
+def check_dataset(spec):
+    """A dataset is its own repository: the model of the same name is another one, each
+    token sees only its own; prints the dataset's files for git to clone."""
+    repo, scratch = spec["repo"], spec["scratch"]
+    api, model = HfApi(), HfApi(token=spec["model_token"])
+    url = api.create_repo(repo, repo_type="dataset", private=True)
+    assert url.repo_id == repo and url.repo_type == "dataset", url
+    assert url.endswith(f"/datasets/{repo}"), url
+    e = raises(HfHubHTTPError, api.create_repo, repo, repo_type="dataset")
+    assert e.response.status_code == 409, e
+    api.create_repo(repo, repo_type="dataset", exist_ok=True)
+    model.create_repo(repo)
+    files = {}
+    for name, data in [("train.csv", b"a,b\n1,2\n"), ("data/part-0.parquet", os.urandom(2_000_000)),
+                       ("README.md", b"---\nlicense: mit\n---\n# d\n")]:
+        path = os.path.join(scratch, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+        files[name] = path
+    ci = api.upload_folder(folder_path=scratch, repo_id=repo, repo_type="dataset")
+    assert f"/datasets/{repo}/commit/" in ci.commit_url, ci.commit_url
+    info = api.dataset_info(repo)
+    assert info.id == repo and info.sha == ci.oid, info
+    expected = sorted([".gitattributes"] + list(files))
+    assert sorted(s.rfilename for s in info.siblings) == expected, info.siblings
+    assert sorted(api.list_repo_files(repo, repo_type="dataset")) == expected
+    assert model.list_repo_files(repo) == [".gitattributes"], "the model is another repository"
+    tree = {e.path: e for e in api.list_repo_tree(repo, repo_type="dataset", recursive=True)}
+    big = "data/part-0.parquet"
+    assert tree[big].lfs is not None and tree[big].lfs.sha256 == sha256(files[big]), tree[big]
+    assert len(tree[big].xet_hash or "") == 64, tree[big]
+    snap = snapshot_download(repo, repo_type="dataset")
+    assert "datasets--" in snap, snap
+    for path, local in files.items():
+        same(os.path.join(snap, path), local, f"snapshot {path}")
+    same(hf_hub_download(repo, "train.csv", repo_type="dataset"), files["train.csv"], "train.csv")
+    assert api.file_exists(repo, big, repo_type="dataset") and not model.file_exists(repo, big)
+    assert api.repo_exists(repo, repo_type="dataset") and not api.repo_exists(repo)
+    assert not model.repo_exists(repo, repo_type="dataset")
+    raises(RepositoryNotFoundError, model.dataset_info, repo)
+    raises(RepositoryNotFoundError, api.model_info, repo)
+    raises(RepositoryNotFoundError, model.upload_file, path_or_fileobj=b"x", path_in_repo="x",
+           repo_id=repo, repo_type="dataset")
+    refs = api.list_repo_refs(repo, repo_type="dataset")
+    assert [b.name for b in refs.branches] == ["main"], refs
+    commits = api.list_repo_commits(repo, repo_type="dataset")
+    assert commits[0].commit_id == ci.oid and commits[-1].title == "initial commit", commits
+    print(json.dumps({"commit": ci.oid, "files": files}))
+
+
 def main(argv):
     check, spec_path = argv[1], argv[2]
     with open(spec_path) as f:
         spec = json.load(f)
-    {"download": check_download, "isolation": check_isolation, "upload": check_upload}[check](spec)
+    checks = {"download": check_download, "isolation": check_isolation, "upload": check_upload,
+              "dataset": check_dataset}
+    checks[check](spec)
 
 
 if __name__ == "__main__":

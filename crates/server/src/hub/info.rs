@@ -69,12 +69,11 @@ pub async fn repo_info(
         }
         None => (Vec::new(), None),
     };
-    let id = repo.name.to_string();
-    Ok(Json(json!({
+    let id = crate::hub::hub_id(&repo.name);
+    let mut info = json!({
         "_id": id,
         "id": id,
-        "modelId": id,
-        "author": ns,
+        "author": id.split('/').next(),
         "sha": sha,
         "lastModified": modified,
         "private": !state.config.anonymous_read,
@@ -84,8 +83,11 @@ pub async fn repo_info(
         "likes": 0,
         "tags": [],
         "siblings": siblings,
-    }))
-    .into_response())
+    });
+    if !repo.name.is_dataset() {
+        info["modelId"] = json!(id);
+    }
+    Ok(Json(info).into_response())
 }
 
 fn sibling(e: &Entry) -> Value {

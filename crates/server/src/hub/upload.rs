@@ -62,26 +62,21 @@ async fn create(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
     let bytes = read_limited(body, headers, 64 * 1024, "create request").await?;
     let request: CreateRequest = serde_json::from_slice(&bytes)
         .map_err(|e| ServerError::bad_request(format!("malformed create request: {e}")))?;
-    if request.kind.as_deref().is_some_and(|k| k != "model") {
-        return Err(ServerError::bad_request(
-            "only model repositories are served by git-xet's Hub API (no datasets or spaces yet)",
-        )
-        .into());
-    }
     let Some(org) = request.organization else {
         return Err(ServerError::bad_request(
             "name the repository with its namespace: create_repo(\"org/name\")",
         )
         .into());
     };
-    let repo = RepoName::parse(&format!("{org}/{}", request.name))?;
+    let repo = requested_repo(request.kind.as_deref(), &org, &request.name)?;
     let access = authorize(state, headers, &repo, Scope::Write)?;
     let url = format!("{}/{repo}", state.base_url(headers));
     let root = state.config.repos_dir();
     let dir = repo.bare_dir(&root);
     if dir.join("HEAD").is_file() {
+        let kind = if repo.is_dataset() { "dataset" } else { "model" };
         let body = serde_json::json!({
-            "error": "You already created this model repo",
+            "error": format!("You already created this {kind} repo"),
             "url": url,
         });
         return Ok((axum::http::StatusCode::CONFLICT, axum::Json(body)).into_response());
@@ -109,6 +104,26 @@ async fn create(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
         axum::Json(serde_json::json!({ "url": url, "name": repo.name.to_string() }))
             .into_response(),
     )
+}
+
+/// The hosted repository a create or delete request names: `type` absent or `model`, or
+/// `dataset` (`datasets/org/name`); spaces are not served.
+pub fn requested_repo(kind: Option<&str>, org: &str, name: &str) -> Result<RepoName, ServerError> {
+    let prefix = match kind {
+        None | Some("model") => "",
+        Some("dataset") => crate::hub::DATASET_PREFIX,
+        Some(other) => {
+            return Err(ServerError::bad_request(format!(
+                "{other} repositories are not served by git-xet's Hub API: only models and datasets"
+            )))
+        }
+    };
+    if prefix.is_empty() && org == crate::repo_name::DATASETS {
+        return Err(ServerError::bad_request(
+            "a model may not be in the namespace `datasets` (its URLs would be a dataset's)",
+        ));
+    }
+    RepoName::parse(&format!("{prefix}{org}/{name}"))
 }
 
 #[derive(Deserialize)]
