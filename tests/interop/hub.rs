@@ -316,3 +316,46 @@ fn hub_datasets_are_repositories_of_their_own_that_git_clones() {
     let head = lfs.git(&lfs.home.path().join("clone"), &["rev-parse", "HEAD"]);
     assert_eq!(head.trim(), uploaded["commit"].as_str().unwrap());
 }
+
+#[test]
+fn hub_private_repositories_need_a_token_where_others_are_readable_anonymously() {
+    let Some(python) = hub_python() else {
+        return;
+    };
+    let server = TestServer::start_with(&["--anonymous-read"]);
+    let scratch = tempfile::tempdir().unwrap();
+    let repo = |name: &str, hosted: &str, kind: Option<&str>, private: bool| {
+        serde_json::json!({
+            "repo": name, "type": kind, "private": private,
+            "token": server.token(hosted, "write"),
+        })
+    };
+    let spec = serde_json::json!({
+        "token": "",
+        "repos": [
+            repo("org/secret", "org/secret", None, true),
+            repo("org/secret", "datasets/org/secret", Some("dataset"), true),
+            repo("org/open", "org/open", None, false),
+        ],
+    });
+    hub_py(&python, &server, scratch.path(), "private", &spec, &[]);
+    // The git side keeps the same policy: an anonymous clone of the private repository is
+    // refused, of the public one served.
+    let anonymous = GitEnv::new(None);
+    let into = |name: &str| anonymous.home.path().join(name);
+    let clone = |repo: &str, dir: &Path| {
+        anonymous
+            .cmd("git", anonymous.home.path())
+            .args(["clone", "-q", &format!("{}/{repo}.git", server.url)])
+            .arg(dir)
+            .output()
+            .unwrap()
+    };
+    for private in ["org/secret", "datasets/org/secret"] {
+        let out = clone(private, &into(&private.replace('/', "-")));
+        assert!(!out.status.success(), "anonymous clone of {private}: {out:?}");
+    }
+    let out = clone("org/open", &into("open"));
+    assert!(out.status.success(), "anonymous clone of org/open: {out:?}");
+    assert_eq!(std::fs::read(into("open").join("a.txt")).unwrap(), b"hello\n");
+}

@@ -12,6 +12,8 @@ it prints a JSON summary for the test to read.
              list_repo_commits, delete_repo
   dataset    a dataset next to a model of the same name: create_repo, upload_folder,
              listings, snapshot_download, and each one's token kept out of the other
+  private    on a server with anonymous reads: private repositories (a model and a
+             dataset) seen with a token only, a public one without
 """
 
 import hashlib
@@ -305,12 +307,36 @@ def check_dataset(spec):
     print(json.dumps({"commit": ci.oid, "files": files}))
 
 
+def check_private(spec):
+    """Each repository of the spec: created with its token (private or not), a file
+    uploaded; then what an anonymous caller sees."""
+    anonymous = HfApi(token=False)
+    for r in spec["repos"]:
+        api, kind = HfApi(token=r["token"]), r.get("type")
+        api.create_repo(r["repo"], repo_type=kind, private=r["private"])
+        api.upload_file(path_or_fileobj=b"hello\n", path_in_repo="a.txt", repo_id=r["repo"],
+                        repo_type=kind)
+        assert api.repo_info(r["repo"], repo_type=kind).private is r["private"], r
+        if r["private"]:
+            assert not anonymous.repo_exists(r["repo"], repo_type=kind), r
+            assert not anonymous.file_exists(r["repo"], "a.txt", repo_type=kind), r
+            raises(RepositoryNotFoundError, anonymous.repo_info, r["repo"], repo_type=kind)
+            raises(RepositoryNotFoundError, anonymous.list_repo_files, r["repo"], repo_type=kind)
+            raises(RepositoryNotFoundError, hf_hub_download, r["repo"], "a.txt",
+                   repo_type=kind, token=False)
+        else:
+            assert anonymous.repo_info(r["repo"], repo_type=kind).private is False, r
+            got = hf_hub_download(r["repo"], "a.txt", repo_type=kind, token=False)
+            assert open(got, "rb").read() == b"hello\n", got
+    print(json.dumps({}))
+
+
 def main(argv):
     check, spec_path = argv[1], argv[2]
     with open(spec_path) as f:
         spec = json.load(f)
     checks = {"download": check_download, "isolation": check_isolation, "upload": check_upload,
-              "dataset": check_dataset}
+              "dataset": check_dataset, "private": check_private}
     checks[check](spec)
 
 

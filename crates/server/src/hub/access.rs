@@ -73,7 +73,7 @@ pub fn authorize(
     need: Scope,
 ) -> HubResult<Access> {
     match auth::credential(headers) {
-        None if need == Scope::Read && state.config.anonymous_read => {}
+        None if need == Scope::Read && state.anonymous_read(headers, repo)? => {}
         None => return Err(HubError::NoCredential(repo.to_string())),
         Some(token) => {
             let claims = auth::verify(&state.keys, &token, auth::now_secs())

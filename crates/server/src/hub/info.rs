@@ -69,6 +69,10 @@ pub async fn repo_info(
         }
         None => (Vec::new(), None),
     };
+    // What an anonymous caller would get: a token needed (see `AppState::anonymous_read`).
+    let (index, name) = (state.index.clone(), repo.name.clone());
+    let private = !state.config.anonymous_read
+        || blocking(move || Ok(index.repo_private(&name)?)).await?;
     let id = crate::hub::hub_id(&repo.name);
     let mut info = json!({
         "_id": id,
@@ -76,7 +80,7 @@ pub async fn repo_info(
         "author": id.split('/').next(),
         "sha": sha,
         "lastModified": modified,
-        "private": !state.config.anonymous_read,
+        "private": private,
         "gated": false,
         "disabled": false,
         "downloads": 0,

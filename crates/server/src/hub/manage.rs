@@ -134,7 +134,11 @@ async fn delete(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
         .await
         .map_err(ServerError::from)?;
     let (index, owned) = (state.index.clone(), repo.clone());
-    let objects = blocking(move || Ok(index.delete_repo_files(&owned)?)).await?;
+    let objects = blocking(move || {
+        index.forget_repo(&owned)?;
+        Ok(index.delete_repo_files(&owned)?)
+    })
+    .await?;
     tracing::info!(%repo, objects, "deleted repository through the Hub API");
     Ok(axum::Json(serde_json::json!({})).into_response())
 }
