@@ -32,7 +32,10 @@ impl RepoName {
         if name.is_empty() {
             return Err(invalid("empty"));
         }
-        let segments: Vec<&str> = match name.strip_prefix(DATASETS).and_then(|r| r.strip_prefix('/')) {
+        let segments: Vec<&str> = match name
+            .strip_prefix(DATASETS)
+            .and_then(|r| r.strip_prefix('/'))
+        {
             Some(rest) if rest.contains('/') => rest.split('/').collect(),
             _ => name.split('/').collect(),
         };

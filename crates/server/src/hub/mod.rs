@@ -14,7 +14,9 @@ mod error;
 mod gitread;
 mod gitwrite;
 mod info;
+mod locks;
 mod manage;
+mod refs;
 mod resolve;
 mod upload;
 
@@ -135,6 +137,21 @@ async fn route(
         }
         (&Method::POST, ["commit", rev]) => {
             commit::commit(state, headers, ns, name, &decode(rev)?, &query, body).await
+        }
+        (&Method::POST, ["paths-info", rev]) => {
+            info::paths_info(state, headers, ns, name, &decode(rev)?, body).await
+        }
+        (&Method::POST, ["branch", branch]) => {
+            refs::create_branch(state, headers, (ns, name), &decode(branch)?, body).await
+        }
+        (&Method::DELETE, ["branch", branch]) => {
+            refs::delete_branch(state, headers, (ns, name), &decode(branch)?).await
+        }
+        (&Method::POST, ["tag", rev]) => {
+            refs::create_tag(state, headers, (ns, name), &decode(rev)?, body).await
+        }
+        (&Method::DELETE, ["tag", tag]) => {
+            refs::delete_tag(state, headers, (ns, name), &decode(tag)?).await
         }
         _ => Err(crate::error::ServerError::not_found(format!(
             "the Hub API of this server has no route for {method} {}",

@@ -16,9 +16,7 @@ use crate::body::parse_range;
 use crate::error::ServerError;
 use crate::hub::access::open;
 use crate::hub::info::{commit_of, xet_hashes};
-use crate::hub::{
-    api_url, decode, gitread, valid_repo_path, HubError, HubResult, DATASET_PREFIX,
-};
+use crate::hub::{api_url, decode, gitread, valid_repo_path, HubError, HubResult, DATASET_PREFIX};
 use crate::state::SharedState;
 
 /// `/{ns}/{name}/resolve/...`: a model's file.

@@ -92,7 +92,11 @@ async fn create(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
     let root = state.config.repos_dir();
     let dir = repo.bare_dir(&root);
     if dir.join("HEAD").is_file() {
-        let kind = if repo.is_dataset() { "dataset" } else { "model" };
+        let kind = if repo.is_dataset() {
+            "dataset"
+        } else {
+            "model"
+        };
         let body = serde_json::json!({
             "error": format!("You already created this {kind} repo"),
             "url": url,
