@@ -296,6 +296,23 @@ fn usage(open: &Opener) {
     assert_eq!(total.stored_bytes, open().stats().unwrap().xorb_bytes);
 }
 
+/// Visibility records (`create_repo(private=)`): one handle's write is the other's read, a
+/// dataset of the same name is another repository, forgetting drops the record.
+fn repository_visibility(open: &Opener) {
+    let (a, b) = (open(), open());
+    let repo = RepoName::parse("contract/private").unwrap();
+    let data = RepoName::parse("datasets/contract/private").unwrap();
+    assert!(!a.repo_private(&repo).unwrap());
+    a.set_repo_private(&repo, true).unwrap();
+    assert!(b.repo_private(&repo).unwrap());
+    assert!(!b.repo_private(&data).unwrap());
+    b.set_repo_private(&repo, false).unwrap();
+    assert!(!a.repo_private(&repo).unwrap());
+    a.set_repo_private(&repo, true).unwrap();
+    b.forget_repo(&repo).unwrap();
+    assert!(!a.repo_private(&repo).unwrap());
+}
+
 /// Runs every case of the contract, each on its own keys of the shared index, and then
 /// fails with all the cases that failed (not only the first).
 fn contract(open: &Opener) {
@@ -312,6 +329,7 @@ fn contract(open: &Opener) {
         scope::holders_and_scoped_lookups,
     ));
     cases.push(("file_records_per_domain", scope::file_records_per_domain));
+    cases.push(("repository_visibility", repository_visibility));
     let failures = run_all(open, &cases);
     assert!(
         failures.is_empty(),
@@ -384,7 +402,8 @@ fn postgres_index_written_before_scopes_is_upgraded() {
              ALTER TABLE chunks DROP CONSTRAINT chunks_pkey;
              ALTER TABLE chunks ADD PRIMARY KEY (key);
              ALTER TABLE repo_files DROP COLUMN terms;
-             DELETE FROM schema_migrations WHERE version IN (6, 7);",
+             DROP TABLE repositories;
+             DELETE FROM schema_migrations WHERE version >= 6;",
         );
     });
 }
@@ -411,7 +430,7 @@ fn postgres_concurrent_start_and_one_secret() {
     assert_eq!(db.sql("SELECT COUNT(*) FROM server_secret"), "1");
     assert_eq!(
         db.sql("SELECT string_agg(version::text, ',') FROM schema_migrations"),
-        "1,2,3,4,5,6,7"
+        "1,2,3,4,5,6,7,8"
     );
 }
 

@@ -1,4 +1,7 @@
-//! Repository names: `name` or `org/name`, checked strictly because they become paths on disk.
+//! Repository names: `name` or `org/name`, checked strictly because they become paths on disk;
+//! and `datasets/org/name`, a Hugging Face dataset (the Hub's own URL shape, so a dataset and a
+//! model of the same name are two repositories, and the dataset clones from
+//! `/datasets/org/name.git`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -6,6 +9,8 @@ use std::path::{Path, PathBuf};
 use crate::error::ServerError;
 
 const MAX_SEGMENTS: usize = 2;
+/// The first segment of a dataset's name, before its own `org/name`.
+pub const DATASETS: &str = "datasets";
 const MAX_SEGMENT_LEN: usize = 100;
 
 /// A validated repository name without the `.git` suffix, e.g. `org/model`.
@@ -15,7 +20,7 @@ pub struct RepoName(String);
 impl RepoName {
     /// Accepts one or two `/`-separated segments of `[A-Za-z0-9._-]`, each starting with a
     /// letter or digit (so no `..`, no hidden directories, nothing that looks like an option),
-    /// at most 100 characters. A trailing `.git` is removed.
+    /// at most 100 characters; or `datasets/org/name`. A trailing `.git` is removed.
     pub fn parse(raw: &str) -> Result<RepoName, ServerError> {
         let invalid = |why: &str| {
             ServerError::BadRequest(format!(
@@ -27,7 +32,13 @@ impl RepoName {
         if name.is_empty() {
             return Err(invalid("empty"));
         }
-        let segments: Vec<&str> = name.split('/').collect();
+        let segments: Vec<&str> = match name
+            .strip_prefix(DATASETS)
+            .and_then(|r| r.strip_prefix('/'))
+        {
+            Some(rest) if rest.contains('/') => rest.split('/').collect(),
+            _ => name.split('/').collect(),
+        };
         if segments.len() > MAX_SEGMENTS {
             return Err(invalid("too many path segments"));
         }
@@ -58,6 +69,17 @@ impl RepoName {
         &self.0
     }
 
+    /// Whether this is a dataset (`datasets/org/name`).
+    pub fn is_dataset(&self) -> bool {
+        self.dataset_id().is_some()
+    }
+
+    /// A dataset's `org/name` (its name without `datasets/`).
+    pub fn dataset_id(&self) -> Option<&str> {
+        let rest = self.0.strip_prefix(DATASETS)?.strip_prefix('/')?;
+        rest.contains('/').then_some(rest)
+    }
+
     /// The bare repository's directory under `root`: `root/org/name.git`.
     pub fn bare_dir(&self, root: &Path) -> PathBuf {
         root.join(format!("{}.git", self.0))
@@ -82,7 +104,13 @@ mod tests {
     fn accepts_plain_names() {
         for ok in ["model", "org/model", "org/model.git", "a-b_c.d/e1", "9/x"] {
             assert!(RepoName::parse(ok).is_ok(), "{ok}");
+            assert!(!RepoName::parse(ok).unwrap().is_dataset(), "{ok}");
         }
+        // A dataset; `datasets` alone or as a two-segment org is an ordinary name.
+        let d = RepoName::parse("datasets/org/d.git").unwrap();
+        assert_eq!(d.as_str(), "datasets/org/d");
+        assert!(d.is_dataset());
+        assert!(!RepoName::parse("datasets/x").unwrap().is_dataset());
         assert_eq!(
             RepoName::parse("org/model.git").unwrap().as_str(),
             "org/model"
@@ -99,6 +127,11 @@ mod tests {
             "org/..",
             "org/../x",
             "a/b/c",
+            "datasets/a/b/c",
+            "datasets/a/../b",
+            "datasets//b",
+            "dataset/a/b",
+            "datasets/.x/b",
             "/abs",
             "a//b",
             ".hidden",

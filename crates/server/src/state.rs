@@ -74,7 +74,7 @@ impl AppState {
         repo: &RepoName,
         need: Scope,
     ) -> ServerResult<Access> {
-        let anonymous = self.config.anonymous_read;
+        let anonymous = self.anonymous_read(headers, repo)?;
         let access = auth::authorize(
             &self.keys,
             headers,
@@ -94,10 +94,20 @@ impl AppState {
         repo: &RepoName,
         need: Scope,
     ) -> ServerResult<Access> {
-        let anonymous = self.config.anonymous_read;
+        let anonymous = self.anonymous_read(headers, repo)?;
         let accepts = Accepts::TransferTokens;
         let access = auth::authorize(&self.keys, headers, Some(repo), need, anonymous, accepts)?;
         self.not_revoked(access)
+    }
+
+    /// Whether a request without a credential may read `repo`: with `--anonymous-read`, unless
+    /// the repository was created private (`create_repo(private=True)`, index/repos.rs). The
+    /// index is read (one primary-key row) only for credential-less requests on such a server.
+    pub fn anonymous_read(&self, headers: &HeaderMap, repo: &RepoName) -> ServerResult<bool> {
+        if !self.config.anonymous_read || auth::credential(headers).is_some() {
+            return Ok(self.config.anonymous_read);
+        }
+        Ok(!self.index.repo_private(repo)?)
     }
 
     /// Authorizes a CAS request: the token's repository is the one acted on.

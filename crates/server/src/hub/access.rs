@@ -19,8 +19,9 @@ pub struct Repo {
     pub access: Access,
 }
 
-/// The repository `ns/name` (raw URL segments) for a request needing `need`. A repository
-/// the caller's token does not name, or that does not exist, is `RepoNotFound` alike.
+/// The repository `ns/name` (raw URL segments; `ns` prefixed with `datasets/` by the
+/// dataset routes) for a request needing `need`. A repository the caller's token does not
+/// name, or that does not exist, is `RepoNotFound` alike.
 pub async fn open(
     state: &SharedState,
     headers: &HeaderMap,
@@ -28,8 +29,7 @@ pub async fn open(
     name: &str,
     need: Scope,
 ) -> HubResult<Repo> {
-    let shown = format!("{}/{}", decode(ns)?, decode(name)?);
-    let repo = RepoName::parse(&shown).map_err(|_| HubError::RepoNotFound(shown.clone()))?;
+    let repo = named(ns, name)?;
     let access = authorize(state, headers, &repo, need)?;
     if state.config.no_git {
         return Err(HubError::RepoNotFound(format!(
@@ -47,6 +47,22 @@ pub async fn open(
     })
 }
 
+/// The hosted repository of the Hub's `ns/name` (see [`open`]). Decoded segments holding a
+/// `/`, and a model in the namespace `datasets` (its URLs would be a dataset's), name none.
+pub fn named(ns: &str, name: &str) -> HubResult<RepoName> {
+    let (kind, ns) = match ns.strip_prefix(crate::hub::DATASET_PREFIX) {
+        Some(ns) => (crate::hub::DATASET_PREFIX, ns),
+        None => ("", ns),
+    };
+    let (ns, name) = (decode(ns)?, decode(name)?);
+    let shown = format!("{kind}{ns}/{name}");
+    let clash = kind.is_empty() && ns == crate::repo_name::DATASETS;
+    if ns.contains('/') || name.contains('/') || clash {
+        return Err(HubError::RepoNotFound(shown));
+    }
+    RepoName::parse(&shown).map_err(|_| HubError::RepoNotFound(shown))
+}
+
 /// Authorizes `need` on `repo`: a token of another repository, or none where one is needed,
 /// gets `RepoNotFound` (the Hub's answer for a private repository); too small a scope on
 /// the right repository a 403.
@@ -57,7 +73,7 @@ pub fn authorize(
     need: Scope,
 ) -> HubResult<Access> {
     match auth::credential(headers) {
-        None if need == Scope::Read && state.config.anonymous_read => {}
+        None if need == Scope::Read && state.anonymous_read(headers, repo)? => {}
         None => return Err(HubError::NoCredential(repo.to_string())),
         Some(token) => {
             let claims = auth::verify(&state.keys, &token, auth::now_secs())

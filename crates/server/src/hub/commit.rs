@@ -2,7 +2,8 @@
 //! `lfsFile`, `deletedFile`, `deletedFolder`) becomes a git commit on the branch. LFS files
 //! are committed as the pointers git-lfs writes, and only for objects this repository holds
 //! (uploaded through XET with its write token, or LFS basic); their paths get an LFS rule in
-//! `.gitattributes` when none covers them, so `git clone` checks them out.
+//! `.gitattributes` when none covers them, so `git clone` checks them out. A change to a file
+//! another user has locked is refused, as in a push (locks.rs).
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -181,19 +182,13 @@ pub async fn commit(
         "" => format!("{}\n", header.summary.trim()),
         d => format!("{}\n\n{d}\n", header.summary.trim()),
     };
-    let user = repo.access.user().unwrap_or("anonymous").to_string();
-    let email = format!(
-        "{}@git-xet",
-        user.replace(
-            |c: char| !c.is_ascii_alphanumeric() && c != '.' && c != '-' && c != '_',
-            "-"
-        )
-    );
+    let (user, email) = who(&repo);
     let author = Author {
         name: &user,
         email: &email,
     };
     let new = gitwrite::commit_tree(&repo.dir, &tree, Some(&old), &message, &author).await?;
+    crate::hub::locks::refuse_locked(state, &repo, branch, &old, &new).await?;
     let moved = write_locked(&repo, branch, &new, Some(&old)).await?;
     if !moved {
         return Err(ServerError::Conflict(format!(
@@ -212,6 +207,19 @@ pub async fn commit(
     .into_response())
 }
 
+/// The name and e-mail address commits and tags made with the caller's token are by.
+pub fn who(repo: &Repo) -> (String, String) {
+    let user = repo.access.user().unwrap_or("anonymous").to_string();
+    let email = format!(
+        "{}@git-xet",
+        user.replace(
+            |c: char| !c.is_ascii_alphanumeric() && c != '.' && c != '-' && c != '_',
+            "-"
+        )
+    );
+    (user, email)
+}
+
 /// Moves the branch under the repository's writer lock, then makes the change durable.
 pub async fn write_locked(
     repo: &Repo,
@@ -219,13 +227,26 @@ pub async fn write_locked(
     new: &str,
     old: Option<&str>,
 ) -> HubResult<bool> {
+    let full = format!("refs/heads/{branch}");
+    ref_locked(repo, &full, Some(new), old, "hub commit").await
+}
+
+/// Updates (or with `new` `None` deletes) the ref `full` if it is still at `old`, under the
+/// repository's writer lock, then makes the change durable. Whether it did.
+pub async fn ref_locked(
+    repo: &Repo,
+    full: &str,
+    new: Option<&str>,
+    old: Option<&str>,
+    reason: &str,
+) -> HubResult<bool> {
     let dir = repo.dir.clone();
     let started = std::time::SystemTime::now();
     let lock = tokio::task::spawn_blocking(move || crate::git::writers::WriterLock::acquire(&dir))
         .await
         .map_err(ServerError::from)?
         .map_err(ServerError::from)?;
-    let moved = gitwrite::move_branch(&repo.dir, branch, new, old, "hub commit").await?;
+    let moved = gitwrite::update_ref(&repo.dir, full, new, old, reason).await?;
     let dir = repo.dir.clone();
     tokio::task::spawn_blocking(move || crate::git::repos::sync_names(&dir, started))
         .await

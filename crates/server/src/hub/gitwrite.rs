@@ -159,20 +159,53 @@ pub async fn commit_tree(
     run(dir, &args, message.as_bytes(), &env).await
 }
 
-/// Moves `branch` to `new` if it still points at `old` (`None`: if it does not exist).
-/// `false` when it moved meanwhile.
-pub async fn move_branch(
+/// Moves the ref `full` to `new` (`None`: deletes it) if it still points at `old` (`None`:
+/// if it does not exist). `false` when it moved meanwhile.
+pub async fn update_ref(
     dir: &Path,
-    branch: &str,
-    new: &str,
+    full: &str,
+    new: Option<&str>,
     old: Option<&str>,
     reason: &str,
 ) -> ServerResult<bool> {
-    let full = format!("refs/heads/{branch}");
     let zero = "0".repeat(40);
     let old = old.unwrap_or(&zero);
+    let mut cmd = git(dir);
+    cmd.args(["update-ref", "-m", reason]);
+    match new {
+        Some(new) => cmd.args([full, new, old]),
+        None => cmd.args(["-d", full, old]),
+    };
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| ServerError::internal(format!("running git: {e}")))?;
+    Ok(out.status.success())
+}
+
+/// Writes an annotated tag object for `commit`; returns its id.
+pub async fn write_tag(
+    dir: &Path,
+    name: &str,
+    commit: &str,
+    message: &str,
+    author: &Author<'_>,
+) -> ServerResult<String> {
+    let now = crate::auth::now_secs();
+    let text = format!(
+        "object {commit}\ntype commit\ntag {name}\ntagger {} <{}> {now} +0000\n\n{}\n",
+        author.name,
+        author.email,
+        message.trim_end()
+    );
+    run(dir, &["mktag"], text.as_bytes(), &[]).await
+}
+
+/// Whether git takes `full` as a ref name (`git check-ref-format`).
+pub async fn valid_ref_name(dir: &Path, full: &str) -> ServerResult<bool> {
     let out = git(dir)
-        .args(["update-ref", "-m", reason, &full, new, old])
+        .args(["check-ref-format", full])
         .stdin(Stdio::null())
         .output()
         .await

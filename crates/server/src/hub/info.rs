@@ -69,23 +69,29 @@ pub async fn repo_info(
         }
         None => (Vec::new(), None),
     };
-    let id = repo.name.to_string();
-    Ok(Json(json!({
+    // What an anonymous caller would get: a token needed (see `AppState::anonymous_read`).
+    let (index, name) = (state.index.clone(), repo.name.clone());
+    let private =
+        !state.config.anonymous_read || blocking(move || Ok(index.repo_private(&name)?)).await?;
+    let id = crate::hub::hub_id(&repo.name);
+    let mut info = json!({
         "_id": id,
         "id": id,
-        "modelId": id,
-        "author": ns,
+        "author": id.split('/').next(),
         "sha": sha,
         "lastModified": modified,
-        "private": !state.config.anonymous_read,
+        "private": private,
         "gated": false,
         "disabled": false,
         "downloads": 0,
         "likes": 0,
         "tags": [],
         "siblings": siblings,
-    }))
-    .into_response())
+    });
+    if !repo.name.is_dataset() {
+        info["modelId"] = json!(id);
+    }
+    Ok(Json(info).into_response())
 }
 
 fn sibling(e: &Entry) -> Value {
@@ -142,6 +148,51 @@ pub async fn tree(
         }
     }
     let entries = gitread::list(&repo.dir, &sha, &query.path, query.recursive).await?;
+    let hashes = xet_hashes(state, &repo, &entries).await?;
+    let listed: Vec<Value> = entries
+        .iter()
+        .zip(hashes)
+        .map(|(e, x)| tree_entry(e, x))
+        .collect();
+    Ok(Json(listed).into_response())
+}
+
+/// Paths one `paths-info` request may ask about (the client sends batches of 500).
+const MAX_PATHS: usize = 1000;
+
+/// `POST /api/{type}s/{repo}/paths-info/{rev}` (form: `paths=a&paths=b&expand=`): the tree
+/// entry of each path that exists, as the tree listing writes it; missing paths are left
+/// out. `get_paths_info`, and `create_commit` for `CommitOperationCopy`.
+pub async fn paths_info(
+    state: &SharedState,
+    headers: &HeaderMap,
+    ns: &str,
+    name: &str,
+    rev: &str,
+    body: axum::body::Body,
+) -> HubResult<Response> {
+    let repo = open(state, headers, ns, name, Scope::Read).await?;
+    let bytes = crate::body::read_limited(body, headers, 1024 * 1024, "paths-info request").await?;
+    let sha = commit_of(&repo, rev).await?;
+    let mut paths = Vec::new();
+    for pair in bytes.split(|&b| b == b'&') {
+        let pair = String::from_utf8_lossy(pair).replace('+', " ");
+        if let Some(value) = pair.strip_prefix("paths=") {
+            paths.push(crate::hub::decode(value)?.trim_end_matches('/').to_string());
+        }
+    }
+    if paths.len() > MAX_PATHS {
+        return Err(crate::error::ServerError::bad_request(format!(
+            "at most {MAX_PATHS} paths per paths-info request"
+        ))
+        .into());
+    }
+    let mut entries = Vec::new();
+    for path in paths.iter().filter(|p| crate::hub::valid_repo_path(p)) {
+        if let Some(e) = gitread::entry(&repo.dir, &sha, path).await? {
+            entries.push(e);
+        }
+    }
     let hashes = xet_hashes(state, &repo, &entries).await?;
     let listed: Vec<Value> = entries
         .iter()

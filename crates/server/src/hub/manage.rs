@@ -12,7 +12,6 @@ use crate::error::ServerError;
 use crate::hub::access::{authorize, open};
 use crate::hub::info::commit_of;
 use crate::hub::{HubError, HubResult};
-use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
 
 /// Commits per page of `list_repo_commits` (the client follows `Link: rel="next"`).
@@ -79,9 +78,8 @@ pub async fn commits(
     let mut response = axum::Json(items).into_response();
     if more {
         let next = format!(
-            "<{}/api/models/{}/commits/{commit}?p={}>; rel=\"next\"",
-            state.base_url(headers),
-            repo.name,
+            "<{}/commits/{commit}?p={}>; rel=\"next\"",
+            crate::hub::api_url(&state.base_url(headers), &repo.name),
             page + 1
         );
         if let Ok(v) = HeaderValue::from_str(&next) {
@@ -116,15 +114,12 @@ async fn delete(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
     let bytes = read_limited(body, headers, 64 * 1024, "delete request").await?;
     let request: DeleteRequest = serde_json::from_slice(&bytes)
         .map_err(|e| ServerError::bad_request(format!("malformed delete request: {e}")))?;
-    if request.kind.as_deref().is_some_and(|k| k != "model") {
-        return Err(HubError::RepoNotFound(request.name));
-    }
-    let shown = format!(
-        "{}/{}",
-        request.organization.unwrap_or_default(),
-        request.name
-    );
-    let repo = RepoName::parse(&shown).map_err(|_| HubError::RepoNotFound(shown.clone()))?;
+    let repo = crate::hub::upload::requested_repo(
+        request.kind.as_deref(),
+        request.organization.as_deref().unwrap_or_default(),
+        &request.name,
+    )
+    .map_err(|_| HubError::RepoNotFound(request.name.clone()))?;
     authorize(state, headers, &repo, Scope::Admin)?;
     let dir = repo.bare_dir(&state.config.repos_dir());
     if !dir.join("HEAD").is_file() {
@@ -139,7 +134,11 @@ async fn delete(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
         .await
         .map_err(ServerError::from)?;
     let (index, owned) = (state.index.clone(), repo.clone());
-    let objects = blocking(move || Ok(index.delete_repo_files(&owned)?)).await?;
+    let objects = blocking(move || {
+        index.forget_repo(&owned)?;
+        Ok(index.delete_repo_files(&owned)?)
+    })
+    .await?;
     tracing::info!(%repo, objects, "deleted repository through the Hub API");
     Ok(axum::Json(serde_json::json!({})).into_response())
 }

@@ -1,7 +1,9 @@
 //! The Hugging Face Hub HTTP API over the hosted git repositories, so that
 //! `huggingface_hub` (`HF_ENDPOINT` = this server, `HF_TOKEN` = a git-xet token) downloads
 //! and uploads them: repository info and listings, `resolve` downloads (LFS files through
-//! XET), xet tokens, and commits. The model `ns/name` is the hosted repository `ns/name`.
+//! XET), xet tokens, and commits. The model `ns/name` is the hosted repository `ns/name`,
+//! the dataset `ns/name` the hosted repository `datasets/ns/name` (repo_name.rs): the Hub's
+//! own URLs, `/api/datasets/ns/name/...` and `/datasets/ns/name/resolve/...`.
 //!
 //! Access is the git side's: a token names one repository. Anything the caller may not read
 //! is answered as a missing repository (404 `RepoNotFound`), never told apart from one.
@@ -12,7 +14,9 @@ mod error;
 mod gitread;
 mod gitwrite;
 mod info;
+mod locks;
 mod manage;
+mod refs;
 mod resolve;
 mod upload;
 
@@ -22,6 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, delete, get, post};
 use axum::Router;
 
+use crate::repo_name::RepoName;
 use crate::state::SharedState;
 pub use error::{HubError, HubResult};
 
@@ -32,8 +37,30 @@ pub fn router() -> Router<SharedState> {
         .route("/api/validate-yaml", post(validate_yaml))
         .route("/api/repos/create", post(upload::create_repo))
         .route("/api/repos/delete", delete(manage::delete_repo))
-        .route("/api/models/{*rest}", any(api))
-        .route("/{ns}/{name}/resolve/{*rest}", any(resolve::resolve))
+        .route("/api/models/{*rest}", any(api_models))
+        .route("/api/datasets/{*rest}", any(api_datasets))
+        .route("/{ns}/{name}/resolve/{*rest}", any(resolve::resolve_model))
+        .route(
+            "/datasets/{ns}/{name}/resolve/{*rest}",
+            any(resolve::resolve_dataset),
+        )
+}
+
+/// What the dataset routes put before the namespace segment they hand on (see
+/// [`access::open`]): `datasets/`.
+pub const DATASET_PREFIX: &str = "datasets/";
+
+/// The repository's id as the Hub names it: `ns/name` (without `datasets/`).
+pub fn hub_id(repo: &RepoName) -> &str {
+    repo.dataset_id().unwrap_or(repo.as_str())
+}
+
+/// The repository's API URL: `{base}/api/models/ns/name` or `{base}/api/datasets/ns/name`.
+pub fn api_url(base: &str, repo: &RepoName) -> String {
+    match repo.dataset_id() {
+        Some(id) => format!("{base}/api/datasets/{id}"),
+        None => format!("{base}/api/models/{repo}"),
+    }
 }
 
 /// `POST /api/validate-yaml`: the client checks a README's metadata before committing it;
@@ -43,12 +70,24 @@ async fn validate_yaml() -> Response {
 }
 
 /// `/api/models/{ns}/{name}[/{operation}/...]`.
-async fn api(State(state): State<SharedState>, request: Request) -> Response {
+async fn api_models(State(state): State<SharedState>, request: Request) -> Response {
+    api(state, request, "/api/models/", "").await
+}
+
+/// `/api/datasets/{ns}/{name}[/{operation}/...]`.
+async fn api_datasets(State(state): State<SharedState>, request: Request) -> Response {
+    api(state, request, "/api/datasets/", DATASET_PREFIX).await
+}
+
+async fn api(state: SharedState, request: Request, route_prefix: &str, kind: &str) -> Response {
     let path = request.uri().path().to_string();
-    let rest = path.strip_prefix("/api/models/").unwrap_or("");
+    let rest = path.strip_prefix(route_prefix).unwrap_or("");
     let segments: Vec<&str> = rest.split('/').collect();
     let result = match segments.as_slice() {
-        [ns, name, op @ ..] => route(&state, ns, name, op, request).await,
+        [ns, name, op @ ..] => {
+            let ns = format!("{kind}{ns}");
+            route(&state, &ns, name, op, request).await
+        }
         _ => Err(HubError::RepoNotFound(rest.to_string())),
     };
     result.unwrap_or_else(IntoResponse::into_response)
@@ -98,6 +137,21 @@ async fn route(
         }
         (&Method::POST, ["commit", rev]) => {
             commit::commit(state, headers, ns, name, &decode(rev)?, &query, body).await
+        }
+        (&Method::POST, ["paths-info", rev]) => {
+            info::paths_info(state, headers, ns, name, &decode(rev)?, body).await
+        }
+        (&Method::POST, ["branch", branch]) => {
+            refs::create_branch(state, headers, (ns, name), &decode(branch)?, body).await
+        }
+        (&Method::DELETE, ["branch", branch]) => {
+            refs::delete_branch(state, headers, (ns, name), &decode(branch)?).await
+        }
+        (&Method::POST, ["tag", rev]) => {
+            refs::create_tag(state, headers, (ns, name), &decode(rev)?, body).await
+        }
+        (&Method::DELETE, ["tag", tag]) => {
+            refs::delete_tag(state, headers, (ns, name), &decode(tag)?).await
         }
         _ => Err(crate::error::ServerError::not_found(format!(
             "the Hub API of this server has no route for {method} {}",

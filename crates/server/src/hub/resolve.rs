@@ -16,28 +16,39 @@ use crate::body::parse_range;
 use crate::error::ServerError;
 use crate::hub::access::open;
 use crate::hub::info::{commit_of, xet_hashes};
-use crate::hub::{decode, gitread, valid_repo_path, HubError, HubResult};
+use crate::hub::{api_url, decode, gitread, valid_repo_path, HubError, HubResult, DATASET_PREFIX};
 use crate::state::SharedState;
 
-pub async fn resolve(State(state): State<SharedState>, request: Request) -> Response {
-    serve(&state, request)
+/// `/{ns}/{name}/resolve/...`: a model's file.
+pub async fn resolve_model(State(state): State<SharedState>, request: Request) -> Response {
+    serve(&state, request, "")
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
 
-async fn serve(state: &SharedState, request: Request) -> HubResult<Response> {
+/// `/datasets/{ns}/{name}/resolve/...`: a dataset's file.
+pub async fn resolve_dataset(State(state): State<SharedState>, request: Request) -> Response {
+    serve(&state, request, DATASET_PREFIX)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn serve(state: &SharedState, request: Request, kind: &str) -> HubResult<Response> {
     let method = request.method().clone();
     if method != Method::GET && method != Method::HEAD {
         return Err(ServerError::MethodNotAllowed(format!("{method} is not allowed here")).into());
     }
     let raw = request.uri().path().to_string();
+    let raw = raw.trim_start_matches('/');
+    let raw = raw.strip_prefix(kind).unwrap_or(raw);
     // `/{ns}/{name}/resolve/{rev}/{path...}`: the revision is one segment (`%2F` escaped).
-    let segments: Vec<&str> = raw.trim_start_matches('/').splitn(5, '/').collect();
+    let segments: Vec<&str> = raw.splitn(5, '/').collect();
     let [ns, name, _resolve, rev, path] = segments.as_slice() else {
         return Err(ServerError::not_found("expected /{ns}/{name}/resolve/{rev}/{path}").into());
     };
     let headers = request.headers();
-    let repo = open(state, headers, ns, name, Scope::Read).await?;
+    let ns = format!("{kind}{ns}");
+    let repo = open(state, headers, &ns, name, Scope::Read).await?;
     let rev = decode(rev)?;
     let path = path
         .split('/')
@@ -78,9 +89,8 @@ async fn serve(state: &SharedState, request: Request) -> HubResult<Response> {
             h.insert("x-linked-size", HeaderValue::from(pointer.size));
             if let Some(xet) = xet {
                 let link = format!(
-                    "<{}/api/models/{}/xet-read-token/{commit}>; rel=\"xet-auth\"",
-                    state.base_url(headers),
-                    repo.name
+                    "<{}/xet-read-token/{commit}>; rel=\"xet-auth\"",
+                    api_url(&state.base_url(headers), &repo.name),
                 );
                 h.insert("x-xet-hash", header_value(&xet)?);
                 h.insert(header::LINK, header_value(&link)?);

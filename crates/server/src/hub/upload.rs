@@ -18,7 +18,7 @@ use crate::hub::commit::write_locked;
 use crate::hub::gitwrite::{self, Author, Files};
 use crate::hub::{gitread, HubError, HubResult};
 use crate::repo_name::RepoName;
-use crate::state::SharedState;
+use crate::state::{blocking, SharedState};
 
 /// Files from this size go through LFS/XET whatever their content (the Hub's threshold).
 const LFS_FROM: u64 = 10 * 1024 * 1024;
@@ -43,11 +43,18 @@ struct CreateRequest {
     organization: Option<String>,
     #[serde(default, rename = "type")]
     kind: Option<String>,
+    /// `private` or `public` (huggingface_hub 2.x).
+    #[serde(default)]
+    visibility: Option<String>,
+    /// What older clients send instead of `visibility`.
+    #[serde(default)]
+    private: Option<bool>,
 }
 
 /// `POST /api/repos/create`: a new hosted repository with an initial commit on `main`
-/// (`.gitattributes`), as the Hub creates them. Visibility is the server's: every
-/// repository needs a token, unless the server runs with `--anonymous-read`.
+/// (`.gitattributes`), as the Hub creates them. A private one is recorded in the index: it
+/// needs a token even on a server with `--anonymous-read` (without it, every repository
+/// does).
 pub async fn create_repo(
     State(state): State<SharedState>,
     headers: HeaderMap,
@@ -62,30 +69,43 @@ async fn create(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
     let bytes = read_limited(body, headers, 64 * 1024, "create request").await?;
     let request: CreateRequest = serde_json::from_slice(&bytes)
         .map_err(|e| ServerError::bad_request(format!("malformed create request: {e}")))?;
-    if request.kind.as_deref().is_some_and(|k| k != "model") {
-        return Err(ServerError::bad_request(
-            "only model repositories are served by git-xet's Hub API (no datasets or spaces yet)",
-        )
-        .into());
-    }
     let Some(org) = request.organization else {
         return Err(ServerError::bad_request(
             "name the repository with its namespace: create_repo(\"org/name\")",
         )
         .into());
     };
-    let repo = RepoName::parse(&format!("{org}/{}", request.name))?;
+    let repo = requested_repo(request.kind.as_deref(), &org, &request.name)?;
+    let private = match request.visibility.as_deref() {
+        None => request.private.unwrap_or(false),
+        Some("private") => true,
+        Some("public") => false,
+        Some(other) => {
+            return Err(ServerError::bad_request(format!(
+                "visibility {other:?} is not served: private or public"
+            ))
+            .into())
+        }
+    };
     let access = authorize(state, headers, &repo, Scope::Write)?;
     let url = format!("{}/{repo}", state.base_url(headers));
     let root = state.config.repos_dir();
     let dir = repo.bare_dir(&root);
     if dir.join("HEAD").is_file() {
+        let kind = if repo.is_dataset() {
+            "dataset"
+        } else {
+            "model"
+        };
         let body = serde_json::json!({
-            "error": "You already created this model repo",
+            "error": format!("You already created this {kind} repo"),
             "url": url,
         });
         return Ok((axum::http::StatusCode::CONFLICT, axum::Json(body)).into_response());
     }
+    // Recorded before the repository exists, so that it is never readable unrecorded.
+    let (index, name) = (state.index.clone(), repo.clone());
+    blocking(move || Ok(index.set_repo_private(&name, private)?)).await?;
     let hook = crate::git::repos::hook_script(state.config.hook_program.as_deref());
     crate::git::repos::ensure_repo(&root, &repo, &hook).await?;
     let repo = Repo {
@@ -109,6 +129,26 @@ async fn create(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
         axum::Json(serde_json::json!({ "url": url, "name": repo.name.to_string() }))
             .into_response(),
     )
+}
+
+/// The hosted repository a create or delete request names: `type` absent or `model`, or
+/// `dataset` (`datasets/org/name`); spaces are not served.
+pub fn requested_repo(kind: Option<&str>, org: &str, name: &str) -> Result<RepoName, ServerError> {
+    let prefix = match kind {
+        None | Some("model") => "",
+        Some("dataset") => crate::hub::DATASET_PREFIX,
+        Some(other) => {
+            return Err(ServerError::bad_request(format!(
+                "{other} repositories are not served by git-xet's Hub API: only models and datasets"
+            )))
+        }
+    };
+    if prefix.is_empty() && org == crate::repo_name::DATASETS {
+        return Err(ServerError::bad_request(
+            "a model may not be in the namespace `datasets` (its URLs would be a dataset's)",
+        ));
+    }
+    RepoName::parse(&format!("{prefix}{org}/{name}"))
 }
 
 #[derive(Deserialize)]

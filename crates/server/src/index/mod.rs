@@ -11,6 +11,7 @@ pub mod gc;
 pub mod locks;
 pub(crate) mod meta_cache;
 mod postgres;
+pub mod repos;
 pub mod scope;
 mod sqlite;
 pub mod stats;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 
 pub use locks::{Lock, LockIndex, LockOutcome, LockPage, LockQuery};
 pub use postgres::PgIndex;
+pub use repos::RepoIndex;
 pub use scope::{DedupDomain, DedupScope};
 pub use sqlite::SqliteIndex;
 pub use tokens::{TokenIndex, TokenRecord};
@@ -208,6 +210,7 @@ pub trait Index:
     + verify::Sha256Index
     + LockIndex
     + TokenIndex
+    + RepoIndex
     + Send
     + Sync
     + 'static

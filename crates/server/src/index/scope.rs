@@ -27,7 +27,8 @@ pub enum DedupScope {
     /// Every repository dedups against every other (one team).
     #[default]
     Server,
-    /// Repositories dedup within their org, the first component of their name.
+    /// Repositories dedup within their org, the first component of their name (the first
+    /// two of a dataset's, `datasets/ORG`).
     Org,
     /// Each repository dedups only against itself.
     Repo,
@@ -39,8 +40,11 @@ impl DedupScope {
         match self {
             DedupScope::Server => DedupDomain::Server,
             DedupScope::Org => {
-                let name = repo.as_str();
-                DedupDomain::Org(name.split('/').next().unwrap_or(name).to_string())
+                let first = |name: &str| name.split('/').next().unwrap_or(name).to_string();
+                DedupDomain::Org(match repo.dataset_id() {
+                    Some(id) => format!("{}/{}", crate::repo_name::DATASETS, first(id)),
+                    None => first(repo.as_str()),
+                })
             }
             DedupScope::Repo => DedupDomain::Repo(repo.clone()),
         }
@@ -92,7 +96,7 @@ impl DedupDomain {
     pub fn cas_path(&self) -> String {
         match self {
             DedupDomain::Server => String::new(),
-            DedupDomain::Org(org) => format!("{SCOPED_CAS_PREFIX}/{org}"),
+            DedupDomain::Org(org) => format!("{SCOPED_CAS_PREFIX}/{}", org.replace('/', "+")),
             DedupDomain::Repo(repo) => {
                 format!("{SCOPED_CAS_PREFIX}/{}", repo.as_str().replace('/', "+"))
             }
@@ -156,6 +160,12 @@ mod tests {
         assert_eq!(one.cas_path(), "/_scope/org1+a");
         assert_eq!(org.cas_path(), "/_scope/org1");
         assert_eq!(DedupDomain::Server.cas_path(), "");
+        // A dataset's org is `datasets/ORG`: not every dataset's, not the models' of ORG.
+        let data = DedupScope::Org.domain(&repo("datasets/org1/d"));
+        assert_eq!(data, DedupDomain::Org("datasets/org1".into()));
+        assert!(data.contains("datasets/org1/e") && !data.contains("datasets/org2/e"));
+        assert!(!data.contains("org1/a"));
+        assert_eq!(data.cas_path(), "/_scope/datasets+org1");
         // A repository without an org is its own org.
         assert_eq!(
             DedupScope::Org.domain(&repo("model")),

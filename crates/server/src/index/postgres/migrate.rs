@@ -23,6 +23,7 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
     (5, super::tokens::MIGRATION),
     (6, super::scope::MIGRATION),
     (7, super::scope::FILE_RECORDS_MIGRATION),
+    (8, super::repos::MIGRATION),
 ];
 
 /// Xorbs, chunk locations, files, per-repository files, first chunks, shards (as in the

@@ -13,6 +13,7 @@ mod gc;
 mod locks;
 mod migrate;
 mod pool;
+mod repos;
 mod scope;
 mod secret;
 mod stats;

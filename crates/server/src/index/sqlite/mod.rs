@@ -7,6 +7,7 @@
 mod error;
 mod gc;
 mod locks;
+mod repos;
 mod scope;
 mod tokens;
 mod verify;
@@ -123,6 +124,7 @@ impl SqliteIndex {
         writer.execute_batch(verify::SCHEMA)?;
         writer.execute_batch(locks::SCHEMA)?;
         writer.execute_batch(tokens::SCHEMA)?;
+        writer.execute_batch(repos::SCHEMA)?;
         writer.execute_batch(stats::SCHEMA)?;
         // Read and upgraded in one write transaction: a second process opening the index
         // at once waits, then finds it upgraded.

@@ -1,0 +1,65 @@
+//! API commits through the lock check of a push (hook/lock_check.rs): a commit may not
+//! change (modify, delete, rename away) a file another user holds a git-lfs lock on. The
+//! changed paths are the hook's own (`changed_paths` on the new commit as a ref update);
+//! the locks are read from the index directly, as the hook's `locked-paths` route does.
+
+use crate::error::ServerError;
+use crate::hook::git::Git;
+use crate::hook::lock_check::{changed_paths, RefUpdate};
+use crate::hub::access::Repo;
+use crate::hub::HubResult;
+use crate::index::LockQuery;
+use crate::state::{blocking, SharedState};
+
+/// Refuses (403) moving `branch` from `old` to `new` when that changes a file another user
+/// has locked.
+pub async fn refuse_locked(
+    state: &SharedState,
+    repo: &Repo,
+    branch: &str,
+    old: &str,
+    new: &str,
+) -> HubResult<()> {
+    let (index, name, dir) = (state.index.clone(), repo.name.clone(), repo.dir.clone());
+    let user = repo.access.user().map(str::to_string);
+    let update = RefUpdate {
+        old: old.to_string(),
+        new: new.to_string(),
+        name: format!("refs/heads/{branch}"),
+    };
+    let locked = blocking(move || {
+        let any = LockQuery {
+            limit: 1,
+            ..LockQuery::default()
+        };
+        // No lock in the repository (the usual case): nothing to diff.
+        if index.locks(&name, &any)?.locks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let changed = changed_paths(&Git::in_dir(dir), &[update])
+            .map_err(|e| ServerError::internal(format!("listing what the commit changes: {e}")))?;
+        let mut locked = Vec::new();
+        for path in changed {
+            let query = LockQuery {
+                path: Some(path),
+                limit: 1,
+                ..LockQuery::default()
+            };
+            for lock in index.locks(&name, &query)?.locks {
+                if user.as_deref() != Some(lock.owner.as_str()) {
+                    locked.push(format!("{} (locked by {})", lock.path, lock.owner));
+                }
+            }
+        }
+        Ok(locked)
+    })
+    .await?;
+    if locked.is_empty() {
+        return Ok(());
+    }
+    Err(ServerError::Forbidden(format!(
+        "the commit changes files another user has locked: {}; ask them to unlock (git lfs unlock), or an admin to force it",
+        locked.join(", ")
+    ))
+    .into())
+}
