@@ -373,6 +373,17 @@ fn hub_private_repositories_need_a_token_where_others_are_readable_anonymously()
         std::fs::read(into("open").join("a.txt")).unwrap(),
         b"hello\n"
     );
+    // The status page an anonymous browser sees lists the public repository, not the
+    // private ones: neither their names nor their files.
+    let page = reqwest::blocking::Client::new()
+        .get(format!("{}/", server.url))
+        .header("accept", "text/html")
+        .send()
+        .unwrap();
+    assert!(page.status().is_success(), "{page:?}");
+    let page = page.text().unwrap();
+    assert!(page.contains("org/open"), "{page}");
+    assert!(!page.contains("secret"), "a private repository is listed: {page}");
 }
 
 #[test]

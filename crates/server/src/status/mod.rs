@@ -130,14 +130,27 @@ async fn build(
 ) -> ServerResult<StatusPage> {
     blocking(move || {
         let root = state.config.repos_dir();
-        let server_wide = repos.is_none();
-        let names = match repos {
+        let mut hidden = false;
+        let names: Vec<RepoName> = match &repos {
             Some(names) => names
-                .into_iter()
+                .iter()
                 .filter(|r| r.bare_dir(&root).is_dir())
+                .cloned()
                 .collect(),
-            None => scan::repositories(&root),
+            // Every repository a reader without a token may see: private ones are left
+            // out, and then the totals are those of the shown ones, not the server's.
+            None => {
+                let mut shown = Vec::new();
+                for repo in scan::repositories(&root) {
+                    match state.index.repo_private(&repo)? {
+                        true => hidden = true,
+                        false => shown.push(repo),
+                    }
+                }
+                shown
+            }
         };
+        let server_wide = repos.is_none() && !hidden;
         let mut repos = Vec::with_capacity(names.len());
         for repo in names {
             let dir = repo.bare_dir(&root);

@@ -82,9 +82,16 @@ pub fn repositories(root: &Path) -> Vec<RepoName> {
             found.extend(RepoName::parse(&name).ok());
             continue;
         }
-        for (inner, _) in entries(&path) {
+        for (inner, inner_path) in entries(&path) {
             if inner.ends_with(".git") {
                 found.extend(RepoName::parse(&format!("{name}/{inner}")).ok());
+            } else if name == "datasets" {
+                // Datasets are hosted one level deeper: datasets/org/name.git.
+                for (repo, _) in entries(&inner_path) {
+                    if repo.ends_with(".git") {
+                        found.extend(RepoName::parse(&format!("{name}/{inner}/{repo}")).ok());
+                    }
+                }
             }
         }
     }
