@@ -148,7 +148,11 @@ impl<S: RangeSource> BlockCache<S> {
             if result.is_err() {
                 // Not kept: the next read fetches again.
                 let mut state = shared.lock().expect("block state");
-                if state.slots.get(&key).is_some_and(|(s, _)| Arc::ptr_eq(s, &filled)) {
+                if state
+                    .slots
+                    .get(&key)
+                    .is_some_and(|(s, _)| Arc::ptr_eq(s, &filled))
+                {
                     state.slots.remove(&key);
                 }
             }
@@ -286,15 +290,21 @@ mod tests {
         let piece = 128 * 1024;
         // A random read of 1 MiB in 128 KiB reads (as the kernel sends it): no read-ahead.
         for i in 0..8u64 {
-            c.read(&obj, 5 * BLOCK_SIZE + i * piece, piece as u32).unwrap();
+            c.read(&obj, 5 * BLOCK_SIZE + i * piece, piece as u32)
+                .unwrap();
         }
         std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(*c.source().fetches.lock().unwrap(), vec![5], "a random read");
+        assert_eq!(
+            *c.source().fetches.lock().unwrap(),
+            vec![5],
+            "a random read"
+        );
         // A sequential reader, interleaved with another: read-ahead past 2 blocks in a row.
         let mut offset = 10 * BLOCK_SIZE;
         while offset < 12 * BLOCK_SIZE + piece {
             c.read(&obj, offset, piece as u32).unwrap();
-            c.read(&obj, 30 * BLOCK_SIZE + offset % 7 * 4096, 10).unwrap();
+            c.read(&obj, 30 * BLOCK_SIZE + offset % 7 * 4096, 10)
+                .unwrap();
             offset += piece;
         }
         std::thread::sleep(Duration::from_millis(300));

@@ -70,14 +70,7 @@ fn repo() -> (tempfile::TempDir, Vec<u8>, Vec<u8>) {
 
 fn mount(dir: &Path, rev: &str, remote: Remote) -> MountFs<Remote> {
     let store = LfsStore::in_dir(&dir.join(".git/lfs"));
-    MountFs::new(
-        Git::in_dir(dir),
-        store,
-        rev,
-        remote,
-        Duration::from_secs(5),
-    )
-    .unwrap()
+    MountFs::new(Git::in_dir(dir), store, rev, remote, Duration::from_secs(5)).unwrap()
 }
 
 fn read_all<S: RangeSource>(fs: &MountFs<S>, path: &str) -> Vec<u8> {
@@ -100,7 +93,15 @@ fn a_revision_shows_its_tree_with_real_sizes_modes_and_links() {
     let names: Vec<_> = root.iter().map(|c| c.2.to_str().unwrap()).collect();
     assert_eq!(
         names,
-        [".", "..", "README", "dir", "link", "local.bin", "remote.bin"]
+        [
+            ".",
+            "..",
+            "README",
+            "dir",
+            "link",
+            "local.bin",
+            "remote.bin"
+        ]
     );
     let sub = fs.table().resolve("dir/sub").unwrap();
     assert_eq!(fs.attr(sub).unwrap().kind, Kind::Dir);
@@ -108,7 +109,11 @@ fn a_revision_shows_its_tree_with_real_sizes_modes_and_links() {
     assert_eq!(fs.children(sub).unwrap()[1].0, dir_ino, "`..` of dir/sub");
     let run = fs.lookup(sub, OsStr::new("run.sh")).unwrap();
     assert!(run.executable && run.kind == Kind::File);
-    assert!(!fs.lookup(tree::ROOT, OsStr::new("README")).unwrap().executable);
+    assert!(
+        !fs.lookup(tree::ROOT, OsStr::new("README"))
+            .unwrap()
+            .executable
+    );
     let link = fs.table().resolve("link").unwrap();
     assert_eq!(fs.attr(link).unwrap().kind, Kind::Symlink);
     assert_eq!(fs.readlink(link).unwrap(), b"dir/sub/run.sh");

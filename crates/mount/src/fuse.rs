@@ -199,14 +199,24 @@ pub fn serve<S: RangeSource>(
     let mut session =
         fuser::Session::new(fuse, dir, &config).map_err(|e| MountError::io(dir, e))?;
     let mut unmounter = session.unmount_callable();
-    let dir_shown = dir.display().to_string();
+    let mountpoint = dir.to_path_buf();
     std::thread::spawn(move || {
         let mut sig: libc::c_int = 0;
         // SAFETY: a valid, initialised signal set and an out pointer.
         if unsafe { libc::sigwait(&signals, &mut sig) } == 0 {
-            tracing::info!("signal {sig}: unmounting {dir_shown}");
-            if let Err(e) = unmounter.unmount() {
-                eprintln!("git-xet: could not unmount {dir_shown}: {e}");
+            tracing::info!("signal {sig}: unmounting {}", mountpoint.display());
+            // Unmounted here rather than by closing fusermount3's auto_unmount socket:
+            // fusermount3 3.14 was seen to exit without unmounting then. Lazily, so that a
+            // reader still inside does not keep the process alive.
+            let done = std::process::Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&mountpoint)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !done {
+                if let Err(e) = unmounter.unmount() {
+                    eprintln!("git-xet: could not unmount {}: {e}", mountpoint.display());
+                }
             }
         }
     });

@@ -46,7 +46,11 @@ pub enum MountError {
     #[error("{0}")]
     Unavailable(String),
     #[error("reading {oid} at {offset}: no answer within {seconds} s (is the server reachable?)")]
-    Timeout { oid: String, offset: u64, seconds: u64 },
+    Timeout {
+        oid: String,
+        offset: u64,
+        seconds: u64,
+    },
     #[error("reading {oid}: the data ends at {offset}, before the object's size")]
     Short { oid: String, offset: u64 },
     #[error(
@@ -136,7 +140,10 @@ fn unescape_mount_path(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             let v = b[i + 1..i + 4]
                 .iter()
                 .fold(0u32, |v, c| v * 8 + u32::from(c - b'0'));

@@ -143,7 +143,10 @@ struct Entry<'a> {
 /// Parses `<mode> SP <type> SP <object> SP+ <size> TAB <path>` (NUL-terminated records).
 fn parse_entry(record: &[u8]) -> Option<Entry<'_>> {
     let tab = record.iter().position(|&b| b == b'\t')?;
-    let (head, path) = (std::str::from_utf8(&record[..tab]).ok()?, &record[tab + 1..]);
+    let (head, path) = (
+        std::str::from_utf8(&record[..tab]).ok()?,
+        &record[tab + 1..],
+    );
     let mut fields = head.split_whitespace();
     let (mode, kind, oid, size) = (
         fields.next()?,
@@ -197,12 +200,20 @@ fn parse_batch(mut out: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, MountError> 
 /// The tree of `rev` in the repository `git` runs in.
 pub fn load(git: &Git, rev: &str) -> Result<InodeTable, MountError> {
     let commit = git
-        .run(["rev-parse", "--verify", "--end-of-options", &format!("{rev}^{{commit}}")])
+        .run([
+            "rev-parse",
+            "--verify",
+            "--end-of-options",
+            &format!("{rev}^{{commit}}"),
+        ])
         .map_err(|e| MountError::Revision {
             rev: rev.to_string(),
             source: Box::new(e),
         })?;
-    let listing = git.run_bytes(["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", &commit], None)?;
+    let listing = git.run_bytes(
+        ["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", &commit],
+        None,
+    )?;
     let entries: Vec<Entry> = listing
         .split(|&b| b == 0)
         .filter(|r| !r.is_empty())
@@ -308,7 +319,9 @@ mod tests {
     #[test]
     fn inserting_builds_directories_and_refuses_odd_paths() {
         let mut t = InodeTable::new();
-        let file = Node::Symlink { target: b"x".to_vec() };
+        let file = Node::Symlink {
+            target: b"x".to_vec(),
+        };
         t.insert(b"a/b/c", file.clone()).unwrap();
         assert_eq!(t.get(t.resolve("a/b/c").unwrap()), Some(&file));
         assert!(t.resolve("a/x").is_none());
