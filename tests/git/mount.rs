@@ -240,8 +240,32 @@ fn a_pointer_only_clone_mounts_lists_and_reads_bit_exact() {
         assert!(out.stdout == f.v2[start..start + (1 << 20)], "reader {i}");
     }
 
-    // Another revision, mounted beside it.
+    // Another revision, mounted beside it. Four processes read the same MiB of it at once:
+    // its block is fetched once (single flight), not four times.
     let old = mount(&f, "old", &["--rev", "v1"]);
+    let before = f.server.metric(XORB_SERVED);
+    let old_model = old.0.join("weights/model.bin");
+    let same: Vec<Child> = (0..4)
+        .map(|_| {
+            std::process::Command::new("dd")
+                .arg(format!("if={}", old_model.display()))
+                .args(["bs=1M", "skip=1", "count=1", "status=none"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in same {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.stdout == f.v1[1 << 20..2 << 20]);
+    }
+    // Its 2 MiB block once, and the kernel's read-ahead may ask for the next one: under
+    // 6 MiB. Without single flight the first block alone would be sent four times (8+ MiB).
+    let served = f.server.metric(XORB_SERVED) - before;
+    assert!(
+        served < (6 << 20) as f64,
+        "4 readers of one MiB made the server send {served} bytes"
+    );
     assert_eq!(
         std::fs::metadata(old.0.join("weights/model.bin"))
             .unwrap()
