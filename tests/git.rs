@@ -35,6 +35,8 @@ mod matrix;
 mod migrate;
 #[path = "git/migrate_endpoints.rs"]
 mod migrate_endpoints;
+#[path = "git/mount.rs"]
+mod mount;
 #[path = "git/multi_process.rs"]
 mod multi_process;
 #[path = "git/old_lfs.rs"]

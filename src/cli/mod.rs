@@ -16,6 +16,8 @@ mod docs;
 mod forward;
 mod git_cmds;
 mod man_install;
+#[cfg(feature = "mount")]
+mod mount_cmds;
 mod progress;
 
 #[derive(Parser, Debug)]
@@ -75,6 +77,13 @@ enum Command {
     /// on the repositories its --repo arguments allow. See `git xet server user add`.
     #[command(disable_help_flag = true)]
     Shell(forward::Forwarded),
+    /// Mount a revision of this repository on DIR as a read-only file system: LFS files are
+    /// read lazily, in ranges, through XET (FUSE; `git xet unmount DIR` to unmount).
+    #[cfg(feature = "mount")]
+    Mount(mount_cmds::MountArgs),
+    /// Unmount what `git xet mount` mounted on DIR.
+    #[cfg(feature = "mount")]
+    Unmount(mount_cmds::UnmountArgs),
     /// Write the man pages and shell completions into DIR (install.sh runs it).
     #[command(hide = true)]
     GenerateDocs(docs::DocsArgs),
@@ -103,6 +112,10 @@ pub fn main() -> ExitCode {
         Command::Quickstart(a) => git_cmds::quickstart(a),
         Command::PreReceive(a) => forward::to_server("pre-receive", a),
         Command::Shell(a) => forward::to_server("shell", a),
+        #[cfg(feature = "mount")]
+        Command::Mount(a) => mount_cmds::mount(a),
+        #[cfg(feature = "mount")]
+        Command::Unmount(a) => mount_cmds::unmount(a),
         Command::GenerateDocs(a) => docs::generate(a),
     };
     // The one runtime of the process, if a command built one (git_xet_client::runtime).

@@ -91,6 +91,9 @@ impl ObjectDownload {
 pub struct ObjectService {
     env: AgentEnv,
     clients: HashMap<String, (CasClient, Arc<Tokens>)>,
+    /// A chunk cache of its own (directory, size bound), for clients created from now on
+    /// (`git xet mount --cache-size`).
+    chunk_cache: Option<(PathBuf, u64)>,
 }
 
 impl ObjectService {
@@ -98,11 +101,23 @@ impl ObjectService {
         ObjectService {
             env,
             clients: HashMap::new(),
+            chunk_cache: None,
         }
     }
 
     pub fn env(&self) -> &AgentEnv {
         &self.env
+    }
+
+    /// Clients created from now on keep a chunk cache in `dir` of at most `max_bytes`.
+    pub fn set_chunk_cache(&mut self, dir: PathBuf, max_bytes: u64) {
+        self.chunk_cache = Some((dir, max_bytes));
+    }
+
+    /// The client of the CAS server `access` names (the one the agent and the filter use:
+    /// same credentials, token refresh and HTTP settings), for callers that read ranges.
+    pub fn client(&mut self, access: &XetAction) -> Result<CasClient, LfsError> {
+        self.client_for(access)
     }
 
     /// The process's runtime, started by the first transfer (git-lfs starts agents that
@@ -132,6 +147,9 @@ impl ObjectService {
         config.http = env.http.clone();
         if env.chunk_cache {
             config = config.with_user_caches();
+        }
+        if let Some(cache) = &self.chunk_cache {
+            config.chunk_cache = Some(cache.clone());
         }
         let client = CasClient::new(config)?;
         self.clients

@@ -17,7 +17,8 @@ use crate::endpoint;
 use crate::repo::Repo;
 use crate::ssh::SshFailure;
 use crate::GitError;
-use git_xet_client::{ContentTap, ProgressFn};
+use git_xet_client::{CasClient, ContentTap, ProgressFn};
+use git_xet_core::MerkleHash;
 use git_xet_lfs::batch::{BatchClient, BatchResponse, BATCH_SIZE};
 use git_xet_lfs::objects::{ObjectDownload, ObjectService};
 use git_xet_lfs::pointer::{Oid, Pointer};
@@ -203,6 +204,36 @@ impl Fetcher {
         };
         let result = self.service.download_tapped(&request, tap, progress);
         stored(store, pathname, pointer, result)
+    }
+
+    /// Clients created from now on keep a chunk cache in `dir` of at most `max_bytes`.
+    pub fn set_chunk_cache(&mut self, dir: PathBuf, max_bytes: u64) {
+        self.service.set_chunk_cache(dir, max_bytes);
+    }
+
+    /// The CAS client and XET file hash through which `pointer`'s object is read in ranges
+    /// (`git xet mount`), found with the Batch API exactly as for a download; or why XET
+    /// cannot serve it.
+    pub fn locate(
+        &mut self,
+        pointer: &Pointer,
+    ) -> Result<Result<(CasClient, MerkleHash), Handoff>, GitError> {
+        let group = [("", pointer)];
+        let wanted = self
+            .requests_for(&group)
+            .pop()
+            .expect("one answer per object");
+        let request = match wanted {
+            Ok(Ok(r)) => r,
+            Ok(Err(why)) => return Ok(Err(why)),
+            Err(e) => return Err(GitError::Shared(e)),
+        };
+        let hash = request
+            .access
+            .file_hash
+            .ok_or_else(|| LfsError::Action("download action without X-Xet-Hash".into()))?;
+        let client = self.service.client(&request.access)?;
+        Ok(Ok((client, hash)))
     }
 
     /// One Batch API request per [`BATCH_SIZE`] objects of `group`, all at once; per

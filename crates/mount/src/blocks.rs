@@ -1,0 +1,367 @@
+//! Range reads of LFS objects in aligned blocks. A block is fetched once however many
+//! readers want it at the same time (single flight: the first starts the fetch, the others
+//! wait for it), kept in a memory LRU of bounded size, and the blocks after it are fetched
+//! ahead when reads of a file are sequential. A failed fetch is not kept: the next read
+//! asks again (a server that comes back serves it). Under the blocks, the client's chunk
+//! cache on disk keeps xorb ranges across blocks and mounts (its own size bound, LRU).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::MountError;
+use git_xet_core::lfs::pointer::Pointer;
+
+/// 2 MiB: about 32 chunks, so the chunks cut at a block's ends are a small part of it,
+/// and a FUSE read (128 KiB) rarely spans two blocks.
+pub const BLOCK_SIZE: u64 = 2 << 20;
+/// Blocks fetched ahead of a sequential reader.
+pub const READ_AHEAD: u64 = 8;
+/// Blocks kept in memory (64 MiB).
+pub const MEMORY_BLOCKS: usize = 32;
+/// A stream of reads is sequential once it has read this much without a jump: a random
+/// read of a few MiB does not start read-ahead.
+pub const SEQUENTIAL_AFTER: u64 = 2 * BLOCK_SIZE;
+/// Readers of one object told apart (a data loader's workers each read their own way).
+const STREAMS: usize = 16;
+
+/// Where blocks come from: `len` bytes of the object at `start` (fewer only at its end).
+pub trait RangeSource: Send + Sync + 'static {
+    fn fetch(&self, object: &Pointer, start: u64, len: u64) -> Result<Vec<u8>, MountError>;
+}
+
+type Key = ([u8; 32], u64);
+
+#[derive(Default)]
+struct Slot {
+    /// None while the fetch runs.
+    result: Mutex<Option<Result<Arc<Vec<u8>>, MountError>>>,
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    slots: HashMap<Key, (Arc<Slot>, u64)>,
+    /// Recency clock for the LRU.
+    tick: u64,
+    /// Per object, its streams of reads: (where the last read ended, bytes read in a row).
+    streams: HashMap<[u8; 32], Vec<(u64, u64)>>,
+}
+
+/// Blocks of LFS objects, shared by every reader of a mount.
+pub struct BlockCache<S: RangeSource> {
+    source: Arc<S>,
+    state: Arc<Mutex<State>>,
+    timeout: Duration,
+    memory_blocks: usize,
+}
+
+impl<S: RangeSource> BlockCache<S> {
+    /// `timeout`: how long a read waits for a block before it fails (EIO).
+    pub fn new(source: S, timeout: Duration) -> Self {
+        BlockCache {
+            source: Arc::new(source),
+            state: Default::default(),
+            timeout,
+            memory_blocks: MEMORY_BLOCKS,
+        }
+    }
+
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// Bytes `offset..offset + size` of `object` (fewer at its end).
+    pub fn read(&self, object: &Pointer, offset: u64, size: u32) -> Result<Vec<u8>, MountError> {
+        let end = object.size.min(offset.saturating_add(u64::from(size)));
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        let first = offset / BLOCK_SIZE;
+        let last = (end - 1) / BLOCK_SIZE;
+        let last_block = (object.size - 1) / BLOCK_SIZE;
+        let sequential = {
+            let mut state = self.state.lock().expect("block state");
+            let streams = state.streams.entry(object.oid.0).or_default();
+            // The stream this read continues, moved to the front (most recent).
+            let run = match streams.iter().position(|&(e, _)| e == offset) {
+                Some(i) => streams.remove(i).1,
+                None => 0,
+            } + (end - offset);
+            streams.insert(0, (end, run));
+            streams.truncate(STREAMS);
+            run > SEQUENTIAL_AFTER
+        };
+        let slots: Vec<Arc<Slot>> = (first..=last).map(|b| self.start(object, b)).collect();
+        if sequential {
+            for b in (last + 1..=last + READ_AHEAD).take_while(|&b| b <= last_block) {
+                self.start(object, b);
+            }
+        }
+        let mut out = Vec::with_capacity((end - offset) as usize);
+        for (b, slot) in (first..=last).zip(slots) {
+            let data = self.wait(&slot, object, b)?;
+            let block_start = b * BLOCK_SIZE;
+            let from = offset.max(block_start) - block_start;
+            let to = (end - block_start).min(data.len() as u64);
+            if from > to {
+                return Err(MountError::Short {
+                    oid: object.oid.to_string(),
+                    offset: block_start + data.len() as u64,
+                });
+            }
+            out.extend_from_slice(&data[from as usize..to as usize]);
+        }
+        if (out.len() as u64) < end - offset {
+            return Err(MountError::Short {
+                oid: object.oid.to_string(),
+                offset: offset + out.len() as u64,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The slot of block `b`, starting its fetch unless it is cached or in flight.
+    fn start(&self, object: &Pointer, b: u64) -> Arc<Slot> {
+        let key = (object.oid.0, b);
+        let mut state = self.state.lock().expect("block state");
+        state.tick += 1;
+        let tick = state.tick;
+        if let Some((slot, used)) = state.slots.get_mut(&key) {
+            *used = tick;
+            return slot.clone();
+        }
+        let slot = Arc::new(Slot::default());
+        state.slots.insert(key, (slot.clone(), tick));
+        evict(&mut state, self.memory_blocks);
+        drop(state);
+        let (source, shared, object, filled) = (
+            self.source.clone(),
+            self.state.clone(),
+            object.clone(),
+            slot.clone(),
+        );
+        std::thread::spawn(move || {
+            let start = b * BLOCK_SIZE;
+            let len = BLOCK_SIZE.min(object.size - start);
+            let result = source.fetch(&object, start, len).map(Arc::new);
+            if result.is_err() {
+                // Not kept: the next read fetches again.
+                let mut state = shared.lock().expect("block state");
+                if state
+                    .slots
+                    .get(&key)
+                    .is_some_and(|(s, _)| Arc::ptr_eq(s, &filled))
+                {
+                    state.slots.remove(&key);
+                }
+            }
+            *filled.result.lock().expect("slot") = Some(result);
+            filled.done.notify_all();
+        });
+        slot
+    }
+
+    fn wait(&self, slot: &Slot, object: &Pointer, b: u64) -> Result<Arc<Vec<u8>>, MountError> {
+        let deadline = Instant::now() + self.timeout;
+        let mut result = slot.result.lock().expect("slot");
+        loop {
+            if let Some(r) = result.as_ref() {
+                return r.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(MountError::Timeout {
+                    oid: object.oid.to_string(),
+                    offset: b * BLOCK_SIZE,
+                    seconds: self.timeout.as_secs(),
+                });
+            }
+            result = slot.done.wait_timeout(result, left).expect("slot").0;
+        }
+    }
+}
+
+/// Drops the least recently used finished blocks beyond `max` (blocks in flight stay).
+fn evict(state: &mut State, max: usize) {
+    while state.slots.len() > max {
+        let oldest = state
+            .slots
+            .iter()
+            .filter(|(_, (slot, _))| slot.result.try_lock().is_ok_and(|r| r.is_some()))
+            .min_by_key(|(_, (_, used))| *used)
+            .map(|(k, _)| *k);
+        match oldest {
+            Some(k) => {
+                state.slots.remove(&k);
+            }
+            None => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use git_xet_core::lfs::pointer::Oid;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The object's bytes are a function of their offset; counts and can fail fetches.
+    struct Counting {
+        fetches: Mutex<Vec<u64>>,
+        failing: std::sync::atomic::AtomicBool,
+        delay: Duration,
+        calls: AtomicUsize,
+    }
+
+    fn byte(i: u64) -> u8 {
+        (i.wrapping_mul(31) ^ (i >> 11)) as u8
+    }
+
+    impl RangeSource for Counting {
+        fn fetch(&self, object: &Pointer, start: u64, len: u64) -> Result<Vec<u8>, MountError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(self.delay);
+            if self.failing.load(Ordering::SeqCst) {
+                return Err(MountError::Unavailable("test: server down".into()));
+            }
+            assert!(start + len <= object.size);
+            self.fetches.lock().unwrap().push(start / BLOCK_SIZE);
+            Ok((start..start + len).map(byte).collect())
+        }
+    }
+
+    fn cache(delay_ms: u64) -> BlockCache<Counting> {
+        BlockCache::new(
+            Counting {
+                fetches: Mutex::new(Vec::new()),
+                failing: false.into(),
+                delay: Duration::from_millis(delay_ms),
+                calls: AtomicUsize::new(0),
+            },
+            Duration::from_secs(5),
+        )
+    }
+
+    fn object(size: u64) -> Pointer {
+        Pointer::new(Oid([7; 32]), size)
+    }
+
+    #[test]
+    fn ranges_across_blocks_and_the_end_are_exact() {
+        let c = cache(0);
+        let obj = object(3 * BLOCK_SIZE + 5);
+        for (offset, size) in [
+            (0, 10),
+            (BLOCK_SIZE - 3, 7),
+            (2 * BLOCK_SIZE - 1, (BLOCK_SIZE + 2) as u32),
+            (3 * BLOCK_SIZE, 100),
+            (3 * BLOCK_SIZE + 5, 10),
+        ] {
+            let got = c.read(&obj, offset, size).unwrap();
+            let end = (offset + u64::from(size)).min(obj.size);
+            let want: Vec<u8> = (offset..end).map(byte).collect();
+            assert_eq!(got, want, "{offset}+{size}");
+        }
+    }
+
+    /// Concurrent readers of the same block: one fetch.
+    #[test]
+    fn concurrent_readers_share_one_fetch() {
+        let c = Arc::new(cache(200));
+        let obj = object(4 * BLOCK_SIZE);
+        let readers: Vec<_> = (0..8)
+            .map(|i| {
+                let (c, obj) = (c.clone(), obj.clone());
+                std::thread::spawn(move || c.read(&obj, BLOCK_SIZE + i * 1000, 4096).unwrap())
+            })
+            .collect();
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(*c.source().fetches.lock().unwrap(), vec![1]);
+        assert_eq!(c.source().calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn sequential_reads_fetch_ahead_and_random_ones_do_not() {
+        let c = cache(0);
+        let obj = object(40 * BLOCK_SIZE);
+        let piece = 128 * 1024;
+        // A random read of 1 MiB in 128 KiB reads (as the kernel sends it): no read-ahead.
+        for i in 0..8u64 {
+            c.read(&obj, 5 * BLOCK_SIZE + i * piece, piece as u32)
+                .unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            *c.source().fetches.lock().unwrap(),
+            vec![5],
+            "a random read"
+        );
+        // A sequential reader, interleaved with another: read-ahead past 2 blocks in a row.
+        let mut offset = 10 * BLOCK_SIZE;
+        while offset < 12 * BLOCK_SIZE + piece {
+            c.read(&obj, offset, piece as u32).unwrap();
+            c.read(&obj, 30 * BLOCK_SIZE + offset % 7 * 4096, 10)
+                .unwrap();
+            offset += piece;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let mut fetched = c.source().fetches.lock().unwrap().clone();
+        fetched.sort();
+        let mut want: Vec<u64> = vec![5];
+        want.extend(10..=12 + READ_AHEAD);
+        want.push(30);
+        assert_eq!(fetched, want);
+        // Never past the end.
+        let mut offset = 36 * BLOCK_SIZE;
+        while offset < 40 * BLOCK_SIZE {
+            c.read(&obj, offset, piece as u32).unwrap();
+            offset += piece;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(c.source().fetches.lock().unwrap().iter().all(|&b| b < 40));
+    }
+
+    #[test]
+    fn a_failed_fetch_is_an_error_then_retried() {
+        let c = cache(0);
+        let obj = object(BLOCK_SIZE);
+        c.source().failing.store(true, Ordering::SeqCst);
+        assert!(matches!(
+            c.read(&obj, 0, 10),
+            Err(MountError::Unavailable(_))
+        ));
+        c.source().failing.store(false, Ordering::SeqCst);
+        assert_eq!(c.read(&obj, 0, 3).unwrap(), vec![byte(0), byte(1), byte(2)]);
+        assert_eq!(c.source().calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_hung_fetch_times_out() {
+        let mut c = cache(2000);
+        c.timeout = Duration::from_millis(200);
+        let started = Instant::now();
+        assert!(matches!(
+            c.read(&object(BLOCK_SIZE), 0, 10),
+            Err(MountError::Timeout { .. })
+        ));
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn memory_is_bounded_least_recently_used_first() {
+        let mut c = cache(0);
+        c.memory_blocks = 3;
+        let obj = object(10 * BLOCK_SIZE);
+        for b in [0, 2, 4] {
+            c.read(&obj, b * BLOCK_SIZE, 1).unwrap();
+        }
+        c.read(&obj, 0, 1).unwrap(); // 0 is now the most recent
+        c.read(&obj, 6 * BLOCK_SIZE, 1).unwrap(); // evicts 2
+        c.read(&obj, 0, 1).unwrap();
+        c.read(&obj, 2 * BLOCK_SIZE, 1).unwrap();
+        assert_eq!(*c.source().fetches.lock().unwrap(), vec![0, 2, 4, 6, 2]);
+    }
+}

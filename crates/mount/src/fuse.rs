@@ -1,0 +1,244 @@
+//! The FUSE front end of [`MountFs`]: `fuser` without libfuse (it mounts through
+//! `fusermount3`), several request threads so that concurrent readers are served at once,
+//! `auto_unmount` so that nothing stays mounted when the process dies, and a clean unmount
+//! on SIGINT/SIGTERM.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fuser::{
+    Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, LockOwner,
+    MountOption, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEntry,
+    ReplyOpen, Request, SessionACL,
+};
+
+use crate::blocks::RangeSource;
+use crate::fs::{Attr, Kind, MountFs};
+use crate::MountError;
+
+/// The tree never changes: the kernel may keep what it was told.
+const TTL: Duration = Duration::from_secs(3600);
+/// Request threads: readers served at once.
+const THREADS: usize = 8;
+
+struct Fuse<S: RangeSource> {
+    fs: Arc<MountFs<S>>,
+    uid: u32,
+    gid: u32,
+}
+
+impl<S: RangeSource> Fuse<S> {
+    fn attr(&self, a: Attr) -> FileAttr {
+        let (kind, perm) = match a.kind {
+            Kind::Dir => (FileType::Directory, 0o555),
+            Kind::Symlink => (FileType::Symlink, 0o777),
+            Kind::File if a.executable => (FileType::RegularFile, 0o555),
+            Kind::File => (FileType::RegularFile, 0o444),
+        };
+        FileAttr {
+            ino: INodeNo(a.ino),
+            size: a.size,
+            blocks: a.size.div_ceil(512),
+            atime: a.mtime,
+            mtime: a.mtime,
+            ctime: a.mtime,
+            crtime: a.mtime,
+            kind,
+            perm,
+            nlink: if a.kind == Kind::Dir { 2 } else { 1 },
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: 128 * 1024,
+            flags: 0,
+        }
+    }
+}
+
+fn file_type(kind: Kind) -> FileType {
+    match kind {
+        Kind::Dir => FileType::Directory,
+        Kind::File => FileType::RegularFile,
+        Kind::Symlink => FileType::Symlink,
+    }
+}
+
+impl<S: RangeSource> fuser::Filesystem for Fuse<S> {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.fs.lookup(parent.0, name) {
+            Some(a) => reply.entry(&TTL, &self.attr(a), Generation(0)),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.fs.attr(ino.0) {
+            Some(a) => reply.attr(&TTL, &self.attr(a)),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(ino.0) {
+            Some(target) => reply.data(target),
+            None => reply.error(Errno::EINVAL),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.acc_mode() != OpenAccMode::O_RDONLY {
+            return reply.error(Errno::EROFS);
+        }
+        match self.fs.attr(ino.0) {
+            // The content never changes: the kernel's page cache may keep it.
+            Some(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.fs.read(ino.0, offset, size) {
+            Ok(data) => reply.data(&data),
+            Err(MountError::NotFound) => reply.error(Errno::ENOENT),
+            Err(e) => {
+                tracing::warn!("read of inode {} at {offset}: {e}", ino.0);
+                reply.error(Errno::EIO)
+            }
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let Some(children) = self.fs.children(ino.0) else {
+            return reply.error(Errno::ENOTDIR);
+        };
+        for (i, (child, kind, name)) in children.into_iter().enumerate().skip(offset as usize) {
+            // The offset given is that of the next entry.
+            if reply.add(INodeNo(child), (i + 1) as u64, file_type(kind), &name) {
+                break;
+            }
+        }
+        reply.ok()
+    }
+}
+
+/// Checks that FUSE can be used here, saying what to install when it cannot.
+pub fn check_available() -> Result<(), MountError> {
+    if !Path::new("/dev/fuse").exists() {
+        return Err(MountError::NoFuse("/dev/fuse does not exist".into()));
+    }
+    let found = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|p| p.join("fusermount3").is_file())
+    });
+    if !found {
+        return Err(MountError::NoFuse("fusermount3 is not on PATH".into()));
+    }
+    Ok(())
+}
+
+/// Mounts `fs` on `dir` and serves it until it is unmounted (`git xet unmount`,
+/// `fusermount3 -u`) or the process gets SIGINT or SIGTERM, which unmount it first.
+/// `on_mounted` runs once the mount is in place.
+pub fn serve<S: RangeSource>(
+    fs: MountFs<S>,
+    dir: &Path,
+    name: &str,
+    on_mounted: impl FnOnce(),
+) -> Result<(), MountError> {
+    check_available()?;
+    // Block the signals in every thread started from here (fuser's, the runtime's): one
+    // thread waits for them and unmounts.
+    let signals = block_signals();
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::RO,
+        MountOption::FSName(name.to_string()),
+        MountOption::Subtype("git-xet".into()),
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::DefaultPermissions,
+    ];
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // fusermount3's auto_unmount needs allow_root, which other users may ask for only
+    // when /etc/fuse.conf says user_allow_other.
+    if uid == 0 || user_allow_other() {
+        config.mount_options.push(MountOption::AutoUnmount);
+        config.acl = SessionACL::RootAndOwner;
+    } else {
+        eprintln!(
+            "git-xet: mounting without auto_unmount (add user_allow_other to /etc/fuse.conf \
+             for it): if this process is killed, run fusermount3 -u {}",
+            dir.display()
+        );
+    }
+    config.n_threads = Some(THREADS);
+    let fuse = Fuse {
+        fs: Arc::new(fs),
+        uid,
+        gid,
+    };
+    let mut session =
+        fuser::Session::new(fuse, dir, &config).map_err(|e| MountError::io(dir, e))?;
+    let mut unmounter = session.unmount_callable();
+    let mountpoint = dir.to_path_buf();
+    std::thread::spawn(move || {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: a valid, initialised signal set and an out pointer.
+        if unsafe { libc::sigwait(&signals, &mut sig) } == 0 {
+            tracing::info!("signal {sig}: unmounting {}", mountpoint.display());
+            // Unmounted here rather than by closing fusermount3's auto_unmount socket:
+            // fusermount3 3.14 was seen to exit without unmounting then. Lazily, so that a
+            // reader still inside does not keep the process alive.
+            let done = std::process::Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&mountpoint)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !done {
+                if let Err(e) = unmounter.unmount() {
+                    eprintln!("git-xet: could not unmount {}: {e}", mountpoint.display());
+                }
+            }
+        }
+    });
+    on_mounted();
+    session.run().map_err(|e| MountError::io(dir, e))
+}
+
+/// Whether /etc/fuse.conf lets users other than root ask for allow_other/allow_root.
+fn user_allow_other() -> bool {
+    std::fs::read_to_string("/etc/fuse.conf")
+        .is_ok_and(|conf| conf.lines().any(|l| l.trim() == "user_allow_other"))
+}
+
+/// Blocks SIGINT and SIGTERM in this thread (and so in those it starts); returns the set.
+pub fn block_signals() -> libc::sigset_t {
+    // SAFETY: the set is initialised by sigemptyset before use.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
