@@ -51,6 +51,8 @@ mod ssh_revoke;
 mod ssh_shell;
 #[path = "git/ssh_shell_locks.rs"]
 mod ssh_shell_locks;
+#[path = "git/shared_uploads.rs"]
+mod shared_uploads;
 #[path = "git/sshd.rs"]
 mod sshd;
 #[path = "git/status_page.rs"]
