@@ -41,6 +41,8 @@ mod multi_process;
 mod old_lfs;
 #[path = "git/prompt.rs"]
 mod prompt;
+#[path = "git/shared_uploads.rs"]
+mod shared_uploads;
 #[path = "git/ssh_auth.rs"]
 mod ssh_auth;
 #[path = "git/ssh_postgres.rs"]
@@ -51,8 +53,6 @@ mod ssh_revoke;
 mod ssh_shell;
 #[path = "git/ssh_shell_locks.rs"]
 mod ssh_shell_locks;
-#[path = "git/shared_uploads.rs"]
-mod shared_uploads;
 #[path = "git/sshd.rs"]
 mod sshd;
 #[path = "git/status_page.rs"]

@@ -232,12 +232,12 @@ fn install_errors_are_clear() {
 fn install_keeps_the_users_concurrent_transfers() {
     let env = GitEnv::new();
     let repo = env.init_repo("repo");
-    env.git(&repo, &["config", "--local", "lfs.concurrenttransfers", "3"]);
-    env.xet(&repo, &["install"]);
-    assert_eq!(
-        env.git(&repo, &["config", "lfs.concurrenttransfers"]),
-        "3"
+    env.git(
+        &repo,
+        &["config", "--local", "lfs.concurrenttransfers", "3"],
     );
+    env.xet(&repo, &["install"]);
+    assert_eq!(env.git(&repo, &["config", "lfs.concurrenttransfers"]), "3");
     let global = env.git_output(&repo, &["config", "--global", "lfs.concurrenttransfers"]);
     assert!(!global.status.success(), "set globally as well");
 }

@@ -121,8 +121,14 @@ fn no_object_is_reported_done_before_its_shard_is_registered() {
     let out = env.git_logged(&a, &["push", "origin", "main"]);
     assert!(!out.status.success(), "the push must fail");
     let log = env.agent_log();
-    assert!(proxy.refused.load(Ordering::SeqCst) > 0, "no shard was sent\n{log}");
-    assert!(!log.contains("upload done"), "an object was reported done:\n{log}");
+    assert!(
+        proxy.refused.load(Ordering::SeqCst) > 0,
+        "no shard was sent\n{log}"
+    );
+    assert!(
+        !log.contains("upload done"),
+        "an object was reported done:\n{log}"
+    );
     assert!(
         stderr(&out).contains("403"),
         "the refusal reaches the user: {}",
@@ -193,7 +199,11 @@ fn relay(client: TcpStream, upstream: &str, refused: &AtomicU64) -> std::io::Res
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
     let mut client = client;
-    let request_line = String::from_utf8_lossy(&head).lines().next().unwrap_or("").to_string();
+    let request_line = String::from_utf8_lossy(&head)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
     if request_line.starts_with("POST") && request_line.contains("/shards") {
         refused.fetch_add(1, Ordering::SeqCst);
         let msg = "shards refused by the test proxy";

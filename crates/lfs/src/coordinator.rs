@@ -39,8 +39,8 @@ const MAX_GATHER: Duration = Duration::from_millis(25);
 const DRAIN_WAIT: Duration = Duration::from_secs(120);
 /// Set to `0` to upload every object from its own agent (today's behaviour before sharing).
 pub const ENV_SHARE: &str = "GIT_XET_SHARED_UPLOADS";
-/// Tests only: the coordinator process aborts after registering this many batches,
-/// before answering the last one (a coordinator killed at the worst moment).
+/// Tests only (debug builds): the coordinator process aborts after registering this many
+/// batches, before answering the last one (a coordinator killed at the worst moment).
 pub const ENV_TEST_ABORT: &str = "GIT_XET_TEST_COORDINATOR_ABORT_AFTER";
 
 /// What one batch answers per object: `None` when registered, else why not.
@@ -279,8 +279,10 @@ fn serve_follower(stream: std::os::unix::net::UnixStream, shared: &(Mutex<Queue>
 
 /// Takes what is in flight, uploads it as one session per CAS URL, answers.
 fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
+    // A test hook of debug builds only.
     let abort_after: Option<u64> = std::env::var(ENV_TEST_ABORT)
         .ok()
+        .filter(|_| cfg!(debug_assertions))
         .and_then(|v| v.parse().ok());
     let mut batches = 0u64;
     let (lock, cv) = shared;
