@@ -8,7 +8,9 @@
 #
 # Steps: `git add` of all files (clean filter), `git push` (git-lfs's pre-push uploads the
 # objects), `git clone`; then a tenth of the files get new content: `git add`, `git push`,
-# and `git pull` in the clone. Prints wall time and bytes on the wire per step.
+# and `git pull` in the clone. Prints wall time and bytes on the wire per step; for the pushes
+# also HTTP requests per file (all routes the server counts: git, Batch API, CAS) and the peak
+# memory of the push (summed RSS of git and every process it started: git-lfs, its agents).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +34,32 @@ same_files() { # same_files A B: the work trees hold the same files
   diff -rq --exclude=.git "$1" "$2" >/dev/null || { echo "work trees differ: $1 $2" >&2; exit 1; }
 }
 
+# peak_rss START|STOP: samples the summed RSS (KiB) of this script's descendants, except the
+# server and the delay proxy, every 0.1 s; STOP prints the peak in MiB.
+peak_rss() {
+  if [ "$1" = start ]; then
+    rm -f "$tmp/rss-stop"; echo 0 > "$tmp/rss-peak"
+    (
+      peak=0
+      while [ ! -e "$tmp/rss-stop" ]; do
+        now=$(ps -eo pid=,ppid=,rss= | awk -v root=$$ -v s1="$server_pid" -v s2="${proxy_pid:-0}" -v me="$BASHPID" '
+          { kids[$2] = kids[$2] " " $1; rss[$1] = $3 }
+          function walk(p,   n, i, a, t) { n = split(kids[p], a, " "); t = 0
+            for (i = 1; i <= n; i++) if (a[i] != s1 && a[i] != s2 && a[i] != me) t += rss[a[i]] + walk(a[i])
+            return t }
+          END { print walk(root) }')
+        [ "$now" -gt "$peak" ] && peak=$now && echo "$peak" > "$tmp/rss-peak"
+        sleep 0.1
+      done
+    ) &
+    sampler_pid=$!
+  else
+    touch "$tmp/rss-stop"; wait "$sampler_pid" 2>/dev/null || true
+    echo $(( $(cat "$tmp/rss-peak") / 1024 ))
+  fi
+}
+requests() { metric git_xet_http_requests_total; }
+
 declare -A results
 bench_mode() { # bench_mode MODE SEED
   local mode="$1" seed="$2" token repo_url a b before
@@ -48,8 +76,10 @@ bench_mode() { # bench_mode MODE SEED
   run_in "$mode-a" "$a" git add .
   results[$mode,add1]="$secs 0"
   run_in "$mode-a" "$a" git commit -qm v1
-  before=$(wire "$mode" up); run_in "$mode-a" "$a" git push -q origin main
+  before=$(wire "$mode" up); reqs=$(requests); peak_rss start
+  run_in "$mode-a" "$a" git push -q origin main
   results[$mode,push1]="$secs $(( $(wire "$mode" up) - before ))"
+  results[$mode,push1x]="$(( $(requests) - reqs )) $(peak_rss stop)"
   before=$(wire "$mode" down); run_in "$mode-b" "$tmp/$mode-b" git clone -q "$repo_url" repo
   results[$mode,clone1]="$secs $(( $(wire "$mode" down) - before ))"
   same_files "$a" "$b"
@@ -58,8 +88,10 @@ bench_mode() { # bench_mode MODE SEED
   run_in "$mode-a" "$a" git add .
   results[$mode,add2]="$secs 0"
   run_in "$mode-a" "$a" git commit -qm v2
-  before=$(wire "$mode" up); run_in "$mode-a" "$a" git push -q origin main
+  before=$(wire "$mode" up); reqs=$(requests)
+  run_in "$mode-a" "$a" git push -q origin main
   results[$mode,push2]="$secs $(( $(wire "$mode" up) - before ))"
+  results[$mode,push2x]="$(( $(requests) - reqs ))"
   before=$(wire "$mode" down); run_in "$mode-b" "$b" git pull -q origin main
   results[$mode,pull2]="$secs $(( $(wire "$mode" down) - before ))"
   same_files "$a" "$b"
@@ -84,6 +116,12 @@ for step in add1 push1 clone1 add2 push2 pull2; do
   printf '%-30s %9.2f %13d   %9.2f %13d   %7.2fx\n' "$label" "$xs" "$xb" "$bs" "$bb" \
     "$(echo "$bs / $xs" | bc -l)"
 done
+echo
+read -r xr xm <<<"${results[xet,push1x]}"; read -r br bm <<<"${results[basic,push1x]}"
+printf 'push %d files: requests/file xet %.3f basic %.3f; peak memory xet %d MiB basic %d MiB\n' \
+  "$count" "$(echo "$xr / $count" | bc -l)" "$(echo "$br / $count" | bc -l)" "$xm" "$bm"
+printf 'push %d changed files: requests/file xet %.3f basic %.3f\n' "$changed" \
+  "$(echo "${results[xet,push2x]} / $changed" | bc -l)" "$(echo "${results[basic,push2x]} / $changed" | bc -l)"
 echo
 echo "bytes = xorb bytes (xet) or basic PUT/GET bytes (basic) counted by the server."
 echo "speedup = basic time / xet time (below 1: xet is slower)."

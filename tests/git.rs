@@ -43,6 +43,8 @@ mod multi_process;
 mod old_lfs;
 #[path = "git/prompt.rs"]
 mod prompt;
+#[path = "git/shared_uploads.rs"]
+mod shared_uploads;
 #[path = "git/ssh_auth.rs"]
 mod ssh_auth;
 #[path = "git/ssh_postgres.rs"]

@@ -28,6 +28,8 @@ fn global_install_registers_the_agent_and_uninstall_restores_the_config() {
     assert_eq!(get("lfs.customtransfer.xet.path"), exe.to_string_lossy());
     assert_eq!(get("lfs.customtransfer.xet.args"), "transfer");
     assert_eq!(get("lfs.customtransfer.xet.concurrent"), "true");
+    // More agents than git-lfs's 8: small uploads of a push share a session.
+    assert_eq!(get("lfs.concurrenttransfers"), "32");
     // git-lfs filters were missing, so install ran `git lfs install` globally, then made
     // git-xet the filter process (git-lfs's single-file clean/smudge stay as they were)...
     assert_eq!(
@@ -223,4 +225,19 @@ fn install_errors_are_clear() {
         Some(2),
         "conflicting scopes are a usage error"
     );
+}
+
+/// Without `--concurrency`, a `lfs.concurrenttransfers` the user set (at any scope) stays.
+#[test]
+fn install_keeps_the_users_concurrent_transfers() {
+    let env = GitEnv::new();
+    let repo = env.init_repo("repo");
+    env.git(
+        &repo,
+        &["config", "--local", "lfs.concurrenttransfers", "3"],
+    );
+    env.xet(&repo, &["install"]);
+    assert_eq!(env.git(&repo, &["config", "lfs.concurrenttransfers"]), "3");
+    let global = env.git_output(&repo, &["config", "--global", "lfs.concurrenttransfers"]);
+    assert!(!global.status.success(), "set globally as well");
 }

@@ -24,6 +24,9 @@ pub const KEY_DL_PATH: &str = "lfs.customtransfer.xet-download.path";
 pub const KEY_DL_ARGS: &str = "lfs.customtransfer.xet-download.args";
 pub const KEY_DL_DIRECTION: &str = "lfs.customtransfer.xet-download.direction";
 pub const KEY_CONCURRENT_TRANSFERS: &str = "lfs.concurrenttransfers";
+/// `lfs.concurrenttransfers` when install is not told (git-lfs's own default is 8); see
+/// docs/benchmarks.md for the measurement behind it.
+pub const DEFAULT_CONCURRENCY: u32 = 32;
 pub const KEY_FILTER_PROCESS: &str = "filter.lfs.process";
 /// What follows the program in `filter.lfs.process`.
 const FILTER_ARG: &str = "filter-process";
@@ -36,7 +39,8 @@ const RECORD_LFS: &str = "xet.install.ranlfsinstall";
 pub struct InstallOptions {
     pub scope: Scope,
     /// Parallel transfers: 1 runs one agent process (`concurrent = false`); more also sets
-    /// `lfs.concurrenttransfers`. `None` keeps git-lfs's default (8 processes).
+    /// `lfs.concurrenttransfers`. `None` sets it to [`DEFAULT_CONCURRENCY`] unless it is
+    /// set already.
     pub concurrency: Option<u32>,
     /// The agent program git-lfs runs.
     pub program: String,
@@ -103,8 +107,17 @@ pub fn install(config: &Config, opts: &InstallOptions) -> Result<Vec<Change>, Gi
         (KEY_DL_ARGS, "transfer".to_string()),
         (KEY_DL_DIRECTION, "download".to_string()),
     ];
-    if let Some(n) = opts.concurrency.filter(|&n| n > 1) {
-        wanted.push((KEY_CONCURRENT_TRANSFERS, n.to_string()));
+    match opts.concurrency {
+        Some(n) if n > 1 => wanted.push((KEY_CONCURRENT_TRANSFERS, n.to_string())),
+        Some(_) => {}
+        // git-lfs hands each agent one object at a time, so agents in flight bound a push
+        // of small files; agents are cheap (small uploads of one push share one session:
+        // the lfs crate's `coordinator`). A value the user set anywhere is kept.
+        None => {
+            if config.get(None, KEY_CONCURRENT_TRANSFERS)?.is_none() {
+                wanted.push((KEY_CONCURRENT_TRANSFERS, DEFAULT_CONCURRENCY.to_string()));
+            }
+        }
     }
     if opts.filter {
         // git runs the process through the shell.

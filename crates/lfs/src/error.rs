@@ -66,6 +66,10 @@ pub enum LfsError {
     /// The async runtime (tokio) could not be started.
     #[error("cannot start the async runtime: {0}")]
     Runtime(Arc<std::io::Error>),
+    /// The push's coordinating agent (see `coordinator`) uploaded this object for this agent
+    /// and it failed there; its message says why.
+    #[error("{0}")]
+    Coordinated(String),
     /// A bug: the message asks the user to report it.
     #[error("{0}")]
     Internal(String),

@@ -7,6 +7,7 @@
 //! | [`agent`]    | the state machine: `init` -> `upload`/`download`* -> `terminate`     |
 //! | [`progress`] | `progress` events, monotonic, ending at the object's size           |
 //! | [`action`]   | the `xet` batch action: CAS URL, token, expiry, session, file hash   |
+//! | [`coordinator`] | small uploads of one push shared by its agents: one session, one shard |
 //! | [`batch`]    | a git-lfs Batch API client (for the filter, migrate and status)     |
 //! | [`pointer`](mod@pointer) | pointer files: strict parsing and canonical writing                  |
 //! | [`objects`]  | the object service: upload/download LFS objects through XET, typed  |
@@ -16,6 +17,7 @@
 pub mod action;
 pub mod agent;
 pub mod batch;
+pub mod coordinator;
 mod error;
 pub mod objects;
 /// Pointer files live in the protocol core (the server reads them too); re-exported here.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::action::XetAction;
 use crate::batch::BatchResponse;
 use crate::pointer::Oid;
-use crate::protocol::Operation;
+use crate::protocol::{Action, Operation};
 use crate::store::LfsStore;
 use crate::tokens::Tokens;
 use crate::LfsError;
@@ -86,6 +86,17 @@ impl ObjectDownload {
     }
 }
 
+/// One object to upload, with the batch API action git-lfs gave for it.
+#[derive(Clone, Debug)]
+pub struct UploadJob {
+    pub oid: Oid,
+    pub size: u64,
+    pub path: PathBuf,
+    pub access: XetAction,
+    /// The action as git-lfs sent it (what is handed to another agent).
+    pub action: Action,
+}
+
 /// Moves LFS objects of one repository through XET servers. One client per CAS URL for
 /// the service's life (connections and caches are reused).
 pub struct ObjectService {
@@ -129,7 +140,22 @@ impl ObjectService {
     /// The client for the CAS server `access` names, created on first use; a newer token
     /// for it is kept for its next refresh.
     fn client_for(&mut self, access: &XetAction) -> Result<CasClient, LfsError> {
-        if let Some((client, tokens)) = self.clients.get(&access.cas_url) {
+        self.client_with(access, true)
+    }
+
+    /// [`client_for`](Self::client_for), with or without global dedup queries (a client
+    /// of each kind per CAS URL).
+    fn client_with(
+        &mut self,
+        access: &XetAction,
+        global_dedup: bool,
+    ) -> Result<CasClient, LfsError> {
+        let key = if global_dedup {
+            access.cas_url.clone()
+        } else {
+            format!("{}\0no-global-dedup", access.cas_url)
+        };
+        if let Some((client, tokens)) = self.clients.get(&key) {
             tokens.offer(access);
             return Ok(client.clone());
         }
@@ -151,9 +177,9 @@ impl ObjectService {
         if let Some(cache) = &self.chunk_cache {
             config.chunk_cache = Some(cache.clone());
         }
+        config.global_dedup = global_dedup;
         let client = CasClient::new(config)?;
-        self.clients
-            .insert(access.cas_url.clone(), (client.clone(), tokens));
+        self.clients.insert(key, (client.clone(), tokens));
         Ok(client)
     }
 
@@ -183,6 +209,58 @@ impl ObjectService {
                 }
                 other => other,
             }
+        })
+    }
+
+    /// Uploads small objects of one CAS URL (`jobs` not empty) as one session: shared
+    /// xorbs, one shard; done when that shard is registered. Without global dedup queries:
+    /// for files this small the query was already not waited for (the client packs the
+    /// file as new data meanwhile), so its answer could serve only a later file of the
+    /// same session, and a miss costs at most the file's own bytes sent again; local dedup
+    /// (the shard cache, chunk lists from the clean filter) still applies. Any error fails
+    /// the whole batch and nothing of it is registered.
+    pub fn upload_batch(&mut self, jobs: &[&UploadJob]) -> Result<SessionStats, LfsError> {
+        let Some(last) = jobs.last() else {
+            return Ok(SessionStats::default());
+        };
+        for job in jobs {
+            check_upload_file(&job.path, job.size)?;
+        }
+        // The newest token is the last job's.
+        let client = self.client_with(&last.access, false)?;
+        let lists = ChunkListStore::new(&self.env.xet_dir);
+        let mappers: Vec<Mapper> = jobs
+            .iter()
+            .map(|j| self.mapper_for(&j.path, &j.oid))
+            .collect();
+        self.runtime()?.block_on(async move {
+            let mut session = client.start_upload().await?;
+            for (job, mapper) in jobs.iter().zip(mappers) {
+                let file = match lists.load(&job.oid.0, job.size) {
+                    Some(list) => {
+                        session
+                            .add_chunked_file(&job.path, list, mapper, None)
+                            .await?
+                    }
+                    None => session.add_file_with(&job.path, mapper, None).await?,
+                };
+                if file.sha256 != job.oid.0 || file.size != job.size {
+                    return Err(LfsError::UploadChanged {
+                        path: job.path.clone(),
+                        now: Oid(file.sha256),
+                    });
+                }
+            }
+            let summary = session.finish().await?;
+            for job in jobs {
+                lists.remove(&job.oid.0);
+            }
+            tracing::info!(
+                "uploaded {} objects as one session: {}",
+                jobs.len(),
+                summary.stats
+            );
+            Ok(summary.stats)
         })
     }
 

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use crate::action::XetAction;
 use crate::agent::TransferBackend;
-use crate::objects::{AgentEnv, ObjectDownload, ObjectService};
+use crate::coordinator::{Role, SHARED_MAX_BYTES};
+use crate::objects::{AgentEnv, ObjectDownload, ObjectService, UploadJob};
 use crate::progress::Progress;
 use crate::protocol::{InitRequest, Operation, TransferRequest};
 use crate::LfsError;
@@ -44,6 +45,10 @@ pub struct XetBackend {
     factory: EnvFactory,
     operation: Option<Operation>,
     env: EnvState,
+    /// `init`'s remote: the push's coordinator is per remote.
+    remote: String,
+    /// How small objects are uploaded (see `coordinator`).
+    role: Role,
 }
 
 impl XetBackend {
@@ -52,6 +57,8 @@ impl XetBackend {
             factory,
             operation: None,
             env: EnvState::None,
+            remote: String::new(),
+            role: Role::Undecided,
         }
     }
 
@@ -86,10 +93,43 @@ impl XetBackend {
     }
 }
 
+impl XetBackend {
+    /// Uploads through the push's coordinator (joined or become at the first small object);
+    /// `None` when this agent must upload the object itself.
+    fn shared_upload(&mut self, job: &UploadJob) -> Option<Result<(), LfsError>> {
+        if matches!(self.role, Role::Undecided) {
+            let env = self.service().ok()?.env().clone();
+            self.role = Role::settle(&env, &self.remote);
+        }
+        let verdict = match &mut self.role {
+            Role::Coordinator(c) => c.submit(job.clone()),
+            Role::Follower(f) => match f.upload(job) {
+                Ok(verdict) => verdict,
+                Err(e) => {
+                    tracing::warn!(oid = %job.oid, "the push's coordinating agent is gone ({e}); uploading from this agent");
+                    // The next object joins or becomes a new coordinator.
+                    self.role = Role::Undecided;
+                    return None;
+                }
+            },
+            Role::Undecided | Role::Alone => return None,
+        };
+        Some(verdict.map_or(Ok(()), |e| Err(LfsError::Coordinated(e))))
+    }
+
+    fn direct_upload(&mut self, job: &UploadJob, progress: &Progress) -> Result<(), LfsError> {
+        let progress = progress_callback(progress);
+        self.service()?
+            .upload(job.oid, job.size, &job.path, &job.access, Some(progress))
+            .map(|_| ())
+    }
+}
+
 impl TransferBackend for XetBackend {
     fn init(&mut self, init: &InitRequest) -> Result<(), LfsError> {
         let start = (self.factory)(init)?;
         self.operation = Some(init.operation);
+        self.remote = init.remote.clone();
         match start {
             EnvStart::Ready(env) => self.adopt(env)?,
             EnvStart::Later(lookup) => self.env = EnvState::Pending(lookup),
@@ -99,14 +139,27 @@ impl TransferBackend for XetBackend {
 
     fn upload(&mut self, req: &TransferRequest, progress: &Progress) -> Result<(), LfsError> {
         // An environment that could not be set up is the first thing to say.
-        let service = self.service()?;
+        self.service()?;
         let access = XetAction::from_action(req.action.as_ref(), Operation::Upload)?;
         let path = req
             .path
             .clone()
             .ok_or_else(|| LfsError::Protocol("upload without a path".into()))?;
+        if req.size <= SHARED_MAX_BYTES {
+            let job = UploadJob {
+                oid: req.oid,
+                size: req.size,
+                path,
+                access,
+                action: req.action.clone().unwrap_or_default(),
+            };
+            match self.shared_upload(&job) {
+                Some(outcome) => return outcome,
+                None => return self.direct_upload(&job, progress),
+            }
+        }
         let progress = progress_callback(progress);
-        service
+        self.service()?
             .upload(req.oid, req.size, &path, &access, Some(progress))
             .map(|_| ())
     }
@@ -127,6 +180,9 @@ impl TransferBackend for XetBackend {
     }
 
     fn terminate(&mut self) {
+        if let Role::Coordinator(c) = &self.role {
+            c.close();
+        }
         if let EnvState::Ready(service) = &mut self.env {
             service.shutdown();
         }

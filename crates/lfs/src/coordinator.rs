@@ -1,0 +1,427 @@
+//! Small uploads of one push, shared between its agent processes.
+//!
+//! git-lfs hands each agent process one object at a time and waits for its answer, so
+//! a push of many small files costs a dedup query, a xorb POST and a shard POST per file,
+//! one file per process at a time. Here the first agent of a push that has a small object
+//! to upload becomes the push's coordinator: it listens on a unix socket in a private
+//! directory of `.git/xet` named after the remote, the other agents hand it their small
+//! objects, and it uploads what is in flight as one session (shared xorbs, one shard).
+//! Each object is answered only once that shard is registered; an object whose batch
+//! failed is uploaded again on its own, so one bad file fails only itself.
+//!
+//! A follower that cannot reach the coordinator, or loses it mid-object, uploads the object
+//! itself (uploads are idempotent: what the dead coordinator sent is merely sent again).
+//! One socket per repository and remote: objects of different repositories or remotes are
+//! never mixed; within one, a batch holds objects of one CAS URL only.
+
+use std::collections::BTreeMap;
+use std::io::{BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::action::XetAction;
+use crate::objects::{AgentEnv, ObjectService, UploadJob};
+use crate::pointer::Oid;
+use crate::protocol::{read_line, Action, Line, Operation};
+
+/// Objects up to this size go through the coordinator (bigger ones are bandwidth, not
+/// round trips, and would hold up the small ones of their batch).
+pub const SHARED_MAX_BYTES: u64 = 256 * 1024;
+/// At most this many files per batch session.
+const MAX_BATCH_FILES: usize = 512;
+/// A batch is cut when no object came for this long...
+const QUIET: Duration = Duration::from_millis(3);
+/// ...or this long after its first object.
+const MAX_GATHER: Duration = Duration::from_millis(25);
+/// How long `terminate` waits for batches other agents still have in flight.
+const DRAIN_WAIT: Duration = Duration::from_secs(120);
+/// Set to `0` to upload every object from its own agent (today's behaviour before sharing).
+pub const ENV_SHARE: &str = "GIT_XET_SHARED_UPLOADS";
+/// Tests only (debug builds): the coordinator process aborts after registering this many
+/// batches, before answering the last one (a coordinator killed at the worst moment).
+pub const ENV_TEST_ABORT: &str = "GIT_XET_TEST_COORDINATOR_ABORT_AFTER";
+
+/// What one batch answers per object: `None` when registered, else why not.
+type Outcome = Option<String>;
+
+struct Pending {
+    job: UploadJob,
+    reply: mpsc::Sender<Outcome>,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: Vec<Pending>,
+    /// Agents that may send objects: connected followers and this process.
+    agents: usize,
+    busy: bool,
+}
+
+/// The coordinator running in this process: a batcher thread and a socket listener.
+pub struct Coordinator {
+    shared: Arc<(Mutex<Queue>, Condvar)>,
+    socket: PathBuf,
+    /// The socket file's identity, so that only our own file is removed.
+    #[cfg(unix)]
+    ino: u64,
+}
+
+impl Coordinator {
+    /// Uploads `job` within the next batch; returns once it is registered (`None`) or
+    /// has failed (the reason).
+    pub fn submit(&self, job: UploadJob) -> Outcome {
+        submit(&self.shared, job)
+    }
+
+    /// Stops taking new followers and waits for what is in flight.
+    pub fn close(&self) {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            if std::fs::metadata(&self.socket).is_ok_and(|m| m.ino() == self.ino) {
+                let _ = std::fs::remove_file(&self.socket);
+            }
+        }
+        let (lock, cv) = &*self.shared;
+        let deadline = Instant::now() + DRAIN_WAIT;
+        let mut q = lock.lock().expect("queue lock");
+        while (q.busy || !q.pending.is_empty()) && Instant::now() < deadline {
+            q = cv
+                .wait_timeout(q, Duration::from_millis(50))
+                .expect("queue lock")
+                .0;
+        }
+    }
+}
+
+fn submit(shared: &(Mutex<Queue>, Condvar), job: UploadJob) -> Outcome {
+    let (tx, rx) = mpsc::channel();
+    let (lock, cv) = shared;
+    lock.lock()
+        .expect("queue lock")
+        .pending
+        .push(Pending { job, reply: tx });
+    cv.notify_all();
+    rx.recv()
+        .unwrap_or_else(|_| Some("internal error (please report): the batch thread ended".into()))
+}
+
+/// How this agent uploads small objects, settled at its first one.
+pub enum Role {
+    Undecided,
+    Coordinator(Coordinator),
+    Follower(Follower),
+    /// Sharing is off, unsupported, or could not be set up.
+    Alone,
+}
+
+impl Role {
+    /// Joins the push's coordinator for `remote`, or becomes it.
+    pub fn settle(env: &AgentEnv, remote: &str) -> Role {
+        if std::env::var(ENV_SHARE).is_ok_and(|v| v == "0") {
+            return Role::Alone;
+        }
+        match elect(env, remote) {
+            Ok(role) => role,
+            Err(e) => {
+                tracing::debug!("uploading alone: cannot share uploads: {e}");
+                Role::Alone
+            }
+        }
+    }
+}
+
+/// The socket of the coordinator for `remote`: in a directory only this user can enter.
+pub fn socket_path(xet_dir: &Path, remote: &str) -> PathBuf {
+    // FNV-1a: stable across builds, unlike std's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in remote.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    xet_dir.join("agents").join(format!("up-{h:016x}.sock"))
+}
+
+#[cfg(not(unix))]
+fn elect(_env: &AgentEnv, _remote: &str) -> std::io::Result<Role> {
+    Ok(Role::Alone)
+}
+
+#[cfg(unix)]
+fn elect(env: &AgentEnv, remote: &str) -> std::io::Result<Role> {
+    use std::io::ErrorKind;
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    use std::os::unix::net::{UnixListener, UnixStream};
+    let path = socket_path(&env.xet_dir, remote);
+    let dir = path.parent().expect("socket path has a parent");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let listener = match UnixListener::bind(&path) {
+        Ok(l) => l,
+        Err(e) if e.kind() == ErrorKind::AddrInUse => match UnixStream::connect(&path) {
+            Ok(stream) => return Ok(Role::Follower(Follower::new(stream)?)),
+            Err(_) => {
+                // A coordinator that died left its socket.
+                std::fs::remove_file(&path)?;
+                UnixListener::bind(&path)?
+            }
+        },
+        Err(e) => return Err(e),
+    };
+    let ino = std::fs::metadata(&path)?.ino();
+    let shared = Arc::new((
+        Mutex::new(Queue {
+            agents: 1,
+            ..Queue::default()
+        }),
+        Condvar::new(),
+    ));
+    let service = ObjectService::new(env.clone());
+    let batcher = shared.clone();
+    std::thread::Builder::new()
+        .name("xet-batcher".into())
+        .spawn(move || batch_loop(&batcher, service))?;
+    let accepting = shared.clone();
+    std::thread::Builder::new()
+        .name("xet-coordinator".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let shared = accepting.clone();
+                let _ = std::thread::Builder::new()
+                    .name("xet-follower".into())
+                    .spawn(move || serve_follower(stream, &shared));
+            }
+        })?;
+    tracing::debug!(socket = %path.display(), "coordinating this push's small uploads");
+    Ok(Role::Coordinator(Coordinator {
+        shared,
+        socket: path,
+        ino,
+    }))
+}
+
+/// One request on the socket: an object and the action git-lfs gave for it (with its
+/// token: the socket's directory is the user's alone, and nothing here logs it).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct WireRequest {
+    oid: String,
+    size: u64,
+    path: PathBuf,
+    href: String,
+    header: BTreeMap<String, String>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct WireAnswer {
+    error: Option<String>,
+}
+
+impl WireRequest {
+    fn into_job(self) -> Result<UploadJob, String> {
+        let oid = hex32(&self.oid).ok_or("bad oid from an agent")?;
+        let action = Action {
+            href: self.href,
+            header: self.header,
+        };
+        let access =
+            XetAction::from_action(Some(&action), Operation::Upload).map_err(|e| e.to_string())?;
+        Ok(UploadJob {
+            oid: Oid(oid),
+            size: self.size,
+            path: self.path,
+            access,
+            action,
+        })
+    }
+}
+
+fn hex32(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(unix)]
+fn serve_follower(stream: std::os::unix::net::UnixStream, shared: &(Mutex<Queue>, Condvar)) {
+    let (lock, cv) = shared;
+    lock.lock().expect("queue lock").agents += 1;
+    let mut writer = match stream.try_clone() {
+        Ok(w) => w,
+        Err(_) => return,
+    };
+    let mut reader = BufReader::new(stream);
+    while let Ok(Line::Text(line)) = read_line(&mut reader) {
+        let error = match serde_json::from_str::<WireRequest>(&line) {
+            Ok(req) => match req.into_job() {
+                Ok(job) => submit(shared, job),
+                Err(e) => Some(e),
+            },
+            Err(e) => Some(format!("malformed request from an agent: {e}")),
+        };
+        let mut answer = serde_json::to_string(&WireAnswer { error }).expect("serializes");
+        answer.push('\n');
+        if writer.write_all(answer.as_bytes()).is_err() {
+            break;
+        }
+    }
+    lock.lock().expect("queue lock").agents -= 1;
+    cv.notify_all();
+}
+
+/// Takes what is in flight, uploads it as one session per CAS URL, answers.
+fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
+    // A test hook of debug builds only.
+    let abort_after: Option<u64> = std::env::var(ENV_TEST_ABORT)
+        .ok()
+        .filter(|_| cfg!(debug_assertions))
+        .and_then(|v| v.parse().ok());
+    let mut batches = 0u64;
+    let (lock, cv) = shared;
+    loop {
+        let mut q = lock.lock().expect("queue lock");
+        while q.pending.is_empty() {
+            q = cv.wait(q).expect("queue lock");
+        }
+        // Gather: every agent has sent its object, or none came for a moment.
+        let start = Instant::now();
+        while q.pending.len() < q.agents.min(MAX_BATCH_FILES) && start.elapsed() < MAX_GATHER {
+            let before = q.pending.len();
+            q = cv.wait_timeout(q, QUIET).expect("queue lock").0;
+            if q.pending.len() == before {
+                break;
+            }
+        }
+        let take = q.pending.len().min(MAX_BATCH_FILES);
+        let batch: Vec<Pending> = q.pending.drain(..take).collect();
+        q.busy = true;
+        drop(q);
+        let outcomes = run_batch(&mut service, batch.iter().map(|p| &p.job).collect());
+        batches += 1;
+        if abort_after.is_some_and(|n| batches >= n) {
+            tracing::error!("{ENV_TEST_ABORT}: aborting after {batches} batches");
+            std::process::abort();
+        }
+        for (p, outcome) in batch.into_iter().zip(outcomes) {
+            let _ = p.reply.send(outcome);
+        }
+        lock.lock().expect("queue lock").busy = false;
+        cv.notify_all();
+    }
+}
+
+/// One outcome per job, in order. Jobs are grouped by CAS URL; a group whose batch fails is
+/// uploaded object by object, so that each object gets its own verdict.
+fn run_batch(service: &mut ObjectService, jobs: Vec<&UploadJob>) -> Vec<Outcome> {
+    let mut outcomes: Vec<Outcome> = vec![None; jobs.len()];
+    let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, job) in jobs.iter().enumerate() {
+        groups
+            .entry(job.access.cas_url.as_str())
+            .or_default()
+            .push(i);
+    }
+    for indices in groups.values() {
+        let group: Vec<&UploadJob> = indices.iter().map(|&i| jobs[i]).collect();
+        let started = Instant::now();
+        match service.upload_batch(&group) {
+            Ok(stats) => tracing::info!(
+                files = group.len(),
+                secs = started.elapsed().as_secs_f64(),
+                "batch registered: {stats}"
+            ),
+            Err(e) => {
+                tracing::warn!(
+                    "a batch of {} objects failed ({}); uploading them one by one",
+                    group.len(),
+                    crate::agent::chain(&e)
+                );
+                for &i in indices {
+                    let job = jobs[i];
+                    let one = service.upload(job.oid, job.size, &job.path, &job.access, None);
+                    outcomes[i] = one.err().map(|e| crate::agent::chain(&e));
+                }
+            }
+        }
+    }
+    outcomes
+}
+
+/// An agent's connection to the push's coordinator.
+pub struct Follower {
+    #[cfg(unix)]
+    reader: BufReader<std::os::unix::net::UnixStream>,
+    #[cfg(unix)]
+    writer: std::os::unix::net::UnixStream,
+}
+
+impl Follower {
+    #[cfg(unix)]
+    fn new(stream: std::os::unix::net::UnixStream) -> std::io::Result<Follower> {
+        Ok(Follower {
+            writer: stream.try_clone()?,
+            reader: BufReader::new(stream),
+        })
+    }
+
+    /// Has the coordinator upload `job`: `Ok` with its verdict, `Err` when the coordinator
+    /// could not be reached or went away before answering (the caller uploads it itself).
+    #[cfg(unix)]
+    pub fn upload(&mut self, job: &UploadJob) -> std::io::Result<Outcome> {
+        let req = WireRequest {
+            oid: job.oid.to_hex(),
+            size: job.size,
+            path: job.path.clone(),
+            href: job.action.href.clone(),
+            header: job.action.header.clone(),
+        };
+        let mut line = serde_json::to_string(&req).map_err(std::io::Error::other)?;
+        line.push('\n');
+        self.writer.write_all(line.as_bytes())?;
+        match read_line(&mut self.reader)? {
+            Line::Text(t) => serde_json::from_str::<WireAnswer>(&t)
+                .map(|a| a.error)
+                .map_err(std::io::Error::other),
+            _ => Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the coordinating agent went away",
+            )),
+        }
+    }
+
+    #[cfg(not(unix))]
+    pub fn upload(&mut self, _job: &UploadJob) -> std::io::Result<Outcome> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_names_differ_by_remote_and_stay_short() {
+        let a = socket_path(Path::new("/r/.git/xet"), "origin");
+        let b = socket_path(Path::new("/r/.git/xet"), "upstream");
+        assert_ne!(a, b);
+        assert_eq!(a, socket_path(Path::new("/r/.git/xet"), "origin"));
+        assert!(a.starts_with("/r/.git/xet/agents"));
+        assert!(a.file_name().unwrap().len() < 30);
+    }
+
+    #[test]
+    fn oids_from_the_socket_are_checked() {
+        assert_eq!(hex32(&"ab".repeat(32)), Some([0xab; 32]));
+        for bad in ["", "ab", &"zz".repeat(32), &"é".repeat(32)] {
+            assert_eq!(hex32(bad), None, "{bad:?}");
+        }
+    }
+}

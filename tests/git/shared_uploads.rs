@@ -1,0 +1,223 @@
+//! Pushes of many small files: the agents of one push share a coordinator that uploads
+//! what is in flight as one session (the lfs crate's `coordinator`). Real git, git-lfs, several agent
+//! processes and the server on loopback; request counts from the server's metrics.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::env::{assert_file_is, stderr, GitEnv};
+use crate::support::{random_bytes, write_file, TestServer};
+
+/// `count` files of 1-4 KiB, each different; returns their contents.
+fn small_files(repo: &Path, count: usize, seed: u64) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| {
+            let data = random_bytes(1024 + (i % 4) * 1024, seed * 100_000 + i as u64);
+            write_file(&repo.join(format!("d{}/f{i}.bin", i % 7)), &data);
+            data
+        })
+        .collect()
+}
+
+fn assert_cloned(remote: &str, files: &[Vec<u8>]) {
+    let fresh = GitEnv::with_agent(&[]);
+    let b = fresh.dir("b");
+    fresh.git(
+        &fresh.dir("."),
+        &["clone", "-q", remote, b.to_str().unwrap()],
+    );
+    for (i, data) in files.iter().enumerate() {
+        assert_file_is(&b.join(format!("d{}/f{i}.bin", i % 7)), data);
+    }
+}
+
+/// Several hundred small files through eight agents: far fewer xorb and shard POSTs than
+/// files, and a bit-exact clone. The same push with sharing off costs a shard per file, so
+/// the count tells the two apart.
+#[test]
+fn a_push_of_many_small_files_shares_xorbs_and_shards_and_clones_bit_exact() {
+    let server = TestServer::start();
+    let remote = crate::env::remote_url(&server, "org/many", "write");
+    let env = GitEnv::with_agent(&["--concurrency", "8"]);
+    let a = env.lfs_repo("a", &remote);
+    let files = small_files(&a, 300, 1);
+    env.git(&a, &["add", "."]);
+    env.git(&a, &["commit", "-qm", "many"]);
+    let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "push: {}", stderr(&out));
+    let shards = server.requests("shard_upload");
+    let xorbs = server.requests("xorb_upload");
+    eprintln!("300 files: {xorbs} xorb POSTs, {shards} shard POSTs");
+    assert!(
+        shards <= 100 && xorbs <= 100,
+        "{shards} shard and {xorbs} xorb POSTs for 300 files\n{}",
+        env.agent_log()
+    );
+    assert!(env.agent_log().contains("batch registered"));
+    assert_cloned(&remote, &files);
+
+    // Control: each agent alone registers each file with a shard of its own.
+    let alone = GitEnv::with_agent(&["--concurrency", "8"]).with_env("GIT_XET_SHARED_UPLOADS", "0");
+    let remote2 = crate::env::remote_url(&server, "org/alone", "write");
+    let c = alone.lfs_repo("c", &remote2);
+    small_files(&c, 24, 2);
+    alone.commit_all_and_push(&c, "alone");
+    assert_eq!(server.requests("shard_upload") - shards, 24);
+}
+
+/// The coordinator dies after its second batch is registered and before it answers: the
+/// agents waiting on it upload their objects themselves, the object of its own agent fails,
+/// and a second push completes; the clone is bit-exact.
+#[test]
+fn a_coordinator_killed_mid_push_loses_nothing_and_the_push_succeeds_on_retry() {
+    let server = TestServer::start();
+    let remote = crate::env::remote_url(&server, "org/killed", "write");
+    let env = GitEnv::with_agent(&["--concurrency", "6"]);
+    let a = env.lfs_repo("a", &remote);
+    let files = small_files(&a, 150, 3);
+    env.git(&a, &["add", "."]);
+    env.git(&a, &["commit", "-qm", "many"]);
+    let out = env
+        .command("git", &a)
+        .args(["push", "-q", "origin", "main"])
+        .env("GIT_XET_TEST_COORDINATOR_ABORT_AFTER", "2")
+        .env("GIT_XET_LOG", env.root.path().join("agent.log"))
+        .output()
+        .unwrap();
+    eprintln!("push with the coordinator aborting:\n{}", stderr(&out));
+    assert!(
+        !out.status.success(),
+        "the coordinator's own object cannot have been answered"
+    );
+    assert!(server.requests("shard_upload") >= 2);
+    // Nothing half-registered, nothing lost: the retry (a new coordinator) completes.
+    let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "retry: {}", stderr(&out));
+    assert_cloned(&remote, &files);
+}
+
+/// A server that refuses every shard: the push fails and no object is reported done,
+/// although every xorb was accepted.
+#[test]
+fn no_object_is_reported_done_before_its_shard_is_registered() {
+    let proxy = ShardRefusingProxy::bind();
+    let public = format!("http://{}", proxy.addr);
+    let server = TestServer::start_with(&["--public-url", &public]);
+    proxy.serve(server.listen_addr());
+    // git and the Batch API reach the server directly; the CAS URL names the proxy.
+    let remote = format!(
+        "http://x:{}@{}/org/refused.git",
+        server.token("org/refused", "write"),
+        server.listen_addr()
+    );
+    let env = GitEnv::with_agent(&["--concurrency", "4"]);
+    let a = env.lfs_repo("a", &remote);
+    small_files(&a, 20, 4);
+    env.git(&a, &["add", "."]);
+    env.git(&a, &["commit", "-qm", "refused"]);
+    let out = env.git_logged(&a, &["push", "origin", "main"]);
+    assert!(!out.status.success(), "the push must fail");
+    let log = env.agent_log();
+    assert!(
+        proxy.refused.load(Ordering::SeqCst) > 0,
+        "no shard was sent\n{log}"
+    );
+    assert!(
+        !log.contains("upload done"),
+        "an object was reported done:\n{log}"
+    );
+    assert!(
+        stderr(&out).contains("403"),
+        "the refusal reaches the user: {}",
+        stderr(&out)
+    );
+    // The branch was not pushed (the repository is created by its first push: none yet).
+    let refs = env.git_output(&a, &["ls-remote", "origin"]);
+    assert!(
+        !String::from_utf8_lossy(&refs.stdout).contains("refs/heads/main"),
+        "the branch was pushed"
+    );
+}
+
+/// Forwards each request to the server on a connection of its own (`Connection: close`
+/// both ways), except shard uploads, which it answers 403.
+struct ShardRefusingProxy {
+    listener: Option<TcpListener>,
+    addr: String,
+    refused: Arc<AtomicU64>,
+}
+
+impl ShardRefusingProxy {
+    fn bind() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        ShardRefusingProxy {
+            listener: Some(listener),
+            addr,
+            refused: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Serves on a thread until the test process ends.
+    fn serve(&self, upstream: String) {
+        let listener = self.listener.as_ref().unwrap().try_clone().unwrap();
+        let refused = self.refused.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let (upstream, refused) = (upstream.clone(), refused.clone());
+                std::thread::spawn(move || {
+                    let _ = relay(client, &upstream, &refused);
+                });
+            }
+        });
+    }
+}
+
+fn relay(client: TcpStream, upstream: &str, refused: &AtomicU64) -> std::io::Result<()> {
+    let mut reader = BufReader::new(client.try_clone()?);
+    let mut head = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        if line == "\r\n" {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        if !lower.starts_with("connection:") {
+            head.extend_from_slice(line.as_bytes());
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    let mut client = client;
+    let request_line = String::from_utf8_lossy(&head)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    if request_line.starts_with("POST") && request_line.contains("/shards") {
+        refused.fetch_add(1, Ordering::SeqCst);
+        let msg = "shards refused by the test proxy";
+        write!(
+            client,
+            "HTTP/1.1 403 Forbidden\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{msg}",
+            msg.len()
+        )?;
+        return Ok(());
+    }
+    let mut server = TcpStream::connect(upstream)?;
+    head.extend_from_slice(b"Connection: close\r\n\r\n");
+    server.write_all(&head)?;
+    server.write_all(&body)?;
+    std::io::copy(&mut server, &mut client)?;
+    Ok(())
+}
