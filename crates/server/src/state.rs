@@ -113,12 +113,15 @@ impl AppState {
         self.not_revoked(access)
     }
 
-    /// Authorizes a request on the token's own repository with a user's token (the status
-    /// page): like [`AppState::authorize_repo`] without a named repository.
-    pub fn authorize_user(&self, headers: &HeaderMap, need: Scope) -> ServerResult<Access> {
-        let accepts = Accepts::UserTokens;
-        let access = auth::authorize(&self.keys, headers, None, need, false, accepts)?;
-        self.not_revoked(access)
+    /// Verifies a user's credential without naming a repository (the status page lists
+    /// what its rules cover).
+    pub fn authorize_user(&self, headers: &HeaderMap) -> ServerResult<auth::Verified> {
+        let token = auth::credential(headers).ok_or_else(auth::required)?;
+        let verified = auth::verify_token(&self.keys, &token, Accepts::UserTokens)?;
+        if let Some(holder) = &verified.holder {
+            self.not_revoked_id(&holder.id)?;
+        }
+        Ok(verified)
     }
 
     /// Refuses a credential whose token (or, for a transfer token, whose parent) was revoked.

@@ -62,7 +62,11 @@ pub fn authorize(
         Some(token) => {
             let claims = auth::verify(&state.keys, &token, auth::now_secs())
                 .map_err(|e| HubError::InvalidCredentials(e.to_string()))?;
-            if claims.repo != repo.as_str() {
+            // A token whose rules do not cover the repository (an `org/*` rule covers it).
+            let rules = claims
+                .rule_set()
+                .map_err(|e| HubError::InvalidCredentials(e.to_string()))?;
+            if rules.scope(repo).is_none() {
                 return Err(HubError::RepoNotFound(repo.to_string()));
             }
         }
