@@ -54,6 +54,9 @@ mod tokens;
 #[path = "server/org_tokens.rs"]
 mod org_tokens;
 
+#[path = "server/oidc.rs"]
+mod oidc;
+
 #[path = "server/slow_clients.rs"]
 mod slow_clients;
 

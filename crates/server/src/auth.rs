@@ -386,6 +386,7 @@ pub(crate) fn required() -> ServerError {
 /// repository or too small a scope. Signature, expiry, repository and scope only: handlers go
 /// through `AppState::authorize_*`, which add the revocation check, so that no route can
 /// forget it.
+#[cfg(test)]
 pub(crate) fn authorize(
     keys: &Keys,
     headers: &HeaderMap,

@@ -60,13 +60,11 @@ pub fn authorize(
         None if need == Scope::Read && state.config.anonymous_read => {}
         None => return Err(HubError::NoCredential(repo.to_string())),
         Some(token) => {
-            let claims = auth::verify(&state.keys, &token, auth::now_secs())
+            // A credential whose rules do not cover the repository (`org/*` covers it).
+            let verified = state
+                .verify_credential(&token, auth::Accepts::TransferTokens)
                 .map_err(|e| HubError::InvalidCredentials(e.to_string()))?;
-            // A token whose rules do not cover the repository (an `org/*` rule covers it).
-            let rules = claims
-                .rule_set()
-                .map_err(|e| HubError::InvalidCredentials(e.to_string()))?;
-            if rules.scope(repo).is_none() {
+            if verified.rules.scope(repo).is_none() {
                 return Err(HubError::RepoNotFound(repo.to_string()));
             }
         }
