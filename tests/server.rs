@@ -51,6 +51,12 @@ mod integrity;
 #[path = "server/tokens.rs"]
 mod tokens;
 
+#[path = "server/org_tokens.rs"]
+mod org_tokens;
+
+#[path = "server/oidc.rs"]
+mod oidc;
+
 #[path = "server/slow_clients.rs"]
 mod slow_clients;
 

@@ -173,14 +173,14 @@ fn tokens_are_listed_without_their_text_and_a_revoked_one_is_refused_within_seco
         .map(|l| l.split_whitespace().collect())
         .collect();
     assert_eq!(rows.len(), 3, "{listing}");
-    assert_eq!(
-        rows[0],
-        ["ID", "USER", "REPO", "SCOPE", "EXPIRES", "STATUS"]
-    );
+    assert_eq!(rows[0], ["ID", "USER", "RULES", "EXPIRES", "STATUS"]);
     let alice_row = rows.iter().find(|r| r[1] == "alice").expect("alice listed");
-    assert_eq!(alice_row[2..4], ["org/m", "write"]);
-    assert_eq!(alice_row[5], "active");
-    let bob_row = rows.iter().find(|r| r[3] == "read").expect("bob listed");
+    assert_eq!(alice_row[2], "org/m:write");
+    assert_eq!(alice_row[4], "active");
+    let bob_row = rows
+        .iter()
+        .find(|r| r[2] == "org/m:read")
+        .expect("bob listed");
     assert_eq!(bob_row[0], bob_row[1], "the user defaults to the id");
     for token in [&alice, &bob] {
         let (_, mac) = token.rsplit_once('.').unwrap();

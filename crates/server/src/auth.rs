@@ -1,7 +1,7 @@
 //! Access tokens and request authorization.
 //!
 //! A token is `xet1.<payload>.<mac>`: the payload is base64url JSON `{repo, scope, iat, exp,
-//! nonce, id, user, transfer?}` and the MAC is keyed BLAKE3 over `xet1.<payload>` with a key derived from the
+//! nonce, id, user, transfer?, rules?}` and the MAC is keyed BLAKE3 over `xet1.<payload>` with a key derived from the
 //! server secret. Tokens are opaque to clients; they are accepted as `Authorization: Bearer`
 //! or as the password of HTTP Basic (any user name), which is how git and git-lfs send what
 //! a credential helper returns.
@@ -15,18 +15,27 @@
 //! `user` (the owner of the locks it takes). Transfer tokens carry their parent's, so
 //! revoking a token revokes what was minted from it. Tokens made before ids existed are
 //! refused with a request to re-create them.
+//!
+//! A token grants one repository (`repo` and `scope`, the only kind before rules existed, so
+//! such tokens still verify) or, with `rules`, up to [`MAX_RULES`] rules of the language the
+//! ssh shell speaks (identity/rules.rs: `org/*:write`, `org/name:read`); such a token has an
+//! empty `repo`, which servers from before rules refuse as invalid rather than misread.
 
 use axum::http::HeaderMap;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 
 use crate::error::ServerError;
+use crate::identity::rules::{Rule, RuleSet};
 use crate::keys::Keys;
 use crate::repo_name::RepoName;
 
 const PREFIX: &str = "xet1.";
 /// Longest credential considered; anything longer is refused before decoding.
 const MAX_TOKEN_LEN: usize = 4096;
+/// Most rules one token carries (each is at most 256 bytes; the token stays under
+/// [`MAX_TOKEN_LEN`] for ordinary names, which `issue_rules` checks).
+pub const MAX_RULES: usize = 16;
 
 /// What a token allows. `Write` includes `Read`.
 #[derive(
@@ -78,6 +87,30 @@ pub struct Claims {
     /// Who holds it (lock owner name); like `id`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub user: String,
+    /// Several repositories or whole organizations (see the module comment); empty for a
+    /// token of one repository.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
+}
+
+impl Claims {
+    /// What the token grants: its rules, or its one repository with its scope.
+    pub fn rule_set(&self) -> Result<RuleSet, ServerError> {
+        let invalid = || ServerError::Unauthorized("invalid access token".into());
+        if self.rules.is_empty() {
+            let repo = RepoName::parse(&self.repo).map_err(|_| invalid())?;
+            return Ok(RuleSet::new(vec![Rule::repo(&repo, self.scope)]));
+        }
+        if self.rules.len() > MAX_RULES {
+            return Err(invalid());
+        }
+        let rules = self
+            .rules
+            .iter()
+            .map(|spec| Rule::parse(spec, Scope::Read, Scope::Admin).map_err(|_| invalid()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RuleSet::new(rules))
+    }
 }
 
 /// Who a token belongs to.
@@ -127,6 +160,58 @@ pub fn issue_for(
     sign(keys, repo, scope, iat, exp, false, Some(holder))
 }
 
+/// A new token granting `rules` (1 to [`MAX_RULES`]) held by `holder`, valid for `ttl_secs`.
+/// One rule for one repository makes the same token as [`issue_for`]. Errors say what to
+/// change when there are too many rules or the token would be too long.
+pub fn issue_rules(
+    keys: &Keys,
+    rules: &[Rule],
+    ttl_secs: u64,
+    holder: &Holder,
+) -> Result<(String, u64), String> {
+    if let [rule] = rules {
+        if let Some(repo) = rule.single_repo() {
+            return Ok(issue_for(
+                keys,
+                repo,
+                rule.scope_granted(),
+                ttl_secs,
+                holder,
+            ));
+        }
+    }
+    if rules.is_empty() || rules.len() > MAX_RULES {
+        return Err(format!(
+            "a token carries 1 to {MAX_RULES} rules, not {}",
+            rules.len()
+        ));
+    }
+    let iat = now_secs();
+    let claims = Claims {
+        repo: String::new(),
+        scope: rules
+            .iter()
+            .map(Rule::scope_granted)
+            .max()
+            .unwrap_or(Scope::Read),
+        iat,
+        exp: iat.saturating_add(ttl_secs),
+        nonce: format!("{:016x}", rand::random::<u64>()),
+        transfer: false,
+        id: holder.id.clone(),
+        user: holder.user.clone(),
+        rules: rules.iter().map(Rule::spec).collect(),
+    };
+    let token = seal(keys, &claims);
+    if token.len() > MAX_TOKEN_LEN {
+        return Err(format!(
+            "the token would be {} bytes, over the {MAX_TOKEN_LEN} a server accepts: use fewer rules (an `org/*` rule covers a whole organization)",
+            token.len()
+        ));
+    }
+    Ok((token, claims.exp))
+}
+
 /// A transfer token for `repo` with `scope`, valid for `ttl_secs` but never past
 /// `not_after` (the expiry of the credential it is minted for, if it has one), held by the
 /// parent's holder (`None` for anonymous reads).
@@ -162,11 +247,17 @@ fn sign(
         transfer,
         id: holder.map(|h| h.id.clone()).unwrap_or_default(),
         user: holder.map(|h| h.user.clone()).unwrap_or_default(),
+        rules: Vec::new(),
     };
-    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).expect("claims serialize"));
+    (seal(keys, &claims), exp)
+}
+
+/// The token text of `claims`: payload and MAC.
+fn seal(keys: &Keys, claims: &Claims) -> String {
+    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(claims).expect("claims serialize"));
     let signed = format!("{PREFIX}{payload}");
     let mac = URL_SAFE_NO_PAD.encode(keys.token_mac(signed.as_bytes()).as_bytes());
-    (format!("{signed}.{mac}"), exp)
+    format!("{signed}.{mac}")
 }
 
 /// Checks a token's signature and expiry. Every failure is a 401.
@@ -233,6 +324,8 @@ pub struct Access {
     pub exp: Option<u64>,
     /// Whose credential it is (`None` for anonymous access and anonymous transfer tokens).
     pub holder: Option<Holder>,
+    /// Everything the credential grants (empty for anonymous access).
+    pub rules: RuleSet,
 }
 
 impl Access {
@@ -251,11 +344,49 @@ pub enum Accepts {
     TransferTokens,
 }
 
+/// A credential that verified: what it grants, until when, to whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub rules: RuleSet,
+    pub exp: u64,
+    pub holder: Option<Holder>,
+}
+
+/// Verifies one of this server's tokens for a route that `accepts` it.
+pub(crate) fn verify_token(
+    keys: &Keys,
+    token: &str,
+    accepts: Accepts,
+) -> Result<Verified, ServerError> {
+    let claims = verify(keys, token, now_secs())?;
+    if claims.transfer && accepts == Accepts::UserTokens {
+        return Err(ServerError::Forbidden(
+            "this token was handed out for LFS/XET transfers only; use the token from `git xet server token create` (your credential helper's password)".into(),
+        ));
+    }
+    Ok(Verified {
+        rules: claims.rule_set()?,
+        exp: claims.exp,
+        holder: (!claims.id.is_empty()).then_some(Holder {
+            id: claims.id,
+            user: claims.user,
+        }),
+    })
+}
+
+/// The credential a request must carry, as refused when it carries none.
+pub(crate) fn required() -> ServerError {
+    ServerError::Unauthorized(
+        "authentication required: send a token from `git xet server token create` (or your identity provider's, where the server accepts one) as a Bearer token or as the HTTP Basic password".into(),
+    )
+}
+
 /// Authorizes a request for `need` on `repo` (or, for CAS routes, on the token's own
 /// repository when `repo` is `None`). 401 without a valid token, 403 for the wrong
 /// repository or too small a scope. Signature, expiry, repository and scope only: handlers go
 /// through `AppState::authorize_*`, which add the revocation check, so that no route can
 /// forget it.
+#[cfg(test)]
 pub(crate) fn authorize(
     keys: &Keys,
     headers: &HeaderMap,
@@ -263,6 +394,18 @@ pub(crate) fn authorize(
     need: Scope,
     anonymous_read: bool,
     accepts: Accepts,
+) -> Result<Access, ServerError> {
+    let verify = |token: &str| verify_token(keys, token, accepts);
+    authorize_with(headers, repo, need, anonymous_read, &verify)
+}
+
+/// [`authorize`] with the credential verified by `verify` (tokens, or JWTs too).
+pub(crate) fn authorize_with(
+    headers: &HeaderMap,
+    repo: Option<&RepoName>,
+    need: Scope,
+    anonymous_read: bool,
+    verify: &dyn Fn(&str) -> Result<Verified, ServerError>,
 ) -> Result<Access, ServerError> {
     let Some(token) = credential(headers) else {
         if let (Some(repo), Scope::Read, true) = (repo, need, anonymous_read) {
@@ -272,211 +415,35 @@ pub(crate) fn authorize(
                 anonymous: true,
                 exp: None,
                 holder: None,
+                rules: RuleSet::default(),
             });
         }
-        return Err(ServerError::Unauthorized(
-            "authentication required: send a token from `git xet server token create` as a Bearer token or as the HTTP Basic password".into(),
-        ));
+        return Err(required());
     };
-    let claims = verify(keys, &token, now_secs())?;
-    if claims.transfer && accepts == Accepts::UserTokens {
-        return Err(ServerError::Forbidden(
-            "this token was handed out for LFS/XET transfers only; use the token from `git xet server token create` (your credential helper's password)".into(),
-        ));
-    }
-    let token_repo = RepoName::parse(&claims.repo)
-        .map_err(|_| ServerError::Unauthorized("invalid access token".into()))?;
-    if let Some(repo) = repo {
-        if &token_repo != repo {
-            return Err(ServerError::Forbidden(format!(
-                "this token is for repository {token_repo}, not {repo}"
-            )));
-        }
-    }
-    if claims.scope < need {
-        return Err(ServerError::Forbidden(format!(
-            "this token only allows {} access; {} access is needed",
-            claims.scope.as_str(),
-            need.as_str()
-        )));
+    let Verified { rules, exp, holder } = verify(&token)?;
+    let repo = match repo {
+        Some(repo) => repo.clone(),
+        // The CAS API acts on the credential's one repository.
+        None => rules.only_repo().cloned().ok_or_else(|| {
+            ServerError::Forbidden(format!(
+                "this credential grants {}: the CAS API needs a token for one repository (the transfer token of a Batch answer, which git-lfs uses on its own)",
+                rules.describe()
+            ))
+        })?,
+    };
+    if let Some(why) = rules.refusal(&repo, need) {
+        return Err(ServerError::Forbidden(format!("this credential has {why}")));
     }
     Ok(Access {
-        repo: token_repo,
-        scope: claims.scope,
+        scope: rules.scope(&repo).unwrap_or(need),
+        repo,
         anonymous: false,
-        exp: Some(claims.exp),
-        holder: (!claims.id.is_empty()).then_some(Holder {
-            id: claims.id,
-            user: claims.user,
-        }),
+        exp: Some(exp),
+        holder,
+        rules,
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn keys() -> Keys {
-        Keys::from_secret(&[7; 32])
-    }
-
-    fn repo(s: &str) -> RepoName {
-        RepoName::parse(s).unwrap()
-    }
-
-    #[test]
-    fn issued_tokens_verify_and_carry_claims() {
-        let (token, exp) = issue(&keys(), &repo("org/m"), Scope::Write, 60);
-        let claims = verify(&keys(), &token, now_secs()).unwrap();
-        assert_eq!(
-            (claims.repo.as_str(), claims.scope, claims.exp),
-            ("org/m", Scope::Write, exp)
-        );
-    }
-
-    #[test]
-    fn tampered_foreign_and_expired_tokens_are_refused() {
-        let (token, exp) = issue(&keys(), &repo("org/m"), Scope::Read, 60);
-        let other = Keys::from_secret(&[8; 32]);
-        assert!(matches!(
-            verify(&other, &token, now_secs()),
-            Err(ServerError::Unauthorized(_))
-        ));
-        let mut bytes = token.clone().into_bytes();
-        bytes[10] ^= 1;
-        let tampered = String::from_utf8(bytes).unwrap();
-        assert!(verify(&keys(), &tampered, now_secs()).is_err());
-        assert!(verify(&keys(), &token, exp).is_err(), "expired at exp");
-        assert!(verify(&keys(), "garbage", 0).is_err());
-    }
-
-    const U: Accepts = Accepts::UserTokens;
-
-    #[test]
-    fn transfer_tokens_are_capped_by_their_parent_and_refused_where_users_are_needed() {
-        let parent_exp = now_secs() + 20;
-        let (token, exp) = issue_transfer(
-            &keys(),
-            &repo("org/m"),
-            Scope::Write,
-            3600,
-            Some(parent_exp),
-            None,
-        );
-        assert_eq!(exp, parent_exp);
-        let claims = verify(&keys(), &token, now_secs()).unwrap();
-        assert!(claims.transfer);
-        let mut headers = HeaderMap::new();
-        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
-        let r = Some(&repo("org/m"));
-        assert!(matches!(
-            authorize(&keys(), &headers, r, Scope::Read, false, U),
-            Err(ServerError::Forbidden(_))
-        ));
-        let ok = authorize(
-            &keys(),
-            &headers,
-            r,
-            Scope::Write,
-            false,
-            Accepts::TransferTokens,
-        );
-        assert_eq!(ok.unwrap().exp, Some(parent_exp));
-        let (_, uncapped) = issue_transfer(&keys(), &repo("org/m"), Scope::Read, 60, None, None);
-        assert!(uncapped <= now_secs() + 60);
-    }
-
-    #[test]
-    fn scopes_and_repositories_are_enforced() {
-        let (token, _) = issue(&keys(), &repo("org/m"), Scope::Read, 60);
-        let mut headers = HeaderMap::new();
-        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
-        assert!(authorize(
-            &keys(),
-            &headers,
-            Some(&repo("org/m")),
-            Scope::Read,
-            false,
-            U
-        )
-        .is_ok());
-        let wrong_scope = authorize(
-            &keys(),
-            &headers,
-            Some(&repo("org/m")),
-            Scope::Write,
-            false,
-            U,
-        );
-        assert!(matches!(wrong_scope, Err(ServerError::Forbidden(_))));
-        let wrong_repo = authorize(
-            &keys(),
-            &headers,
-            Some(&repo("org/x")),
-            Scope::Read,
-            false,
-            U,
-        );
-        assert!(matches!(wrong_repo, Err(ServerError::Forbidden(_))));
-        let basic = STANDARD.encode(format!("anyone:{token}"));
-        headers.insert("authorization", format!("Basic {basic}").parse().unwrap());
-        assert!(authorize(&keys(), &headers, None, Scope::Read, false, U).is_ok());
-        let none = HeaderMap::new();
-        assert!(matches!(
-            authorize(&keys(), &none, None, Scope::Read, true, U),
-            Err(ServerError::Unauthorized(_))
-        ));
-        assert!(
-            authorize(&keys(), &none, Some(&repo("a")), Scope::Read, true, U)
-                .unwrap()
-                .anonymous
-        );
-        assert!(authorize(&keys(), &none, Some(&repo("a")), Scope::Write, true, U).is_err());
-    }
-
-    #[test]
-    fn tokens_carry_their_holder_to_what_is_minted_from_them() {
-        let alice = Holder {
-            id: "t1".into(),
-            user: "alice".into(),
-        };
-        let (token, exp) = issue_for(&keys(), &repo("org/m"), Scope::Admin, 60, &alice);
-        let mut headers = HeaderMap::new();
-        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
-        let access = authorize(&keys(), &headers, None, Scope::Write, false, U).unwrap();
-        assert_eq!(
-            (access.holder.as_ref(), access.scope),
-            (Some(&alice), Scope::Admin)
-        );
-        assert_eq!(access.user(), Some("alice"));
-        let (child, _) = issue_transfer(
-            &keys(),
-            &repo("org/m"),
-            Scope::Read,
-            60,
-            Some(exp),
-            access.holder.as_ref(),
-        );
-        let claims = verify(&keys(), &child, now_secs()).unwrap();
-        assert_eq!((claims.id.as_str(), claims.user.as_str()), ("t1", "alice"));
-        let (default, _) = issue(&keys(), &repo("org/m"), Scope::Read, 60);
-        let claims = verify(&keys(), &default, now_secs()).unwrap();
-        assert_eq!(claims.user, claims.id, "the user defaults to the id");
-        assert!(Scope::Admin > Scope::Write && Scope::parse("admin") == Some(Scope::Admin));
-    }
-
-    #[test]
-    fn tokens_from_before_ids_are_refused_with_a_request_to_recreate_them() {
-        // The payload an older server signed: no id, no user.
-        let payload = URL_SAFE_NO_PAD
-            .encode(br#"{"repo":"org/m","scope":"write","iat":1,"exp":99999999999,"nonce":"00"}"#);
-        let signed = format!("{PREFIX}{payload}");
-        let mac = URL_SAFE_NO_PAD.encode(keys().token_mac(signed.as_bytes()).as_bytes());
-        match verify(&keys(), &format!("{signed}.{mac}"), now_secs()) {
-            Err(ServerError::Unauthorized(m)) => assert!(m.contains("re-create"), "{m}"),
-            other => panic!("old token accepted or wrongly refused: {other:?}"),
-        }
-        assert!(valid_user("Jane Doe") && !valid_user("") && !valid_user("a\nb"));
-        assert!(!valid_user(&"x".repeat(MAX_USER_LEN + 1)));
-    }
-}
+#[path = "auth_tests.rs"]
+mod tests;

@@ -60,6 +60,8 @@ pub struct ServerConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// Locks one repository may hold.
     pub max_locks_per_repo: u64,
+    /// OpenID Connect tokens accepted beside the server's own (`--oidc-issuer`).
+    pub oidc: Option<std::sync::Arc<crate::identity::Oidc>>,
 }
 
 impl ServerConfig {
@@ -94,6 +96,7 @@ impl ServerConfig {
             no_git: false,
             metrics_listen: None,
             max_locks_per_repo: 100_000,
+            oidc: None,
         }
     }
 

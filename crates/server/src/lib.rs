@@ -8,6 +8,7 @@
 //! | `config`        | settings                                                          |
 //! | `deployment`    | where the store, index and secret live; opening them              |
 //! | `keys`, `auth`, `signing`, `revocation` | secret, tokens, signed fetch URLs, revoked tokens |
+//! | `identity`      | the rule language of tokens, ssh keys and the OIDC policy; OIDC   |
 //! | `storage`       | object store trait; directory and S3-compatible backends          |
 //! | `index`         | index trait; SQLite and PostgreSQL backends                        |
 //! | `shard_check`   | validating uploaded shards against stored xorbs                   |
@@ -42,6 +43,7 @@ pub mod git;
 pub mod hook;
 pub mod http;
 pub mod hub;
+pub mod identity;
 pub mod import_lfs;
 pub mod index;
 pub mod ingest;

@@ -75,14 +75,8 @@ impl AppState {
         need: Scope,
     ) -> ServerResult<Access> {
         let anonymous = self.anonymous_read(headers, repo)?;
-        let access = auth::authorize(
-            &self.keys,
-            headers,
-            Some(repo),
-            need,
-            anonymous,
-            Accepts::UserTokens,
-        )?;
+        let verify = |t: &str| self.verify_credential(t, Accepts::UserTokens);
+        let access = auth::authorize_with(headers, Some(repo), need, anonymous, &verify)?;
         self.not_revoked(access)
     }
 
@@ -95,8 +89,8 @@ impl AppState {
         need: Scope,
     ) -> ServerResult<Access> {
         let anonymous = self.anonymous_read(headers, repo)?;
-        let accepts = Accepts::TransferTokens;
-        let access = auth::authorize(&self.keys, headers, Some(repo), need, anonymous, accepts)?;
+        let verify = |t: &str| self.verify_credential(t, Accepts::TransferTokens);
+        let access = auth::authorize_with(headers, Some(repo), need, anonymous, &verify)?;
         self.not_revoked(access)
     }
 
@@ -112,23 +106,29 @@ impl AppState {
 
     /// Authorizes a CAS request: the token's repository is the one acted on.
     pub fn authorize_cas(&self, headers: &HeaderMap, need: Scope) -> ServerResult<Access> {
-        let access = auth::authorize(
-            &self.keys,
-            headers,
-            None,
-            need,
-            false,
-            Accepts::TransferTokens,
-        )?;
+        let verify = |t: &str| self.verify_credential(t, Accepts::TransferTokens);
+        let access = auth::authorize_with(headers, None, need, false, &verify)?;
         self.not_revoked(access)
     }
 
-    /// Authorizes a request on the token's own repository with a user's token (the status
-    /// page): like [`AppState::authorize_repo`] without a named repository.
-    pub fn authorize_user(&self, headers: &HeaderMap, need: Scope) -> ServerResult<Access> {
-        let accepts = Accepts::UserTokens;
-        let access = auth::authorize(&self.keys, headers, None, need, false, accepts)?;
-        self.not_revoked(access)
+    /// Verifies a user's credential without naming a repository (the status page lists
+    /// what its rules cover).
+    pub fn authorize_user(&self, headers: &HeaderMap) -> ServerResult<auth::Verified> {
+        let token = auth::credential(headers).ok_or_else(auth::required)?;
+        let verified = self.verify_credential(&token, Accepts::UserTokens)?;
+        if let Some(holder) = &verified.holder {
+            self.not_revoked_id(&holder.id)?;
+        }
+        Ok(verified)
+    }
+
+    /// Verifies a credential: a JWT of the OIDC issuer when the server accepts them (its
+    /// rules from the policy file), else one of the server's own tokens.
+    pub fn verify_credential(&self, token: &str, accepts: Accepts) -> ServerResult<auth::Verified> {
+        match &self.config.oidc {
+            Some(oidc) if crate::identity::oidc::looks_like_jwt(token) => oidc.verify(token),
+            _ => auth::verify_token(&self.keys, token, accepts),
+        }
     }
 
     /// Refuses a credential whose token (or, for a transfer token, whose parent) was revoked.

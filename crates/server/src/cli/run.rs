@@ -144,6 +144,32 @@ pub(super) struct RunArgs {
     #[arg(long, env = "GIT_XET_SERVER_NO_GIT",
           value_parser = clap::builder::BoolishValueParser::new())]
     no_git: bool,
+    /// Accept OpenID Connect tokens (JWTs, as a Bearer token or the HTTP Basic password)
+    /// from this issuer, e.g. `https://token.actions.githubusercontent.com` (https; plain
+    /// http only on a loopback address). Needs --oidc-audience and --policy.
+    #[arg(long, env = "GIT_XET_SERVER_OIDC_ISSUER", value_name = "URL",
+          requires_all = ["oidc_audience", "policy"])]
+    oidc_issuer: Option<String>,
+    /// The audience (`aud`) OIDC tokens must be issued for.
+    #[arg(
+        long,
+        env = "GIT_XET_SERVER_OIDC_AUDIENCE",
+        value_name = "AUD",
+        requires = "oidc_issuer"
+    )]
+    oidc_audience: Option<String>,
+    /// The OIDC claim whose values the policy's `group:` lines match (a string or a list).
+    #[arg(long, env = "GIT_XET_SERVER_OIDC_CLAIM", default_value = "groups")]
+    oidc_claim: String,
+    /// The policy file mapping OIDC identities to rules (`group:ml-team org/*:write`,
+    /// `sub:alice org/model:read`); read again when it changes or on SIGHUP.
+    #[arg(
+        long,
+        env = "GIT_XET_SERVER_POLICY",
+        value_name = "FILE",
+        requires = "oidc_issuer"
+    )]
+    policy: Option<PathBuf>,
     /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).
     #[arg(long, env = "GIT_XET_SERVER_NO_FSYNC",
           value_parser = clap::builder::BoolishValueParser::new())]
@@ -202,8 +228,32 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     config.hook_program = std::env::current_exe()
         .and_then(|exe| exe.canonicalize())
         .ok();
-    let result =
-        crate::runtime::block_on(crate::run(config)).context("starting the async runtime")?;
+    if let (Some(issuer), Some(audience), Some(policy)) =
+        (args.oidc_issuer, args.oidc_audience, args.policy)
+    {
+        let settings = crate::identity::OidcSettings {
+            issuer,
+            audience,
+            claim: args.oidc_claim,
+            policy,
+        };
+        let oidc = crate::identity::Oidc::new(settings).context("--oidc-issuer / --policy")?;
+        config.oidc = Some(std::sync::Arc::new(oidc));
+    }
+    let runtime = crate::runtime::handle().context("starting the async runtime")?;
+    if let Some(oidc) = config.oidc.clone() {
+        // SIGHUP reads the policy file again.
+        runtime.spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let Ok(mut hup) = signal(SignalKind::hangup()) else {
+                return;
+            };
+            while hup.recv().await.is_some() {
+                oidc.reload_policy();
+            }
+        });
+    }
+    let result = runtime.block_on(crate::run(config));
     // Blocking work still running (a large upload being registered) gets a moment to finish.
     crate::runtime::shutdown(Duration::from_secs(10));
     result?;

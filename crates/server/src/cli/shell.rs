@@ -47,7 +47,7 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
     let grants = args
         .repos
         .iter()
-        .map(|spec| access::Grant::parse(spec, Scope::Read))
+        .map(|spec| access::parse_grant(spec, Scope::Read))
         .collect::<Result<Vec<_>, _>>()?;
     // The id travels in fetch URLs' query strings: letters, digits, `-` and `_` only.
     if let Some(id) = &args.token_id {

@@ -7,16 +7,18 @@ use anyhow::Context;
 use super::deployment::DeploymentArgs;
 use crate::auth::{self, Holder, Scope};
 use crate::deployment::{self, Deployment, IndexLocation};
+use crate::identity::rules::Rule;
 use crate::index::TokenRecord;
-use crate::repo_name::RepoName;
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum TokenCommand {
-    /// Print a new access token for one repository (no running server needed: the signing
+    /// Print a new access token for one or several repositories or whole organizations (no
+    /// running server needed: the signing
     /// secret lives in the data directory) and record it (never its text) in the index. Use
     /// it as a Bearer token or as the HTTP Basic password (any user name) with git and git-lfs.
     Create(TokenCreateArgs),
-    /// List the recorded tokens: id, user, repository, scope, expiry (never the tokens).
+    /// List the recorded tokens: id, user, rules (repositories and scopes), expiry (never the
+    /// tokens).
     List(TokenListArgs),
     /// Revoke one token (and the transfer tokens minted from it) by id. Running servers
     /// refuse it within 5 seconds.
@@ -25,11 +27,14 @@ pub(super) enum TokenCommand {
 
 #[derive(clap::Args, Debug)]
 pub(super) struct TokenCreateArgs {
-    /// Repository, `name` or `org/name`.
-    #[arg(long)]
-    repo: String,
-    /// `read` (clone, fetch, downloads), `write` (also push, uploads and locks) or `admin`
-    /// (write, and force-unlocking other users' locks).
+    /// What the token covers, the rule language of `git xet shell --repo`: a repository
+    /// (`name`, `org/name`) or every repository of an organization (`org/*`), optionally with
+    /// its own scope (`org/*:read`). Repeat it for several (at most 16).
+    #[arg(long, required = true)]
+    repo: Vec<String>,
+    /// The scope of each --repo that names none: `read` (clone, fetch, downloads), `write`
+    /// (also push, uploads and locks) or `admin` (write, and force-unlocking other users'
+    /// locks).
     #[arg(long, value_parser = ["read", "write", "admin"])]
     scope: String,
     /// The user the token acts as: owner of the locks it takes [default: the token's id].
@@ -85,8 +90,14 @@ fn open(args: &DeploymentArgs, init: bool) -> anyhow::Result<Deployment> {
 }
 
 fn token_create(args: TokenCreateArgs) -> anyhow::Result<ExitCode> {
-    let repo = RepoName::parse(&args.repo).map_err(|e| anyhow::anyhow!("{e}"))?;
     let scope = Scope::parse(&args.scope).context("scope must be read, write or admin")?;
+    let rules = args
+        .repo
+        .iter()
+        .map(|spec| {
+            Rule::parse(spec, scope, Scope::Admin).map_err(|e| anyhow::anyhow!("--repo {e}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     if let Some(user) = &args.user {
         anyhow::ensure!(
             auth::valid_user(user),
@@ -100,14 +111,29 @@ fn token_create(args: TokenCreateArgs) -> anyhow::Result<ExitCode> {
         user: args.user.unwrap_or_else(|| id.clone()),
         id,
     };
-    let (token, exp) = auth::issue_for(&deployment.keys, &repo, scope, args.ttl, &holder);
+    let (token, exp) = auth::issue_rules(&deployment.keys, &rules, args.ttl, &holder)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // One repository is recorded as before (`repo`, `scope`); several rules as their specs.
+    let (repo, widest) = match rules.as_slice() {
+        [rule] if rule.single_repo().is_some() => (
+            rule.single_repo()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            rule.scope_granted(),
+        ),
+        _ => {
+            let specs: Vec<String> = rules.iter().map(Rule::spec).collect();
+            let widest = rules.iter().map(Rule::scope_granted).max().unwrap_or(scope);
+            (specs.join(","), widest)
+        }
+    };
     deployment
         .index
         .record_token(&TokenRecord {
             id: holder.id,
             user: holder.user,
-            repo: repo.to_string(),
-            scope: scope.as_str().to_string(),
+            repo,
+            scope: widest.as_str().to_string(),
             created: auth::now_secs(),
             expires: exp,
             revoked: false,
@@ -132,17 +158,34 @@ fn token_revoke(args: TokenRevokeArgs) -> anyhow::Result<ExitCode> {
             args.id
         );
     }
+    let record = deployment
+        .index
+        .tokens()?
+        .into_iter()
+        .find(|t| t.id == args.id);
+    let whose = record
+        .map(|t| format!(" of {} ({})", t.user, rules_of(&t)))
+        .unwrap_or_default();
     eprintln!(
-        "revoked token {}; running servers refuse it within {} seconds",
+        "revoked token {}{whose}; running servers refuse it within {} seconds",
         args.id,
         crate::revocation::DEFAULT_TTL.as_secs()
     );
     Ok(ExitCode::SUCCESS)
 }
 
+/// What a record grants, as rules: a token of one repository is recorded as its name and
+/// scope, one with several rules (or an ssh key's, `ssh:...`) as their specs.
+fn rules_of(t: &TokenRecord) -> String {
+    match t.repo.contains(':') {
+        true => t.repo.clone(),
+        false => format!("{}:{}", t.repo, t.scope),
+    }
+}
+
 /// The `token list` table, columns padded to their widest cell.
 fn table(tokens: &[TokenRecord], now: u64) -> String {
-    let mut rows = vec![["ID", "USER", "REPO", "SCOPE", "EXPIRES", "STATUS"].map(String::from)];
+    let mut rows = vec![["ID", "USER", "RULES", "EXPIRES", "STATUS"].map(String::from)];
     for t in tokens {
         let status = if t.revoked {
             "revoked"
@@ -154,13 +197,12 @@ fn table(tokens: &[TokenRecord], now: u64) -> String {
         rows.push([
             t.id.clone(),
             t.user.clone(),
-            t.repo.clone(),
-            t.scope.clone(),
+            rules_of(t),
             crate::time::rfc3339(t.expires),
             status.to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
+    let widths: Vec<usize> = (0..5)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -198,10 +240,10 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4);
         assert!(
-            lines[0].starts_with("ID  USER   REPO   SCOPE  EXPIRES"),
+            lines[0].starts_with("ID  USER   RULES        EXPIRES"),
             "{text}"
         );
-        assert!(lines[1].starts_with("aa  alice  org/m  write  1970-01-01T00:01:40Z  active"));
+        assert!(lines[1].starts_with("aa  alice  org/m:write  1970-01-01T00:01:40Z  active"));
         assert!(
             lines[2].ends_with("expired") && lines[3].ends_with("revoked"),
             "{text}"

@@ -73,7 +73,7 @@ fn add(args: UserAddArgs) -> anyhow::Result<ExitCode> {
     let grants = args
         .repos
         .iter()
-        .map(|spec| Grant::parse(spec, scope))
+        .map(|spec| crate::ssh::access::parse_grant(spec, scope))
         .collect::<Result<Vec<_>, _>>()?;
     let key = PublicKey::parse(&args.key)?;
     let index = args

@@ -8,7 +8,7 @@ mod service;
 pub(crate) mod writers;
 
 use axum::extract::Request;
-use axum::http::Method;
+use axum::http::{header, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 
 pub use hook_check::{locked_paths, missing_objects};
@@ -48,7 +48,23 @@ impl GitRoute {
 pub async fn handle(state: SharedState, repo: &str, route: GitRoute, request: Request) -> Response {
     serve(state, repo, route, request)
         .await
-        .unwrap_or_else(IntoResponse::into_response)
+        .unwrap_or_else(refusal)
+}
+
+/// An error as git shows it: git prints a smart-HTTP error's body (as `remote: ...` lines)
+/// only when it is `text/plain`, so a JSON body left the user with the bare status code.
+/// Status and challenge headers stay as every other route sends them.
+fn refusal(error: ServerError) -> Response {
+    let message = format!("{error}\n");
+    let mut response = error.into_response();
+    *response.body_mut() = axum::body::Body::from(message);
+    let headers = response.headers_mut();
+    headers.remove(header::CONTENT_LENGTH);
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
 }
 
 async fn serve(
@@ -143,7 +159,8 @@ async fn serve(
         headers: parts.headers,
         body,
         max_body: state.config.max_push_size,
-        user: (!access.anonymous).then(|| "git-xet".to_string()),
+        // The reflog's committer, which the status page's "Recent pushes" shows.
+        user: access.user().map(reflog_name),
         env: hook_env,
         home: &state.config.data_dir,
         writer,
@@ -162,6 +179,22 @@ async fn serve(
         }
     };
     service::run(run, after).await
+}
+
+/// A holder's name as a reflog identity: git drops `<`, `>` and newlines from names, and a
+/// name of such characters only would leave git without one.
+fn reflog_name(user: &str) -> String {
+    let name: String = user
+        .chars()
+        .map(|c| match c {
+            '<' | '>' | '\n' => '_',
+            c => c,
+        })
+        .collect();
+    match name.trim().is_empty() {
+        true => "git-xet".into(),
+        false => name,
+    }
 }
 
 fn service_param(query: &str) -> Option<&str> {

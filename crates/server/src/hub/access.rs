@@ -76,9 +76,11 @@ pub fn authorize(
         None if need == Scope::Read && state.anonymous_read(headers, repo)? => {}
         None => return Err(HubError::NoCredential(repo.to_string())),
         Some(token) => {
-            let claims = auth::verify(&state.keys, &token, auth::now_secs())
+            // A credential whose rules do not cover the repository (`org/*` covers it).
+            let verified = state
+                .verify_credential(&token, auth::Accepts::TransferTokens)
                 .map_err(|e| HubError::InvalidCredentials(e.to_string()))?;
-            if claims.repo != repo.as_str() {
+            if verified.rules.scope(repo).is_none() {
                 return Err(HubError::RepoNotFound(repo.to_string()));
             }
         }

@@ -4,6 +4,7 @@
 //! server, and an admin reads a key's rights in authorized_keys itself.
 
 use crate::auth::Scope;
+use crate::identity::rules::{Rule, RuleSet};
 use crate::repo_name::RepoName;
 use crate::ssh::ShellError;
 
@@ -26,80 +27,21 @@ pub fn check_user(name: &str) -> Result<(), ShellError> {
     }
 }
 
-/// Which repositories a grant covers: one, or every repository of an organization.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Target {
-    Repo(RepoName),
-    Org(String),
-}
+/// One `--repo` argument: a rule of the shared language (identity/rules.rs), read or write.
+pub type Grant = Rule;
 
-/// One `--repo` argument: `org/name[:read|:write]` or `org/*[:read|:write]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grant {
-    target: Target,
-    scope: Scope,
-}
-
-impl Grant {
-    /// Parses `spec`; `default` is the scope when it names none.
-    pub fn parse(spec: &str, default: Scope) -> Result<Grant, ShellError> {
-        let bad = |why: String| ShellError::BadSetting(format!("--repo {spec:?}: {why}"));
-        let (name, scope) = match spec.rsplit_once(':') {
-            Some((name, scope)) => (
-                name,
-                // ssh keys read or write; admin (forcing others' unlocks) stays with tokens.
-                Scope::parse(scope)
-                    .filter(|s| *s <= Scope::Write)
-                    .ok_or_else(|| bad(format!("scope {scope:?} is not read or write")))?,
-            ),
-            None => (spec, default),
-        };
-        let target = match name.strip_suffix("/*") {
-            Some(org) => {
-                // The organization must be a valid first segment of a repository name.
-                RepoName::parse(&format!("{org}/x")).map_err(|e| bad(e.to_string()))?;
-                if org.contains('/') {
-                    return Err(bad(
-                        "use `org/*` for every repository of an organization".into()
-                    ));
-                }
-                Target::Org(org.to_string())
-            }
-            None => Target::Repo(RepoName::parse(name).map_err(|e| bad(e.to_string()))?),
-        };
-        Ok(Grant { target, scope })
-    }
-
-    /// The form `parse` reads back.
-    /// The scope this grant gives.
-    pub fn scope_granted(&self) -> Scope {
-        self.scope
-    }
-
-    pub fn spec(&self) -> String {
-        let name = match &self.target {
-            Target::Repo(r) => r.to_string(),
-            Target::Org(o) => format!("{o}/*"),
-        };
-        format!("{name}:{}", self.scope.as_str())
-    }
-
-    fn covers(&self, repo: &RepoName) -> bool {
-        match &self.target {
-            Target::Repo(r) => r == repo,
-            Target::Org(o) => repo
-                .as_str()
-                .split_once('/')
-                .is_some_and(|(org, _)| org == o),
-        }
-    }
+/// Parses one `--repo` argument; `default` is the scope when it names none. ssh keys read or
+/// write: forcing others' unlocks stays with tokens.
+pub fn parse_grant(spec: &str, default: Scope) -> Result<Grant, ShellError> {
+    Rule::parse(spec, default, Scope::Write)
+        .map_err(|e| ShellError::BadSetting(format!("--repo {e}")))
 }
 
 /// A user's rules: the widest scope any grant gives on a repository.
 #[derive(Debug, Clone)]
 pub struct Rules {
     pub user: String,
-    grants: Vec<Grant>,
+    grants: RuleSet,
 }
 
 impl Rules {
@@ -107,17 +49,13 @@ impl Rules {
         check_user(user)?;
         Ok(Rules {
             user: user.to_string(),
-            grants,
+            grants: RuleSet::new(grants),
         })
     }
 
     /// The scope granted on `repo`, if any.
     pub fn scope(&self, repo: &RepoName) -> Option<Scope> {
-        self.grants
-            .iter()
-            .filter(|g| g.covers(repo))
-            .map(|g| g.scope)
-            .max()
+        self.grants.scope(repo)
     }
 
     /// Allowed, or the refusal the user sees (which does not say whether `repo` exists).
@@ -147,9 +85,9 @@ mod tests {
         let rules = Rules::new(
             "alice",
             vec![
-                Grant::parse("org/a:write", Scope::Read).unwrap(),
-                Grant::parse("org/b", Scope::Read).unwrap(),
-                Grant::parse("team/*:read", Scope::Read).unwrap(),
+                parse_grant("org/a:write", Scope::Read).unwrap(),
+                parse_grant("org/b", Scope::Read).unwrap(),
+                parse_grant("team/*:read", Scope::Read).unwrap(),
             ],
         )
         .unwrap();
@@ -161,7 +99,7 @@ mod tests {
         assert!(rules.require(&repo("org/b"), Scope::Write).is_err());
         assert!(rules.require(&repo("org/a"), Scope::Write).is_ok());
         assert_eq!(
-            Grant::parse("team/*:write", Scope::Read).unwrap().spec(),
+            parse_grant("team/*:write", Scope::Read).unwrap().spec(),
             "team/*:write"
         );
     }
@@ -178,7 +116,7 @@ mod tests {
             "-x:read",
             "o g/a",
         ] {
-            assert!(Grant::parse(bad, Scope::Read).is_err(), "{bad:?}");
+            assert!(parse_grant(bad, Scope::Read).is_err(), "{bad:?}");
         }
         for bad in ["", "-alice", "al ice", "a\"b", "a\nb", &"a".repeat(65)] {
             assert!(check_user(bad).is_err(), "{bad:?}");

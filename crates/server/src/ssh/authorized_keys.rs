@@ -240,8 +240,8 @@ mod tests {
     fn the_line_forces_the_shell_with_the_grants() {
         let key = PublicKey::parse(KEY).unwrap();
         let grants = [
-            Grant::parse("org/m:write", Scope::Read).unwrap(),
-            Grant::parse("team/*", Scope::Read).unwrap(),
+            crate::ssh::access::parse_grant("org/m:write", Scope::Read).unwrap(),
+            crate::ssh::access::parse_grant("team/*", Scope::Read).unwrap(),
         ];
         let cmd = ShellCommand {
             program: Path::new("/usr/bin/git-xet"),
@@ -274,7 +274,7 @@ mod tests {
     #[test]
     fn an_index_url_goes_in_without_a_password_only() {
         let key = PublicKey::parse(KEY).unwrap();
-        let grants = [Grant::parse("org/m:write", Scope::Read).unwrap()];
+        let grants = [crate::ssh::access::parse_grant("org/m:write", Scope::Read).unwrap()];
         let pg = IndexLocation::parse("postgres://git@db:5432/xet?sslmode=disable").unwrap();
         let cmd = ShellCommand {
             program: Path::new("/usr/bin/git-xet"),

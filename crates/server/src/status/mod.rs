@@ -60,18 +60,28 @@ pub fn wants_page(method: &Method, headers: &HeaderMap) -> bool {
 
 /// `GET /`.
 pub async fn overview(state: SharedState, headers: HeaderMap) -> Response {
-    // Every repository is readable anonymously, or the token's one only. A token sent
-    // anyway is still checked (a revoked one is refused everywhere).
+    // Every repository is readable anonymously, or those the credential's rules cover. A
+    // token sent anyway is still checked (a revoked one is refused everywhere).
     let repos = if state.config.anonymous_read {
         if auth::credential(&headers).is_some() {
-            if let Err(e) = state.authorize_user(&headers, Scope::Read) {
+            if let Err(e) = state.authorize_user(&headers) {
                 return e.into_response();
             }
         }
         None
     } else {
-        match state.authorize_user(&headers, Scope::Read) {
-            Ok(access) => Some(vec![access.repo]),
+        let rules = match state.authorize_user(&headers) {
+            Ok(verified) => verified.rules,
+            Err(e) => return e.into_response(),
+        };
+        let root = state.config.repos_dir();
+        let all = blocking(move || Ok(scan::repositories(&root))).await;
+        match all {
+            Ok(all) => Some(
+                all.into_iter()
+                    .filter(|r| rules.scope(r).is_some())
+                    .collect(),
+            ),
             Err(e) => return e.into_response(),
         }
     };
