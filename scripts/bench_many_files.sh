@@ -32,7 +32,17 @@ same_files() { # same_files A B: the work trees hold the same files
   diff -rq --exclude=.git "$1" "$2" >/dev/null || { echo "work trees differ: $1 $2" >&2; exit 1; }
 }
 
-declare -A results
+declare -A results requests
+requests_now() { # per route, the requests the server counted so far
+  curl -s "$server_url/metrics" | awk '$1 ~ /^git_xet_http_requests_total/ {
+    match($1, /route="[^"]*"/); r = substr($1, RSTART + 7, RLENGTH - 8); n[r] += $2 }
+    END { for (r in n) print r, n[r] }' | LC_ALL=C sort
+}
+requests_since() { # requests_since BEFORE FILES: "route n (per file)" for each route that served any since BEFORE
+  LC_ALL=C join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$1") <(requests_now) |
+    awk -v files="$2" '$3 - $2 > 0 && $1 != "metrics" {
+      printf "%s %d (%.2f/file)  ", $1, $3 - $2, ($3 - $2) / files }'
+}
 bench_mode() { # bench_mode MODE SEED
   local mode="$1" seed="$2" token repo_url a b before
   make_env "$mode-a" "$mode"
@@ -50,8 +60,10 @@ bench_mode() { # bench_mode MODE SEED
   run_in "$mode-a" "$a" git commit -qm v1
   before=$(wire "$mode" up); run_in "$mode-a" "$a" git push -q origin main
   results[$mode,push1]="$secs $(( $(wire "$mode" up) - before ))"
-  before=$(wire "$mode" down); run_in "$mode-b" "$tmp/$mode-b" git clone -q "$repo_url" repo
+  before=$(wire "$mode" down); reqs=$(requests_now)
+  run_in "$mode-b" "$tmp/$mode-b" git clone -q "$repo_url" repo
   results[$mode,clone1]="$secs $(( $(wire "$mode" down) - before ))"
+  requests[$mode,clone1]=$(requests_since "$reqs" "$count")
   same_files "$a" "$b"
 
   fill "$a" $((seed + 100)) 10
@@ -60,8 +72,10 @@ bench_mode() { # bench_mode MODE SEED
   run_in "$mode-a" "$a" git commit -qm v2
   before=$(wire "$mode" up); run_in "$mode-a" "$a" git push -q origin main
   results[$mode,push2]="$secs $(( $(wire "$mode" up) - before ))"
-  before=$(wire "$mode" down); run_in "$mode-b" "$b" git pull -q origin main
+  before=$(wire "$mode" down); reqs=$(requests_now)
+  run_in "$mode-b" "$b" git pull -q origin main
   results[$mode,pull2]="$secs $(( $(wire "$mode" down) - before ))"
+  requests[$mode,pull2]=$(requests_since "$reqs" "$(( (count + 9) / 10 ))")
   same_files "$a" "$b"
 }
 
@@ -83,6 +97,13 @@ for step in add1 push1 clone1 add2 push2 pull2; do
   esac
   printf '%-30s %9.2f %13d   %9.2f %13d   %7.2fx\n' "$label" "$xs" "$xb" "$bs" "$bb" \
     "$(echo "$bs / $xs" | bc -l)"
+done
+echo
+echo "requests the server counted per download step, by route (per downloaded file):"
+for step in clone1 pull2; do
+  for mode in xet basic; do
+    printf '  %-6s %-5s %s\n' "$step" "$mode" "${requests[$mode,$step]:-}"
+  done
 done
 echo
 echo "bytes = xorb bytes (xet) or basic PUT/GET bytes (basic) counted by the server."
