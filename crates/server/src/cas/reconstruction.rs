@@ -21,8 +21,9 @@ use crate::storage::ObjectKey;
 use git_xet_core::reconstruction::{BatchReconstruction, Reconstruction, ReconstructionV2};
 use git_xet_core::MerkleHash;
 
-/// Files one batch query may name (a client sends one Batch API answer's worth, 100).
-pub const MAX_BATCH_FILES: usize = 1000;
+/// Files one batch query may name (a client sends one Batch API answer's worth, 100): 500
+/// ids make a 37 KB URL, well under the 64 KiB the `http` crate allows a URI.
+pub const MAX_BATCH_FILES: usize = 500;
 
 pub async fn get(
     State(state): State<SharedState>,
