@@ -58,9 +58,19 @@ peak_rss() {
     echo $(( $(cat "$tmp/rss-peak") / 1024 ))
   fi
 }
-requests() { metric git_xet_http_requests_total; }
+requests_total() { metric git_xet_http_requests_total; }
 
-declare -A results
+declare -A results requests
+requests_now() { # per route, the requests the server counted so far
+  curl -s "$server_url/metrics" | awk '$1 ~ /^git_xet_http_requests_total/ {
+    match($1, /route="[^"]*"/); r = substr($1, RSTART + 7, RLENGTH - 8); n[r] += $2 }
+    END { for (r in n) print r, n[r] }' | LC_ALL=C sort
+}
+requests_since() { # requests_since BEFORE FILES: "route n (per file)" for each route that served any since BEFORE
+  LC_ALL=C join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$1") <(requests_now) |
+    awk -v files="$2" '$3 - $2 > 0 && $1 != "metrics" {
+      printf "%s %d (%.2f/file)  ", $1, $3 - $2, ($3 - $2) / files }'
+}
 bench_mode() { # bench_mode MODE SEED
   local mode="$1" seed="$2" token repo_url a b before
   make_env "$mode-a" "$mode"
@@ -76,24 +86,28 @@ bench_mode() { # bench_mode MODE SEED
   run_in "$mode-a" "$a" git add .
   results[$mode,add1]="$secs 0"
   run_in "$mode-a" "$a" git commit -qm v1
-  before=$(wire "$mode" up); reqs=$(requests); peak_rss start
+  before=$(wire "$mode" up); reqs=$(requests_total); peak_rss start
   run_in "$mode-a" "$a" git push -q origin main
   results[$mode,push1]="$secs $(( $(wire "$mode" up) - before ))"
-  results[$mode,push1x]="$(( $(requests) - reqs )) $(peak_rss stop)"
-  before=$(wire "$mode" down); run_in "$mode-b" "$tmp/$mode-b" git clone -q "$repo_url" repo
+  results[$mode,push1x]="$(( $(requests_total) - reqs )) $(peak_rss stop)"
+  before=$(wire "$mode" down); reqs=$(requests_now)
+  run_in "$mode-b" "$tmp/$mode-b" git clone -q "$repo_url" repo
   results[$mode,clone1]="$secs $(( $(wire "$mode" down) - before ))"
+  requests[$mode,clone1]=$(requests_since "$reqs" "$count")
   same_files "$a" "$b"
 
   fill "$a" $((seed + 100)) 10
   run_in "$mode-a" "$a" git add .
   results[$mode,add2]="$secs 0"
   run_in "$mode-a" "$a" git commit -qm v2
-  before=$(wire "$mode" up); reqs=$(requests)
+  before=$(wire "$mode" up); reqs=$(requests_total)
   run_in "$mode-a" "$a" git push -q origin main
   results[$mode,push2]="$secs $(( $(wire "$mode" up) - before ))"
-  results[$mode,push2x]="$(( $(requests) - reqs ))"
-  before=$(wire "$mode" down); run_in "$mode-b" "$b" git pull -q origin main
+  results[$mode,push2x]="$(( $(requests_total) - reqs ))"
+  before=$(wire "$mode" down); reqs=$(requests_now)
+  run_in "$mode-b" "$b" git pull -q origin main
   results[$mode,pull2]="$secs $(( $(wire "$mode" down) - before ))"
+  requests[$mode,pull2]=$(requests_since "$reqs" "$(( (count + 9) / 10 ))")
   same_files "$a" "$b"
 }
 
@@ -122,6 +136,13 @@ printf 'push %d files: requests/file xet %.3f basic %.3f; peak memory xet %d MiB
   "$count" "$(echo "$xr / $count" | bc -l)" "$(echo "$br / $count" | bc -l)" "$xm" "$bm"
 printf 'push %d changed files: requests/file xet %.3f basic %.3f\n' "$changed" \
   "$(echo "${results[xet,push2x]} / $changed" | bc -l)" "$(echo "${results[basic,push2x]} / $changed" | bc -l)"
+echo
+echo "requests the server counted per download step, by route (per downloaded file):"
+for step in clone1 pull2; do
+  for mode in xet basic; do
+    printf '  %-6s %-5s %s\n' "$step" "$mode" "${requests[$mode,$step]:-}"
+  done
+done
 echo
 echo "bytes = xorb bytes (xet) or basic PUT/GET bytes (basic) counted by the server."
 echo "speedup = basic time / xet time (below 1: xet is slower)."

@@ -29,6 +29,8 @@ mod install;
 mod insteadof;
 #[path = "git/manpages.rs"]
 mod manpages;
+#[path = "git/many_small.rs"]
+mod many_small;
 #[path = "git/matrix.rs"]
 mod matrix;
 #[path = "git/migrate.rs"]

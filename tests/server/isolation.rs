@@ -247,6 +247,40 @@ fn other_repositories_tokens_get_nothing_by_content_hash() {
         .send()
         .unwrap();
     assert_eq!(v2.status(), 404);
+    // The batch query answers org/a's own file and leaves F out, as if it did not exist.
+    let p = prefix.file_hash.to_hex();
+    let batch = a
+        .http
+        .get(format!(
+            "{}/v1/reconstructions?file_id={h}&file_id={p}",
+            server.url
+        ))
+        .bearer_auth(&a.token)
+        .send()
+        .unwrap();
+    assert_eq!(batch.status(), 200);
+    let batch: git_xet_core::reconstruction::BatchReconstruction = batch.json().unwrap();
+    assert_eq!(
+        batch.files.keys().collect::<Vec<_>>(),
+        vec![&prefix.file_hash],
+        "only org/a's file"
+    );
+    assert!(batch.file(&f.file_hash).is_none());
+    let own = batch.file(&prefix.file_hash).unwrap();
+    let single = a.reconstruction(&prefix.file_hash, None);
+    assert_eq!(own.terms, single.terms);
+    // The prefix shares F's xorb: the batch grants the prefix's bytes of it, as the single
+    // query does, never F's rest.
+    use git_xet_core::reconstruction::FetchInfo;
+    let ranges = |infos: &std::collections::HashMap<git_xet_core::MerkleHash, Vec<FetchInfo>>| {
+        let mut r: Vec<_> = infos
+            .iter()
+            .flat_map(|(x, i)| i.iter().map(move |i| (*x, i.range, i.url_range)))
+            .collect();
+        r.sort_by_key(|(x, c, _)| (x.to_hex(), c.start));
+        r
+    };
+    assert_eq!(ranges(&batch.fetch_info), ranges(&single.fetch_info));
     // Basic downloads by oid: F's sha256 is not in org/a; org/b's path wants org/b's token.
     let oid = sha256_hex(&f.data);
     let get = |repo: &str| {
@@ -323,6 +357,7 @@ fn a_revoked_token_is_refused_on_every_route() {
         ("GET", format!("/api/v1/reconstructions/{h}"), ""),
         ("GET", format!("/v2/reconstructions/{h}"), ""),
         ("GET", format!("/api/v2/reconstructions/{h}"), ""),
+        ("GET", format!("/v1/reconstructions?file_id={h}"), ""),
         ("GET", format!("/v1/chunks/default/{x}"), ""),
         ("POST", format!("/v1/xorbs/default/{x}"), ""),
         ("POST", format!("/v1/xorb-grants/default/{x}"), ""),

@@ -11,7 +11,7 @@ use crate::error::{ClientError, Result};
 use crate::http::{describe_transport_error, AttemptError, Http};
 use git_xet_core::api::cas::{UploadShardResponse, UploadXorbResponse};
 use git_xet_core::api::routes;
-use git_xet_core::reconstruction::{HttpRange, Reconstruction};
+use git_xet_core::reconstruction::{BatchReconstruction, HttpRange, Reconstruction};
 use git_xet_core::MerkleHash;
 
 /// Largest global-dedup answer we accept (a shard describing a few xorbs).
@@ -104,6 +104,24 @@ impl CasApi {
                         None => req,
                     })
                 },
+                |r| read_body_limited(r, MAX_RECONSTRUCTION_JSON, &what),
+            )
+            .await?;
+        serde_json::from_slice(&body)
+            .map_err(|e| ClientError::protocol(&what, format!("reconstruction JSON: {e}")))
+    }
+
+    /// The whole-file reconstructions of many files in one request (the batch query);
+    /// files the server does not show are left out of the answer.
+    pub async fn reconstructions(&self, files: &[MerkleHash]) -> Result<BatchReconstruction> {
+        let url = format!("{}{}", self.base, routes::reconstruction_batch_path(files));
+        let what = format!("querying the reconstructions of {} files", files.len());
+        let body = self
+            .http
+            .request(
+                &what,
+                &url,
+                |c| Ok(c.get(&url)),
                 |r| read_body_limited(r, MAX_RECONSTRUCTION_JSON, &what),
             )
             .await?;

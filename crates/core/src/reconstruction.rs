@@ -149,3 +149,94 @@ impl From<Reconstruction> for ReconstructionV2 {
         }
     }
 }
+
+/// The answer of the batch reconstruction query (`GET /v1/reconstructions?file_id=..&..`,
+/// the reference server's shape): each found file's terms, and the fetch entries of all
+/// their xorbs in one map. Files the server does not have (or does not show this token)
+/// are left out.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct BatchReconstruction {
+    pub files: HashMap<MerkleHash, Vec<ReconstructionTerm>>,
+    pub fetch_info: HashMap<MerkleHash, Vec<FetchInfo>>,
+}
+
+impl BatchReconstruction {
+    /// The whole-file reconstruction of `file`: its terms and the fetch entries that cover
+    /// them (only those, so a download fetches no other file's bytes).
+    pub fn file(&self, file: &MerkleHash) -> Option<Reconstruction> {
+        let terms = self.files.get(file)?.clone();
+        let mut fetch_info: HashMap<MerkleHash, Vec<FetchInfo>> = HashMap::new();
+        for term in &terms {
+            let Some(info) = self
+                .fetch_info
+                .get(&term.hash)
+                .and_then(|infos| infos.iter().find(|f| f.range.contains_range(&term.range)))
+            else {
+                continue; // the download reports the term without a fetch entry
+            };
+            let entries = fetch_info.entry(term.hash).or_default();
+            if !entries.contains(info) {
+                entries.push(info.clone());
+            }
+        }
+        Some(Reconstruction {
+            offset_into_first_range: 0,
+            terms,
+            fetch_info,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(start: u32, end: u32) -> FetchInfo {
+        FetchInfo {
+            range: ChunkRange::new(start, end),
+            url: format!("u{start}-{end}"),
+            url_range: HttpRange {
+                start: u64::from(start) * 10,
+                end: u64::from(end) * 10 - 1,
+            },
+        }
+    }
+
+    /// A file of a batch answer gets the entries covering its terms, and none of another
+    /// file's, even in a xorb they share.
+    #[test]
+    fn a_batch_answer_splits_into_whole_file_reconstructions() {
+        let (x, y) = (
+            MerkleHash::from_bytes([1; 32]),
+            MerkleHash::from_bytes([2; 32]),
+        );
+        let (f, g) = (
+            MerkleHash::from_bytes([8; 32]),
+            MerkleHash::from_bytes([9; 32]),
+        );
+        let term = |hash, s, e| ReconstructionTerm {
+            hash,
+            unpacked_length: 5,
+            range: ChunkRange::new(s, e),
+        };
+        let batch = BatchReconstruction {
+            files: HashMap::from([
+                (f, vec![term(x, 0, 2), term(y, 0, 1)]),
+                (g, vec![term(x, 4, 6)]),
+            ]),
+            fetch_info: HashMap::from([(x, vec![info(0, 2), info(4, 6)]), (y, vec![info(0, 1)])]),
+        };
+        let one = batch.file(&f).unwrap();
+        assert_eq!(one.terms.len(), 2);
+        assert_eq!(one.fetch_info[&x], vec![info(0, 2)]);
+        assert_eq!(one.fetch_info[&y], vec![info(0, 1)]);
+        assert_eq!(one.terms_len(), 10);
+        let other = batch.file(&g).unwrap();
+        assert_eq!(other.fetch_info.len(), 1);
+        assert_eq!(other.fetch_info[&x], vec![info(4, 6)]);
+        assert!(batch.file(&MerkleHash::from_bytes([3; 32])).is_none());
+        // The reference server's JSON field names.
+        let json = serde_json::to_value(&batch).unwrap();
+        assert!(json.get("files").is_some() && json.get("fetch_info").is_some());
+    }
+}

@@ -332,12 +332,14 @@ impl ObjectService {
             Err(e) => unreachable!("runtime() fails only with Runtime: {e}"),
         };
         use futures::StreamExt;
-        runtime.block_on(
+        runtime.block_on(async move {
+            let jobs = with_reconstructions(jobs).await;
             futures::stream::iter(jobs)
                 .map(|job| async move { job?.run().await })
                 .buffered(parallel.max(1))
-                .collect(),
-        )
+                .collect()
+                .await
+        })
     }
 
     fn prepare_download(
@@ -363,6 +365,7 @@ impl ObjectService {
             size: want.size,
             output: self.env.store.temp_path("download"),
             options,
+            recon: None,
         })
     }
 
@@ -379,6 +382,41 @@ impl Drop for ObjectService {
     }
 }
 
+/// The jobs, each with its file's reconstruction when a batch query of its CAS server
+/// answered it: many small files then cost one round trip each (the xorb bytes), not two.
+async fn with_reconstructions(
+    mut jobs: Vec<Result<DownloadJob, LfsError>>,
+) -> Vec<Result<DownloadJob, LfsError>> {
+    let mut by_server: HashMap<String, (CasClient, Vec<git_xet_core::MerkleHash>)> = HashMap::new();
+    for job in jobs.iter().flatten() {
+        by_server
+            .entry(job.client.api().base_url().to_string())
+            .or_insert_with(|| (job.client.clone(), Vec::new()))
+            .1
+            .push(job.file_hash);
+    }
+    if by_server.values().all(|(_, files)| files.len() < 2) {
+        return jobs; // one query either way
+    }
+    let answers = futures::future::join_all(by_server.into_iter().map(
+        |(url, (client, mut files))| async move {
+            files.sort_unstable();
+            files.dedup();
+            (url, client.reconstructions(&files).await)
+        },
+    ))
+    .await;
+    let answers: HashMap<String, _> = answers.into_iter().collect();
+    for job in jobs.iter_mut().flatten() {
+        let url = job.client.api().base_url();
+        job.recon = answers
+            .get(url)
+            .and_then(|found| found.get(&job.file_hash))
+            .cloned();
+    }
+    jobs
+}
+
 /// One download, ready to run: everything that needs `&mut ObjectService` is done.
 struct DownloadJob {
     client: CasClient,
@@ -387,14 +425,24 @@ struct DownloadJob {
     size: u64,
     output: PathBuf,
     options: DownloadOptions,
+    /// The file's reconstruction when a batch query brought it.
+    recon: Option<git_xet_core::reconstruction::Reconstruction>,
 }
 
 impl DownloadJob {
     async fn run(self) -> Result<PathBuf, LfsError> {
-        let outcome = self
-            .client
-            .download(&self.file_hash, &self.output, self.options)
-            .await?;
+        let outcome = match self.recon {
+            Some(recon) => {
+                self.client
+                    .download_reconstructed(&self.file_hash, recon, &self.output, self.options)
+                    .await?
+            }
+            None => {
+                self.client
+                    .download(&self.file_hash, &self.output, self.options)
+                    .await?
+            }
+        };
         if outcome.bytes_written != self.size {
             let _ = std::fs::remove_file(&self.output);
             return Err(LfsError::WrongSize {

@@ -21,6 +21,9 @@ pub const XORB_GRANT: &str = "/v1/xorb-grants/{namespace}/{hash}";
 pub const TELEMETRY: &str = "/v1/telemetry";
 pub const RECONSTRUCTION: &str = "/v1/reconstructions/{file_hash}";
 pub const RECONSTRUCTION_V2: &str = "/v2/reconstructions/{file_hash}";
+/// Many files' reconstructions at once: `?file_id={hash}&file_id=...` (the reference
+/// client's batch query).
+pub const RECONSTRUCTION_BATCH: &str = "/v1/reconstructions";
 pub const DEDUP_QUERY: &str = "/v1/chunks/{namespace}/{hash}";
 /// The signed fetch URLs of reconstructions point here (with `bytes`, `tid`, `expires`, `sig`).
 pub const XORB_DATA: &str = "/v1/xorb-data/{hash}";
@@ -60,6 +63,7 @@ pub enum Route {
     Telemetry,
     Reconstruction,
     ReconstructionV2,
+    ReconstructionBatch,
     DedupQuery,
     XorbData,
     ShardUpload,
@@ -81,12 +85,13 @@ pub enum Route {
 }
 
 impl Route {
-    pub const ALL: [Route; 23] = [
+    pub const ALL: [Route; 24] = [
         Route::XorbUpload,
         Route::XorbGrant,
         Route::Telemetry,
         Route::Reconstruction,
         Route::ReconstructionV2,
+        Route::ReconstructionBatch,
         Route::DedupQuery,
         Route::XorbData,
         Route::ShardUpload,
@@ -107,13 +112,16 @@ impl Route {
         Route::LockCheck,
     ];
 
-    /// The CAS API's routes (the server registers each [`Route::cas_template`]).
-    pub const CAS: [Route; 9] = [
+    /// The CAS API's routes (the server registers each [`Route::cas_template`]). The batch
+    /// reconstruction's path is the start of the single one's: it comes after it, so that
+    /// [`Route::cas`] tells them apart.
+    pub const CAS: [Route; 10] = [
         Route::XorbUpload,
         Route::XorbGrant,
         Route::Telemetry,
         Route::Reconstruction,
         Route::ReconstructionV2,
+        Route::ReconstructionBatch,
         Route::DedupQuery,
         Route::XorbData,
         Route::ShardUpload,
@@ -128,6 +136,7 @@ impl Route {
             Route::Telemetry => "telemetry",
             Route::Reconstruction => "reconstruction",
             Route::ReconstructionV2 => "reconstruction_v2",
+            Route::ReconstructionBatch => "reconstruction_batch",
             Route::DedupQuery => "dedup_query",
             Route::XorbData => "xorb_data",
             Route::ShardUpload => "shard_upload",
@@ -157,6 +166,7 @@ impl Route {
             Route::Telemetry => TELEMETRY,
             Route::Reconstruction => RECONSTRUCTION,
             Route::ReconstructionV2 => RECONSTRUCTION_V2,
+            Route::ReconstructionBatch => RECONSTRUCTION_BATCH,
             Route::DedupQuery => DEDUP_QUERY,
             Route::XorbData => XORB_DATA,
             Route::ShardUpload => SHARD_UPLOAD,
@@ -248,6 +258,19 @@ pub fn reconstruction_path(file: &MerkleHash) -> String {
 /// `/v2/reconstructions/{file_hash}`.
 pub fn reconstruction_v2_path(file: &MerkleHash) -> String {
     fill(RECONSTRUCTION_V2, &[&file.to_hex()])
+}
+
+/// `/v1/reconstructions?file_id=..&file_id=..` for `files`.
+pub fn reconstruction_batch_path(files: &[MerkleHash]) -> String {
+    let mut path = format!("{RECONSTRUCTION_BATCH}?");
+    for (i, file) in files.iter().enumerate() {
+        if i > 0 {
+            path.push('&');
+        }
+        path.push_str("file_id=");
+        path.push_str(&file.to_hex());
+    }
+    path
 }
 
 /// `/v1/chunks/default-merkledb/{chunk}`.

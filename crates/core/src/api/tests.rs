@@ -263,6 +263,10 @@ fn path_functions_fill_the_templates() {
         format!("/v1/chunks/default-merkledb/{hex}")
     );
     assert_eq!(xorb_data_path(&h), format!("/v1/xorb-data/{hex}"));
+    assert_eq!(
+        reconstruction_batch_path(&[h, h]),
+        format!("/v1/reconstructions?file_id={hex}&file_id={hex}")
+    );
     assert_eq!(unlock_path("00ab"), "locks/00ab/unlock");
     assert_eq!(unlock_id("locks/00ab/unlock"), Some("00ab"));
     assert_eq!(unlock_id("locks/verify"), None);
@@ -279,6 +283,8 @@ fn sample(route: Route) -> (&'static str, String) {
         Route::Telemetry => ("POST", TELEMETRY.into()),
         Route::Reconstruction => ("GET", reconstruction_path(&h)),
         Route::ReconstructionV2 => ("GET", reconstruction_v2_path(&h)),
+        // What the server classifies: the path, without the query.
+        Route::ReconstructionBatch => ("GET", RECONSTRUCTION_BATCH.into()),
         Route::DedupQuery => ("GET", dedup_query_path(&h)),
         Route::XorbData => ("GET", xorb_data_path(&h)),
         Route::ShardUpload => ("POST", SHARD_UPLOAD.into()),

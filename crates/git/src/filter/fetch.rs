@@ -29,9 +29,10 @@ use git_xet_lfs::LfsError;
 /// Objects downloaded at once when many are wanted (a large one is already fetched in
 /// parallel ranges by the client).
 const PARALLEL_DOWNLOADS: usize = 8;
-/// ... and when all of them are small: each is then two round trips (reconstruction,
-/// xorb range) and little else, so more at once hide the latency of a distant server.
-const PARALLEL_SMALL_DOWNLOADS: usize = 32;
+/// ... and when all of them are small: each is then one round trip (its xorb range; the
+/// reconstructions come 100 to a query) and little else, so more at once hide the latency
+/// of a distant server (a server takes 256 connections from one address by default).
+const PARALLEL_SMALL_DOWNLOADS: usize = 64;
 /// Objects up to this size count as small.
 const SMALL_OBJECT: u64 = 1 << 20;
 /// Batch API requests made at once; their objects are then downloaded as one stream, so

@@ -40,6 +40,7 @@ fn handler(route: Route) -> MethodRouter<SharedState> {
         Route::Telemetry => post(telemetry::report),
         Route::Reconstruction => get(reconstruction::get),
         Route::ReconstructionV2 => get(reconstruction::get_v2),
+        Route::ReconstructionBatch => get(reconstruction::get_batch),
         Route::DedupQuery => get(dedup::query),
         Route::XorbData => get(xorb_data::get),
         Route::ShardUpload => post(shards::upload),

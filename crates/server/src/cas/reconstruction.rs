@@ -1,8 +1,12 @@
 //! `GET /v1/reconstructions/{file_hash}` with optional `Range`: the terms overlapping the
 //! range and signed, expiring fetch URLs for their xorb bytes. `GET /v2/reconstructions/...`
-//! (what hf-xet 1.8 asks first) answers the same plan in the v2 shape.
+//! (what hf-xet 1.8 asks first) answers the same plan in the v2 shape. `GET
+//! /v1/reconstructions?file_id=..&file_id=..` answers many whole files at once (a clone of
+//! many small files would otherwise spend a round trip on each).
 
-use axum::extract::{Path, State};
+use std::collections::HashSet;
+
+use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::Json;
 
@@ -14,7 +18,12 @@ use crate::reconstruct::{load_metas, plan, to_reconstruction};
 use crate::signing::{fetch_url, Grant};
 use crate::state::{blocking, SharedState};
 use crate::storage::ObjectKey;
-use git_xet_core::reconstruction::{Reconstruction, ReconstructionV2};
+use git_xet_core::reconstruction::{BatchReconstruction, Reconstruction, ReconstructionV2};
+use git_xet_core::MerkleHash;
+
+/// Files one batch query may name (a client sends one Batch API answer's worth, 100): 500
+/// ids make a 37 KB URL, well under the 64 KiB the `http` crate allows a URI.
+pub const MAX_BATCH_FILES: usize = 500;
 
 pub async fn get(
     State(state): State<SharedState>,
@@ -30,6 +39,91 @@ pub async fn get_v2(
     headers: HeaderMap,
 ) -> ServerResult<Json<ReconstructionV2>> {
     Ok(Json(answer(&state, &file_hash, &headers).await?.into()))
+}
+
+/// Whole-file reconstructions of the repository's files among the `file_id`s; the others
+/// are left out, as the single query answers 404 for them.
+pub async fn get_batch(
+    State(state): State<SharedState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> ServerResult<Json<BatchReconstruction>> {
+    let access = state.authorize_cas(&headers, Scope::Read)?;
+    let files = batch_file_ids(query.as_deref().unwrap_or(""))?;
+    let index = state.index.clone();
+    let repo = access.repo.clone();
+    let found = blocking(move || {
+        let mut found = Vec::new();
+        for file_hash in files {
+            if let Some(file) = index.repo_file(&repo, &file_hash)? {
+                let metas = load_metas(&*index, &file)?;
+                found.push((file_hash, file, metas));
+            }
+        }
+        Ok(found)
+    })
+    .await?;
+    let base = state.base_url(&headers);
+    let now = now_secs();
+    let ttl = state.config.fetch_url_ttl.as_secs();
+    let expires = access.exp.map_or(now + ttl, |exp| exp.min(now + ttl));
+    let token_id = access.holder.map(|h| h.id).unwrap_or_default();
+    let mut batch = BatchReconstruction::default();
+    for (file_hash, file, metas) in found {
+        let plan = if file.size == 0 {
+            Default::default()
+        } else {
+            plan(&file, &metas, 0..file.size)?
+        };
+        let mut one = to_reconstruction(&plan, |xorb, bytes| {
+            let grant = Grant {
+                xorb: *xorb,
+                bytes,
+                token_id: token_id.clone(),
+                expires,
+            };
+            fetch_url(&state.keys, &base, &grant)
+        });
+        if state.config.presign {
+            presign(&state, &mut one, expires.saturating_sub(now)).await?;
+        }
+        for (xorb, infos) in one.fetch_info {
+            let entries = batch.fetch_info.entry(xorb).or_default();
+            for info in infos {
+                if !entries.iter().any(|e| e.range == info.range) {
+                    entries.push(info);
+                }
+            }
+        }
+        batch.files.insert(file_hash, one.terms);
+    }
+    Ok(Json(batch))
+}
+
+/// The distinct `file_id`s of a batch query, at least one and at most [`MAX_BATCH_FILES`].
+fn batch_file_ids(query: &str) -> ServerResult<Vec<MerkleHash>> {
+    let mut files: Vec<MerkleHash> = Vec::new();
+    let mut seen = HashSet::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let Some(hex) = pair.strip_prefix("file_id=") else {
+            continue; // other parameters are not ours to refuse
+        };
+        let hash = parse_hash(hex, "file hash")?;
+        if seen.insert(hash) {
+            files.push(hash);
+        }
+        if files.len() > MAX_BATCH_FILES {
+            return Err(ServerError::bad_request(format!(
+                "more than {MAX_BATCH_FILES} files in one reconstruction query: ask in parts"
+            )));
+        }
+    }
+    if files.is_empty() {
+        return Err(ServerError::bad_request(
+            "a batch reconstruction query names files as file_id=<hash>",
+        ));
+    }
+    Ok(files)
 }
 
 async fn answer(
@@ -106,4 +200,42 @@ async fn presign(state: &SharedState, answer: &mut Reconstruction, ttl: u64) -> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_queries_name_one_to_a_thousand_distinct_files() {
+        let h = |n: u8| MerkleHash::from_bytes([n; 32]);
+        let q = |ids: &[MerkleHash]| {
+            ids.iter()
+                .map(|i| format!("file_id={}", i.to_hex()))
+                .collect::<Vec<_>>()
+                .join("&")
+        };
+        assert_eq!(
+            batch_file_ids(&format!("{}&x=1", q(&[h(1), h(2), h(1)]))).unwrap(),
+            vec![h(1), h(2)]
+        );
+        for bad in ["", "x=1", "file_id=zz", "file_id="] {
+            assert!(
+                matches!(batch_file_ids(bad), Err(ServerError::BadRequest(_))),
+                "{bad:?}"
+            );
+        }
+        let many: Vec<MerkleHash> = (0..=MAX_BATCH_FILES as u32)
+            .map(|i| {
+                let mut b = [0u8; 32];
+                b[..4].copy_from_slice(&i.to_le_bytes());
+                MerkleHash::from_bytes(b)
+            })
+            .collect();
+        assert!(batch_file_ids(&q(&many[..MAX_BATCH_FILES])).is_ok());
+        assert!(matches!(
+            batch_file_ids(&q(&many)),
+            Err(ServerError::BadRequest(_))
+        ));
+    }
 }
