@@ -383,7 +383,10 @@ fn hub_private_repositories_need_a_token_where_others_are_readable_anonymously()
     assert!(page.status().is_success(), "{page:?}");
     let page = page.text().unwrap();
     assert!(page.contains("org/open"), "{page}");
-    assert!(!page.contains("secret"), "a private repository is listed: {page}");
+    assert!(
+        !page.contains("secret"),
+        "a private repository is listed: {page}"
+    );
 }
 
 #[test]

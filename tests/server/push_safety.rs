@@ -198,6 +198,19 @@ fn a_client_killed_at_any_phase_of_its_push_does_not_block_the_next() {
     let mut first = [0u8; 1];
     stream.read_exact(&mut first).unwrap();
     drop(stream);
+    // The first byte may come before the ref moved (git's keep-alive while the hook runs
+    // on a loaded machine): the push still lands, and only then is the next one's
+    // advertisement current. No lock file alone does not say it has landed.
+    let main_at = || {
+        env.git(&bare, &["rev-parse", "refs/heads/main"])
+            .trim()
+            .to_string()
+    };
+    assert!(
+        wait_for(|| main_at() == new),
+        "the push whose client hung up did not land: main at {}",
+        main_at()
+    );
     settle(&bare);
     push_accepted(&env, &work, "after-done.txt", 8);
     assert!(lock_files(&bare).is_empty(), "{:?}", lock_files(&bare));

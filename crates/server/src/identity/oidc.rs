@@ -173,18 +173,27 @@ impl Oidc {
     /// The key `kid` names, fetching the JWKS when it is not cached, too old, or (at most
     /// every MIN_REFETCH) lacks `kid`.
     fn key_for(&self, kid: &str) -> Result<DecodingKey, String> {
-        let mut keys = self.keys.lock().expect("oidc keys");
-        let age = keys.fetched.map(|t| t.elapsed());
-        let known = keys.set.as_ref().and_then(|s| s.find(kid)).is_some();
-        let stale = age.is_none_or(|a| a >= MAX_AGE);
-        let may_refetch = age.is_none_or(|a| a >= MIN_REFETCH);
-        if stale || (!known && may_refetch) {
-            keys.fetched = Some(Instant::now());
+        let fetch_now = {
+            let mut keys = self.keys.lock().expect("oidc keys");
+            let age = keys.fetched.map(|t| t.elapsed());
+            let known = keys.set.as_ref().and_then(|s| s.find(kid)).is_some();
+            let stale = age.is_none_or(|a| a >= MAX_AGE);
+            let may_refetch = age.is_none_or(|a| a >= MIN_REFETCH);
+            let fetch_now = stale || (!known && may_refetch);
+            if fetch_now {
+                keys.fetched = Some(Instant::now());
+            }
+            fetch_now
+        };
+        // Fetched without the lock held: other tokens are verified with the keys already
+        // known meanwhile, however slow the issuer is.
+        if fetch_now {
             match fetch_blocking(&self.http, &self.settings.issuer) {
-                Ok(set) => keys.set = Some(set),
+                Ok(set) => self.keys.lock().expect("oidc keys").set = Some(set),
                 Err(e) => tracing::warn!("fetching the OIDC issuer's keys: {e}"),
             }
         }
+        let keys = self.keys.lock().expect("oidc keys");
         let set = keys
             .set
             .as_ref()
