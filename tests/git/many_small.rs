@@ -116,14 +116,15 @@ fn stored_xorbs(data: &Path) -> Vec<PathBuf> {
 fn a_damaged_small_object_of_a_batched_clone_is_refused_and_the_rest_are_stored() {
     let server = TestServer::start();
     let remote = remote_url(&server, "org/damaged", "write");
-    let alice = GitEnv::with_agent(&[]);
+    // Pushed without shared upload sessions, so each file is its own xorb: damaging one xorb
+    // damages exactly one file.
+    let alice = GitEnv::with_agent(&[]).with_env("GIT_XET_SHARED_UPLOADS", "0");
     let a = alice.lfs_repo("a", &remote);
     let files = small_files(40, 7000);
     for (name, bytes) in &files {
         write_file(&a.join(name), bytes);
     }
     alice.commit_all_and_push(&a, "many");
-    // One file per xorb today: damage one xorb, so one file's bytes are wrong.
     let xorbs = stored_xorbs(&server.data);
     assert_eq!(xorbs.len(), files.len(), "one xorb per pushed file");
     let mut bytes = std::fs::read(&xorbs[0]).unwrap();
