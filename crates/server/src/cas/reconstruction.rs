@@ -63,11 +63,7 @@ pub async fn get_batch(
         Ok(found)
     })
     .await?;
-    let base = state.base_url(&headers);
-    let now = now_secs();
-    let ttl = state.config.fetch_url_ttl.as_secs();
-    let expires = access.exp.map_or(now + ttl, |exp| exp.min(now + ttl));
-    let token_id = access.holder.map(|h| h.id).unwrap_or_default();
+    let signer = Signer::new(&state, &headers, access);
     let mut batch = BatchReconstruction::default();
     for (file_hash, file, metas) in found {
         let plan = if file.size == 0 {
@@ -75,18 +71,7 @@ pub async fn get_batch(
         } else {
             plan(&file, &metas, 0..file.size)?
         };
-        let mut one = to_reconstruction(&plan, |xorb, bytes| {
-            let grant = Grant {
-                xorb: *xorb,
-                bytes,
-                token_id: token_id.clone(),
-                expires,
-            };
-            fetch_url(&state.keys, &base, &grant)
-        });
-        if state.config.presign {
-            presign(&state, &mut one, expires.saturating_sub(now)).await?;
-        }
+        let one = signer.answer(&state, &plan).await?;
         for (xorb, infos) in one.fetch_info {
             let entries = batch.fetch_info.entry(xorb).or_default();
             for info in infos {
@@ -160,25 +145,53 @@ async fn answer(
     } else {
         plan(&file, &metas, range)?
     };
-    // Each URL grants its entry's bytes to this token, never past the token's own expiry.
-    let base = state.base_url(headers);
-    let now = now_secs();
-    let ttl = state.config.fetch_url_ttl.as_secs();
-    let expires = access.exp.map_or(now + ttl, |exp| exp.min(now + ttl));
-    let token_id = access.holder.map(|h| h.id).unwrap_or_default();
-    let mut answer = to_reconstruction(&plan, |xorb, bytes| {
-        let grant = Grant {
-            xorb: *xorb,
-            bytes,
-            token_id: token_id.clone(),
-            expires,
-        };
-        fetch_url(&state.keys, &base, &grant)
-    });
-    if state.config.presign {
-        presign(state, &mut answer, expires.saturating_sub(now)).await?;
-    }
+    let answer = Signer::new(state, headers, access)
+        .answer(state, &plan)
+        .await?;
     Ok(answer)
+}
+
+/// Signs the fetch URLs of reconstruction answers for one request: each URL grants its
+/// entry's bytes to this token, never past the token's own expiry.
+struct Signer {
+    base: String,
+    now: u64,
+    expires: u64,
+    token_id: String,
+}
+
+impl Signer {
+    fn new(state: &SharedState, headers: &HeaderMap, access: crate::auth::Access) -> Signer {
+        let now = now_secs();
+        let ttl = state.config.fetch_url_ttl.as_secs();
+        Signer {
+            base: state.base_url(headers),
+            now,
+            expires: access.exp.map_or(now + ttl, |exp| exp.min(now + ttl)),
+            token_id: access.holder.map(|h| h.id).unwrap_or_default(),
+        }
+    }
+
+    /// The answer for `plan`, its URLs signed (or presigned with `--presign`).
+    async fn answer(
+        &self,
+        state: &SharedState,
+        plan: &crate::reconstruct::Plan,
+    ) -> ServerResult<Reconstruction> {
+        let mut answer = to_reconstruction(plan, |xorb, bytes| {
+            let grant = Grant {
+                xorb: *xorb,
+                bytes,
+                token_id: self.token_id.clone(),
+                expires: self.expires,
+            };
+            fetch_url(&state.keys, &self.base, &grant)
+        });
+        if state.config.presign {
+            presign(state, &mut answer, self.expires.saturating_sub(self.now)).await?;
+        }
+        Ok(answer)
+    }
 }
 
 /// With `--presign`, replaces the URLs by ones that fetch each entry's bytes straight from
