@@ -274,16 +274,21 @@ fn print_report(report: &RebuildReport, secs: f64) {
     );
 }
 
-/// Token ids, one a line (blank lines and `#` comments skipped; a `token list` line's first
-/// word is its id).
+/// Token ids, one a line (blank lines and `#` comments skipped), or a saved `token list`
+/// table, whose rows count only when their status says `revoked`.
 fn read_ids(path: &Path) -> anyhow::Result<Vec<String>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading --revoked-tokens {}", path.display()))?;
     Ok(text
         .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|w| !w.starts_with('#'))
-        .map(str::to_string)
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                [id] if !id.starts_with('#') => Some(id.to_string()),
+                [id, .., "revoked"] if !id.starts_with('#') => Some(id.to_string()),
+                _ => None,
+            }
+        })
         .collect())
 }
 

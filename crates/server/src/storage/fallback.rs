@@ -132,3 +132,40 @@ impl ObjectStore for FallbackStore {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::FsStore;
+    use futures::TryStreamExt;
+    use git_xet_core::MerkleHash;
+
+    #[tokio::test]
+    async fn reads_fall_back_to_the_old_store_and_writes_stay_in_the_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = |name: &str| -> Arc<dyn ObjectStore> {
+            let root = dir.path().join(name);
+            Arc::new(FsStore::open(&root, &root.join("tmp"), false).unwrap())
+        };
+        let (new, old) = (open("new"), open("old"));
+        let store = FallbackStore::new(new.clone(), old.clone());
+        let before = ObjectKey::xorb(MerkleHash::from_bytes([1; 32]));
+        let after = ObjectKey::xorb(MerkleHash::from_bytes([2; 32]));
+        old.put(before, Bytes::from_static(b"stored before")).await.unwrap();
+        assert_eq!(store.len(before).await.unwrap(), Some(13));
+        assert!(store.version(before).await.unwrap().is_some());
+        assert_eq!(&store.read_range(before, 7..13).await.unwrap()[..], b"before");
+        assert_eq!(&store.read_tail(before, 6).await.unwrap().bytes[..], b"before");
+        assert!(store.put(after, Bytes::from_static(b"after")).await.unwrap());
+        assert_eq!(new.len(after).await.unwrap(), Some(5));
+        assert_eq!(old.len(after).await.unwrap(), None);
+        let listed: Vec<_> = store.list(ObjectKind::Xorb).try_collect().await.unwrap();
+        assert_eq!(listed.len(), 2);
+        // Deleting never reaches the old store.
+        assert!(!store.delete(before).await.unwrap());
+        assert_eq!(old.len(before).await.unwrap(), Some(13));
+        let missing = ObjectKey::xorb(MerkleHash::from_bytes([3; 32]));
+        let err = store.read_range(missing, 0..1).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    }
+}
