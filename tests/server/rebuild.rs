@@ -159,11 +159,16 @@ fn a_deleted_embedded_index_is_rebuilt_and_private_repositories_stay_private() {
     std::fs::write(&saved, ok(&mut server.admin(&["token", "list"]))).unwrap();
     // A repository made before repositories recorded their visibility: unknown.
     let legacy_dir = server.data.join("repos/org/legacy.git");
-    ok(Command::new("git")
-        .arg("--git-dir")
-        .arg(&legacy_dir)
-        .args(["config", "--unset", "xet.private"]));
+    ok(Command::new("git").arg("--git-dir").arg(&legacy_dir).args([
+        "config",
+        "--unset",
+        "xet.private",
+    ]));
 
+    // Not while a server runs on the data directory.
+    let (done, _, err) = run(&mut server.admin(&["index", "rebuild", "--forget-revocations"]));
+    assert!(!done);
+    assert!(err.contains("stop it before rebuilding its index"), "{err}");
     server.stop();
     for name in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm"] {
         let _ = std::fs::remove_file(server.data.join(name));
@@ -179,7 +184,10 @@ fn a_deleted_embedded_index_is_rebuilt_and_private_repositories_stay_private() {
     let said = ok(&mut server.admin(&["index", "rebuild", &revoked_list]));
     eprintln!("rebuild took {:?}", started.elapsed());
     assert!(said.contains("repositories: 3"), "{said}");
-    assert!(said.contains("private repositories: 2 (1 without a record)"), "{said}");
+    assert!(
+        said.contains("private repositories: 2 (1 without a record)"),
+        "{said}"
+    );
     server.restart();
 
     clones_bit_exact(&env, &server, "org/public", &public);
@@ -284,13 +292,16 @@ fn a_dropped_postgresql_index_is_rebuilt_with_the_old_secret_or_a_new_one() {
     assert!(!anonymous_clone_works(&server, "org/secret"));
 }
 
+/// Files by name, as pushed.
+type Files = Vec<(String, Vec<u8>)>;
+
 /// Pushes a new file to a repository in a loop (pausable), recording every failure.
 struct Pusher {
     stop: Arc<AtomicBool>,
     pause: Arc<AtomicBool>,
     idle: Arc<AtomicBool>,
     pushed: Arc<AtomicUsize>,
-    files: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    files: Arc<Mutex<Files>>,
     failures: Arc<Mutex<Vec<String>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -370,7 +381,7 @@ impl Pusher {
         self.pause.store(false, Ordering::SeqCst);
     }
 
-    fn finish(mut self) -> Vec<(String, Vec<u8>)> {
+    fn finish(mut self) -> Files {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.take().unwrap().join().unwrap();
         let failures = self.failures.lock().unwrap();
@@ -429,6 +440,8 @@ fn the_object_store_moves_to_garage_and_back_while_pushes_run() {
     // (3) What the old store received in between is copied; the rest is there already.
     let said = migrate(&data, None, &s3, &garage.env());
     assert!(!said.contains("already there: 0\n"), "{said}");
+    // Objects the clones above could read only through the fallback.
+    assert!(!said.contains("copied: 0 "), "{said}");
     // (4) The fallback goes.
     pusher.hold();
     server.restart_with(&["--object-store", &s3], garage.env());

@@ -13,7 +13,7 @@
 //!    record it is made private.
 //!
 //! What the index held that neither source has (tokens and revocations, locks, files uploaded
-//! but not yet pushed) is not brought back; the command that drives this (cli/index.rs)
+//! but not yet pushed) is not brought back; the command that drives this (cli/index_rebuild.rs)
 //! decides how each fails closed.
 
 pub mod compare;

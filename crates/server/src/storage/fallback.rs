@@ -151,12 +151,23 @@ mod tests {
         let store = FallbackStore::new(new.clone(), old.clone());
         let before = ObjectKey::xorb(MerkleHash::from_bytes([1; 32]));
         let after = ObjectKey::xorb(MerkleHash::from_bytes([2; 32]));
-        old.put(before, Bytes::from_static(b"stored before")).await.unwrap();
+        old.put(before, Bytes::from_static(b"stored before"))
+            .await
+            .unwrap();
         assert_eq!(store.len(before).await.unwrap(), Some(13));
         assert!(store.version(before).await.unwrap().is_some());
-        assert_eq!(&store.read_range(before, 7..13).await.unwrap()[..], b"before");
-        assert_eq!(&store.read_tail(before, 6).await.unwrap().bytes[..], b"before");
-        assert!(store.put(after, Bytes::from_static(b"after")).await.unwrap());
+        assert_eq!(
+            &store.read_range(before, 7..13).await.unwrap()[..],
+            b"before"
+        );
+        assert_eq!(
+            &store.read_tail(before, 6).await.unwrap().bytes[..],
+            b"before"
+        );
+        assert!(store
+            .put(after, Bytes::from_static(b"after"))
+            .await
+            .unwrap());
         assert_eq!(new.len(after).await.unwrap(), Some(5));
         assert_eq!(old.len(after).await.unwrap(), None);
         let listed: Vec<_> = store.list(ObjectKind::Xorb).try_collect().await.unwrap();
