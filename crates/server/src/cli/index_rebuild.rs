@@ -176,7 +176,7 @@ fn run_rebuild(args: RebuildArgs) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     // SQLite commits unsynced (a rebuild cut short is started again on an empty index), and
-    // is synced once at the end: one fsync per registration made it 3.6 times slower.
+    // is synced once at the end: one fsync per registration dominated its time.
     let deployment = deployment::open(&config, &config.tmp_dir(), false)?;
     let index = deployment.index.clone();
     for id in &revoked {
