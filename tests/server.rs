@@ -98,3 +98,6 @@ mod push_safety;
 mod scope_files;
 #[path = "server/tenancy.rs"]
 mod tenancy;
+
+#[path = "server/rebuild.rs"]
+mod rebuild;

@@ -401,6 +401,17 @@ impl TestServer {
         self.spawn(Some(&addr));
     }
 
+    /// Starts the server again on the same address and data directory with other extra
+    /// arguments and store settings (an operator changing its configuration).
+    pub fn restart_with(&mut self, args: &[&str], store_env: Vec<(&'static str, String)>) {
+        self.stop();
+        self.extra_args = args.iter().map(|s| s.to_string()).collect();
+        self.object_store = None;
+        self.store_env = store_env;
+        let addr = self.addr();
+        self.spawn(Some(&addr));
+    }
+
     /// Starts the server again on the same address with an empty data directory, as a
     /// server reset or restored from an old backup: everything it held is gone.
     pub fn reset(&mut self) {

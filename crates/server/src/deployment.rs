@@ -113,6 +113,9 @@ pub struct DeploymentConfig {
     /// default).
     pub data_dir: PathBuf,
     pub object_store: StoreLocation,
+    /// The store being moved away from, read for what `object_store` lacks (`storage
+    /// migrate`'s switch-over, storage/fallback.rs); never written.
+    pub object_store_fallback: Option<StoreLocation>,
     pub index: IndexLocation,
 }
 
@@ -122,6 +125,7 @@ impl DeploymentConfig {
         DeploymentConfig {
             data_dir: data_dir.to_path_buf(),
             object_store: StoreLocation::Dir(data_dir.to_path_buf()),
+            object_store_fallback: None,
             index: IndexLocation::Sqlite(data_dir.join("index.sqlite")),
         }
     }
@@ -189,7 +193,35 @@ pub fn open(
             io_context(format!("opening object storage in {}", root.display())),
         )?),
     };
+    let store = match &config.object_store_fallback {
+        Some(old) => Arc::new(crate::storage::FallbackStore::new(
+            store,
+            open_store(old, staging, fsync)?,
+        )),
+        None => store,
+    };
     Ok(Deployment { store, index, keys })
+}
+
+/// An object store alone (for `storage migrate`), checked like [`open`] checks it. A
+/// directory store stages in `staging`, which must be on its filesystem.
+pub fn open_store(
+    location: &StoreLocation,
+    staging: &Path,
+    fsync: bool,
+) -> Result<Arc<dyn ObjectStore>, DeploymentError> {
+    Ok(match location {
+        StoreLocation::Dir(root) => Arc::new(FsStore::open(root, staging, fsync).map_err(
+            io_context(format!("opening object storage in {}", root.display())),
+        )?),
+        StoreLocation::S3 { bucket, prefix } => {
+            let store = S3Store::open(bucket, prefix, staging).map_err(io_context(format!(
+                "configuring S3 object storage s3://{bucket}"
+            )))?;
+            store.check()?;
+            Arc::new(store)
+        }
+    })
 }
 
 /// The deployment's keys alone (for `token create`): from the data directory's secret

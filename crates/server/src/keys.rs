@@ -91,14 +91,19 @@ impl Keys {
 }
 
 fn create_secret(path: &Path) -> std::io::Result<()> {
+    let mut secret = [0u8; SECRET_LEN];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut secret);
+    publish_secret(path, &secret)
+}
+
+/// Publishes `secret` at `path` unless a secret is there already (then left as it was).
+fn publish_secret(path: &Path, secret: &[u8; SECRET_LEN]) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = path.parent().expect("secret path has a parent");
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    let mut secret = [0u8; SECRET_LEN];
-    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut secret);
     let tmp = dir.join(format!(
         ".secret.{}.{}",
         std::process::id(),
@@ -110,7 +115,7 @@ fn create_secret(path: &Path) -> std::io::Result<()> {
             .create_new(true)
             .mode(0o600)
             .open(&tmp)?;
-        file.write_all(&secret)?;
+        file.write_all(secret)?;
         file.sync_all()?;
     }
     let linked = std::fs::hard_link(&tmp, path);
@@ -121,6 +126,34 @@ fn create_secret(path: &Path) -> std::io::Result<()> {
         Err(e) => return Err(e),
     }
     sync_dirs(dir)
+}
+
+/// Reads a secret file (`index rebuild --secret-file`): the 32 bytes of a data directory's
+/// `keys/secret`.
+pub fn read_secret_file(path: &Path) -> std::io::Result<[u8; SECRET_LEN]> {
+    let bytes = std::fs::read(path)?;
+    bytes.as_slice().try_into().map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{} should hold {SECRET_LEN} bytes (a data directory's keys/secret), found {}",
+                path.display(),
+                bytes.len()
+            ),
+        )
+    })
+}
+
+/// Installs `secret` as the data directory's secret; `AlreadyExists` when it has one.
+pub fn install_secret(data_dir: &Path, secret: &[u8; SECRET_LEN]) -> std::io::Result<()> {
+    let path = secret_path(data_dir);
+    if path.exists() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("{} exists", path.display()),
+        ));
+    }
+    publish_secret(&path, secret)
 }
 
 /// fsyncs the secret's directory and the one holding it, so that after a power loss the

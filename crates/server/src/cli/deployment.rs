@@ -17,6 +17,10 @@ pub(super) struct DeploymentArgs {
     /// AWS_ALLOW_HTTP) [default: the data directory].
     #[arg(long, env = "GIT_XET_SERVER_OBJECT_STORE", value_name = "URL")]
     pub object_store: Option<String>,
+    /// While moving the object store (`storage migrate`): the old store, read for objects
+    /// --object-store lacks, never written [default: none].
+    #[arg(long, env = "GIT_XET_SERVER_OBJECT_STORE_FALLBACK", value_name = "URL")]
+    pub object_store_fallback: Option<String>,
     /// The index: `sqlite:PATH` or `postgres://USER@HOST/DB` [default: sqlite:DATA/index.sqlite].
     #[arg(long, env = "GIT_XET_SERVER_INDEX", value_name = "URL")]
     pub index: Option<String>,
@@ -34,6 +38,9 @@ impl DeploymentArgs {
         let mut config = DeploymentConfig::embedded(&data);
         if let Some(store) = &self.object_store {
             config.object_store = StoreLocation::parse(store)?;
+        }
+        if let Some(old) = &self.object_store_fallback {
+            config.object_store_fallback = Some(StoreLocation::parse(old)?);
         }
         if let Some(index) = &self.index {
             config.index = IndexLocation::parse(index)?;

@@ -8,10 +8,12 @@ mod deployment;
 mod docs;
 mod gc;
 mod import_lfs;
+mod index_rebuild;
 mod pre_receive;
 mod repo;
 mod run;
 mod shell;
+mod storage_migrate;
 mod token;
 mod upkeep;
 mod user;
@@ -106,6 +108,13 @@ enum ServerCommand {
     /// Manage hosted repositories.
     #[command(subcommand)]
     Repo(repo::RepoCommand),
+    /// Rebuild a lost index from the object store and the git repositories, or compare the
+    /// live index with such a rebuild.
+    #[command(subcommand)]
+    Index(index_rebuild::IndexCommand),
+    /// Move the object store to another directory or bucket while servers run.
+    #[command(subcommand)]
+    Storage(storage_migrate::StorageCommand),
 }
 
 fn default_data_dir() -> anyhow::Result<PathBuf> {
@@ -129,6 +138,8 @@ pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         Some(ServerCommand::Gc(a)) => gc::run(a),
         Some(ServerCommand::Check(a)) => check::run(a),
         Some(ServerCommand::Repo(c)) => repo::run(c),
+        Some(ServerCommand::Index(c)) => index_rebuild::run(c),
+        Some(ServerCommand::Storage(c)) => storage_migrate::run(c),
         None => run::serve(args.run),
     }
 }

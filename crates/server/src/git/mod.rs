@@ -110,7 +110,7 @@ async fn serve(
         serve_dir = repos::empty_repo(&state.config.tmp_dir()).await?;
     } else if push {
         let hook = repos::hook_script(state.config.hook_program.as_deref());
-        repos::ensure_repo(&root, &repo, &hook).await?;
+        repos::ensure_repo(&root, &repo, &hook, false).await?;
         repos::install_hook(&dir, &hook).await?;
     } else if !dir.exists() {
         return Err(ServerError::not_found(format!(

@@ -58,9 +58,33 @@ async fn git(dir: &Path, args: &[&str]) -> ServerResult<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// Creates the bare repository if it does not exist. Built under a temporary name and
-/// renamed into place, so concurrent first pushes and crashes never leave half a repo.
-pub async fn ensure_repo(root: &Path, repo: &RepoName, hook: &str) -> ServerResult<()> {
+/// The bare repository's own record of whether it is private (`git config xet.private`),
+/// kept beside the index's so that `git xet server index rebuild` can bring it back.
+pub const PRIVATE_CONFIG: &str = "xet.private";
+
+/// Records in the bare repository whether it is private (see [`PRIVATE_CONFIG`]).
+pub async fn record_private(dir: &Path, private: bool) -> ServerResult<()> {
+    git(
+        dir,
+        &[
+            "config",
+            PRIVATE_CONFIG,
+            if private { "true" } else { "false" },
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Creates the bare repository if it does not exist, recording whether it is `private`.
+/// Built under a temporary name and renamed into place, so concurrent first pushes and
+/// crashes never leave half a repo (nor one without its visibility recorded).
+pub async fn ensure_repo(
+    root: &Path,
+    repo: &RepoName,
+    hook: &str,
+    private: bool,
+) -> ServerResult<()> {
     let dir = repo.bare_dir(root);
     if dir.exists() {
         return Ok(());
@@ -83,6 +107,7 @@ pub async fn ensure_repo(root: &Path, repo: &RepoName, hook: &str) -> ServerResu
         .await?;
         git(&tmp, &["config", "http.receivepack", "true"]).await?;
         git(&tmp, &["config", "uploadpack.allowFilter", "true"]).await?;
+        record_private(&tmp, private).await?;
         install_hook(&tmp, hook).await?;
         // What `git init` wrote (config, HEAD, directories) is on disk before the name is.
         let synced = tmp.clone();
@@ -295,7 +320,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("repos");
         let repo = RepoName::parse("org/new").unwrap();
-        ensure_repo(&root, &repo, "#!/bin/sh\n").await.unwrap();
+        ensure_repo(&root, &repo, "#!/bin/sh\n", false)
+            .await
+            .unwrap();
         let bare = repo.bare_dir(&root);
         assert!(bare.join("hooks/pre-receive").is_file());
         fn count(dir: &Path) -> usize {

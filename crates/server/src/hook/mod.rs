@@ -195,7 +195,10 @@ pub fn check(
     if tips.is_empty() {
         return Ok(Verdict::Accept);
     }
-    let candidates = pointer_sized_blobs(git, &tips)?;
+    let mut args = vec!["rev-list", "--objects"];
+    args.extend(tips.iter().map(String::as_str));
+    args.extend(["--not", "--all"]);
+    let candidates = pointer_sized_blobs(git, &args)?;
     if candidates.is_empty() {
         return Ok(Verdict::Accept);
     }
@@ -238,13 +241,21 @@ fn finish(mut child: Child, step: &'static str) -> Result<(), HookError> {
     }
 }
 
-/// Blobs new to the repository (reachable from the tips, not from any existing ref) whose
-/// size a pointer can have: rev-list piped straight into one `cat-file --batch-check`.
-fn pointer_sized_blobs(git: &Git, tips: &[String]) -> Result<Vec<String>, HookError> {
-    let mut args = vec!["rev-list", "--objects"];
-    args.extend(tips.iter().map(String::as_str));
-    args.extend(["--not", "--all"]);
-    let mut list = git.spawn(&args, Stdio::null())?;
+/// Every LFS object the history of any ref of the repository points to (`index rebuild`
+/// reads each hosted repository's visible files from them).
+pub fn all_referenced(git: &Git) -> Result<Vec<Referenced>, HookError> {
+    let candidates = pointer_sized_blobs(git, &["rev-list", "--objects", "--all"])?;
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    referenced_objects(git, &candidates)
+}
+
+/// Blobs that `rev_list` (a `git rev-list --objects` command line: the push's new objects,
+/// or all) names whose size a pointer can have: rev-list piped straight into one
+/// `cat-file --batch-check`.
+fn pointer_sized_blobs(git: &Git, rev_list: &[&str]) -> Result<Vec<String>, HookError> {
+    let mut list = git.spawn(rev_list, Stdio::null())?;
     let objects = list.stdout.take().expect("piped stdout");
     // `%(rest)` makes cat-file take the object name up to the first space (rev-list appends
     // paths).

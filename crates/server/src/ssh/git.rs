@@ -31,7 +31,7 @@ pub fn serve(settings: &Settings, repo: &RepoName, push: bool) -> Result<ExitSta
         let hook = repos::hook_script(settings.program.as_deref());
         runtime
             .block_on(async {
-                repos::ensure_repo(&root, repo, &hook).await?;
+                repos::ensure_repo(&root, repo, &hook, false).await?;
                 repos::install_hook(&dir, &hook).await
             })
             .map_err(|e| ShellError::Git(format!("preparing {repo}: {e}")))?;

@@ -2,6 +2,7 @@
 //! backend (the `object_store` crate) can replace the local directory without touching the
 //! handlers. Objects are immutable and content-addressed: a key names its bytes forever.
 
+mod fallback;
 mod fs;
 mod s3;
 mod s3_probe;
@@ -14,6 +15,7 @@ use std::pin::Pin;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 
+pub use fallback::FallbackStore;
 pub use fs::FsStore;
 pub use s3::S3Store;
 pub use s3_probe::S3ProbeError;

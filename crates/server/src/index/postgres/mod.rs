@@ -75,6 +75,14 @@ impl PgIndex {
         self.pool.run(secret::load_or_create)?
     }
 
+    /// Installs `secret` as the deployment's signing secret where none exists yet (`index
+    /// rebuild --secret-file`); returns the secret the index then holds, which is another
+    /// only when a process created one first.
+    pub fn install_secret(&self, secret: &[u8; 32]) -> IndexResult<[u8; 32]> {
+        let secret = *secret;
+        self.pool.run(move |c| secret::install(c, &secret))?
+    }
+
     /// Drops a cached layout (its xorb was collected, perhaps by another process).
     fn evict(&self, hash: &MerkleHash) {
         self.cache.remove(hash);

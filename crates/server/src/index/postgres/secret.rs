@@ -32,6 +32,26 @@ pub(super) fn load_existing(
     }))
 }
 
+/// Inserts `secret` unless a secret exists; returns the one stored.
+pub(super) fn install(
+    client: &mut Client,
+    secret: &[u8; 32],
+) -> Result<Result<[u8; 32], crate::index::IndexError>, tokio_postgres::Error> {
+    wait(client.execute(
+        "INSERT INTO server_secret (id, secret, created_at) VALUES (1, $1, $2)
+         ON CONFLICT (id) DO NOTHING",
+        &[&secret.as_slice(), &(now_secs() as i64)],
+    ))?;
+    let row = wait(client.query_one("SELECT secret FROM server_secret WHERE id = 1", &[]))?;
+    let stored: Vec<u8> = row.get(0);
+    Ok(stored.as_slice().try_into().map_err(|_| {
+        crate::index::IndexError::Corrupt(format!(
+            "server_secret holds {} bytes, expected 32",
+            stored.len()
+        ))
+    }))
+}
+
 /// Returns the secret, creating it if no process has yet. Concurrent first calls agree:
 /// only one insert wins, and everyone reads the winner's row.
 pub(super) fn load_or_create(
