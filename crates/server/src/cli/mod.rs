@@ -3,6 +3,7 @@
 //! agent and the filter git starts for every transfer do not carry the server). Its
 //! top-level commands are those three names; below `server`, one module per subcommand.
 
+mod backup;
 mod check;
 mod deployment;
 mod docs;
@@ -106,6 +107,12 @@ enum ServerCommand {
     /// Manage hosted repositories.
     #[command(subcommand)]
     Repo(repo::RepoCommand),
+    /// Back the whole deployment up (online, consistent, incremental) into a directory or
+    /// `s3://BUCKET[/PREFIX]`: index, new objects, git repositories, secret. `backup verify`
+    /// checks a backup.
+    Backup(Box<backup::BackupArgs>),
+    /// Restore a backup into an empty deployment (embedded, or PostgreSQL and S3).
+    Restore(backup::RestoreArgs),
 }
 
 fn default_data_dir() -> anyhow::Result<PathBuf> {
@@ -129,6 +136,8 @@ pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         Some(ServerCommand::Gc(a)) => gc::run(a),
         Some(ServerCommand::Check(a)) => check::run(a),
         Some(ServerCommand::Repo(c)) => repo::run(c),
+        Some(ServerCommand::Backup(a)) => backup::run_backup(*a),
+        Some(ServerCommand::Restore(a)) => backup::run_restore(a),
         None => run::serve(args.run),
     }
 }
