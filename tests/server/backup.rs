@@ -102,9 +102,9 @@ fn rand_suffix() -> u64 {
 
 /// A fresh deployment to restore into: the server is started once (it creates its secret
 /// and empty index, as a new deployment would), stopped, restored into, started again.
-fn restore_into(target: &mut TestServer, backup: &Path) {
+fn restore_into(target: &mut TestServer, backup: &str) {
     target.stop();
-    let out = admin(target, &["restore", "--from", backup.to_str().unwrap()]);
+    let out = admin(target, &["restore", "--from", backup]);
     assert!(out.status.success(), "restore: {}", text(&out));
     target.restart();
 }
@@ -166,29 +166,51 @@ fn a_backup_taken_during_pushes_restores_bit_exact_with_the_old_tokens() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let before_backup = acked.lock().unwrap().last().cloned().unwrap();
-    let dest = tempfile::tempdir().unwrap();
-    let out = admin_ok(&server, &["backup", "--to", dest.path().to_str().unwrap()]);
+    let pushed_before = acked.lock().unwrap().len();
+    let dir = tempfile::tempdir().unwrap();
+    let dir_dest = dir.path().to_str().unwrap().to_string();
+    let out = admin_ok(&server, &["backup", "--to", &dir_dest]);
     assert!(out.contains("copied"), "{out}");
+    // The same deployment backed up to S3 (Garage), restored into PostgreSQL + Garage.
+    let engines = postgres::database().zip(garage::shared());
+    let s3_dest = engines.as_ref().map(|(_, g)| {
+        let dest = format!("s3://{}/{}", g.bucket, garage::unique_prefix("backup"));
+        let out = server
+            .admin(&["backup", "--to", &dest])
+            .envs(g.env())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "backup to S3: {}", text(&out));
+        dest
+    });
     stop.store(true, Ordering::Relaxed);
     pusher.join().unwrap();
+    eprintln!(
+        "pushes acknowledged: {pushed_before} before the backup, {} by its end",
+        acked.lock().unwrap().len()
+    );
     drop(wc);
-    verify_ok(dest.path().to_str().unwrap(), &["--read-data"]);
+    verify_ok(&dir_dest, &["--read-data"]);
 
-    let targets: Vec<(&str, Option<TestServer>, Option<postgres::PgDatabase>)> = {
-        let mut t = vec![("embedded", Some(TestServer::start()), None)];
-        match (postgres::database(), garage::shared()) {
-            (Some(db), Some(g)) => {
-                let prefix = garage::unique_prefix("restore");
-                let server = TestServer::start_on_garage(g, &prefix, &["--index", &db.url]);
-                t.push(("postgres+garage", Some(server), Some(db)));
-            }
-            _ => eprintln!("skipping the PostgreSQL + Garage restore: not installed"),
+    let mut targets: Vec<(TestServer, String, Option<postgres::PgDatabase>)> =
+        vec![(TestServer::start(), dir_dest.clone(), None)];
+    match (engines, s3_dest) {
+        (Some((db, g)), Some(dest)) => {
+            let out = git_xet()
+                .args(["server", "backup", "verify", "--from", &dest, "--read-data"])
+                .envs(g.env())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "verify on S3: {}", text(&out));
+            let prefix = garage::unique_prefix("restore");
+            let target = TestServer::start_on_garage(g, &prefix, &["--index", &db.url]);
+            targets.push((target, dest, Some(db)));
         }
-        t
-    };
-    for (label, target, _db) in targets {
-        let mut target = target.unwrap();
-        restore_into(&mut target, dest.path());
+        _ => eprintln!("skipping the S3 backup and the PostgreSQL + Garage restore: not installed"),
+    }
+    for (n, (mut target, from, _db)) in targets.into_iter().enumerate() {
+        let label = format!("target{n}");
+        restore_into(&mut target, &from);
         // The tokens made before the backup work on the restored deployment.
         let env = GitEnv::new(Some(&token));
         assert_clone(
