@@ -445,3 +445,35 @@ fn a_backup_without_the_secret_says_so_and_restores_only_with_it() {
     target.restart();
     assert_clone(&env, &target, "org/s", &head, &[("s.bin", &data)]);
 }
+
+#[test]
+fn a_postgresql_deployment_restores_into_the_embedded_one() {
+    let Some(db) = postgres::database() else {
+        return;
+    };
+    let server = TestServer::start_with(&["--index", &db.url]);
+    let token = server.token("org/pg", "write");
+    let env = GitEnv::new(Some(&token));
+    let data = random_bytes(800_000, 41);
+    let work = repo_with(&env, &server, "org/pg", &[("p.bin", &data)]);
+    let head = env.git(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    let dest = tempfile::tempdir().unwrap();
+    let to = dest.path().to_str().unwrap();
+    admin_ok(&server, &["backup", "--to", to]);
+    let manifest = std::fs::read_to_string(
+        snapshot_dirs(dest.path())
+            .pop()
+            .unwrap()
+            .join("manifest.json"),
+    )
+    .unwrap();
+    assert!(
+        manifest.contains("\"index_engine\": \"postgres\""),
+        "{manifest}"
+    );
+
+    let mut target = TestServer::start();
+    restore_into(&mut target, to);
+    assert_clone(&env, &target, "org/pg", &head, &[("p.bin", &data)]);
+    admin_ok(&target, &["check", "--read-data"]);
+}

@@ -149,7 +149,9 @@ pub async fn backup(
     )))?;
     eprintln!("backup: bundling {} git repositories", repos.len());
     std::fs::create_dir_all(&opts.tmp_dir).map_err(io_err("creating the temporary directory"))?;
-    for (repo, dir) in &repos {
+    let mut progress = super::Progress::new("backup: git");
+    for (n, (repo, dir)) in repos.iter().enumerate() {
+        progress.tick(|| format!("{n}/{} repositories", repos.len()));
         let tmp = tempfile::Builder::new()
             .suffix(".bundle")
             .tempfile_in(&opts.tmp_dir)

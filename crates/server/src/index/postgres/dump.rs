@@ -43,7 +43,7 @@ fn to_sql(value: &Value, ty: ColType) -> Box<dyn ToSql + Sync> {
 
 impl DumpIndex for PgIndex {
     fn dump(&self) -> IndexResult<Dump> {
-        Ok(self.pool.run(|c| {
+        self.pool.run(|c| {
             // One snapshot for every table, however long the reading takes.
             let tx = wait(
                 c.build_transaction()
@@ -62,11 +62,11 @@ impl DumpIndex for PgIndex {
             }
             wait(tx.commit())?;
             Ok(dump)
-        })?)
+        })
     }
 
     fn holds_rows(&self) -> IndexResult<bool> {
-        Ok(self.pool.run(|c| {
+        self.pool.run(|c| {
             for table in TABLES {
                 let sql = format!("SELECT EXISTS (SELECT 1 FROM {})", table.name);
                 if wait(c.query_one(&sql, &[]))?.get::<_, bool>(0) {
@@ -74,7 +74,7 @@ impl DumpIndex for PgIndex {
                 }
             }
             Ok(false)
-        })?)
+        })
     }
 
     fn load(&self, dump: &Dump) -> IndexResult<()> {
