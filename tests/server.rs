@@ -86,6 +86,8 @@ mod locks;
 #[path = "server/runtimes.rs"]
 mod runtimes;
 
+#[path = "server/backup.rs"]
+mod backup;
 #[path = "server/hostile.rs"]
 mod hostile;
 #[path = "server/isolation.rs"]

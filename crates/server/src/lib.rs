@@ -30,6 +30,7 @@
 //! | `ssh`           | `git xet shell`: git and git-lfs over OpenSSH (forced command)    |
 
 pub mod auth;
+pub mod backup;
 pub mod body;
 pub mod cas;
 pub mod check;

@@ -3,6 +3,7 @@
 //! agent and the filter git starts for every transfer do not carry the server). Its
 //! top-level commands are those three names; below `server`, one module per subcommand.
 
+mod backup;
 mod check;
 mod deployment;
 mod docs;
@@ -115,6 +116,12 @@ enum ServerCommand {
     /// Move the object store to another directory or bucket while servers run.
     #[command(subcommand)]
     Storage(storage_migrate::StorageCommand),
+    /// Back the whole deployment up (online, consistent, incremental) into a directory or
+    /// `s3://BUCKET[/PREFIX]`: index, new objects, git repositories, secret. `backup verify`
+    /// checks a backup.
+    Backup(Box<backup::BackupArgs>),
+    /// Restore a backup into an empty deployment (embedded, or PostgreSQL and S3).
+    Restore(backup::RestoreArgs),
 }
 
 fn default_data_dir() -> anyhow::Result<PathBuf> {
@@ -140,6 +147,8 @@ pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         Some(ServerCommand::Repo(c)) => repo::run(c),
         Some(ServerCommand::Index(c)) => index_rebuild::run(c),
         Some(ServerCommand::Storage(c)) => storage_migrate::run(c),
+        Some(ServerCommand::Backup(a)) => backup::run_backup(*a),
+        Some(ServerCommand::Restore(a)) => backup::run_restore(a),
         None => run::serve(args.run),
     }
 }

@@ -7,6 +7,7 @@
 //! Every `register_*` call is one transaction: after a crash it either happened or not.
 
 pub(crate) mod columns;
+pub mod dump;
 pub mod gc;
 pub mod locks;
 pub(crate) mod meta_cache;
@@ -211,6 +212,7 @@ pub trait Index:
     + LockIndex
     + TokenIndex
     + RepoIndex
+    + dump::DumpIndex
     + Send
     + Sync
     + 'static

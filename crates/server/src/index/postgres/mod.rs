@@ -8,6 +8,7 @@
 //! conflict PostgreSQL resolves by aborting a transaction anyway is retried
 //! (`pool::Pool::run`).
 
+mod dump;
 mod error;
 mod gc;
 mod locks;

@@ -4,6 +4,7 @@
 //! reader connections, which WAL lets run alongside the writer. Stored xorb layouts are
 //! cached in memory, bounded by their total chunk count.
 
+mod dump;
 mod error;
 mod gc;
 mod locks;
