@@ -6,6 +6,10 @@
 #   scripts/bench_many_files.sh [COUNT] [SIZE_KIB]   (defaults: 2000 files of 16 KiB)
 #   LINK_RATE, LINK_DELAY_MS, BENCH_ORDER and GIT_XET_BIN as for scripts/bench_git.sh
 #
+# Two more columns bound what an agent can do: "floor" is git-lfs with an agent that moves
+# nothing (scripts/lib/floor_agent.c), "git" is git alone (no LFS transfer at all).
+# BENCH_ORDER (default "xet basic floor git") picks and orders the columns.
+#
 # Steps: `git add` of all files (clean filter), `git push` (git-lfs's pre-push uploads the
 # objects), `git clone`; then a tenth of the files get new content: `git add`, `git push`,
 # and `git pull` in the clone. Prints wall time and bytes on the wire per step; for the pushes
@@ -71,10 +75,51 @@ requests_since() { # requests_since BEFORE FILES: "route n (per file)" for each 
     awk -v files="$2" '$3 - $2 > 0 && $1 != "metrics" {
       printf "%s %d (%.2f/file)  ", $1, $3 - $2, ($3 - $2) / files }'
 }
-bench_mode() { # bench_mode MODE SEED
-  local mode="$1" seed="$2" token repo_url a b before
-  make_env "$mode-a" "$mode"
-  make_env "$mode-b" "$mode"
+# A hosted repository made by hand whose hooks are elsewhere (an empty directory), so the
+# server's pre-receive check does not run: the floor's agent stores nothing and `git`
+# pushes no objects, and the check would refuse both pushes.
+bare_repo() { # bare_repo MODE
+  local dir="$tmp/data/repos/many/$1.git"
+  mkdir -p "$(dirname "$dir")" "$tmp/no-hooks"
+  git init -q --bare --initial-branch=main "$dir"
+  git -C "$dir" config http.receivepack true
+  git -C "$dir" config core.hooksPath "$tmp/no-hooks"
+}
+# The floor: git-lfs with a custom transfer agent registered as `xet` (so the Batch API
+# answers as for the xet agent) that transfers nothing (scripts/lib/floor_agent.c).
+floor_env() { # floor_env NAME
+  local cfg="$tmp/$1-home/.gitconfig" agent="$tmp/floor-agent"
+  [ -x "$agent" ] || cc -O2 -o "$agent" scripts/lib/floor_agent.c
+  for name in xet xet-download; do
+    git config -f "$cfg" "lfs.customtransfer.$name.path" "$agent"
+    git config -f "$cfg" "lfs.customtransfer.$name.concurrent" true
+  done
+  git config -f "$cfg" lfs.customtransfer.xet-download.direction download
+  git config -f "$cfg" lfs.concurrenttransfers 32
+}
+# Untimed, after a floor push: the objects really go to the server (basic), so that its
+# download batches answer with actions and git-lfs hands the objects to the floor agent.
+floor_store() { # floor_store DIR
+  run_in floor-a "$1" git -c lfs.basictransfersonly=true lfs push --all origin
+}
+
+bench_mode() { # bench_mode MODE SEED: MODE xet, basic, floor or git (git without git-lfs)
+  local mode="$1" seed="$2" token repo_url a b before push=(git push -q) get=()
+  local lfs_mode="$mode"
+  case $mode in floor | git) lfs_mode=basic ;; esac
+  make_env "$mode-a" "$lfs_mode"
+  make_env "$mode-b" "$lfs_mode"
+  case $mode in
+    floor)
+      floor_env floor-a; floor_env floor-b
+      bare_repo floor
+      export FLOOR_OBJECTS="$tmp/floor-a/repo/.git/lfs/objects" FLOOR_TMP="$tmp/floor-tmp"
+      mkdir -p "$FLOOR_TMP" ;;
+    git)
+      bare_repo git
+      push=(git push -q --no-verify) # no pre-push hook: git-lfs does not run
+      get=(env GIT_LFS_SKIP_SMUDGE=1) ;;
+  esac
   token=$("$bin" server token create --repo "many/$mode" --scope write --data "$tmp/data")
   repo_url="http://x:$token@$addr/many/$mode.git"
   a="$tmp/$mode-a/repo"; b="$tmp/$mode-b/repo"
@@ -86,39 +131,50 @@ bench_mode() { # bench_mode MODE SEED
   run_in "$mode-a" "$a" git add .
   results[$mode,add1]="$secs 0"
   run_in "$mode-a" "$a" git commit -qm v1
-  before=$(wire "$mode" up); reqs=$(requests_total); peak_rss start
-  run_in "$mode-a" "$a" git push -q origin main
-  results[$mode,push1]="$secs $(( $(wire "$mode" up) - before ))"
+  before=$(wire "$lfs_mode" up); reqs=$(requests_total); peak_rss start
+  run_in "$mode-a" "$a" "${push[@]}" origin main
+  results[$mode,push1]="$secs $(( $(wire "$lfs_mode" up) - before ))"
   results[$mode,push1x]="$(( $(requests_total) - reqs )) $(peak_rss stop)"
-  before=$(wire "$mode" down); reqs=$(requests_now)
-  run_in "$mode-b" "$tmp/$mode-b" git clone -q "$repo_url" repo
-  results[$mode,clone1]="$secs $(( $(wire "$mode" down) - before ))"
+  [ "$mode" = floor ] && floor_store "$a"
+  before=$(wire "$lfs_mode" down); reqs=$(requests_now)
+  run_in "$mode-b" "$tmp/$mode-b" "${get[@]}" git clone -q "$repo_url" repo
+  results[$mode,clone1]="$secs $(( $(wire "$lfs_mode" down) - before ))"
   requests[$mode,clone1]=$(requests_since "$reqs" "$count")
-  same_files "$a" "$b"
+  [ "$mode" = git ] || same_files "$a" "$b"
 
   fill "$a" $((seed + 100)) 10
   run_in "$mode-a" "$a" git add .
   results[$mode,add2]="$secs 0"
   run_in "$mode-a" "$a" git commit -qm v2
-  before=$(wire "$mode" up); reqs=$(requests_total)
-  run_in "$mode-a" "$a" git push -q origin main
-  results[$mode,push2]="$secs $(( $(wire "$mode" up) - before ))"
+  before=$(wire "$lfs_mode" up); reqs=$(requests_total)
+  run_in "$mode-a" "$a" "${push[@]}" origin main
+  results[$mode,push2]="$secs $(( $(wire "$lfs_mode" up) - before ))"
   results[$mode,push2x]="$(( $(requests_total) - reqs ))"
-  before=$(wire "$mode" down); reqs=$(requests_now)
-  run_in "$mode-b" "$b" git pull -q origin main
-  results[$mode,pull2]="$secs $(( $(wire "$mode" down) - before ))"
+  [ "$mode" = floor ] && floor_store "$a"
+  before=$(wire "$lfs_mode" down); reqs=$(requests_now)
+  run_in "$mode-b" "$b" "${get[@]}" git pull -q origin main
+  results[$mode,pull2]="$secs $(( $(wire "$lfs_mode" down) - before ))"
   requests[$mode,pull2]=$(requests_since "$reqs" "$(( (count + 9) / 10 ))")
-  same_files "$a" "$b"
+  [ "$mode" = git ] || same_files "$a" "$b"
 }
 
 echo "git-xet benchmark: $count files of $size_kib KiB, server $url ($(nproc) cores, link ${LINK_RATE:-loopback}${LINK_DELAY_MS:+, ${LINK_DELAY_MS} ms each way})"
-run_modes
+seed=0
+for mode in ${BENCH_ORDER:-xet basic floor git}; do
+  case $mode in
+    xet | basic | floor | git) bench_mode "$mode" $(( seed += 1 )) ;;
+    *) echo "$(basename "$0"): BENCH_ORDER lists xet, basic, floor and git" >&2; exit 1 ;;
+  esac
+done
 
 changed=$(( (count + 9) / 10 ))
-printf '\n%-30s %9s %13s   %9s %13s   %8s\n' step "xet s" "xet bytes" "basic s" "basic bytes" speedup
+printf '\n%-30s %9s %13s   %9s %13s   %8s %8s %8s   %8s\n' step "xet s" "xet bytes" "basic s" \
+  "basic bytes" "floor s" "git s" speedup best
 for step in add1 push1 clone1 add2 push2 pull2; do
-  read -r xs xb <<<"${results[xet,$step]}"
-  read -r bs bb <<<"${results[basic,$step]}"
+  read -r xs xb <<<"${results[xet,$step]:-0 0}"
+  read -r bs bb <<<"${results[basic,$step]:-0 0}"
+  read -r fs _ <<<"${results[floor,$step]:-0 0}"
+  read -r gs _ <<<"${results[git,$step]:-0 0}"
   case $step in
     add1) label="add $count files" ;;
     push1) label="push $count files" ;;
@@ -127,22 +183,26 @@ for step in add1 push1 clone1 add2 push2 pull2; do
     push2) label="push $changed changed files" ;;
     pull2) label="pull $changed changed files" ;;
   esac
-  printf '%-30s %9.2f %13d   %9.2f %13d   %7.2fx\n' "$label" "$xs" "$xb" "$bs" "$bb" \
-    "$(echo "$bs / $xs" | bc -l)"
+  ratio() { if [ "$(echo "$2 > 0" | bc)" = 1 ]; then echo "$1 / $2" | bc -l; else echo 0; fi; }
+  printf '%-30s %9.2f %13d   %9.2f %13d   %8.2f %8.2f %7.2fx   %7.2fx\n' "$label" "$xs" "$xb" \
+    "$bs" "$bb" "$fs" "$gs" "$(ratio "$bs" "$xs")" "$(ratio "$bs" "$fs")"
 done
 echo
-read -r xr xm <<<"${results[xet,push1x]}"; read -r br bm <<<"${results[basic,push1x]}"
+read -r xr xm <<<"${results[xet,push1x]:-0 0}"; read -r br bm <<<"${results[basic,push1x]:-0 0}"
 printf 'push %d files: requests/file xet %.3f basic %.3f; peak memory xet %d MiB basic %d MiB\n' \
   "$count" "$(echo "$xr / $count" | bc -l)" "$(echo "$br / $count" | bc -l)" "$xm" "$bm"
 printf 'push %d changed files: requests/file xet %.3f basic %.3f\n' "$changed" \
-  "$(echo "${results[xet,push2x]} / $changed" | bc -l)" "$(echo "${results[basic,push2x]} / $changed" | bc -l)"
+  "$(echo "${results[xet,push2x]:-0} / $changed" | bc -l)" "$(echo "${results[basic,push2x]:-0} / $changed" | bc -l)"
 echo
 echo "requests the server counted per download step, by route (per downloaded file):"
 for step in clone1 pull2; do
-  for mode in xet basic; do
+  for mode in xet basic floor; do
     printf '  %-6s %-5s %s\n' "$step" "$mode" "${requests[$mode,$step]:-}"
   done
 done
 echo
 echo "bytes = xorb bytes (xet) or basic PUT/GET bytes (basic) counted by the server."
-echo "speedup = basic time / xet time (below 1: xet is slower)."
+echo "floor = git-lfs with an agent that transfers nothing (scripts/lib/floor_agent.c): what"
+echo "  git and git-lfs cost themselves; git = git alone (push --no-verify, GIT_LFS_SKIP_SMUDGE=1)."
+echo "speedup = basic time / xet time (below 1: xet is slower); best = basic / floor, the"
+echo "  speedup no agent can pass."

@@ -16,6 +16,8 @@ mod gitenv;
 mod hf_agent;
 #[path = "interop/hub.rs"]
 mod hub;
+#[path = "interop/hub_settings.rs"]
+mod hub_settings;
 #[path = "interop/s3.rs"]
 mod s3;
 #[path = "interop/scopes.rs"]

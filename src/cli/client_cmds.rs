@@ -191,6 +191,7 @@ pub fn download(args: DownloadArgs) -> anyhow::Result<ExitCode> {
         sources,
         progress: bar.clone().map(bar_callback),
         tap: None,
+        shared: None,
     };
     let outcome = runtime()?
         .block_on(client.download(&file_hash, &args.output, options))

@@ -1,6 +1,6 @@
 //! Many small files down: a clone and a pull ask for their reconstructions together (a
-//! handful of batch queries, not one query per file), stay bit-exact, and a damaged object
-//! is still refused.
+//! handful of batch queries, not one query per file) and fetch files that share a xorb
+//! together, stay bit-exact, and a damaged object is still refused.
 
 use std::path::{Path, PathBuf};
 
@@ -67,6 +67,9 @@ fn a_clone_and_a_pull_of_many_small_files_ask_for_their_reconstructions_together
         "{queries} reconstruction queries for 300 files"
     );
     assert!(server.requests("reconstruction_batch") >= 3);
+    // Files pushed together sit side by side in shared xorbs: one ranged GET brings a run
+    // of them (one GET per file before).
+    assert!(xorbs <= 150, "{xorbs} xorb GETs for 300 files");
     bob.git(&b, &["lfs", "fsck"]);
 
     // A third of the files change: the pull brings them the same way.

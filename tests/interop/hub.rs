@@ -14,7 +14,7 @@ use crate::support::git_xet_bin;
 const HUB_REPO: &str = "org/hub";
 
 /// Runs hub.py `check` with `spec` and `token` as HF_TOKEN; returns stdout.
-fn hub_py(
+pub(crate) fn hub_py(
     python: &Path,
     server: &TestServer,
     home: &Path,
@@ -105,7 +105,7 @@ fn pushed_repo(server: &TestServer, env: &GitEnv, work: &Path) -> serde_json::Va
 
 /// The venv's python if it has `huggingface_hub` too: missing, a failure under CI (`CI`
 /// set), else a skip with the reason printed.
-fn hub_python() -> Option<PathBuf> {
+pub(crate) fn hub_python() -> Option<PathBuf> {
     let python = python()?;
     let works = Command::new(&python)
         .args(["-c", "import huggingface_hub"])
@@ -236,7 +236,12 @@ fn hub_routes_answer_a_token_of_another_repository_as_a_missing_repository() {
 
 /// A clone of `repo` by `env`'s git; every file of `files` (repository path -> local file)
 /// checked out bit-exact, LFS objects checked by `git lfs fsck`.
-fn clone_matches(env: &GitEnv, server: &TestServer, repo: &str, files: &serde_json::Value) {
+pub(crate) fn clone_matches(
+    env: &GitEnv,
+    server: &TestServer,
+    repo: &str,
+    files: &serde_json::Value,
+) {
     let clone = env.home.path().join("clone");
     let remote = format!("{}/{repo}.git", server.url);
     env.git(
@@ -548,7 +553,8 @@ fn hub_an_edited_large_file_moves_only_its_changed_chunks() {
     assert!(mib("download_v1_bytes") > 60.0, "{f}");
     // The edit: one MiB, and the chunks around its two ends.
     assert!(mib("upload_v2_bytes") < 4.0, "{f}");
-    // hf_xet 1.8.0 downloads the second version whole: it reuses no chunk of the first
-    // (not even with HF_XET_CHUNK_CACHE_SIZE_BYTES set); docs/benchmarks.md.
+    // hf_xet 1.8.0 downloads the second version whole: its downloads get no chunk cache
+    // (the hook exists, every caller passes none; HF_XET_CHUNK_CACHE_SIZE_BYTES is read and
+    // unused) and it reuses no local file; docs/benchmarks.md says where in its source.
     assert!(mib("download_v2_bytes") > 60.0, "{f}");
 }

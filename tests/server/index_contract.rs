@@ -297,7 +297,7 @@ fn usage(open: &Opener) {
 }
 
 /// Visibility records (`create_repo(private=)`): one handle's write is the other's read, a
-/// dataset of the same name is another repository, forgetting drops the record.
+/// dataset of the same name is another repository, forgetting or deleting drops the record.
 fn repository_visibility(open: &Opener) {
     let (a, b) = (open(), open());
     let repo = RepoName::parse("contract/private").unwrap();
@@ -310,6 +310,10 @@ fn repository_visibility(open: &Opener) {
     assert!(!a.repo_private(&repo).unwrap());
     a.set_repo_private(&repo, true).unwrap();
     b.forget_repo(&repo).unwrap();
+    assert!(!a.repo_private(&repo).unwrap());
+    // `repo delete` drops it too: a repository created again under the name starts public.
+    a.set_repo_private(&repo, true).unwrap();
+    b.delete_repo_files(&repo).unwrap();
     assert!(!a.repo_private(&repo).unwrap());
 }
 

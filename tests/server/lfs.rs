@@ -242,10 +242,20 @@ fn xet_is_offered_with_the_handshake_headers() {
         &[(&oid, size)],
     );
     assert_eq!(answer["transfer"], "basic");
-    assert!(answer["objects"][0]["actions"]["upload"]["href"]
+    let href = answer["objects"][0]["actions"]["upload"]["href"]
         .as_str()
         .unwrap()
-        .ends_with(&format!("/objects/{oid}")));
+        .to_string();
+    assert!(href.contains(&format!("/objects/{oid}?")), "{href}");
+    // The href carries its grant (huggingface_hub PUTs to it without the action's header):
+    // a changed grant is refused, the href as given accepted.
+    let put = |url: &str| {
+        let r = client().put(url).body(up.data.clone()).send().unwrap();
+        r.status().as_u16()
+    };
+    assert_eq!(put(&href.replace("expires=", "expires=9")), 403);
+    assert_eq!(put(&href.replace(&oid, &"0".repeat(64))), 403);
+    assert_eq!(put(&href), 200);
 }
 
 #[test]

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use git_xet_core::MerkleHash;
 
-use crate::common::{json, wait_for, Cas, Upload};
-use crate::support::{git_xet, TestServer};
+use crate::common::{client, json, wait_for, Cas, Upload};
+use crate::gitenv::GitEnv;
+use crate::support::{git_xet, random_bytes, write_file, TestServer};
 
 fn admin(server: &TestServer, args: &[&str]) -> Output {
     git_xet()
@@ -436,4 +437,42 @@ fn repo_delete_needs_yes_and_an_existing_repository() {
         up.data,
         "nothing changed"
     );
+}
+
+/// `repo delete` of a repository created private through the Hub API forgets that it was:
+/// the same name pushed again later is as readable as any other new repository.
+#[test]
+fn a_repository_recreated_after_repo_delete_does_not_inherit_private() {
+    let server = TestServer::start_with(&["--anonymous-read"]);
+    let token = server.token("org/p", "write");
+    let refs = || {
+        client()
+            .get(format!(
+                "{}/org/p.git/info/refs?service=git-upload-pack",
+                server.url
+            ))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    let created = client()
+        .post(format!("{}/api/repos/create", server.url))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({ "name": "p", "organization": "org", "private": true }))
+        .send()
+        .unwrap();
+    assert_eq!(created.status(), 200, "{}", created.text().unwrap());
+    assert_eq!(refs(), 401, "private: no anonymous read");
+
+    admin_ok(&server, &["repo", "delete", "org/p", "--yes"]);
+    let env = GitEnv::new(Some(&token));
+    let work = env.home.path().join("w");
+    env.new_repo(&work);
+    write_file(&work.join("a.bin"), &random_bytes(20_000, 5));
+    env.git(&work, &["add", "."]);
+    env.git(&work, &["commit", "-q", "-m", "again"]);
+    let remote = format!("{}/org/p.git", server.url);
+    env.git(&work, &["push", "-q", &remote, "main"]);
+    assert_eq!(refs(), 200, "a new repository is not private");
 }

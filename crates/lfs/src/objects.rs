@@ -383,7 +383,8 @@ impl Drop for ObjectService {
 }
 
 /// The jobs, each with its file's reconstruction when a batch query of its CAS server
-/// answered it: many small files then cost one round trip each (the xorb bytes), not two.
+/// answered it: many small files then cost one round trip each (the xorb bytes), not two,
+/// and files side by side in a xorb share one (the runs of the answer).
 async fn with_reconstructions(
     mut jobs: Vec<Result<DownloadJob, LfsError>>,
 ) -> Vec<Result<DownloadJob, LfsError>> {
@@ -400,8 +401,10 @@ async fn with_reconstructions(
     }
     let answers = futures::future::join_all(by_server.into_iter().map(
         |(url, (client, mut files))| async move {
-            files.sort_unstable();
-            files.dedup();
+            // In the order asked (git's: by path), not sorted by hash: files stored side by
+            // side (pushed together) then share a query, and their bytes a run.
+            let mut seen = std::collections::HashSet::new();
+            files.retain(|f| seen.insert(*f));
             (url, client.reconstructions(&files).await)
         },
     ))
@@ -409,10 +412,10 @@ async fn with_reconstructions(
     let answers: HashMap<String, _> = answers.into_iter().collect();
     for job in jobs.iter_mut().flatten() {
         let url = job.client.api().base_url();
-        job.recon = answers
-            .get(url)
-            .and_then(|found| found.get(&job.file_hash))
-            .cloned();
+        if let Some((recon, shared)) = answers.get(url).and_then(|f| f.get(&job.file_hash)) {
+            job.recon = Some(recon.clone());
+            job.options.shared = shared.clone();
+        }
     }
     jobs
 }

@@ -1,5 +1,6 @@
 //! Signed, expiring URLs for xorb data:
-//! `{base}/v1/xorb-data/{hash}?bytes=S-E&tid=ID&expires=T&sig=SIG`.
+//! `{base}/v1/xorb-data/{hash}?bytes=S-E&tid=ID&expires=T&sig=SIG`; and for basic uploads
+//! (see [`UploadGrant`]).
 //!
 //! Reconstruction answers hand these out after checking the caller may read the file, so the
 //! data route itself needs no token (like a pre-signed object-store URL). What a URL grants is
@@ -109,6 +110,79 @@ pub fn verify(keys: &Keys, xorb: &MerkleHash, query: &FetchQuery, now: u64) -> S
     Ok(grant)
 }
 
+/// What a signed basic-upload href grants: `PUT` of one object into one repository, for the
+/// token `ID` (empty without one) until `T`. huggingface_hub (`HF_HUB_DISABLE_XET=1`) PUTs to
+/// an upload action's href alone, as to a pre-signed object-store URL, without the action's
+/// headers; the href then carries its grant as `?tid=ID&expires=T&sig=SIG`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadGrant {
+    pub repo: String,
+    pub oid: String,
+    pub token_id: String,
+    pub expires: u64,
+}
+
+impl UploadGrant {
+    fn sig(&self, keys: &Keys) -> blake3::Hash {
+        let payload = format!(
+            "lfs-upload\n{}\n{}\n{}\n{}",
+            self.repo, self.oid, self.token_id, self.expires
+        );
+        keys.url_mac(payload.as_bytes())
+    }
+
+    /// The query string that carries this grant.
+    pub fn query(&self, keys: &Keys) -> String {
+        let sig = URL_SAFE_NO_PAD.encode(self.sig(keys).as_bytes());
+        format!("tid={}&expires={}&sig={sig}", self.token_id, self.expires)
+    }
+}
+
+/// Checks the grant in a basic-upload href's query for `oid` in `repo`: 403 when tampered
+/// with, for another object or repository, or expired. The caller checks the token id
+/// against revocations.
+pub fn verify_upload(
+    keys: &Keys,
+    repo: &str,
+    oid: &str,
+    query: &str,
+    now: u64,
+) -> ServerResult<UploadGrant> {
+    let forbidden = |why: &str| {
+        ServerError::Forbidden(format!(
+            "this upload URL {why}; ask the Batch API for a new upload action"
+        ))
+    };
+    let param = |key: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+    };
+    let (Some(expires), Some(sig)) = (param("expires"), param("sig")) else {
+        return Err(forbidden("is not signed"));
+    };
+    let expires: u64 = expires.parse().map_err(|_| forbidden("is malformed"))?;
+    let sig: [u8; 32] = URL_SAFE_NO_PAD
+        .decode(sig)
+        .ok()
+        .and_then(|s| s.try_into().ok())
+        .ok_or_else(|| forbidden("has a malformed signature"))?;
+    let grant = UploadGrant {
+        repo: repo.to_string(),
+        oid: oid.to_string(),
+        token_id: param("tid").unwrap_or_default().to_string(),
+        expires,
+    };
+    // blake3::Hash compares in constant time.
+    if grant.sig(keys) != blake3::Hash::from(sig) {
+        return Err(forbidden("has an invalid signature"));
+    }
+    if expires <= now {
+        return Err(forbidden("has expired"));
+    }
+    Ok(grant)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +239,58 @@ mod tests {
         assert!(tampered(&|q| q.tid = Some("t2".into())).is_err());
         assert!(tampered(&|q| q.tid = None).is_err());
         assert!(verify(&keys, &xorb, &FetchQuery::default(), 0).is_err());
+    }
+
+    #[test]
+    fn upload_grants_verify_for_their_object_repository_and_time_only() {
+        let keys = Keys::from_secret(&[1; 32]);
+        let grant = UploadGrant {
+            repo: "org/m".into(),
+            oid: "ab".repeat(32),
+            token_id: "t1".into(),
+            expires: 1000,
+        };
+        let q = grant.query(&keys);
+        assert_eq!(
+            verify_upload(&keys, "org/m", &grant.oid, &q, 999).unwrap(),
+            grant
+        );
+        for (repo, oid, query, now) in [
+            ("org/other", grant.oid.clone(), q.clone(), 999),
+            ("org/m", "cd".repeat(32), q.clone(), 999),
+            ("org/m", grant.oid.clone(), q.clone(), 1000),
+            (
+                "org/m",
+                grant.oid.clone(),
+                q.replace("tid=t1", "tid=t2"),
+                999,
+            ),
+            (
+                "org/m",
+                grant.oid.clone(),
+                q.replace("expires=1000", "expires=9999"),
+                999,
+            ),
+            (
+                "org/m",
+                grant.oid.clone(),
+                "tid=t1&expires=1000".into(),
+                999,
+            ),
+            (
+                "org/m",
+                grant.oid.clone(),
+                "tid=t1&expires=x&sig=%%".into(),
+                999,
+            ),
+        ] {
+            assert!(
+                matches!(
+                    verify_upload(&keys, repo, &oid, &query, now),
+                    Err(ServerError::Forbidden(_))
+                ),
+                "{repo} {oid} {query} {now}"
+            );
+        }
     }
 }

@@ -20,6 +20,9 @@ it prints a JSON summary for the test to read.
              bytes the server received and served (its metrics) and seconds per step
   private    on a server with anonymous reads: private repositories (a model and a
              dataset) seen with a token only, a public one without
+  settings   update_repo_settings (private, visibility; gated refused; admin only) on a
+             server with anonymous reads, and an upload_file with HF_HUB_DISABLE_XET=1
+             (LFS batch, basic PUT to the action's href without its headers, commit)
 """
 
 import hashlib
@@ -461,13 +464,35 @@ def check_private(spec):
     print(json.dumps({}))
 
 
+def check_settings(spec):
+    repo, big = spec["repo"], spec["big"]
+    api, anonymous = HfApi(), HfApi(token=False)
+    api.create_repo(repo)
+    api.upload_file(path_or_fileobj=big, path_in_repo="big.bin", repo_id=repo)
+    assert anonymous.repo_info(repo).private is False
+    api.update_repo_settings(repo, private=True)
+    assert api.repo_info(repo).private is True
+    raises(RepositoryNotFoundError, anonymous.repo_info, repo)
+    raises(RepositoryNotFoundError, hf_hub_download, repo, "big.bin", token=False)
+    api.update_repo_settings(repo, visibility="public")
+    assert anonymous.repo_info(repo).private is False
+    e = raises(HfHubHTTPError, api.update_repo_settings, repo, gated="auto")
+    assert e.response.status_code == 400 and "gated" in str(e), e
+    writer = HfApi(token=spec["write_token"])
+    e = raises(HfHubHTTPError, writer.update_repo_settings, repo, private=True)
+    assert e.response.status_code == 403, e
+    assert anonymous.repo_info(repo).private is False
+    same(hf_hub_download(repo, "big.bin", token=False), big, "big.bin")
+    print(json.dumps({"commit": api.model_info(repo).sha}))
+
+
 def main(argv):
     check, spec_path = argv[1], argv[2]
     with open(spec_path) as f:
         spec = json.load(f)
     checks = {"download": check_download, "isolation": check_isolation, "upload": check_upload,
               "dataset": check_dataset, "private": check_private, "refs": check_refs, "locks": check_locks,
-              "figures": check_figures}
+              "figures": check_figures, "settings": check_settings}
     checks[check](spec)
 
 

@@ -50,6 +50,8 @@ pub struct Context {
     pub range: Option<(u64, u64)>,
     pub cache: Option<Arc<ChunkCache>>,
     pub sources: Vec<PathBuf>,
+    /// Runs of xorb bytes this download shares with others of its batch.
+    pub shared: Option<Arc<crate::download::SharedFetches>>,
     pub counters: Counters,
 }
 
@@ -290,6 +292,19 @@ async fn fetch_unit(
                         cache.remove(&hit.path);
                     }
                 }
+            }
+        }
+    }
+    if let Some(shared) = &ctx.shared {
+        if let Some(data) = shared.take(&ctx.api, unit).await {
+            emitter.next = unit.chunks.start;
+            let mut reader: &[u8] = &data;
+            let counter = &ctx.counters.network_bytes;
+            let len = unit.url_range.len();
+            match read_records(&mut reader, len, &mut emitter, None, tx, counter).await {
+                Ok(()) | Err(ReadError::Closed) => return Ok(()),
+                Err(ReadError::Corrupt(reason)) => return Err(ClientError::corrupt(&what, reason)),
+                Err(ReadError::Io(e)) => tracing::debug!("{what}: {e}; fetching it alone"),
             }
         }
     }

@@ -3,6 +3,7 @@
 
 mod fetch;
 pub mod plan;
+mod shared;
 mod tap;
 mod writer;
 
@@ -23,6 +24,7 @@ use git_xet_core::MerkleHash;
 
 use fetch::{Context, Counters, DecodedChunk};
 use plan::{LocalChunk, LocalMap};
+pub use shared::SharedFetches;
 pub use tap::ContentTap;
 
 /// Chunks buffered per segment being produced ahead of the writer.
@@ -55,6 +57,9 @@ pub struct DownloadOptions {
     /// Hands the bytes over as they are written, before the file is verified (see
     /// [`ContentTap`]); whole files only.
     pub tap: Option<ContentTap>,
+    /// Runs of xorb bytes fetched once for several downloads of one batch (from
+    /// [`reconstructions`](CasClient::reconstructions)).
+    pub shared: Option<Arc<SharedFetches>>,
 }
 
 /// Where the bytes came from.
@@ -160,13 +165,14 @@ impl CasClient {
     /// The reconstructions of many whole files in one request per
     /// [`RECONSTRUCTIONS_PER_QUERY`] of them, for [`download_reconstructed`]; files the
     /// server does not show (or a server without the batch query) get `None`, and their
-    /// download asks for theirs alone.
+    /// download asks for theirs alone. With each, the runs of xorb bytes its query's files
+    /// share (for [`DownloadOptions::shared`]).
     ///
     /// [`download_reconstructed`]: CasClient::download_reconstructed
     pub async fn reconstructions(
         &self,
         files: &[MerkleHash],
-    ) -> std::collections::HashMap<MerkleHash, Reconstruction> {
+    ) -> std::collections::HashMap<MerkleHash, (Reconstruction, Option<Arc<SharedFetches>>)> {
         let queries = files
             .chunks(RECONSTRUCTIONS_PER_QUERY)
             .map(|part| self.api.reconstructions(part));
@@ -177,9 +183,10 @@ impl CasClient {
         {
             match answer {
                 Ok(batch) => {
+                    let shared = SharedFetches::from_batch(&batch.fetch_info);
                     for file in part {
                         if let Some(recon) = batch.file(file) {
-                            found.insert(*file, recon);
+                            found.insert(*file, (recon, shared.clone()));
                         }
                     }
                 }
@@ -315,6 +322,7 @@ impl CasClient {
                 None
             },
             sources,
+            shared: options.shared.clone(),
             counters: Counters::default(),
         });
 

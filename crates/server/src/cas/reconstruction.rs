@@ -18,7 +18,9 @@ use crate::reconstruct::{load_metas, plan, to_reconstruction};
 use crate::signing::{fetch_url, Grant};
 use crate::state::{blocking, SharedState};
 use crate::storage::ObjectKey;
-use git_xet_core::reconstruction::{BatchReconstruction, Reconstruction, ReconstructionV2};
+use git_xet_core::reconstruction::{
+    BatchReconstruction, FetchInfo, HttpRange, Reconstruction, ReconstructionV2,
+};
 use git_xet_core::MerkleHash;
 
 /// Files one batch query may name (a client sends one Batch API answer's worth, 100): 500
@@ -82,7 +84,44 @@ pub async fn get_batch(
         }
         batch.files.insert(file_hash, one.terms);
     }
+    if !state.config.presign {
+        share_runs(&mut batch.fetch_info, |xorb, bytes| {
+            signer.url(&state, xorb, bytes)
+        });
+    }
     Ok(Json(batch))
+}
+
+/// The entries of one xorb whose bytes touch or overlap form a run (small files uploaded
+/// together sit side by side in shared xorbs); every entry of a run of two or more gets the
+/// one URL that grants the run's bytes, keeping its own `url_range`. A client fetching
+/// entry by entry sends the same requests as before; one that sees the shared URL may fetch
+/// the run with one ranged GET. Only touching bytes are joined, so a URL grants no byte that
+/// no file of the answer needs.
+fn share_runs(
+    fetch_info: &mut std::collections::HashMap<MerkleHash, Vec<FetchInfo>>,
+    url: impl Fn(&MerkleHash, HttpRange) -> String,
+) {
+    for (xorb, entries) in fetch_info.iter_mut() {
+        entries.sort_by_key(|e| (e.url_range.start, e.url_range.end));
+        let mut start = 0;
+        while start < entries.len() {
+            let mut bytes = entries[start].url_range;
+            let mut end = start + 1;
+            while end < entries.len() && entries[end].url_range.start <= bytes.end.saturating_add(1)
+            {
+                bytes.end = bytes.end.max(entries[end].url_range.end);
+                end += 1;
+            }
+            if end - start > 1 {
+                let shared = url(xorb, bytes);
+                for entry in &mut entries[start..end] {
+                    entry.url = shared.clone();
+                }
+            }
+            start = end;
+        }
+    }
 }
 
 /// The distinct `file_id`s of a batch query, at least one and at most [`MAX_BATCH_FILES`].
@@ -172,21 +211,24 @@ impl Signer {
         }
     }
 
+    /// This server's URL for `bytes` of `xorb`.
+    fn url(&self, state: &SharedState, xorb: &MerkleHash, bytes: HttpRange) -> String {
+        let grant = Grant {
+            xorb: *xorb,
+            bytes,
+            token_id: self.token_id.clone(),
+            expires: self.expires,
+        };
+        fetch_url(&state.keys, &self.base, &grant)
+    }
+
     /// The answer for `plan`, its URLs signed (or presigned with `--presign`).
     async fn answer(
         &self,
         state: &SharedState,
         plan: &crate::reconstruct::Plan,
     ) -> ServerResult<Reconstruction> {
-        let mut answer = to_reconstruction(plan, |xorb, bytes| {
-            let grant = Grant {
-                xorb: *xorb,
-                bytes,
-                token_id: self.token_id.clone(),
-                expires: self.expires,
-            };
-            fetch_url(&state.keys, &self.base, &grant)
-        });
+        let mut answer = to_reconstruction(plan, |xorb, bytes| self.url(state, xorb, bytes));
         if state.config.presign {
             presign(state, &mut answer, self.expires.saturating_sub(self.now)).await?;
         }
@@ -250,5 +292,44 @@ mod tests {
             batch_file_ids(&q(&many)),
             Err(ServerError::BadRequest(_))
         ));
+    }
+
+    #[test]
+    fn touching_entries_of_a_xorb_share_one_url_and_keep_their_ranges() {
+        use git_xet_core::reconstruction::ChunkRange;
+        let x = MerkleHash::from_bytes([7; 32]);
+        let entry = |c: (u32, u32), b: (u64, u64)| FetchInfo {
+            range: ChunkRange::new(c.0, c.1),
+            url: format!("own-{}", b.0),
+            url_range: HttpRange {
+                start: b.0,
+                end: b.1,
+            },
+        };
+        // Three side by side (one overlapping), then a gap, then one alone.
+        let mut map = std::collections::HashMap::new();
+        map.insert(
+            x,
+            vec![
+                entry((2, 3), (100, 149)),
+                entry((0, 2), (0, 99)),
+                entry((1, 3), (50, 149)),
+                entry((5, 6), (200, 249)),
+            ],
+        );
+        share_runs(&mut map, |_, b| format!("run-{}-{}", b.start, b.end));
+        let got: Vec<(String, u64, u64)> = map[&x]
+            .iter()
+            .map(|e| (e.url.clone(), e.url_range.start, e.url_range.end))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("run-0-149".into(), 0, 99),
+                ("run-0-149".into(), 50, 149),
+                ("run-0-149".into(), 100, 149),
+                ("own-200".into(), 200, 249),
+            ]
+        );
     }
 }

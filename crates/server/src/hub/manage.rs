@@ -1,4 +1,4 @@
-//! `list_repo_commits` and `delete_repo`.
+//! `list_repo_commits`, `delete_repo` and `update_repo_settings`.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -11,6 +11,7 @@ use crate::body::read_limited;
 use crate::error::ServerError;
 use crate::hub::access::{authorize, open};
 use crate::hub::info::commit_of;
+use crate::hub::upload::visibility;
 use crate::hub::{HubError, HubResult};
 use crate::state::{blocking, SharedState};
 
@@ -134,11 +135,49 @@ async fn delete(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
         .await
         .map_err(ServerError::from)?;
     let (index, owned) = (state.index.clone(), repo.clone());
-    let objects = blocking(move || {
-        index.forget_repo(&owned)?;
-        Ok(index.delete_repo_files(&owned)?)
-    })
-    .await?;
+    let objects = blocking(move || Ok(index.delete_repo_files(&owned)?)).await?;
     tracing::info!(%repo, objects, "deleted repository through the Hub API");
+    Ok(axum::Json(serde_json::json!({})).into_response())
+}
+
+#[derive(Deserialize)]
+struct SettingsRequest {
+    #[serde(default)]
+    private: Option<bool>,
+    #[serde(default)]
+    visibility: Option<String>,
+    #[serde(default)]
+    gated: Option<serde_json::Value>,
+}
+
+/// `PUT /api/models/{repo}/settings` (`update_repo_settings`): with an `admin` token of the
+/// repository, its visibility (`private`, or `visibility` public/private), which
+/// `--anonymous-read` honours. Gating is not served: `gated` other than `false` is refused.
+pub async fn update_settings(
+    state: &SharedState,
+    headers: &HeaderMap,
+    ns: &str,
+    name: &str,
+    body: Body,
+) -> HubResult<Response> {
+    let repo = open(state, headers, ns, name, Scope::Admin).await?;
+    let bytes = read_limited(body, headers, 64 * 1024, "settings request").await?;
+    let request: SettingsRequest = serde_json::from_slice(&bytes)
+        .map_err(|e| ServerError::bad_request(format!("malformed settings request: {e}")))?;
+    match request.gated {
+        None | Some(serde_json::Value::Bool(false)) => {}
+        Some(other) => {
+            return Err(ServerError::bad_request(format!(
+                "gated repositories are not served by this server (gated={other}): \
+                 readers are whoever its tokens name"
+            ))
+            .into())
+        }
+    }
+    if let Some(private) = visibility(request.visibility.as_deref(), request.private)? {
+        let (index, name) = (state.index.clone(), repo.name.clone());
+        blocking(move || Ok(index.set_repo_private(&name, private)?)).await?;
+        tracing::info!(repo = %repo.name, private, "repository settings changed through the Hub API");
+    }
     Ok(axum::Json(serde_json::json!({})).into_response())
 }

@@ -150,6 +150,9 @@ async fn route(
         (&Method::POST, ["tag", rev]) => {
             refs::create_tag(state, headers, (ns, name), &decode(rev)?, body).await
         }
+        (&Method::PUT, ["settings"]) => {
+            manage::update_settings(state, headers, ns, name, body).await
+        }
         (&Method::DELETE, ["tag", tag]) => {
             refs::delete_tag(state, headers, (ns, name), &decode(tag)?).await
         }

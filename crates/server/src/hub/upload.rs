@@ -76,17 +76,7 @@ async fn create(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
         .into());
     };
     let repo = requested_repo(request.kind.as_deref(), &org, &request.name)?;
-    let private = match request.visibility.as_deref() {
-        None => request.private.unwrap_or(false),
-        Some("private") => true,
-        Some("public") => false,
-        Some(other) => {
-            return Err(ServerError::bad_request(format!(
-                "visibility {other:?} is not served: private or public"
-            ))
-            .into())
-        }
-    };
+    let private = visibility(request.visibility.as_deref(), request.private)?.unwrap_or(false);
     let access = authorize(state, headers, &repo, Scope::Write)?;
     let url = format!("{}/{repo}", state.base_url(headers));
     let root = state.config.repos_dir();
@@ -231,4 +221,18 @@ pub async fn xet_write_token(
         &repo,
         Scope::Write,
     ))
+}
+
+/// Whether a request makes the repository private: `visibility` (public or private) or the
+/// older `private` flag; `None` when it says neither.
+pub fn visibility(visibility: Option<&str>, private: Option<bool>) -> HubResult<Option<bool>> {
+    match visibility {
+        None => Ok(private),
+        Some("private") => Ok(Some(true)),
+        Some("public") => Ok(Some(false)),
+        Some(other) => Err(ServerError::bad_request(format!(
+            "visibility {other:?} is not served: private or public"
+        ))
+        .into()),
+    }
 }

@@ -1,10 +1,12 @@
 //! The rule language of every credential: `org/name[:read|:write|:admin]` for one repository,
-//! `org/*[:...]` for every repository of an organization. ssh keys' forced commands
+//! `org/*[:...]` for every repository of an organization, its models and its datasets
+//! (`datasets/org/name`) alike, as on the Hub where an organization owns both;
+//! `datasets/org/*[:...]` for its datasets only. ssh keys' forced commands
 //! (`git xet shell --repo ...`), tokens (`token create --repo ...`) and the OIDC policy file
 //! all speak it, through this one parser.
 
 use crate::auth::Scope;
-use crate::repo_name::RepoName;
+use crate::repo_name::{RepoName, DATASETS};
 
 /// A rule that does not parse: the spec and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -14,11 +16,13 @@ pub struct RuleError {
     pub why: String,
 }
 
-/// Which repositories a rule covers: one, or every repository of an organization.
+/// Which repositories a rule covers: one, every repository of an organization (models and
+/// datasets), or every dataset of an organization.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Target {
     Repo(RepoName),
     Org(String),
+    OrgDatasets(String),
 }
 
 /// One rule: a target and the scope it gives there.
@@ -57,15 +61,32 @@ impl Rule {
             None => (spec, default.min(max)),
         };
         let target = match name.strip_suffix("/*") {
+            Some(DATASETS) => {
+                return Err(bad(
+                    "`datasets/*` is not a rule: `org/*` covers an organization's models and \
+                     datasets, `datasets/org/*` its datasets only"
+                        .into(),
+                ))
+            }
             Some(org) => {
+                let (org, datasets) =
+                    match org.strip_prefix(DATASETS).and_then(|o| o.strip_prefix('/')) {
+                        Some(org) => (org, true),
+                        None => (org, false),
+                    };
                 if org.contains('/') {
                     return Err(bad(
-                        "use `org/*` for every repository of an organization".into()
+                        "use `org/*` for every repository of an organization, `datasets/org/*` \
+                         for its datasets"
+                            .into(),
                     ));
                 }
                 // The organization must be a valid first segment of a repository name.
                 RepoName::parse(&format!("{org}/x")).map_err(|e| bad(e.to_string()))?;
-                Target::Org(org.to_string())
+                match datasets {
+                    true => Target::OrgDatasets(org.to_string()),
+                    false => Target::Org(org.to_string()),
+                }
             }
             None => Target::Repo(RepoName::parse(name).map_err(|e| bad(e.to_string()))?),
         };
@@ -89,7 +110,7 @@ impl Rule {
     pub fn single_repo(&self) -> Option<&RepoName> {
         match &self.target {
             Target::Repo(r) => Some(r),
-            Target::Org(_) => None,
+            Target::Org(_) | Target::OrgDatasets(_) => None,
         }
     }
 
@@ -98,6 +119,7 @@ impl Rule {
         let name = match &self.target {
             Target::Repo(r) => r.to_string(),
             Target::Org(o) => format!("{o}/*"),
+            Target::OrgDatasets(o) => format!("{DATASETS}/{o}/*"),
         };
         format!("{name}:{}", self.scope.as_str())
     }
@@ -106,6 +128,7 @@ impl Rule {
         match &self.target {
             Target::Repo(r) => r == repo,
             Target::Org(o) => org_of(repo) == Some(o.as_str()),
+            Target::OrgDatasets(o) => repo.is_dataset() && org_of(repo) == Some(o.as_str()),
         }
     }
 
@@ -115,8 +138,10 @@ impl Rule {
     }
 }
 
+/// The organization of `org/name` and of the dataset `datasets/org/name`.
 fn org_of(repo: &RepoName) -> Option<&str> {
-    repo.as_str().split_once('/').map(|(org, _)| org)
+    let id = repo.dataset_id().unwrap_or(repo.as_str());
+    id.split_once('/').map(|(org, _)| org)
 }
 
 /// What a credential grants: the widest scope any of its rules gives on a repository.
@@ -244,6 +269,9 @@ mod tests {
             "-x:read",
             "o g/a",
             "org/a:root",
+            "datasets/*",
+            "datasets/*:write",
+            "datasets/org/x/*",
         ] {
             assert!(
                 Rule::parse(bad, Scope::Read, Scope::Admin).is_err(),
@@ -255,5 +283,30 @@ mod tests {
         let r = Rule::parse("org/*", Scope::Admin, Scope::Write).unwrap();
         assert_eq!(r.spec(), "org/*:write");
         assert_eq!(rule("team/*:write").spec(), "team/*:write");
+    }
+
+    #[test]
+    fn an_org_rule_covers_its_datasets_and_a_datasets_rule_only_those() {
+        let set = RuleSet::new(vec![rule("org/*:write"), rule("datasets/team/*")]);
+        assert_eq!(set.scope(&repo("org/m")), Some(Scope::Write));
+        assert_eq!(set.scope(&repo("datasets/org/d")), Some(Scope::Write));
+        assert_eq!(set.scope(&repo("datasets/team/d")), Some(Scope::Read));
+        assert_eq!(set.scope(&repo("team/m")), None, "datasets only");
+        assert_eq!(set.scope(&repo("datasets/other/d")), None);
+        // A model of an organization named `datasets` is not any org's dataset.
+        assert_eq!(set.scope(&repo("datasets/org")), None);
+        assert_eq!(
+            set.describe(),
+            "org/*:write, datasets/team/*:read",
+            "specs read back"
+        );
+        assert_eq!(
+            rule("datasets/team/*:read"),
+            rule(&rule("datasets/team/*").spec())
+        );
+        assert!(set.covers_org("org", Scope::Write));
+        assert!(!set.covers_org("team", Scope::Read));
+        let no = set.refusal(&repo("datasets/x/d"), Scope::Read).unwrap();
+        assert!(no.contains("`datasets/x/d:read` or `x/*:read`"), "{no}");
     }
 }

@@ -42,8 +42,9 @@ pub struct Sha256Claim {
 }
 
 pub trait GcIndex {
-    /// Forgets `repo`'s file visibility (its LFS objects), its locks and the xorbs it holds
-    /// for its dedup scope. Returns how many files it had.
+    /// Forgets `repo`'s file visibility (its LFS objects), its locks, the xorbs it holds
+    /// for its dedup scope and its visibility record (`private`). Returns how many files it
+    /// had.
     fn delete_repo_files(&self, repo: &RepoName) -> IndexResult<u64>;
 
     /// Unregisters files that no repository can see (and their global-dedup entries).

@@ -132,6 +132,11 @@ pub async fn batch(
     let lfs = lfs_base(&base, repo);
     let max_object_size = state.config.max_object_size;
     let (token, exp) = state.mint_token(repo, scope, &access);
+    let token_id = access
+        .holder
+        .as_ref()
+        .map(|h| h.id.clone())
+        .unwrap_or_default();
     let expires_in = state
         .config
         .cas_token_ttl
@@ -212,8 +217,20 @@ pub async fn batch(
                             expires_at: None,
                         }
                     } else {
+                        // Signed too: huggingface_hub PUTs to the href without the header.
+                        let grant = crate::signing::UploadGrant {
+                            repo: repo.to_string(),
+                            oid: answer.oid.clone(),
+                            token_id: token_id.clone(),
+                            expires: exp,
+                        };
                         Action {
-                            href: format!("{lfs}/{}{}", routes::LFS_OBJECTS, answer.oid),
+                            href: format!(
+                                "{lfs}/{}{}?{}",
+                                routes::LFS_OBJECTS,
+                                answer.oid,
+                                grant.query(&state.keys)
+                            ),
                             header: auth_header.clone(),
                             expires_in,
                             expires_at: None,

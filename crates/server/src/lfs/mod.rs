@@ -86,7 +86,7 @@ async fn route(
         }
         (Method::PUT, r) if r.starts_with(routes::LFS_OBJECTS) => {
             let oid = &r[routes::LFS_OBJECTS.len()..];
-            objects::upload(&state, &repo, oid, &headers, body).await
+            objects::upload(&state, &repo, oid, parts.uri.query(), &headers, body).await
         }
         (Method::GET, r) if r.starts_with(routes::LFS_OBJECTS) => {
             let oid = &r[routes::LFS_OBJECTS.len()..];

@@ -172,6 +172,11 @@ impl GcIndex for PgIndex {
             wait(tx.execute("DELETE FROM locks WHERE repo = $1", &[&repo.as_str()]))?;
             // It no longer holds xorbs for its dedup scope.
             wait(tx.execute("DELETE FROM xorb_repos WHERE repo = $1", &[&repo.as_str()]))?;
+            // Nor is it private: a repository created again under the name decides anew.
+            wait(tx.execute(
+                "DELETE FROM repositories WHERE name = $1",
+                &[&repo.as_str()],
+            ))?;
             let n = wait(tx.execute("DELETE FROM repo_files WHERE repo = $1", &[&repo.as_str()]))?;
             wait(tx.commit())?;
             Ok(n)

@@ -79,6 +79,8 @@ impl GcIndex for SqliteIndex {
             // It no longer holds xorbs for its dedup scope (a repository created later under
             // the same name starts with nothing).
             tx.execute("DELETE FROM xorb_repos WHERE repo = ?1", [repo.as_str()])?;
+            // Nor is it private: a repository created again under the name decides anew.
+            tx.execute("DELETE FROM repositories WHERE name = ?1", [repo.as_str()])?;
             Ok(tx.execute("DELETE FROM repo_files WHERE repo = ?1", [repo.as_str()])? as u64)
         })
     }
