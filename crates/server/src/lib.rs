@@ -40,6 +40,7 @@ pub mod error;
 pub mod file_stream;
 pub mod gc;
 pub mod git;
+pub mod health;
 pub mod hook;
 pub mod http;
 pub mod hub;
@@ -55,6 +56,7 @@ pub mod proxy;
 pub mod reconstruct;
 pub mod repo_name;
 pub mod repo_routes;
+pub mod request_id;
 pub mod revocation;
 pub mod runtime;
 pub mod shard_check;
@@ -185,6 +187,7 @@ fn open_state(
         listen_url,
         data_lock: Some(data_lock),
         revocations: crate::revocation::RevocationCache::new(crate::revocation::DEFAULT_TTL),
+        readiness: Default::default(),
     })
 }
 
