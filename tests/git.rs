@@ -45,6 +45,9 @@ mod multi_process;
 mod old_lfs;
 #[path = "git/prompt.rs"]
 mod prompt;
+
+#[path = "git/request_ids.rs"]
+mod request_ids;
 #[path = "git/shared_uploads.rs"]
 mod shared_uploads;
 #[path = "git/ssh_auth.rs"]

@@ -27,6 +27,12 @@ mod dedup_scope_figures;
 #[path = "server/durability.rs"]
 mod durability;
 
+#[path = "server/health.rs"]
+mod health;
+
+#[path = "server/systemd.rs"]
+mod systemd;
+
 #[path = "server/gitenv.rs"]
 mod gitenv;
 

@@ -19,12 +19,30 @@ fn sees(scope: &str, other: &str) -> bool {
     }
 }
 
-/// An error body with every hex hash replaced, to compare the answers about a xorb another
-/// scope holds with those about one nobody holds.
+/// An error body with every hex hash and request id replaced, to compare the answers about a
+/// xorb another scope holds with those about one nobody holds.
 fn without_hashes(text: &str, hashes: &[MerkleHash]) -> String {
     let mut out = text.to_string();
     for h in hashes {
         out = out.replace(&h.to_hex(), "<hash>");
+    }
+    without_request_ids(&out)
+}
+
+/// `text` with each request id (which every answer has its own of) as `<id>`: after
+/// `request id ` and in `"request_id":"..."`.
+fn without_request_ids(text: &str) -> String {
+    let mut out = text.to_string();
+    for marker in ["request id ", "\"request_id\":\""] {
+        let mut from = 0;
+        while let Some(at) = out[from..].find(marker) {
+            let start = from + at + marker.len();
+            let len = out[start..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || "-_.:".contains(c)))
+                .unwrap_or(out.len() - start);
+            out.replace_range(start..start + len, "<id>");
+            from = start + "<id>".len();
+        }
     }
     out
 }

@@ -323,7 +323,7 @@ fn fetch_urls_end_when_their_token_is_revoked() {
     eprintln!("a fetch URL of a revoked token was refused after {took:?}");
 }
 
-/// Every route that takes a token, with a revoked one: 403 naming the revocation. `/health`,
+/// Every route that takes a token, with a revoked one: 403 naming the revocation. `/health`, `/readyz`,
 /// `/metrics` and `/v1/telemetry` read no token (they serve nothing of a repository); the
 /// xorb data route is bound to the token that got the URL (the test above).
 #[test]
@@ -389,7 +389,14 @@ fn a_revoked_token_is_refused_on_every_route() {
         ("POST", format!("{lfs}/locks/1/unlock"), ""),
     ];
     // The table covers every route that reads a token.
-    let unauthenticated = ["health", "metrics", "telemetry", "xorb_data", "other"];
+    let unauthenticated = [
+        "health",
+        "ready",
+        "metrics",
+        "telemetry",
+        "xorb_data",
+        "other",
+    ];
     let covered: std::collections::BTreeSet<&str> = routes
         .iter()
         .map(|(m, p, _)| {

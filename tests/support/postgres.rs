@@ -141,30 +141,7 @@ impl PgCluster {
         // before it starts (see ports): try a few.
         for attempt in 1..=super::ports::ATTEMPTS {
             cluster.port = super::ports::candidate();
-            let options = format!(
-                "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c synchronous_commit=off \
-                 -c full_page_writes=off -c max_connections=300",
-                cluster.port,
-                cluster.dir.display()
-            );
-            let log = cluster.dir.join("log");
-            let ok = cluster
-                .server_tool("pg_ctl")
-                .args(["-D", data.to_str().unwrap()])
-                .args([
-                    "-l",
-                    log.to_str().unwrap(),
-                    "-w",
-                    "-t",
-                    "60",
-                    "-o",
-                    &options,
-                    "start",
-                ])
-                .stdout(Stdio::null())
-                .status()
-                .expect("run pg_ctl")
-                .success();
+            let ok = cluster.pg_ctl_start();
             if ok {
                 return cluster;
             }
@@ -174,6 +151,59 @@ impl PgCluster {
             );
         }
         panic!("PostgreSQL did not start; log:\n{}", cluster.log_text());
+    }
+
+    /// `pg_ctl start` on the cluster's port; whether it started.
+    fn pg_ctl_start(&self) -> bool {
+        let data = self.data_dir();
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c synchronous_commit=off \
+             -c full_page_writes=off -c max_connections=300",
+            self.port,
+            self.dir.display()
+        );
+        let log = self.dir.join("log");
+        self.server_tool("pg_ctl")
+            .args(["-D", data.to_str().unwrap()])
+            .args([
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                &options,
+                "start",
+            ])
+            .stdout(Stdio::null())
+            .status()
+            .expect("run pg_ctl")
+            .success()
+    }
+
+    /// Stops PostgreSQL (fast shutdown: sessions are ended), keeping its data and port for
+    /// [`PgCluster::start_again`]. For a test of what its clients do meanwhile.
+    pub fn stop(&self) {
+        self.run_server_tool(
+            "pg_ctl",
+            &[
+                "-D",
+                self.data_dir().to_str().unwrap(),
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+            ],
+        );
+    }
+
+    /// Starts a cluster [`PgCluster::stop`] stopped again, on the same port.
+    pub fn start_again(&self) {
+        assert!(
+            self.pg_ctl_start(),
+            "PostgreSQL did not start again; log:\n{}",
+            self.log_text()
+        );
     }
 
     pub fn port(&self) -> u16 {

@@ -203,6 +203,7 @@ impl Http {
             return Ok(response);
         }
         let hint = retry_after(response.headers());
+        let id = request_id(response.headers());
         let reason = error_reason(response).await;
         if is_retryable_status(status.as_u16()) {
             let reason = if reason.is_empty() {
@@ -210,6 +211,7 @@ impl Http {
             } else {
                 format!("{status}: {reason}")
             };
+            let reason = with_request_id(reason, id.as_deref());
             return Err(AttemptError::Retry { reason, hint });
         }
         let reason = match (status, reason.is_empty()) {
@@ -221,8 +223,27 @@ impl Http {
         Err(AttemptError::Fatal(ClientError::Http {
             what: what.to_string(),
             status: status.as_u16(),
-            reason,
+            reason: with_request_id(reason, id.as_deref()),
         }))
+    }
+}
+
+/// The id the server gave the request (`X-Request-Id`), when it is a short plain token: a
+/// user's report quoting it finds the request in the server's log.
+pub fn request_id(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let id = headers.get("x-request-id")?.to_str().ok()?;
+    let sane = (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+    sane.then(|| id.to_string())
+}
+
+/// `reason` ending with `(request id ID)`, unless the server's own message already says it.
+pub fn with_request_id(reason: String, id: Option<&str>) -> String {
+    match id {
+        Some(id) if !reason.contains(id) => format!("{reason} (request id {id})"),
+        _ => reason,
     }
 }
 
@@ -272,5 +293,22 @@ mod tests {
             origin_of("http://127.0.0.1:8081/")
         );
         assert_eq!(origin_of("not a url"), "");
+    }
+
+    #[test]
+    fn request_ids_are_appended_once_and_only_when_sane() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        assert_eq!(request_id(&headers), None);
+        headers.insert("x-request-id", "ab12-cd".parse().unwrap());
+        let id = request_id(&headers);
+        assert_eq!(id.as_deref(), Some("ab12-cd"));
+        assert_eq!(
+            with_request_id("denied".into(), id.as_deref()),
+            "denied (request id ab12-cd)"
+        );
+        let said = "denied (request id ab12-cd)".to_string();
+        assert_eq!(with_request_id(said.clone(), id.as_deref()), said);
+        headers.insert("x-request-id", "a b".parse().unwrap());
+        assert_eq!(request_id(&headers), None);
     }
 }

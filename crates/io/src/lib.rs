@@ -24,6 +24,7 @@ pub mod cli_docs;
 pub mod error_chain;
 pub mod http;
 pub mod human;
+pub mod json_log;
 pub mod logging;
 pub mod pipeline;
 pub mod platform;

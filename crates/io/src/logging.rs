@@ -7,17 +7,28 @@ use std::sync::Mutex;
 
 use tracing_subscriber::EnvFilter;
 
+/// How log lines are written: for people, or one JSON object per line (json_log.rs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
 /// Installs the global subscriber. `default_level` applies when nothing else is configured.
 pub fn init(default_level: &str) {
+    init_with(default_level, LogFormat::Text)
+}
+
+/// [`init`] with a choice of format.
+pub fn init_with(default_level: &str, format: LogFormat) {
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
     let level = std::env::var("GIT_XET_LOG_LEVEL")
         .ok()
         .filter(|s| !s.is_empty())
         .or_else(|| git_trace_enabled().then(|| "debug".to_string()))
         .unwrap_or_else(|| default_level.to_string());
     let filter = EnvFilter::try_new(&level).unwrap_or_else(|_| EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false);
     let file = std::env::var_os("GIT_XET_LOG")
         .filter(|s| !s.is_empty())
         .and_then(|path| {
@@ -27,19 +38,22 @@ pub fn init(default_level: &str) {
                 .open(path)
                 .ok()
         });
-    let _ = match file {
-        Some(file) => builder
+    // Colour only for a person at a terminal, never in files, pipes or git's trace output.
+    let ansi = file.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let writer = match file {
+        Some(file) => BoxMakeWriter::new(Mutex::new(file)),
+        None => BoxMakeWriter::new(std::io::stderr),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer);
+    let _ = match format {
+        LogFormat::Text => builder.with_target(false).with_ansi(ansi).try_init(),
+        LogFormat::Json => builder
             .with_ansi(false)
-            .with_writer(Mutex::new(file))
+            .fmt_fields(crate::json_log::JsonFields)
+            .event_format(crate::json_log::JsonEvent)
             .try_init(),
-        None => {
-            // Colour only for a person at a terminal, never in pipes or git's trace output.
-            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-            builder
-                .with_ansi(ansi)
-                .with_writer(std::io::stderr)
-                .try_init()
-        }
     };
 }
 

@@ -1,6 +1,6 @@
 //! The server layer's one error type. Each variant is an HTTP status; the message is the
-//! reason a client sees in the JSON body (`{"error": ..., "message": ...}`; `message` is the
-//! field git-lfs prints).
+//! reason a client sees in the JSON body (`{"error": ..., "message": ..., "request_id": ...}`;
+//! `message`, the field git-lfs prints, ends with the request id).
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -80,8 +80,17 @@ impl ServerError {
         if status.is_server_error() {
             tracing::error!(%status, "{self}");
         }
-        let message = self.to_string();
-        let body = serde_json::json!({ "error": message, "message": message }).to_string();
+        let error = self.to_string();
+        // `message` is what git-lfs prints: it carries the request id for the user to report.
+        let body = match crate::request_id::current() {
+            Some(id) => serde_json::json!({
+                "error": error,
+                "message": format!("{error} (request id {id})"),
+                "request_id": id,
+            }),
+            None => serde_json::json!({ "error": error, "message": error }),
+        }
+        .to_string();
         let mut response = (status, body).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -9,19 +9,22 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use tower::ServiceExt;
+use tracing::Instrument;
 
 use crate::error::ServerError;
 use crate::index::scope::SCOPED_CAS_PREFIX;
 use crate::listen::Peer;
 use crate::state::SharedState;
-use crate::{cas, repo_routes, status};
+use crate::{cas, repo_routes, request_id, status};
 use git_xet_core::api::routes::{self, Route};
 
 pub fn router(state: SharedState) -> Router {
     let scoped = cas_routes(Router::new()).with_state(state.clone());
     cas_routes(Router::new())
         .route(routes::STATUS, get(status_page))
-        .route(routes::HEALTH, get(|| async { "ok\n" }))
+        .route(routes::HEALTH, get(crate::health::live))
+        .route(routes::HEALTHZ, get(crate::health::live))
+        .route(routes::READYZ, get(crate::health::ready))
         .route(routes::METRICS, get(metrics))
         // A service, not a route: a route's path captures would reach the CAS handlers.
         .nest_service(
@@ -134,7 +137,8 @@ async fn status_page(State(state): State<SharedState>, headers: HeaderMap) -> Re
     status::overview(state, headers).await
 }
 
-/// Counts each request by route and status and logs it. Only the path is logged: query
+/// Counts each request by route and status and logs it, in the `request` span that gives
+/// every log line of the request its id (request_id.rs). Only the path is logged: query
 /// strings carry URL signatures and headers carry tokens.
 async fn observe(State(state): State<SharedState>, request: Request, next: Next) -> Response {
     let route = route_label(request.method(), request.uri().path());
@@ -145,8 +149,15 @@ async fn observe(State(state): State<SharedState>, request: Request, next: Next)
             .headers()
             .get(header::CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0");
+    let id = request_id::of_request(request.headers());
+    let span = tracing::info_span!("request", request_id = %id);
     let started = Instant::now();
-    let mut response = next.run(request).await;
+    let mut response = request_id::scope(id.clone(), next.run(request))
+        .instrument(span.clone())
+        .await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(request_id::HEADER, value);
+    }
     let status = response.status();
     // A refused request's body may be left unread (a bad URL, a missing token, a size over
     // the limit); the connection cannot carry another request then, so say it will close
@@ -158,7 +169,8 @@ async fn observe(State(state): State<SharedState>, request: Request, next: Next)
     }
     state.metrics.record_request(route, status.as_u16());
     let ms = started.elapsed().as_millis() as u64;
-    if matches!(route, "health" | "metrics" | "xorb_data") && status.is_success() {
+    let _in_request = span.enter();
+    if matches!(route, "health" | "ready" | "metrics" | "xorb_data") && status.is_success() {
         tracing::debug!(%method, %path, status = status.as_u16(), ms, "request");
     } else {
         tracing::info!(%method, %path, status = status.as_u16(), ms, "request");

@@ -251,6 +251,7 @@ fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportErro
         listen_url: "http://127.0.0.1:0".into(),
         data_lock: None,
         revocations: crate::revocation::RevocationCache::new(crate::revocation::DEFAULT_TTL),
+        readiness: Default::default(),
     };
     Ok((Arc::new(state), tmp))
 }

@@ -41,6 +41,7 @@ pub mod error;
 pub mod file_stream;
 pub mod gc;
 pub mod git;
+pub mod health;
 pub mod hook;
 pub mod http;
 pub mod hub;
@@ -58,6 +59,7 @@ pub mod rebuild;
 pub mod reconstruct;
 pub mod repo_name;
 pub mod repo_routes;
+pub mod request_id;
 pub mod revocation;
 pub mod runtime;
 pub mod shard_check;
@@ -188,6 +190,7 @@ fn open_state(
         listen_url,
         data_lock: Some(data_lock),
         revocations: crate::revocation::RevocationCache::new(crate::revocation::DEFAULT_TTL),
+        readiness: Default::default(),
     })
 }
 

@@ -37,6 +37,8 @@ pub struct AppState {
     pub data_lock: Option<std::fs::File>,
     /// Revoked token ids, as recently read from the index.
     pub revocations: RevocationCache,
+    /// The last `/readyz` answer (health.rs).
+    pub readiness: crate::health::Readiness,
 }
 
 impl AppState {

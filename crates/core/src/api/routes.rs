@@ -32,6 +32,10 @@ pub const SHARD_UPLOAD_V2: &str = "/v2/shards";
 
 pub const STATUS: &str = "/";
 pub const HEALTH: &str = "/health";
+/// Liveness under the name Kubernetes uses: the same answer as [`HEALTH`].
+pub const HEALTHZ: &str = "/healthz";
+/// Readiness: whether the index and the object store answer.
+pub const READYZ: &str = "/readyz";
 pub const METRICS: &str = "/metrics";
 
 /// A repository's git-lfs endpoint is `{repo}.git` followed by this.
@@ -69,6 +73,7 @@ pub enum Route {
     ShardUpload,
     ShardUploadV2,
     Health,
+    Ready,
     Metrics,
     Status,
     LfsBatch,
@@ -85,7 +90,7 @@ pub enum Route {
 }
 
 impl Route {
-    pub const ALL: [Route; 24] = [
+    pub const ALL: [Route; 25] = [
         Route::XorbUpload,
         Route::XorbGrant,
         Route::Telemetry,
@@ -97,6 +102,7 @@ impl Route {
         Route::ShardUpload,
         Route::ShardUploadV2,
         Route::Health,
+        Route::Ready,
         Route::Metrics,
         Route::Status,
         Route::LfsBatch,
@@ -142,6 +148,7 @@ impl Route {
             Route::ShardUpload => "shard_upload",
             Route::ShardUploadV2 => "shard_upload_v2",
             Route::Health => "health",
+            Route::Ready => "ready",
             Route::Metrics => "metrics",
             Route::Status => "status",
             Route::LfsBatch => "lfs_batch",
@@ -192,7 +199,8 @@ impl Route {
             return Some(route);
         }
         match path {
-            HEALTH => return Some(Route::Health),
+            HEALTH | HEALTHZ => return Some(Route::Health),
+            READYZ => return Some(Route::Ready),
             METRICS => return Some(Route::Metrics),
             STATUS => return Some(Route::Status),
             _ => {}

@@ -290,6 +290,7 @@ fn sample(route: Route) -> (&'static str, String) {
         Route::ShardUpload => ("POST", SHARD_UPLOAD.into()),
         Route::ShardUploadV2 => ("POST", SHARD_UPLOAD_V2.into()),
         Route::Health => ("GET", HEALTH.into()),
+        Route::Ready => ("GET", READYZ.into()),
         Route::Metrics => ("GET", METRICS.into()),
         Route::Status => ("GET", STATUS.into()),
         Route::LfsBatch => ("POST", lfs(LFS_BATCH)),

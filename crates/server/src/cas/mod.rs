@@ -46,6 +46,7 @@ fn handler(route: Route) -> MethodRouter<SharedState> {
         Route::ShardUpload => post(shards::upload),
         Route::ShardUploadV2 => post(shards_v2::upload),
         Route::Health
+        | Route::Ready
         | Route::Metrics
         | Route::Status
         | Route::LfsBatch

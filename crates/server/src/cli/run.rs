@@ -170,14 +170,33 @@ pub(super) struct RunArgs {
         requires = "oidc_issuer"
     )]
     policy: Option<PathBuf>,
+    /// Log lines as `text` (for people, journald) or `json` (one object per line, with the
+    /// request id of each request's lines: docs/server.md, "Logs").
+    #[arg(
+        long,
+        value_enum,
+        default_value = "text",
+        env = "GIT_XET_SERVER_LOG_FORMAT"
+    )]
+    log_format: LogFormatArg,
     /// Skip fsync (tests and benchmarks only: a power loss may lose recent uploads).
     #[arg(long, env = "GIT_XET_SERVER_NO_FSYNC",
           value_parser = clap::builder::BoolishValueParser::new())]
     no_fsync: bool,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
 pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
-    git_xet_io::logging::init("info");
+    let format = match args.log_format {
+        LogFormatArg::Text => git_xet_io::logging::LogFormat::Text,
+        LogFormatArg::Json => git_xet_io::logging::LogFormat::Json,
+    };
+    git_xet_io::logging::init_with("info", format);
     let mut config = ServerConfig::new(args.listen, args.deployment.data_dir()?);
     config.deployment = args.deployment.config()?;
     if let Some(url) = args.public_url {

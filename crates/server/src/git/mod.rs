@@ -55,7 +55,10 @@ pub async fn handle(state: SharedState, repo: &str, route: GitRoute, request: Re
 /// only when it is `text/plain`, so a JSON body left the user with the bare status code.
 /// Status and challenge headers stay as every other route sends them.
 fn refusal(error: ServerError) -> Response {
-    let message = format!("{error}\n");
+    let message = match crate::request_id::current() {
+        Some(id) => format!("{error}\n(request id {id})\n"),
+        None => format!("{error}\n"),
+    };
     let mut response = error.into_response();
     *response.body_mut() = axum::body::Body::from(message);
     let headers = response.headers_mut();
