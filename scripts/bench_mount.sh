@@ -95,9 +95,9 @@ r4="$(requests)"
 t4="$(now)"; cat "$WORK/view2/model.bin" > /dev/null; t5="$(now)"
 s5="$(served)"; r5="$(requests)"
 "$BIN" unmount "$WORK/view2"
-t6="$(now)"
+s6="$(served)"; t6="$(now)"
 "$BIN" download --endpoint "$URL" --token "$TOKEN" --no-chunk-cache "$HASH" -o "$WORK/copy.bin" 2>/dev/null
-t7="$(now)"
+t7="$(now)"; s7="$(served)"
 
 mbs() { awk -v s="$1" -v e="$2" -v b="$((SIZE_MIB * 1048576))" 'BEGIN { printf "%.1f MB/s (%.2f s)", b / (e - s) / 1e6, e - s }'; }
 echo
@@ -106,6 +106,6 @@ awk -v a="$t0" -v b="$t1" -v s="$((s1 - s0))" 'BEGIN { printf "mount + stat:    
 echo "random 1 MiB read at $OFFSET:  first 4 KiB in ${first} ms, 1 MiB in ${total} ms, xorb bytes served $((s2 - s1)), requests $((r2 - r1))"
 echo "sequential read, mount:       $(mbs "$t2" "$t3") (cold chunk cache; xorb bytes served $((s3 - s2b)))"
 echo "sequential read, new mount:   $(mbs "$t4" "$t5") (warm cache; xorb bytes served $((s5 - s4)), requests $((r5 - r4)))"
-echo "git xet download:             $(mbs "$t6" "$t7") (no chunk cache)"
+echo "git xet download:             $(mbs "$t6" "$t7") (no chunk cache; xorb bytes served $((s7 - s6)))"
 awk -v a="$t2" -v b="$t3" -v c="$t6" -v d="$t7" 'BEGIN { printf "mount / download throughput:  %.0f%%\n", 100 * (d - c) / (b - a) }'
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -15,14 +15,14 @@ use git_xet_core::lfs::pointer::Pointer;
 /// 2 MiB: about 32 chunks, so the chunks cut at a block's ends are a small part of it,
 /// and a FUSE read (128 KiB) rarely spans two blocks.
 pub const BLOCK_SIZE: u64 = 2 << 20;
-/// At most this many blocks are fetched ahead of a sequential reader (48 MiB).
-pub const READ_AHEAD: u64 = 24;
-/// Read-ahead fetches runs of up to this many blocks (16 MiB) as one range: one
+/// At most this many blocks are fetched ahead of a sequential reader (64 MiB).
+pub const READ_AHEAD: u64 = 32;
+/// Read-ahead fetches runs of up to this many blocks (8 MiB) as one range: one
 /// reconstruction query and one xorb range per run instead of one per block, and several
 /// runs in flight at once keep the link busy.
-pub const WINDOW_BLOCKS: u64 = 8;
-/// Blocks kept in memory (128 MiB): the read-ahead and what readers are reading.
-pub const MEMORY_BLOCKS: usize = 64;
+pub const WINDOW_BLOCKS: u64 = 4;
+/// Blocks kept in memory (192 MiB): the read-ahead and what readers are reading.
+pub const MEMORY_BLOCKS: usize = 96;
 /// A stream of reads is sequential once it has read this much without a jump: a random
 /// read of a few MiB does not start read-ahead.
 pub const SEQUENTIAL_AFTER: u64 = 2 * BLOCK_SIZE;
@@ -126,7 +126,7 @@ impl<S: RangeSource> BlockCache<S> {
     /// Read-ahead after block `last` for a stream that has read `run` bytes in a row: an
     /// eighth of the run (at least a block, at most [`READ_AHEAD`]), so that reading one
     /// tensor of a checkpoint fetches little past its end while a whole-file read has
-    /// 48 MiB ahead after its first 384 MiB. Refilled once half of it was read, in runs of
+    /// 64 MiB ahead after its first 512 MiB. Refilled once half of it was read, in runs of
     /// at most [`WINDOW_BLOCKS`] fetched in parallel: a few fetches per window, not one per
     /// block.
     fn read_ahead(&self, object: &Pointer, last: u64, run: u64) {
@@ -368,6 +368,14 @@ mod tests {
         fetched.sort();
         // Read-ahead from block 12 on, an eighth of the run: one block.
         assert_eq!(fetched, vec![5, 10, 11, 12, 13, 30]);
+        // Never past the end.
+        let mut offset = 36 * BLOCK_SIZE;
+        while offset < 40 * BLOCK_SIZE {
+            c.read(&obj, offset, piece as u32).unwrap();
+            offset += piece;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(c.source().fetches.lock().unwrap().iter().all(|&b| b < 40));
         // A long sequential read: read-ahead grows to READ_AHEAD blocks, fetched in runs.
         let big = Pointer::new(Oid([8; 32]), 400 * BLOCK_SIZE);
         let calls = c.source().calls.load(Ordering::SeqCst);
@@ -378,17 +386,12 @@ mod tests {
         }
         std::thread::sleep(Duration::from_millis(300));
         let calls = c.source().calls.load(Ordering::SeqCst) - calls;
-        assert!(calls < 80, "{calls} fetches for 300 blocks");
+        assert!(
+            calls < 150,
+            "{calls} fetches for 300 blocks: not one per block"
+        );
         let furthest = c.source().fetches.lock().unwrap().iter().copied().max();
         assert!(furthest <= Some(300 + READ_AHEAD), "{furthest:?}");
-        // Never past the end.
-        let mut offset = 36 * BLOCK_SIZE;
-        while offset < 40 * BLOCK_SIZE {
-            c.read(&obj, offset, piece as u32).unwrap();
-            offset += piece;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(c.source().fetches.lock().unwrap().iter().all(|&b| b < 40));
     }
 
     #[test]
