@@ -80,7 +80,8 @@ with safe_open(path, framework="np") as f:
     tensor = f.get_tensor(name)
 secs = time.monotonic() - t
 with safe_open(original, framework="np") as f:
-    assert np.array_equal(tensor, f.get_tensor(name)), "the tensor differs"
+    # Bytes, not values: random bytes hold NaNs, which compare unequal.
+    assert tensor.tobytes() == f.get_tensor(name).tobytes(), "the tensor differs"
 with open(original, "rb") as f:
     header = 8 + int.from_bytes(f.read(8), "little")
 print(name, tensor.nbytes, header, f"{secs:.2f}")

@@ -198,7 +198,7 @@ impl XetRemote {
     /// Bytes `start..=end` from the caches alone (a reconstruction kept on disk, its xorb
     /// ranges in the chunk cache), through a client that has no token and retries nothing;
     /// None when anything is missing (the caller then asks the server).
-    fn from_caches(
+    fn read_cached(
         &self,
         object: &Pointer,
         start: u64,
@@ -413,7 +413,7 @@ impl RangeSource for XetRemote {
             .get(&object.oid)
             .cloned();
         if located.is_none() {
-            if let Some(data) = self.from_caches(object, start, end, deadline) {
+            if let Some(data) = self.read_cached(object, start, end, deadline) {
                 return Ok(data);
             }
         }

@@ -36,10 +36,11 @@ pub fn slice_reconstruction(
                 out.offset_into_first_range = start - pos;
             }
             out.terms.push(term.clone());
-            if !out.fetch_info.contains_key(&term.hash) {
-                if let Some(f) = recon.fetch_info.get(&term.hash) {
-                    out.fetch_info.insert(term.hash, f.clone());
-                }
+            if let (std::collections::hash_map::Entry::Vacant(slot), Some(f)) = (
+                out.fetch_info.entry(term.hash),
+                recon.fetch_info.get(&term.hash),
+            ) {
+                slot.insert(f.clone());
             }
         }
         pos += len;
