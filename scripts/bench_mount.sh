@@ -10,7 +10,8 @@
 # xorb bytes served meanwhile: must be 0); one random 1 MiB read (first-byte latency, total
 # time, xorb bytes served); a sequential read of the whole file through the mount against
 # `git xet download` of the same file (fresh chunk cache each); a second sequential read
-# through a new mount (xorb bytes served). Needs /dev/fuse, fusermount3, git-lfs, python3.
+# through a new mount (xorb bytes and requests served: the reconstructions are kept beside the
+# chunk cache, so 0 and 0). Needs /dev/fuse, fusermount3, git-lfs, python3.
 set -euo pipefail
 
 SIZE_MIB="${1:-1024}"
@@ -43,6 +44,8 @@ URL="$(cat "$WORK/ready")"
 TOKEN="$("$BIN" server token create --repo bench/model --scope write --data "$WORK/server")"
 REMOTE="http://x:$TOKEN@${URL#http://}/bench/model.git"
 served() { curl -s "$URL/metrics" | awk '$1 ~ /^git_xet_xorb_bytes_served_total({|$)/ { s += $2 } END { printf "%.0f", s }'; }
+# HTTP requests the server answered, its metrics scrapes left out.
+requests() { curl -s "$URL/metrics" | awk '$1 ~ /^git_xet_http_requests_total/ && $1 !~ /metrics/ { s += $2 } END { printf "%.0f", s }'; }
 now() { date +%s.%N; }
 
 echo "generating and pushing ${SIZE_MIB} MiB" >&2
@@ -61,6 +64,7 @@ stat -c %s "$WORK/view/model.bin" >/dev/null
 t1="$(now)"; s1="$(served)"
 
 # One random 1 MiB read (an offset in the middle, 4 KiB aligned).
+r1="$(requests)"
 OFFSET=$(( (SIZE_MIB / 2) * 1048576 + 12345 * 4096 % 1048576 ))
 read -r first total < <(python3 - "$WORK/view/model.bin" "$OFFSET" <<'EOF'
 import os, sys, time
@@ -72,7 +76,7 @@ while n < 1 << 20:
 print(f"{first * 1000:.1f} {(time.monotonic() - t) * 1000:.1f}")
 EOF
 )
-s2="$(served)"
+s2="$(served)"; r2="$(requests)"
 cmp -s <(tail -c +"$((OFFSET + 1))" "$WORK/a/model.bin" | head -c 1048576) \
        <(tail -c +"$((OFFSET + 1))" "$WORK/view/model.bin" | head -c 1048576) \
   || { echo "the random read differs" >&2; exit 1; }
@@ -87,18 +91,21 @@ cmp -s "$WORK/a/model.bin" "$WORK/view/model.bin" || { echo "the mount differs" 
 "$BIN" unmount "$WORK/view"
 s4="$(served)"
 "$BIN" mount "$WORK/view2" 2>/dev/null
+r4="$(requests)"
 t4="$(now)"; cat "$WORK/view2/model.bin" > /dev/null; t5="$(now)"
-s5="$(served)"
+s5="$(served)"; r5="$(requests)"
 "$BIN" unmount "$WORK/view2"
-t6="$(now)"
+s6="$(served)"; t6="$(now)"
 "$BIN" download --endpoint "$URL" --token "$TOKEN" --no-chunk-cache "$HASH" -o "$WORK/copy.bin" 2>/dev/null
-t7="$(now)"
+t7="$(now)"; s7="$(served)"
 
 mbs() { awk -v s="$1" -v e="$2" -v b="$((SIZE_MIB * 1048576))" 'BEGIN { printf "%.1f MB/s (%.2f s)", b / (e - s) / 1e6, e - s }'; }
 echo
 echo "git xet mount benchmark: ${SIZE_MIB} MiB LFS file, server on loopback ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)); binary $BIN"
 awk -v a="$t0" -v b="$t1" -v s="$((s1 - s0))" 'BEGIN { printf "mount + stat:                 %.3f s, xorb bytes served %d\n", b - a, s }'
-echo "random 1 MiB read at $OFFSET:  first 4 KiB in ${first} ms, 1 MiB in ${total} ms, xorb bytes served $((s2 - s1))"
+echo "random 1 MiB read at $OFFSET:  first 4 KiB in ${first} ms, 1 MiB in ${total} ms, xorb bytes served $((s2 - s1)), requests $((r2 - r1))"
 echo "sequential read, mount:       $(mbs "$t2" "$t3") (cold chunk cache; xorb bytes served $((s3 - s2b)))"
-echo "sequential read, new mount:   $(mbs "$t4" "$t5") (warm chunk cache; xorb bytes served $((s5 - s4)))"
-echo "git xet download:             $(mbs "$t6" "$t7") (no chunk cache)"
+echo "sequential read, new mount:   $(mbs "$t4" "$t5") (warm cache; xorb bytes served $((s5 - s4)), requests $((r5 - r4)))"
+echo "git xet download:             $(mbs "$t6" "$t7") (no chunk cache; xorb bytes served $((s7 - s6)))"
+awk -v a="$t2" -v b="$t3" -v c="$t6" -v d="$t7" 'BEGIN { printf "mount / download throughput:  %.0f%%\n", 100 * (d - c) / (b - a) }'
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

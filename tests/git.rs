@@ -39,6 +39,8 @@ mod migrate;
 mod migrate_endpoints;
 #[path = "git/mount.rs"]
 mod mount;
+#[path = "git/mount_more.rs"]
+mod mount_more;
 #[path = "git/multi_process.rs"]
 mod multi_process;
 #[path = "git/old_lfs.rs"]

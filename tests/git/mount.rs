@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use crate::env::{ok, remote_url, stderr, GitEnv};
 use crate::support::{random_bytes, write_file, TestServer};
 
-const XORB_SERVED: &str = "git_xet_xorb_bytes_served_total";
+pub(super) const XORB_SERVED: &str = "git_xet_xorb_bytes_served_total";
 
 /// Whether FUSE can be used here; under CI its absence fails the test.
-fn have_fuse() -> bool {
+pub(super) fn have_fuse() -> bool {
     let fusermount = std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").is_file()));
     let why = if !Path::new("/dev/fuse").exists() {
@@ -31,7 +31,7 @@ fn have_fuse() -> bool {
     false
 }
 
-fn mounted(dir: &Path) -> bool {
+pub(super) fn mounted(dir: &Path) -> bool {
     let dir = std::fs::canonicalize(dir).unwrap();
     std::fs::read_to_string("/proc/mounts")
         .unwrap()
@@ -40,7 +40,7 @@ fn mounted(dir: &Path) -> bool {
 }
 
 /// Unmounts on drop whatever a failing test left mounted.
-struct Mounted(PathBuf);
+pub(super) struct Mounted(pub(super) PathBuf);
 
 impl Drop for Mounted {
     fn drop(&mut self) {
@@ -53,21 +53,26 @@ impl Drop for Mounted {
     }
 }
 
-struct Fixture {
-    server: TestServer,
-    env: GitEnv,
-    clone: PathBuf,
-    v1: Vec<u8>,
-    v2: Vec<u8>,
-    small: Vec<u8>,
+pub(super) struct Fixture {
+    pub(super) server: TestServer,
+    pub(super) env: GitEnv,
+    pub(super) clone: PathBuf,
+    pub(super) v1: Vec<u8>,
+    pub(super) v2: Vec<u8>,
+    pub(super) small: Vec<u8>,
 }
 
 /// A repository with two commits of an LFS file (`v1` tagged), a small LFS file, a git
 /// file, an executable and a symlink, pushed; and a pointer-only clone of it.
-fn fixture() -> Fixture {
+pub(super) fn fixture() -> Fixture {
     let server = TestServer::start();
     let remote = remote_url(&server, "org/models", "write");
-    let env = GitEnv::with_agent(&[]);
+    fixture_on(server, &remote, GitEnv::with_agent(&[]))
+}
+
+/// [`fixture`] on a given server, through `remote`, in `env`.
+pub(super) fn fixture_on(server: TestServer, remote: &str, env: GitEnv) -> Fixture {
+    let remote = remote.to_string();
     let a = env.lfs_repo("a", &remote);
     let v1 = random_bytes(5 << 20, 11);
     let small = random_bytes(70_000, 12);
@@ -110,7 +115,7 @@ fn fixture() -> Fixture {
     }
 }
 
-fn lfs_objects(repo: &Path) -> usize {
+pub(super) fn lfs_objects(repo: &Path) -> usize {
     fn count(dir: &Path) -> usize {
         std::fs::read_dir(dir).map_or(0, |entries| {
             entries
@@ -128,7 +133,7 @@ fn lfs_objects(repo: &Path) -> usize {
     count(&repo.join(".git/lfs/objects"))
 }
 
-fn mount(f: &Fixture, name: &str, extra: &[&str]) -> Mounted {
+pub(super) fn mount(f: &Fixture, name: &str, extra: &[&str]) -> Mounted {
     let dir = f.env.dir(name);
     let mut args = vec!["mount", dir.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -137,7 +142,7 @@ fn mount(f: &Fixture, name: &str, extra: &[&str]) -> Mounted {
     Mounted(dir)
 }
 
-fn read_range(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+pub(super) fn read_range(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
     let mut file = std::fs::File::open(path)?;
     file.seek(SeekFrom::Start(offset))?;
     let mut buf = vec![0; len];
@@ -296,7 +301,7 @@ fn a_pointer_only_clone_mounts_lists_and_reads_bit_exact() {
 }
 
 /// Waits until `dir` is mounted or `child` exits (at most 30 s).
-fn wait_mounted(dir: &Path, child: &mut Child) {
+pub(super) fn wait_mounted(dir: &Path, child: &mut Child) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !mounted(dir) {
         assert!(

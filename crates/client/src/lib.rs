@@ -92,7 +92,9 @@ pub use cas::CasApi;
 pub use cas_client::{
     endpoint_key, CasClient, ClientConfig, DEFAULT_DOWNLOAD_CONCURRENCY, DEFAULT_UPLOAD_CONCURRENCY,
 };
-pub use download::{ContentTap, DownloadOptions, DownloadOutcome, LocalSource, SharedFetches};
+pub use download::{
+    slice_reconstruction, ContentTap, DownloadOptions, DownloadOutcome, LocalSource, SharedFetches,
+};
 pub use error::{CacheDamage, ClientError, Result};
 /// How an upload reaches a file's bytes: mapped (only files git-xet owns) or read.
 pub use git_xet_io::platform::mmap::Mapper;

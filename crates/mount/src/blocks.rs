@@ -15,17 +15,22 @@ use git_xet_core::lfs::pointer::Pointer;
 /// 2 MiB: about 32 chunks, so the chunks cut at a block's ends are a small part of it,
 /// and a FUSE read (128 KiB) rarely spans two blocks.
 pub const BLOCK_SIZE: u64 = 2 << 20;
-/// Blocks fetched ahead of a sequential reader.
-pub const READ_AHEAD: u64 = 8;
-/// Blocks kept in memory (64 MiB).
-pub const MEMORY_BLOCKS: usize = 32;
+/// At most this many blocks are fetched ahead of a sequential reader (64 MiB).
+pub const READ_AHEAD: u64 = 32;
+/// Read-ahead fetches runs of up to this many blocks (8 MiB) as one range: one
+/// reconstruction query and one xorb range per run instead of one per block, and several
+/// runs in flight at once keep the link busy.
+pub const WINDOW_BLOCKS: u64 = 4;
+/// Blocks kept in memory (192 MiB): the read-ahead and what readers are reading.
+pub const MEMORY_BLOCKS: usize = 96;
 /// A stream of reads is sequential once it has read this much without a jump: a random
 /// read of a few MiB does not start read-ahead.
 pub const SEQUENTIAL_AFTER: u64 = 2 * BLOCK_SIZE;
 /// Readers of one object told apart (a data loader's workers each read their own way).
 const STREAMS: usize = 16;
 
-/// Where blocks come from: `len` bytes of the object at `start` (fewer only at its end).
+/// Where blocks come from: `len` bytes of the object at `start` (fewer only at its end);
+/// `len` is one block or a run of them.
 pub trait RangeSource: Send + Sync + 'static {
     fn fetch(&self, object: &Pointer, start: u64, len: u64) -> Result<Vec<u8>, MountError>;
 }
@@ -79,7 +84,6 @@ impl<S: RangeSource> BlockCache<S> {
         }
         let first = offset / BLOCK_SIZE;
         let last = (end - 1) / BLOCK_SIZE;
-        let last_block = (object.size - 1) / BLOCK_SIZE;
         let sequential = {
             let mut state = self.state.lock().expect("block state");
             let streams = state.streams.entry(object.oid.0).or_default();
@@ -90,13 +94,11 @@ impl<S: RangeSource> BlockCache<S> {
             } + (end - offset);
             streams.insert(0, (end, run));
             streams.truncate(STREAMS);
-            run > SEQUENTIAL_AFTER
+            (run > SEQUENTIAL_AFTER).then_some(run)
         };
-        let slots: Vec<Arc<Slot>> = (first..=last).map(|b| self.start(object, b)).collect();
-        if sequential {
-            for b in (last + 1..=last + READ_AHEAD).take_while(|&b| b <= last_block) {
-                self.start(object, b);
-            }
+        let slots = self.start(object, first, last);
+        if let Some(run) = sequential {
+            self.read_ahead(object, last, run);
         }
         let mut out = Vec::with_capacity((end - offset) as usize);
         for (b, slot) in (first..=last).zip(slots) {
@@ -121,45 +123,98 @@ impl<S: RangeSource> BlockCache<S> {
         Ok(out)
     }
 
-    /// The slot of block `b`, starting its fetch unless it is cached or in flight.
-    fn start(&self, object: &Pointer, b: u64) -> Arc<Slot> {
-        let key = (object.oid.0, b);
-        let mut state = self.state.lock().expect("block state");
-        state.tick += 1;
-        let tick = state.tick;
-        if let Some((slot, used)) = state.slots.get_mut(&key) {
-            *used = tick;
-            return slot.clone();
+    /// Read-ahead after block `last` for a stream that has read `run` bytes in a row: an
+    /// eighth of the run (at least a block, at most [`READ_AHEAD`]), so that reading one
+    /// tensor of a checkpoint fetches little past its end while a whole-file read has
+    /// 64 MiB ahead after its first 512 MiB. Refilled once half of it was read, in runs of
+    /// at most [`WINDOW_BLOCKS`] fetched in parallel: a few fetches per window, not one per
+    /// block.
+    fn read_ahead(&self, object: &Pointer, last: u64, run: u64) {
+        let last_block = (object.size - 1) / BLOCK_SIZE;
+        let ahead = (run / BLOCK_SIZE / 8).clamp(1, READ_AHEAD);
+        let have = {
+            let state = self.state.lock().expect("block state");
+            (last + 1..=last + ahead)
+                .take_while(|b| state.slots.contains_key(&(object.oid.0, *b)))
+                .count() as u64
+        };
+        if have * 2 > ahead {
+            return;
         }
-        let slot = Arc::new(Slot::default());
-        state.slots.insert(key, (slot.clone(), tick));
+        let to = (last + ahead).min(last_block);
+        let mut b = last + 1 + have;
+        while b <= to {
+            let piece_end = (b + WINDOW_BLOCKS - 1).min(to);
+            self.start(object, b, piece_end);
+            b = piece_end + 1;
+        }
+    }
+
+    /// The slots of blocks `first..=last`, starting the fetch of those neither cached nor
+    /// in flight: one fetch per run of consecutive missing blocks.
+    fn start(&self, object: &Pointer, first: u64, last: u64) -> Vec<Arc<Slot>> {
+        let mut state = self.state.lock().expect("block state");
+        let mut slots = Vec::new();
+        let mut runs: Vec<Vec<(u64, Arc<Slot>)>> = Vec::new();
+        for b in first..=last {
+            let key = (object.oid.0, b);
+            state.tick += 1;
+            let tick = state.tick;
+            if let Some((slot, used)) = state.slots.get_mut(&key) {
+                *used = tick;
+                slots.push(slot.clone());
+                continue;
+            }
+            let slot = Arc::new(Slot::default());
+            state.slots.insert(key, (slot.clone(), tick));
+            match runs.last_mut() {
+                Some(run) if run.last().is_some_and(|(p, _)| p + 1 == b) => {
+                    run.push((b, slot.clone()))
+                }
+                _ => runs.push(vec![(b, slot.clone())]),
+            }
+            slots.push(slot);
+        }
         evict(&mut state, self.memory_blocks);
         drop(state);
-        let (source, shared, object, filled) = (
-            self.source.clone(),
-            self.state.clone(),
-            object.clone(),
-            slot.clone(),
-        );
+        for run in runs {
+            self.spawn_fetch(object, run);
+        }
+        slots
+    }
+
+    /// Fetches a run of consecutive blocks as one range and fills their slots.
+    fn spawn_fetch(&self, object: &Pointer, run: Vec<(u64, Arc<Slot>)>) {
+        let (source, shared, object) = (self.source.clone(), self.state.clone(), object.clone());
         std::thread::spawn(move || {
-            let start = b * BLOCK_SIZE;
-            let len = BLOCK_SIZE.min(object.size - start);
-            let result = source.fetch(&object, start, len).map(Arc::new);
-            if result.is_err() {
-                // Not kept: the next read fetches again.
-                let mut state = shared.lock().expect("block state");
-                if state
-                    .slots
-                    .get(&key)
-                    .is_some_and(|(s, _)| Arc::ptr_eq(s, &filled))
-                {
-                    state.slots.remove(&key);
-                }
+            let start = run[0].0 * BLOCK_SIZE;
+            let end = ((run[run.len() - 1].0 + 1) * BLOCK_SIZE).min(object.size);
+            let result = source.fetch(&object, start, end - start);
+            for (b, filled) in run {
+                let block = match &result {
+                    Ok(data) => {
+                        let from = ((b * BLOCK_SIZE - start) as usize).min(data.len());
+                        let to = (from + BLOCK_SIZE as usize).min(data.len());
+                        Ok(Arc::new(data[from..to].to_vec()))
+                    }
+                    Err(e) => {
+                        // Not kept: the next read fetches again.
+                        let key = (object.oid.0, b);
+                        let mut state = shared.lock().expect("block state");
+                        if state
+                            .slots
+                            .get(&key)
+                            .is_some_and(|(s, _)| Arc::ptr_eq(s, &filled))
+                        {
+                            state.slots.remove(&key);
+                        }
+                        Err(e.clone())
+                    }
+                };
+                *filled.result.lock().expect("slot") = Some(block);
+                filled.done.notify_all();
             }
-            *filled.result.lock().expect("slot") = Some(result);
-            filled.done.notify_all();
         });
-        slot
     }
 
     fn wait(&self, slot: &Slot, object: &Pointer, b: u64) -> Result<Arc<Vec<u8>>, MountError> {
@@ -226,7 +281,8 @@ mod tests {
                 return Err(MountError::Unavailable("test: server down".into()));
             }
             assert!(start + len <= object.size);
-            self.fetches.lock().unwrap().push(start / BLOCK_SIZE);
+            let blocks = start / BLOCK_SIZE..=(start + len - 1) / BLOCK_SIZE;
+            self.fetches.lock().unwrap().extend(blocks);
             Ok((start..start + len).map(byte).collect())
         }
     }
@@ -310,10 +366,8 @@ mod tests {
         std::thread::sleep(Duration::from_millis(300));
         let mut fetched = c.source().fetches.lock().unwrap().clone();
         fetched.sort();
-        let mut want: Vec<u64> = vec![5];
-        want.extend(10..=12 + READ_AHEAD);
-        want.push(30);
-        assert_eq!(fetched, want);
+        // Read-ahead from block 12 on, an eighth of the run: one block.
+        assert_eq!(fetched, vec![5, 10, 11, 12, 13, 30]);
         // Never past the end.
         let mut offset = 36 * BLOCK_SIZE;
         while offset < 40 * BLOCK_SIZE {
@@ -322,6 +376,22 @@ mod tests {
         }
         std::thread::sleep(Duration::from_millis(300));
         assert!(c.source().fetches.lock().unwrap().iter().all(|&b| b < 40));
+        // A long sequential read: read-ahead grows to READ_AHEAD blocks, fetched in runs.
+        let big = Pointer::new(Oid([8; 32]), 400 * BLOCK_SIZE);
+        let calls = c.source().calls.load(Ordering::SeqCst);
+        let mut offset = 0;
+        while offset < 300 * BLOCK_SIZE {
+            c.read(&big, offset, piece as u32).unwrap();
+            offset += piece;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let calls = c.source().calls.load(Ordering::SeqCst) - calls;
+        assert!(
+            calls < 150,
+            "{calls} fetches for 300 blocks: not one per block"
+        );
+        let furthest = c.source().fetches.lock().unwrap().iter().copied().max();
+        assert!(furthest <= Some(300 + READ_AHEAD), "{furthest:?}");
     }
 
     #[test]

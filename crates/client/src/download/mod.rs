@@ -2,6 +2,7 @@
 //! chunk cache, network), in-order writing to a temporary file, verification, rename.
 
 mod fetch;
+mod memory;
 pub mod plan;
 mod shared;
 mod tap;
@@ -23,6 +24,7 @@ use git_xet_core::reconstruction::Reconstruction;
 use git_xet_core::MerkleHash;
 
 use fetch::{Context, Counters, DecodedChunk};
+pub use memory::slice_reconstruction;
 use plan::{LocalChunk, LocalMap};
 pub use shared::SharedFetches;
 pub use tap::ContentTap;

@@ -1,0 +1,189 @@
+//! Ranges read into memory from a reconstruction asked earlier (for a lazy mount): no
+//! query per read and no temporary file. The reconstruction is cut down to the terms that
+//! overlap the range, so only their xorb ranges are fetched (or read from the chunk cache).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::fetch::{Context, Counters, DecodedChunk};
+use super::plan::{self, LocalMap};
+use super::DownloadOutcome;
+use crate::error::{ClientError, Result};
+use crate::CasClient;
+use git_xet_core::reconstruction::Reconstruction;
+use git_xet_core::MerkleHash;
+
+/// The terms of `recon` that hold bytes `start..=end` of the file, with the offset into the
+/// first of them; `recon_start` is where `recon`'s output begins in the file (after its
+/// `offset_into_first_range`). None when `recon` does not cover the whole range.
+pub fn slice_reconstruction(
+    recon: &Reconstruction,
+    recon_start: u64,
+    start: u64,
+    end: u64,
+) -> Option<Reconstruction> {
+    if end < start || start < recon_start {
+        return None;
+    }
+    let mut pos = recon_start.checked_sub(recon.offset_into_first_range)?;
+    let mut out = Reconstruction::default();
+    for term in &recon.terms {
+        let len = u64::from(term.unpacked_length);
+        if pos + len > start && pos <= end {
+            if out.terms.is_empty() {
+                out.offset_into_first_range = start - pos;
+            }
+            out.terms.push(term.clone());
+            if let (std::collections::hash_map::Entry::Vacant(slot), Some(f)) = (
+                out.fetch_info.entry(term.hash),
+                recon.fetch_info.get(&term.hash),
+            ) {
+                slot.insert(f.clone());
+            }
+        }
+        pos += len;
+        if pos > end {
+            break;
+        }
+    }
+    (pos > end && !out.terms.is_empty()).then_some(out)
+}
+
+impl CasClient {
+    /// Bytes `range.0..=range.1` of `file_hash` into memory, through `recon`: the answer to a
+    /// reconstruction query for `asked` (None: the whole file). A fetch URL that expired is
+    /// asked again with the same query. Chunks come from the chunk cache when it has them
+    /// and are added to it when fetched.
+    pub async fn read_range(
+        &self,
+        file_hash: &MerkleHash,
+        recon: &Reconstruction,
+        asked: Option<(u64, u64)>,
+        range: (u64, u64),
+    ) -> Result<(Vec<u8>, DownloadOutcome)> {
+        let recon_start = asked.map_or(0, |a| a.0);
+        let sliced =
+            slice_reconstruction(recon, recon_start, range.0, range.1).ok_or_else(|| {
+                ClientError::InvalidArgument(format!(
+                    "bytes {}-{} are not in the reconstruction of {file_hash} given",
+                    range.0, range.1
+                ))
+            })?;
+        match self
+            .read_attempt(file_hash, &sliced, asked, range, true)
+            .await
+        {
+            Err(ClientError::Corrupt { what, reason }) if self.chunk_cache.is_some() => {
+                tracing::warn!("{what}: {reason}; retrying with data from the server only");
+                self.read_attempt(file_hash, &sliced, asked, range, false)
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    async fn read_attempt(
+        &self,
+        file_hash: &MerkleHash,
+        sliced: &Reconstruction,
+        asked: Option<(u64, u64)>,
+        range: (u64, u64),
+        use_cache: bool,
+    ) -> Result<(Vec<u8>, DownloadOutcome)> {
+        let segments = plan::plan(sliced, &LocalMap::new())?;
+        let len = range.1 - range.0 + 1;
+        let ctx = Arc::new(Context {
+            api: self.api.clone(),
+            file: *file_hash,
+            range: asked,
+            cache: if use_cache {
+                self.chunk_cache.clone()
+            } else {
+                None
+            },
+            sources: Vec::new(),
+            shared: None,
+            counters: Counters::default(),
+        });
+        let (wtx, mut wrx) = mpsc::channel::<DecodedChunk>(64);
+        let mut skip = sliced.offset_into_first_range;
+        let collect = tokio::spawn(async move {
+            let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
+            while let Some(chunk) = wrx.recv().await {
+                let dropped = skip.min(chunk.data.len() as u64) as usize;
+                skip -= dropped as u64;
+                let left = (len - out.len() as u64) as usize;
+                let take = (chunk.data.len() - dropped).min(left);
+                out.extend_from_slice(&chunk.data[dropped..dropped + take]);
+            }
+            out
+        });
+        let produced = self.produce_all(ctx.clone(), segments, wtx).await;
+        let data = collect
+            .await
+            .map_err(|e| ClientError::Aborted(format!("the range reader failed: {e}")))?;
+        if let (Err(ClientError::Corrupt { .. }), Some(cache)) = (&produced, &self.chunk_cache) {
+            for path in ctx.counters.cache_paths.lock().expect("cache paths").iter() {
+                cache.remove(path);
+            }
+        }
+        produced?;
+        if data.len() as u64 != len {
+            return Err(ClientError::corrupt(
+                format!("reading bytes {}-{} of {file_hash}", range.0, range.1),
+                format!("got {} bytes, expected {len}", data.len()),
+            ));
+        }
+        let c = &ctx.counters;
+        let outcome = DownloadOutcome {
+            bytes_written: len,
+            network_bytes: c.network_bytes.load(Ordering::Relaxed),
+            cache_bytes: c.cache_bytes.load(Ordering::Relaxed),
+            ..Default::default()
+        };
+        Ok((data, outcome))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use git_xet_core::hash::chunk_hash;
+    use git_xet_core::reconstruction::{ChunkRange, ReconstructionTerm};
+
+    fn recon(offset: u64, lens: &[u32]) -> Reconstruction {
+        Reconstruction {
+            offset_into_first_range: offset,
+            terms: lens
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| ReconstructionTerm {
+                    hash: chunk_hash(&[i as u8]),
+                    unpacked_length: l,
+                    range: ChunkRange::new(0, 1),
+                })
+                .collect(),
+            fetch_info: Default::default(),
+        }
+    }
+
+    #[test]
+    fn slices_keep_only_the_overlapping_terms() {
+        // Terms at 90..190, 190..290, 290..390 of the file; the query began at 100.
+        let r = recon(10, &[100, 100, 100]);
+        let s = slice_reconstruction(&r, 100, 195, 200).unwrap();
+        assert_eq!((s.offset_into_first_range, s.terms.len()), (5, 1));
+        assert_eq!(s.terms[0], r.terms[1]);
+        let s = slice_reconstruction(&r, 100, 150, 290).unwrap();
+        assert_eq!((s.offset_into_first_range, s.terms.len()), (60, 3));
+        let s = slice_reconstruction(&r, 100, 100, 389).unwrap();
+        assert_eq!((s.offset_into_first_range, s.terms.len()), (10, 3));
+        // Not covered: before the query's start, past the terms, backwards.
+        assert!(slice_reconstruction(&r, 100, 95, 120).is_none());
+        assert!(slice_reconstruction(&r, 100, 300, 390).is_none());
+        assert!(slice_reconstruction(&r, 100, 200, 199).is_none());
+        assert!(slice_reconstruction(&recon(0, &[]), 0, 0, 0).is_none());
+    }
+}
