@@ -40,6 +40,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -47,6 +48,7 @@ use crate::repo::Repo;
 use crate::GitError;
 use fetch::{Fetched, Fetcher};
 use git_xet_client::chunk_lists::ChunkListStore;
+use git_xet_client::store::{ChunkStore, Rebuilt};
 use git_xet_client::{ContentTap, ProgressFn};
 use git_xet_lfs::pointer::Pointer;
 use git_xet_lfs::store::{self, LfsStore};
@@ -203,6 +205,10 @@ pub struct Filter {
     available: HashMap<String, Result<Smudged, GitError>>,
     /// Missing objects from this size on are streamed, never delayed.
     stream_threshold: u64,
+    /// The per-user chunk store, opened when first needed (`None` inside: turned off).
+    chunk_store: Option<Option<ChunkStore>>,
+    /// `xet.keepObjects`: whole objects stay in `.git/lfs/objects` after checkout.
+    keep_objects: bool,
     downloads: Box<dyn Downloads>,
 }
 
@@ -225,6 +231,8 @@ impl Filter {
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(STREAM_THRESHOLD),
             downloads: Box::new(Quiet),
+            chunk_store: None,
+            keep_objects: crate::store::keep_objects(&repo),
             repo,
         }
     }
@@ -247,9 +255,14 @@ impl Filter {
             let started = std::time::Instant::now();
             match request.command.as_str() {
                 "clean" => {
+                    let chunks = match self.keep_objects {
+                        true => None,
+                        false => self.chunks().cloned(),
+                    };
                     let recheck = recheck::IndexRecheck {
                         repo: &self.repo,
                         pathname: &request.pathname,
+                        chunks: chunks.as_ref(),
                     };
                     let result =
                         clean::clean(&mut input, &self.store, &self.chunk_lists, &recheck)?;
@@ -311,6 +324,9 @@ impl Filter {
         if self.fetch_filters {
             return Ok(Smudged::GitLfs(text));
         }
+        if let Some(path) = self.rebuild_local(&pointer) {
+            return Ok(Smudged::File { path, temp: true });
+        }
         if self.delay && request.can_delay && pointer.size < self.stream_threshold {
             self.delayed.push((pathname.to_string(), text, pointer));
             return Ok(Smudged::Delayed);
@@ -335,7 +351,7 @@ impl Filter {
     ) -> Result<(), GitError> {
         let store = self.store.clone();
         if let Err(e) = self.fetcher() {
-            let smudged = after_fetch(Err(e), text, &request.pathname);
+            let smudged = after_fetch(Err(e), text, &request.pathname, false);
             return respond(output, request, Ok(smudged));
         }
         let progress = self.downloads.streaming(&request.pathname, pointer.size);
@@ -351,12 +367,17 @@ impl Filter {
             let forwarded = forwarder.join().expect("the forwarding thread panicked");
             (fetched, forwarded)
         });
+        let drop_whole = matches!(fetched, Ok(Fetched::Stored(_))) && self.drop_whole(pointer);
         if !forwarded? {
             // Nothing was sent: the stored object, or git-lfs's turn.
-            let smudged = after_fetch(fetched, text, &request.pathname);
+            let smudged = after_fetch(fetched, text, &request.pathname, drop_whole);
             return respond(output, request, Ok(smudged));
         }
         output.flush_packet()?;
+        let whole = match &fetched {
+            Ok(Fetched::Stored(path)) if drop_whole => Some(path.clone()),
+            _ => None,
+        };
         let verdict = match fetched {
             Ok(Fetched::Stored(_)) if tap.diverged() => Err(GitError::StreamDiverged),
             Ok(Fetched::Stored(_)) if tap.forwarded() == pointer.size => Ok(()),
@@ -369,6 +390,10 @@ impl Filter {
         match verdict {
             Ok(()) => {
                 tracing::debug!(bytes = pointer.size, "streamed {}", request.pathname);
+                if let Some(path) = whole {
+                    // git has it, and the chunk store can rebuild it.
+                    let _ = std::fs::remove_file(path);
+                }
                 output.flush_packet()?
             }
             Err(e) => {
@@ -378,6 +403,43 @@ impl Filter {
             }
         }
         output.send()
+    }
+
+    fn chunks(&mut self) -> Option<&ChunkStore> {
+        let repo = &self.repo;
+        self.chunk_store
+            .get_or_insert_with(|| crate::store::open(repo))
+            .as_ref()
+    }
+
+    /// The object rebuilt from the chunk store into a temporary file (verified chunk by
+    /// chunk and against its oid), when the store holds all of it: no network.
+    fn rebuild_local(&mut self, pointer: &Pointer) -> Option<PathBuf> {
+        let lfs = self.store.clone();
+        let store = self.chunks()?;
+        lfs.create_tmp_dir().ok()?;
+        let tmp = lfs.temp_path("rebuild");
+        match store.rebuild(&pointer.oid.0, pointer.size, &tmp) {
+            Ok(Rebuilt::Done) => Some(tmp),
+            Ok(Rebuilt::Missing) => None,
+            Ok(Rebuilt::Damaged(why)) => {
+                tracing::warn!("{why}; fetching {} again", pointer.oid);
+                None
+            }
+            Err(e) => {
+                tracing::warn!("rebuilding {} from the chunk store: {e}", pointer.oid);
+                None
+            }
+        }
+    }
+
+    /// Whether the whole copy of a fetched object may leave `.git/lfs/objects` once git has
+    /// it: the chunk store can rebuild it, and `xet.keepObjects` is off.
+    fn drop_whole(&mut self, pointer: &Pointer) -> bool {
+        !self.keep_objects
+            && self
+                .chunks()
+                .is_some_and(|s| s.has(&pointer.oid.0, pointer.size))
     }
 
     fn fetcher(&mut self) -> Result<&mut Fetcher, GitError> {
@@ -411,8 +473,10 @@ impl Filter {
                         .collect()
                 }
             };
-            for ((path, text, _), result) in delayed.into_iter().zip(results) {
-                let answer = after_fetch(result, text, &path);
+            for ((path, text, pointer), result) in delayed.into_iter().zip(results) {
+                let drop_whole =
+                    matches!(result, Ok(Fetched::Stored(_))) && self.drop_whole(&pointer);
+                let answer = after_fetch(result, text, &path, drop_whole);
                 self.available.insert(path, Ok(answer));
             }
         }
@@ -431,10 +495,19 @@ impl Filter {
 /// Where a fetch that sent git nothing leaves the file: the stored object, else git-lfs's
 /// turn, whatever failed (an unreachable or refusing server, a failed ssh login, a failed
 /// download): git-lfs may still get the object its own way, and does what it would have
-/// done without git-xet.
-fn after_fetch(result: Result<Fetched, GitError>, pointer_text: Vec<u8>, path: &str) -> Smudged {
+/// done without git-xet. `drop_whole`: the stored object is removed once git has it (the
+/// chunk store keeps it).
+fn after_fetch(
+    result: Result<Fetched, GitError>,
+    pointer_text: Vec<u8>,
+    path: &str,
+    drop_whole: bool,
+) -> Smudged {
     match result {
-        Ok(Fetched::Stored(path)) => Smudged::File { path, temp: false },
+        Ok(Fetched::Stored(path)) => Smudged::File {
+            path,
+            temp: drop_whole,
+        },
         Ok(Fetched::GitLfs(why)) => {
             tracing::debug!(path, "handing the object to git-lfs: {why}");
             Smudged::GitLfs(pointer_text)
