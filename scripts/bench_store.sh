@@ -23,8 +23,8 @@ gen() { # gen SEED MIB > file
   head -c "$(( $2 * 1048576 ))" /dev/zero | openssl enc -aes-128-ctr -nosalt -iv 0 \
     -K "$(printf '%02x%030d' "$1" 0)" 2>/dev/null
 }
-bytes() { du -sb "$@" 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
-mib() { echo "scale=1; $1 / 1048576" | bc; }
+bytes() { { du -sb "$@" 2>/dev/null || true; } | awk '{ s += $1 } END { printf "%.0f", s }'; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 
 bench_mode() { # bench_mode MODE SEED
   local mode="$1" seed="$2" token repo_url a b c data0 served git_b lfs_b store_b server_b
@@ -83,6 +83,6 @@ for mode in ${BENCH_ORDER:-xet basic}; do
   read -r c_secs c_net c_disk <<< "${results[$mode,clone2]}"
   printf '%-6s %10s %10s %10s %12s %8s %13ss %13ss %15s %15s\n' "$mode" "$(mib "$git_b")" "$(mib "$lfs_b")" \
     "$(mib "$store_b")" "$(mib "$server_b")" \
-    "$(echo "scale=2; ($git_b + $store_b) / $server_b" | bc)" "${results[$mode,offline]}" \
-    "$c_secs" "$(mib "$c_net")" "$(mib "$c_disk")"
+    "$(awk -v a="$git_b" -v s="$store_b" -v v="$server_b" 'BEGIN { printf "%.2f", (a + s) / v }')" \
+    "$(printf '%.2f' "${results[$mode,offline]}")" "$(printf '%.2f' "$c_secs")" "$(mib "$c_net")" "$(mib "$c_disk")"
 done

@@ -196,6 +196,13 @@ impl GitEnv {
             .expect("run git")
     }
 
+    /// `git lfs fsck` after `git xet materialize`: the checked-out objects live in the chunk
+    /// store, not whole in `.git/lfs/objects` (docs/store.md), and fsck reads only the latter.
+    pub fn lfs_fsck(&self, repo: &Path) {
+        self.xet(repo, &["materialize"]);
+        self.git(repo, &["lfs", "fsck"]);
+    }
+
     pub fn agent_log(&self) -> String {
         std::fs::read_to_string(self.root.path().join("agent.log")).unwrap_or_default()
     }

@@ -31,6 +31,7 @@
 pub mod clean;
 mod compare;
 pub mod fetch;
+mod local;
 pub mod pktline;
 mod recheck;
 pub mod smudge;
@@ -48,7 +49,7 @@ use crate::repo::Repo;
 use crate::GitError;
 use fetch::{Fetched, Fetcher};
 use git_xet_client::chunk_lists::ChunkListStore;
-use git_xet_client::store::{ChunkStore, Rebuilt};
+use git_xet_client::store::ChunkStore;
 use git_xet_client::{ContentTap, ProgressFn};
 use git_xet_lfs::pointer::Pointer;
 use git_xet_lfs::store::{self, LfsStore};
@@ -209,6 +210,8 @@ pub struct Filter {
     chunk_store: Option<Option<ChunkStore>>,
     /// `xet.keepObjects`: whole objects stay in `.git/lfs/objects` after checkout.
     keep_objects: bool,
+    /// Whole objects the chunk store holds, deleted once git closes the pipe.
+    drop_at_end: Vec<PathBuf>,
     downloads: Box<dyn Downloads>,
 }
 
@@ -233,6 +236,7 @@ impl Filter {
             downloads: Box::new(Quiet),
             chunk_store: None,
             keep_objects: crate::store::keep_objects(&repo),
+            drop_at_end: Vec::new(),
             repo,
         }
     }
@@ -302,6 +306,9 @@ impl Filter {
                 "answered"
             );
         }
+        for path in self.drop_at_end.drain(..) {
+            let _ = std::fs::remove_file(path);
+        }
         Ok(())
     }
 
@@ -351,7 +358,7 @@ impl Filter {
     ) -> Result<(), GitError> {
         let store = self.store.clone();
         if let Err(e) = self.fetcher() {
-            let smudged = after_fetch(Err(e), text, &request.pathname, false);
+            let smudged = after_fetch(Err(e), text, &request.pathname);
             return respond(output, request, Ok(smudged));
         }
         let progress = self.downloads.streaming(&request.pathname, pointer.size);
@@ -367,17 +374,17 @@ impl Filter {
             let forwarded = forwarder.join().expect("the forwarding thread panicked");
             (fetched, forwarded)
         });
-        let drop_whole = matches!(fetched, Ok(Fetched::Stored(_))) && self.drop_whole(pointer);
+        let whole = match &fetched {
+            Ok(Fetched::Stored(path)) if self.drop_whole(pointer) => Some(path.clone()),
+            _ => None,
+        };
         if !forwarded? {
             // Nothing was sent: the stored object, or git-lfs's turn.
-            let smudged = after_fetch(fetched, text, &request.pathname, drop_whole);
+            self.drop_at_end.extend(whole);
+            let smudged = after_fetch(fetched, text, &request.pathname);
             return respond(output, request, Ok(smudged));
         }
         output.flush_packet()?;
-        let whole = match &fetched {
-            Ok(Fetched::Stored(path)) if drop_whole => Some(path.clone()),
-            _ => None,
-        };
         let verdict = match fetched {
             Ok(Fetched::Stored(_)) if tap.diverged() => Err(GitError::StreamDiverged),
             Ok(Fetched::Stored(_)) if tap.forwarded() == pointer.size => Ok(()),
@@ -392,7 +399,7 @@ impl Filter {
                 tracing::debug!(bytes = pointer.size, "streamed {}", request.pathname);
                 if let Some(path) = whole {
                     // git has it, and the chunk store can rebuild it.
-                    let _ = std::fs::remove_file(path);
+                    self.drop_at_end.push(path);
                 }
                 output.flush_packet()?
             }
@@ -403,43 +410,6 @@ impl Filter {
             }
         }
         output.send()
-    }
-
-    fn chunks(&mut self) -> Option<&ChunkStore> {
-        let repo = &self.repo;
-        self.chunk_store
-            .get_or_insert_with(|| crate::store::open(repo))
-            .as_ref()
-    }
-
-    /// The object rebuilt from the chunk store into a temporary file (verified chunk by
-    /// chunk and against its oid), when the store holds all of it: no network.
-    fn rebuild_local(&mut self, pointer: &Pointer) -> Option<PathBuf> {
-        let lfs = self.store.clone();
-        let store = self.chunks()?;
-        lfs.create_tmp_dir().ok()?;
-        let tmp = lfs.temp_path("rebuild");
-        match store.rebuild(&pointer.oid.0, pointer.size, &tmp) {
-            Ok(Rebuilt::Done) => Some(tmp),
-            Ok(Rebuilt::Missing) => None,
-            Ok(Rebuilt::Damaged(why)) => {
-                tracing::warn!("{why}; fetching {} again", pointer.oid);
-                None
-            }
-            Err(e) => {
-                tracing::warn!("rebuilding {} from the chunk store: {e}", pointer.oid);
-                None
-            }
-        }
-    }
-
-    /// Whether the whole copy of a fetched object may leave `.git/lfs/objects` once git has
-    /// it: the chunk store can rebuild it, and `xet.keepObjects` is off.
-    fn drop_whole(&mut self, pointer: &Pointer) -> bool {
-        !self.keep_objects
-            && self
-                .chunks()
-                .is_some_and(|s| s.has(&pointer.oid.0, pointer.size))
     }
 
     fn fetcher(&mut self) -> Result<&mut Fetcher, GitError> {
@@ -474,9 +444,13 @@ impl Filter {
                 }
             };
             for ((path, text, pointer), result) in delayed.into_iter().zip(results) {
-                let drop_whole =
-                    matches!(result, Ok(Fetched::Stored(_))) && self.drop_whole(&pointer);
-                let answer = after_fetch(result, text, &path, drop_whole);
+                // Several paths may share the object: it goes when git is done.
+                if let Ok(Fetched::Stored(whole)) = &result {
+                    if self.drop_whole(&pointer) {
+                        self.drop_at_end.push(whole.clone());
+                    }
+                }
+                let answer = after_fetch(result, text, &path);
                 self.available.insert(path, Ok(answer));
             }
         }
@@ -495,19 +469,10 @@ impl Filter {
 /// Where a fetch that sent git nothing leaves the file: the stored object, else git-lfs's
 /// turn, whatever failed (an unreachable or refusing server, a failed ssh login, a failed
 /// download): git-lfs may still get the object its own way, and does what it would have
-/// done without git-xet. `drop_whole`: the stored object is removed once git has it (the
-/// chunk store keeps it).
-fn after_fetch(
-    result: Result<Fetched, GitError>,
-    pointer_text: Vec<u8>,
-    path: &str,
-    drop_whole: bool,
-) -> Smudged {
+/// done without git-xet.
+fn after_fetch(result: Result<Fetched, GitError>, pointer_text: Vec<u8>, path: &str) -> Smudged {
     match result {
-        Ok(Fetched::Stored(path)) => Smudged::File {
-            path,
-            temp: drop_whole,
-        },
+        Ok(Fetched::Stored(path)) => Smudged::File { path, temp: false },
         Ok(Fetched::GitLfs(why)) => {
             tracing::debug!(path, "handing the object to git-lfs: {why}");
             Smudged::GitLfs(pointer_text)
