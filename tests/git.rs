@@ -66,6 +66,8 @@ mod ssh_shell_locks;
 mod sshd;
 #[path = "git/status_page.rs"]
 mod status_page;
+#[path = "git/store.rs"]
+mod store;
 #[path = "git/tls_native.rs"]
 mod tls_native;
 #[path = "git/transfer_protocol.rs"]

@@ -19,6 +19,7 @@ mod man_install;
 #[cfg(feature = "mount")]
 mod mount_cmds;
 mod progress;
+mod store_cmds;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -66,6 +67,11 @@ enum Command {
     Migrate(git_cmds::MigrateArgs),
     /// Show whether this repository uses git-xet, and the XET hashes of tracked files.
     Status(git_cmds::StatusArgs),
+    /// Put whole LFS objects back into .git/lfs/objects (from the chunk store, else the
+    /// server): for git-lfs commands that read it directly, and before uninstalling.
+    Materialize(store_cmds::MaterializeArgs),
+    /// Delete from the per-user chunk store what no registered clone references.
+    Prune(store_cmds::PruneArgs),
     /// Demonstrate the whole workflow against a temporary local server.
     Quickstart(git_cmds::QuickstartArgs),
     /// The check of crates/server/hooks/pre-receive, built in: run it from a bare repository's
@@ -109,6 +115,8 @@ pub fn main() -> ExitCode {
         Command::Uninstall(a) => git_cmds::uninstall(a),
         Command::Migrate(a) => git_cmds::migrate(a),
         Command::Status(a) => git_cmds::status(a),
+        Command::Materialize(a) => store_cmds::materialize(a),
+        Command::Prune(a) => store_cmds::prune(a),
         Command::Quickstart(a) => git_cmds::quickstart(a),
         Command::PreReceive(a) => forward::to_server("pre-receive", a),
         Command::Shell(a) => forward::to_server("shell", a),

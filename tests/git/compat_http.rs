@@ -28,7 +28,9 @@ impl Client {
     fn env(self) -> GitEnv {
         match self {
             Client::PlainLfs => GitEnv::plain_lfs(),
-            Client::Xet => GitEnv::with_agent(&[]),
+            // Each row compares HTTP behaviour with git-lfs's, so every clone goes to the
+            // server: no chunk store serving a second clone locally.
+            Client::Xet => GitEnv::with_agent(&[]).with_env("GIT_XET_STORE", "off"),
         }
     }
 }

@@ -44,6 +44,11 @@ impl GitEnv {
         self
     }
 
+    /// This environment's per-user chunk store (`GIT_XET_STORE`).
+    pub fn store_dir(&self) -> PathBuf {
+        self.root.path().join("store")
+    }
+
     /// A directory under this environment's root.
     pub fn dir(&self, name: &str) -> PathBuf {
         let d = self.root.path().join(name);
@@ -65,6 +70,8 @@ impl GitEnv {
             .env_remove("GIT_WORK_TREE")
             .env_remove("GIT_TRACE")
             .env_remove("GIT_XET_LOG")
+            // The per-user chunk store of this environment, never the real one.
+            .env("GIT_XET_STORE", self.store_dir())
             .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());
         cmd
@@ -187,6 +194,13 @@ impl GitEnv {
             .env("GIT_XET_LOG_LEVEL", "debug")
             .output()
             .expect("run git")
+    }
+
+    /// `git lfs fsck` after `git xet materialize`: the checked-out objects live in the chunk
+    /// store, not whole in `.git/lfs/objects` (docs/store.md), and fsck reads only the latter.
+    pub fn lfs_fsck(&self, repo: &Path) {
+        self.xet(repo, &["materialize"]);
+        self.git(repo, &["lfs", "fsck"]);
     }
 
     pub fn agent_log(&self) -> String {

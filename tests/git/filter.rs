@@ -218,7 +218,7 @@ fn a_checkout_fetches_missing_objects_through_xet_by_itself() {
         0.0,
         "nothing went through basic"
     );
-    bob.git(&b, &["lfs", "fsck"]);
+    bob.lfs_fsck(&b);
     assert_eq!(bob.git(&b, &["status", "--porcelain"]), "");
     assert_eq!(
         std::fs::read_dir(b.join(".git/lfs/tmp")).unwrap().count(),
@@ -235,7 +235,7 @@ fn a_checkout_fetches_missing_objects_through_xet_by_itself() {
     let served = server.metric(XORB_SERVED);
     bob.git(&b, &["pull", "-q", "origin", "main"]);
     assert_file_is(&b.join("model.bin"), &v2);
-    bob.git(&b, &["lfs", "fsck"]);
+    bob.lfs_fsck(&b);
     let pulled = server.metric(XORB_SERVED) - served;
     assert!(
         pulled > 0.0 && pulled < (512 << 10) as f64,
@@ -261,7 +261,7 @@ fn servers_without_xet_are_left_to_git_lfs() {
     );
     assert_file_is(&b.join("data.bin"), &data);
     assert!(server.metric(BASIC_SERVED) >= data.len() as f64);
-    bob.git(&b, &["lfs", "fsck"]);
+    bob.lfs_fsck(&b);
 }
 
 #[test]
@@ -324,7 +324,7 @@ fn cleans_of_stored_content_compare_without_storing_and_changes_are_still_caught
     assert!(log.contains("was damaged: replaced it"), "{log}");
     assert_eq!(blob(&env, &repo, ":model.bin"), pointer_v1);
     assert_file_is(&stored(oid_v1), &v1);
-    env.git(&repo, &["lfs", "fsck"]);
+    env.lfs_fsck(&repo);
 
     // Changed in place with the same size: once with the same mtime (so the index's stat
     // data still matches), once at the very last byte. The difference is found, and the new
@@ -365,7 +365,7 @@ fn cleans_of_stored_content_compare_without_storing_and_changes_are_still_caught
         );
         env.git(&repo, &["commit", "-qm", &format!("v{}", n + 1)]);
     }
-    env.git(&repo, &["lfs", "fsck"]);
+    env.lfs_fsck(&repo);
 }
 
 /// A large object can take minutes to come in, while git shows nothing: on a terminal, the
@@ -468,7 +468,7 @@ fn a_clone_of_many_files_fetches_them_together() {
         "three batch requests for 230 objects, not one per file"
     );
     assert_eq!(server.metric(BASIC_SERVED), 0.0);
-    bob.git(&b, &["lfs", "fsck"]);
+    bob.lfs_fsck(&b);
 }
 
 /// The oid in the pointer git stored for `path` in the index.
@@ -560,7 +560,7 @@ fn a_push_reads_only_new_chunks_from_the_list_clean_saved_and_survives_a_wrong_l
     assert_file_is(&b.join("model.bin"), &v2);
     bob.git(&b, &["checkout", "-q", "HEAD~1"]);
     assert_file_is(&b.join("model.bin"), &v1);
-    ok(bob.git_output(&b, &["lfs", "fsck"]), "fsck");
+    bob.lfs_fsck(&b);
 }
 
 /// `GIT_XET_PORTABLE_PLATFORM=1` makes the filter and the agent take the fallbacks that other
@@ -609,7 +609,7 @@ fn the_portable_platform_fallbacks_store_and_check_out_the_same_content() {
         0.0,
         "nothing went through basic"
     );
-    bob.git(&b, &["lfs", "fsck"]);
+    bob.lfs_fsck(&b);
     // A racily clean file is cleaned again by comparing with the stored object.
     let file = std::fs::File::options()
         .append(true)

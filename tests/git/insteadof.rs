@@ -316,7 +316,7 @@ fn an_aliased_origin_pushes_and_clones_through_xet() {
         log.contains(" downloaded oid=") && !log.contains("handing"),
         "the filter fetched big.bin itself:\n{log}"
     );
-    bob.git(&b, &["lfs", "fsck"]);
+    bob.lfs_fsck(&b);
     assert!(server.metric(XORB_SERVED) > 0.0, "xorbs were served");
     assert_eq!(
         server.metric(BASIC_SERVED),

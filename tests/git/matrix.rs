@@ -130,7 +130,7 @@ fn run(row: &Row, setup: Setup, faulty_lfs_url: Option<&str>) -> Outcome {
     bob.git(&b, &["pull", "-q", "origin", "main"]);
     let (pulled_xorb, pulled_basic) = (m(XORB_SERVED) - xorb_out, m(BASIC_SERVED) - basic_out);
     assert_file_is(&b.join("model.bin"), &v2);
-    bob.git(&b, &["lfs", "fsck"]);
+    bob.lfs_fsck(&b);
     eprintln!(
         "{setup:?}: v2 push sent {pushed_xorb} xorb + {pushed_basic} basic bytes, pull \
          fetched {pulled_xorb} xorb + {pulled_basic} basic bytes (file {SIZE})"

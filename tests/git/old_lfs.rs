@@ -215,7 +215,7 @@ pub fn clone_and_compare(url: &str, fixture: &Path, source_env: &GitEnv, configu
     for r in REFS {
         fresh.git(&clone, &["checkout", "-q", r]);
         source_env.git(&source, &["checkout", "-q", r]);
-        fresh.git(&clone, &["lfs", "fsck"]);
+        fresh.lfs_fsck(&clone);
         for f in FILES {
             let (x, y) = (source.join(f), clone.join(f));
             assert_eq!(x.exists(), y.exists(), "{r}: {f}");

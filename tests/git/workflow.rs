@@ -59,7 +59,7 @@ fn push_clone_pull_and_checkout_go_through_xet() {
     assert!(!b.join("feature.bin").exists());
     bob.git(&b, &["checkout", "-q", "feature"]);
     assert_file_is(&b.join("feature.bin"), &feature);
-    bob.git(&b, &["lfs", "fsck"]);
+    bob.lfs_fsck(&b);
     assert!(server.metric(XORB_SERVED) > 0.0);
     assert_eq!(
         server.metric(BASIC_SERVED),
@@ -76,7 +76,7 @@ fn push_clone_pull_and_checkout_go_through_xet() {
     bob.git(&b, &["checkout", "-q", "main"]);
     bob.git(&b, &["pull", "-q", "origin", "main"]);
     assert_file_is(&b.join("small.bin"), &v2);
-    bob.git(&b, &["lfs", "fsck"]);
+    bob.lfs_fsck(&b);
     // The per-repository shard cache is where it belongs: one directory for this server.
     let servers: Vec<_> = a.join(".git/xet/servers").read_dir().unwrap().collect();
     assert_eq!(servers.len(), 1);
@@ -294,7 +294,7 @@ fn agent_and_plain_git_lfs_users_share_a_repository() {
         basic_served,
         "the xet user pulled through xet"
     );
-    xet_user.git(&x, &["lfs", "fsck"]);
+    xet_user.lfs_fsck(&x);
 }
 
 /// `lfs.storage` moves git-lfs's store, and the agent follows it: a second version is

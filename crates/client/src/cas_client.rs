@@ -43,6 +43,9 @@ pub struct ClientConfig {
     pub metadata_dir: Option<PathBuf>,
     /// Chunk cache directory and size limit. None: no chunk cache.
     pub chunk_cache: Option<(PathBuf, u64)>,
+    /// Where reconstruction records go (`<dir>/files`), when not under `metadata_dir`: the
+    /// per-user chunk store's root ([`crate::store`]), so its files can be rebuilt offline.
+    pub records_dir: Option<PathBuf>,
     /// Where xorbs are staged before upload (default: the system temporary directory).
     pub staging_dir: Option<PathBuf>,
     /// Ask the server's global dedup for eligible chunks.
@@ -65,6 +68,7 @@ impl fmt::Debug for ClientConfig {
             .field("download_concurrency", &self.download_concurrency)
             .field("metadata_dir", &self.metadata_dir)
             .field("chunk_cache", &self.chunk_cache)
+            .field("records_dir", &self.records_dir)
             .field("staging_dir", &self.staging_dir)
             .field("global_dedup", &self.global_dedup)
             .field("shard_flush_chunks", &self.shard_flush_chunks)
@@ -91,6 +95,7 @@ impl ClientConfig {
             download_concurrency: DEFAULT_DOWNLOAD_CONCURRENCY,
             metadata_dir: None,
             chunk_cache: None,
+            records_dir: None,
             staging_dir: None,
             global_dedup: true,
             shard_flush_chunks: DEFAULT_SHARD_FLUSH_CHUNKS,
@@ -106,6 +111,14 @@ impl ClientConfig {
             self.chunk_cache
                 .get_or_insert_with(|| (root.join("chunks"), DEFAULT_CHUNK_CACHE_BYTES));
         }
+        self
+    }
+
+    /// Uses the per-user chunk store at `root` (at most `max_bytes` of chunks): fetched
+    /// ranges are kept there and files' reconstructions recorded there.
+    pub fn with_store(mut self, root: &std::path::Path, max_bytes: u64) -> Self {
+        self.chunk_cache = Some((crate::store::ChunkStore::chunks_dir(root), max_bytes));
+        self.records_dir = Some(root.to_path_buf());
         self
     }
 
@@ -167,7 +180,11 @@ impl CasClient {
                 "concurrency must be at least 1".into(),
             ));
         }
-        let records = config.metadata_dir.as_deref().map(RecordStore::new);
+        let records = config
+            .records_dir
+            .as_deref()
+            .or(config.metadata_dir.as_deref())
+            .map(RecordStore::new);
         Ok(CasClient {
             api: CasApi::new(&config.cas_url, http),
             config,

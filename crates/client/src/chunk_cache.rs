@@ -20,6 +20,9 @@ use crate::error::{ClientError, Result};
 use git_xet_core::reconstruction::ChunkRange;
 use git_xet_core::MerkleHash;
 
+/// `size` before the directory was walked.
+const UNKNOWN_SIZE: u64 = u64::MAX;
+
 /// 10 GiB, like the deployed client's default.
 pub const DEFAULT_CHUNK_CACHE_BYTES: u64 = 10 * 1024 * 1024 * 1024;
 
@@ -75,12 +78,19 @@ fn scan(dir: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
 impl ChunkCache {
     /// Opens (creating) a cache directory holding at most `max_bytes`.
     pub fn open(dir: &Path, max_bytes: u64) -> Result<Self> {
+        let cache = Self::open_unscanned(dir, max_bytes)?;
+        cache.approximate_size();
+        Ok(cache)
+    }
+
+    /// [`open`](Self::open) without walking the directory for its size until something is
+    /// added: a process that only reads (a filter rebuilding a file) pays no walk.
+    pub fn open_unscanned(dir: &Path, max_bytes: u64) -> Result<Self> {
         fs::create_dir_all(dir).map_err(|e| ClientError::io("creating the chunk cache", dir, e))?;
-        let size = scan(dir).iter().map(|e| e.1).sum();
         Ok(ChunkCache {
             dir: dir.to_path_buf(),
             max_bytes,
-            size: AtomicU64::new(size),
+            size: AtomicU64::new(UNKNOWN_SIZE),
             evicting: Mutex::new(()),
         })
     }
@@ -89,7 +99,19 @@ impl ChunkCache {
         &self.dir
     }
 
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
     pub fn approximate_size(&self) -> u64 {
+        let size = self.size.load(Ordering::Relaxed);
+        if size != UNKNOWN_SIZE {
+            return size;
+        }
+        let scanned = scan(&self.dir).iter().map(|e| e.1).sum();
+        let _ =
+            self.size
+                .compare_exchange(UNKNOWN_SIZE, scanned, Ordering::Relaxed, Ordering::Relaxed);
         self.size.load(Ordering::Relaxed)
     }
 
@@ -142,13 +164,14 @@ impl ChunkCache {
     pub fn remove(&self, path: &Path) {
         if let Ok(meta) = fs::metadata(path) {
             if fs::remove_file(path).is_ok() {
-                self.size
-                    .fetch_sub(meta.len().min(self.approximate_size()), Ordering::Relaxed);
+                let size = self.approximate_size();
+                self.size.fetch_sub(meta.len().min(size), Ordering::Relaxed);
             }
         }
     }
 
     fn committed(&self, len: u64) {
+        self.approximate_size();
         let size = self.size.fetch_add(len, Ordering::Relaxed) + len;
         if size > self.max_bytes {
             self.evict();
@@ -163,6 +186,7 @@ impl ChunkCache {
         let mut entries = scan(&self.dir);
         let mut total: u64 = entries.iter().map(|e| e.1).sum();
         let target = self.max_bytes / 10 * 9;
+        let before = total;
         entries.sort_by_key(|e| e.2);
         for (path, len, _) in entries {
             if total <= target {
@@ -176,6 +200,16 @@ impl ChunkCache {
             }
         }
         self.size.store(total, Ordering::Relaxed);
+        if before > total {
+            // Said, not silent: in the chunk store, these may be old versions' only copy.
+            tracing::warn!(
+                "{} passed its bound of {} bytes: deleted {} bytes of the least recently used \
+                 chunk ranges (files that used them will be downloaded again)",
+                self.dir.display(),
+                self.max_bytes,
+                before - total
+            );
+        }
     }
 }
 

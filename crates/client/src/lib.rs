@@ -83,6 +83,7 @@ pub mod retry;
 pub mod runtime;
 pub mod shard_cache;
 pub mod stats;
+pub mod store;
 mod token;
 pub mod transport;
 mod upload;

@@ -34,6 +34,7 @@ pub mod quickstart;
 pub mod repo;
 pub mod ssh;
 pub mod status;
+pub mod store;
 pub mod transfer;
 pub mod url_alias;
 

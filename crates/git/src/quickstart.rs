@@ -122,7 +122,6 @@ fn demo(
     step("checking out version 2 in the clone");
     let pull2 = server.measure(|| git.run(&clone, &["checkout", "-q", "main"]))?;
     same_bytes(&file, &clone.join("model.bin"), "version 2")?;
-    git.run(&clone, &["lfs", "fsck"])?;
 
     let stored = server.metric("git_xet_stored_xorb_bytes")?;
     let logical = 2.0 * size as f64;
@@ -194,6 +193,7 @@ impl DemoGit {
             .env("GIT_TERMINAL_PROMPT", "0")
             // A cache of its own, so the demo's downloads are real on every run.
             .env("GIT_XET_CACHE_DIR", &self.cache)
+            .env("GIT_XET_STORE", self.cache.join("store"))
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .stdin(Stdio::null())

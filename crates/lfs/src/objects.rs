@@ -19,6 +19,7 @@ use crate::store::LfsStore;
 use crate::tokens::Tokens;
 use crate::LfsError;
 use git_xet_client::chunk_lists::ChunkListStore;
+use git_xet_client::store::{ChunkStore, Rebuilt};
 use git_xet_client::transport::{Authenticator, HttpFactory};
 use git_xet_client::{
     CasClient, ClientConfig, ClientError, ContentTap, DownloadOptions, LocalSource, Mapper,
@@ -43,6 +44,9 @@ pub struct AgentEnv {
     pub http: HttpFactory,
     /// Whether to use the per-user chunk cache.
     pub chunk_cache: bool,
+    /// The per-user chunk store (root, bound on its chunks' bytes): what downloads fetch is
+    /// kept there, and objects it holds are rebuilt from it with no transfer.
+    pub chunk_store: Option<(PathBuf, u64)>,
 }
 
 /// One object to download: what it is, and how to reach it (the `xet` action's CAS URL,
@@ -105,6 +109,8 @@ pub struct ObjectService {
     /// A chunk cache of its own (directory, size bound), for clients created from now on
     /// (`git xet mount --cache-size`).
     chunk_cache: Option<(PathBuf, u64)>,
+    /// The chunk store, opened on first use (`None` inside: none configured or unusable).
+    store: Option<Option<ChunkStore>>,
 }
 
 impl ObjectService {
@@ -113,6 +119,46 @@ impl ObjectService {
             env,
             clients: HashMap::new(),
             chunk_cache: None,
+            store: None,
+        }
+    }
+
+    /// The per-user chunk store, if one is configured and opens.
+    pub fn chunk_store(&mut self) -> Option<&ChunkStore> {
+        let env = &self.env;
+        self.store
+            .get_or_insert_with(|| {
+                let (root, max) = env.chunk_store.as_ref()?;
+                ChunkStore::open(root, *max)
+                    .map_err(|e| tracing::warn!("working without the chunk store: {e}"))
+                    .ok()
+            })
+            .as_ref()
+    }
+
+    /// Rebuilds `oid` from the chunk store into a new file of git-lfs's temp directory, if
+    /// the store holds all of it (verified: see [`ChunkStore::rebuild`]).
+    pub fn rebuild_local(&mut self, oid: &Oid, size: u64) -> Option<PathBuf> {
+        let output = self.env.store.temp_path("rebuild");
+        let tmp_dir = output.parent().map(Path::to_path_buf);
+        let store = self.chunk_store()?;
+        if let Some(dir) = tmp_dir {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        match store.rebuild(&oid.0, size, &output) {
+            Ok(Rebuilt::Done) => {
+                tracing::info!(oid = %oid, "rebuilt from the chunk store");
+                Some(output)
+            }
+            Ok(Rebuilt::Missing) => None,
+            Ok(Rebuilt::Damaged(why)) => {
+                tracing::warn!(oid = %oid, "{why}; downloading instead");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(oid = %oid, "rebuilding from the chunk store: {e}");
+                None
+            }
         }
     }
 
@@ -173,6 +219,9 @@ impl ObjectService {
         config.http = env.http.clone();
         if env.chunk_cache {
             config = config.with_user_caches();
+        }
+        if let Some((root, max)) = &env.chunk_store {
+            config = config.with_store(root, *max);
         }
         if let Some(cache) = &self.chunk_cache {
             config.chunk_cache = Some(cache.clone());
@@ -302,6 +351,11 @@ impl ObjectService {
         tap: Option<ContentTap>,
         progress: Option<ProgressFn>,
     ) -> Result<PathBuf, LfsError> {
+        if tap.is_none() {
+            if let Some(path) = self.rebuild_local(&want.oid, want.size) {
+                return Ok(path);
+            }
+        }
         let local = self.env.store.newest_objects();
         let mut job = self.prepare_download(want, &local)?;
         job.options.tap = tap;
@@ -317,9 +371,16 @@ impl ObjectService {
         parallel: usize,
     ) -> Vec<Result<PathBuf, LfsError>> {
         let local = self.env.store.newest_objects();
+        // Objects the chunk store holds are rebuilt from it; the rest are downloaded.
+        let rebuilt: Vec<Option<PathBuf>> = wants
+            .iter()
+            .map(|w| self.rebuild_local(&w.oid, w.size))
+            .collect();
         let jobs: Vec<Result<DownloadJob, LfsError>> = wants
             .iter()
-            .map(|w| self.prepare_download(w, &local))
+            .zip(&rebuilt)
+            .filter(|(_, r)| r.is_none())
+            .map(|(w, _)| self.prepare_download(w, &local))
             .collect();
         let runtime = match self.runtime() {
             Ok(rt) => rt,
@@ -332,14 +393,22 @@ impl ObjectService {
             Err(e) => unreachable!("runtime() fails only with Runtime: {e}"),
         };
         use futures::StreamExt;
-        runtime.block_on(async move {
+        let downloaded: Vec<Result<PathBuf, LfsError>> = runtime.block_on(async move {
             let jobs = with_reconstructions(jobs).await;
             futures::stream::iter(jobs)
                 .map(|job| async move { job?.run().await })
                 .buffered(parallel.max(1))
                 .collect()
                 .await
-        })
+        });
+        let mut downloaded = downloaded.into_iter();
+        rebuilt
+            .into_iter()
+            .map(|r| match r {
+                Some(path) => Ok(path),
+                None => downloaded.next().expect("one result per download"),
+            })
+            .collect()
     }
 
     fn prepare_download(

@@ -40,6 +40,11 @@ pub const RECHECK_MIN: u64 = 16 << 20;
 pub trait Recheck {
     fn indexed_pointer(&self) -> Option<Pointer>;
     fn work_tree_file(&self) -> Option<std::path::PathBuf>;
+    /// Whether this content is kept as chunks in the chunk store (so its whole copy need not
+    /// enter `.git/lfs/objects`: the file git re-cleans after a checkout is one it smudged).
+    fn in_chunk_store(&self, _oid: &Oid, _size: u64) -> bool {
+        false
+    }
 }
 
 /// What the clean does with the content as it arrives.
@@ -93,6 +98,7 @@ impl Spool {
         store: &LfsStore,
         chunk_lists: &ChunkListStore,
         size: u64,
+        recheck: &dyn Recheck,
     ) -> Result<Pointer, GitError> {
         let oid = Oid(self.hasher.finalize().into());
         let Spool {
@@ -113,6 +119,9 @@ impl Spool {
                 "the stored copy of {oid} was damaged: replaced it with the file's content"
             );
             store.replace(&temp, &oid)?;
+        } else if recheck.in_chunk_store(&oid, size) {
+            let _ = std::fs::remove_file(&temp);
+            return Ok(Pointer::new(oid, size));
         } else {
             store.commit(&temp, &oid)?;
         }
@@ -190,7 +199,7 @@ pub fn clean<R: Read>(
         Mode::Store(spool) => Ok(spool),
     };
     Ok(spool
-        .and_then(|s| s.finish(store, chunk_lists, size))
+        .and_then(|s| s.finish(store, chunk_lists, size, recheck))
         .map(|p| p.to_text().into_bytes()))
 }
 

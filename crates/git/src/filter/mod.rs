@@ -31,6 +31,7 @@
 pub mod clean;
 mod compare;
 pub mod fetch;
+mod local;
 pub mod pktline;
 mod recheck;
 pub mod smudge;
@@ -40,6 +41,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -47,6 +49,7 @@ use crate::repo::Repo;
 use crate::GitError;
 use fetch::{Fetched, Fetcher};
 use git_xet_client::chunk_lists::ChunkListStore;
+use git_xet_client::store::ChunkStore;
 use git_xet_client::{ContentTap, ProgressFn};
 use git_xet_lfs::pointer::Pointer;
 use git_xet_lfs::store::{self, LfsStore};
@@ -203,6 +206,12 @@ pub struct Filter {
     available: HashMap<String, Result<Smudged, GitError>>,
     /// Missing objects from this size on are streamed, never delayed.
     stream_threshold: u64,
+    /// The per-user chunk store, opened when first needed (`None` inside: turned off).
+    chunk_store: Option<Option<ChunkStore>>,
+    /// `xet.keepObjects`: whole objects stay in `.git/lfs/objects` after checkout.
+    keep_objects: bool,
+    /// Whole objects the chunk store holds, deleted once git closes the pipe.
+    drop_at_end: Vec<PathBuf>,
     downloads: Box<dyn Downloads>,
 }
 
@@ -225,6 +234,9 @@ impl Filter {
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(STREAM_THRESHOLD),
             downloads: Box::new(Quiet),
+            chunk_store: None,
+            keep_objects: crate::store::keep_objects(&repo),
+            drop_at_end: Vec::new(),
             repo,
         }
     }
@@ -247,9 +259,14 @@ impl Filter {
             let started = std::time::Instant::now();
             match request.command.as_str() {
                 "clean" => {
+                    let chunks = match self.keep_objects {
+                        true => None,
+                        false => self.chunks().cloned(),
+                    };
                     let recheck = recheck::IndexRecheck {
                         repo: &self.repo,
                         pathname: &request.pathname,
+                        chunks: chunks.as_ref(),
                     };
                     let result =
                         clean::clean(&mut input, &self.store, &self.chunk_lists, &recheck)?;
@@ -289,6 +306,9 @@ impl Filter {
                 "answered"
             );
         }
+        for path in self.drop_at_end.drain(..) {
+            let _ = std::fs::remove_file(path);
+        }
         Ok(())
     }
 
@@ -310,6 +330,9 @@ impl Filter {
         }
         if self.fetch_filters {
             return Ok(Smudged::GitLfs(text));
+        }
+        if let Some(path) = self.rebuild_local(&pointer) {
+            return Ok(Smudged::File { path, temp: true });
         }
         if self.delay && request.can_delay && pointer.size < self.stream_threshold {
             self.delayed.push((pathname.to_string(), text, pointer));
@@ -351,8 +374,13 @@ impl Filter {
             let forwarded = forwarder.join().expect("the forwarding thread panicked");
             (fetched, forwarded)
         });
+        let whole = match &fetched {
+            Ok(Fetched::Stored(path)) if self.drop_whole(pointer) => Some(path.clone()),
+            _ => None,
+        };
         if !forwarded? {
             // Nothing was sent: the stored object, or git-lfs's turn.
+            self.drop_at_end.extend(whole);
             let smudged = after_fetch(fetched, text, &request.pathname);
             return respond(output, request, Ok(smudged));
         }
@@ -369,6 +397,10 @@ impl Filter {
         match verdict {
             Ok(()) => {
                 tracing::debug!(bytes = pointer.size, "streamed {}", request.pathname);
+                if let Some(path) = whole {
+                    // git has it, and the chunk store can rebuild it.
+                    self.drop_at_end.push(path);
+                }
                 output.flush_packet()?
             }
             Err(e) => {
@@ -411,7 +443,13 @@ impl Filter {
                         .collect()
                 }
             };
-            for ((path, text, _), result) in delayed.into_iter().zip(results) {
+            for ((path, text, pointer), result) in delayed.into_iter().zip(results) {
+                // Several paths may share the object: it goes when git is done.
+                if let Ok(Fetched::Stored(whole)) = &result {
+                    if self.drop_whole(&pointer) {
+                        self.drop_at_end.push(whole.clone());
+                    }
+                }
                 let answer = after_fetch(result, text, &path);
                 self.available.insert(path, Ok(answer));
             }

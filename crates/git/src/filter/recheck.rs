@@ -3,12 +3,15 @@
 
 use crate::filter::clean;
 use crate::repo::Repo;
-use git_xet_lfs::pointer::{Pointer, MAX_POINTER_SIZE};
+use git_xet_client::store::ChunkStore;
+use git_xet_lfs::pointer::{Oid, Pointer, MAX_POINTER_SIZE};
 
 /// A path's version in git's index (see [`clean::Recheck`]).
 pub struct IndexRecheck<'a> {
     pub repo: &'a Repo,
     pub pathname: &'a str,
+    /// The chunk store, when whole objects it holds are not kept (`xet.keepObjects` off).
+    pub chunks: Option<&'a ChunkStore>,
 }
 
 impl clean::Recheck for IndexRecheck<'_> {
@@ -32,5 +35,9 @@ impl clean::Recheck for IndexRecheck<'_> {
 
     fn work_tree_file(&self) -> Option<std::path::PathBuf> {
         Some(self.repo.work_tree.as_ref()?.join(self.pathname))
+    }
+
+    fn in_chunk_store(&self, oid: &Oid, size: u64) -> bool {
+        self.chunks.is_some_and(|c| c.has(&oid.0, size))
     }
 }

@@ -39,6 +39,7 @@ pub fn verify_all(
     env.store = LfsStore::in_dir(&scratch.path().join("lfs"));
     env.xet_dir = scratch.path().join("meta");
     env.chunk_cache = false;
+    env.chunk_store = None;
     let mut service = ObjectService::new(env);
     let endpoint = strip_userinfo(batch.endpoint());
     let mut verified = 0u64;
