@@ -253,6 +253,17 @@ pub(crate) fn clone_matches(
         let got = std::fs::read(clone.join(path)).unwrap();
         assert!(got == want, "{path}: the clone has different bytes");
     }
+    // git-xet's filter keeps the objects as chunks in the per-user store, not whole in
+    // .git/lfs/objects, which is all fsck reads: `git xet materialize` puts them there.
+    let filter = env.git(&clone, &["config", "--get", "filter.lfs.process"]);
+    if filter.contains("xet") {
+        let out = env
+            .cmd(git_xet_bin().to_str().unwrap(), &clone)
+            .arg("materialize")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git xet materialize: {out:?}");
+    }
     env.git(&clone, &["lfs", "fsck"]);
 }
 
