@@ -196,6 +196,7 @@ fn hub_routes_answer_a_token_of_another_repository_as_a_missing_repository() {
             "GET",
             format!("/api/models/{HUB_REPO}/xet-write-token/main")
         ],
+        ["PUT", format!("/api/models/{HUB_REPO}/settings")],
     ]);
     // A dataset of the same name, on every dataset route.
     let data = format!("datasets/{HUB_REPO}");
