@@ -146,35 +146,14 @@ pub struct CheckReport {
     pub problems: Vec<Problem>,
 }
 
-/// The stale lock files of the hosted git repositories under `root` (`<name>.git` and
-/// `<org>/<name>.git`), and how many repositories were looked at. A repository a push is
+/// The stale lock files of the hosted git repositories under `root` (see
+/// [`crate::git::repos::hosted`]), and how many repositories were looked at. A repository a push is
 /// writing right now is passed over: its lock files may be live.
 pub fn git_locks(root: &Path) -> std::io::Result<(u64, Vec<Problem>)> {
-    let mut repos = Vec::new();
-    let mut dirs = vec![(root.to_path_buf(), 0)];
-    while let Some((dir, depth)) = dirs.pop() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        for entry in entries {
-            let entry = entry?;
-            let name = entry.file_name();
-            // `.new-*`: a repository being created, not yet in place.
-            if name.to_string_lossy().starts_with('.') || !entry.file_type()?.is_dir() {
-                continue;
-            }
-            match name.to_string_lossy().ends_with(".git") {
-                true => repos.push(entry.path()),
-                false if depth == 0 => dirs.push((entry.path(), 1)),
-                false => {}
-            }
-        }
-    }
+    let repos = crate::git::repos::hosted(root)?;
     let mut problems = Vec::new();
     for repo in &repos {
-        let stale = crate::git::writers::stale_lock_files(repo)?;
+        let stale = crate::git::writers::stale_lock_files(&repo.dir)?;
         problems.extend(
             stale
                 .unwrap_or_default()

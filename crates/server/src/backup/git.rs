@@ -4,70 +4,24 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::process::Command;
-
 use super::BackupError;
-use crate::git::repos::FSYNC_CONFIG;
+use crate::git::repos::{hosted, run_git};
 use crate::repo_name::RepoName;
 
 async fn git(dir: &Path, args: &[&str]) -> Result<String, BackupError> {
-    let out = Command::new("git")
-        .args(FSYNC_CONFIG)
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .await
-        .map_err(|e| BackupError::Git(format!("running git: {e}")))?;
-    if !out.status.success() {
-        return Err(BackupError::Git(format!(
-            "git {} in {} failed: {}",
-            args.join(" "),
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    run_git(dir, args, |why| {
+        BackupError::Git(format!("in {}: {why}", dir.display()))
+    })
+    .await
 }
 
-/// Every hosted repository under `root` (`<name>.git` directories holding a `HEAD`;
-/// half-made `.new-*` ones are skipped), by name.
+/// Every hosted repository under `root` that holds a `HEAD` (one git can bundle), by name.
 pub fn list_repos(root: &Path) -> std::io::Result<Vec<(RepoName, PathBuf)>> {
-    let mut out = Vec::new();
-    walk(root, root, 0, &mut out)?;
-    out.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
-    Ok(out)
-}
-
-fn walk(
-    root: &Path,
-    dir: &Path,
-    depth: usize,
-    out: &mut Vec<(RepoName, PathBuf)>,
-) -> std::io::Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
-        let path = entry.path();
-        let file_name = entry.file_name().to_string_lossy().into_owned();
-        if !entry.file_type()?.is_dir() || file_name.starts_with('.') {
-            continue;
-        }
-        if file_name.ends_with(".git") && path.join("HEAD").exists() {
-            let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy();
-            if let Ok(name) = RepoName::parse(rel.trim_end_matches(".git")) {
-                out.push((name, path));
-            }
-        } else if depth < 3 {
-            walk(root, &path, depth + 1, out)?;
-        }
-    }
-    Ok(())
+    Ok(hosted(root)?
+        .into_iter()
+        .filter(|repo| repo.dir.join("HEAD").exists())
+        .map(|repo| (repo.name, repo.dir))
+        .collect())
 }
 
 /// HEAD's target, and a bundle of every ref written to `bundle` (`false`: no refs, no bundle).

@@ -15,7 +15,7 @@ use super::upkeep::{open_existing, runtime};
 use crate::deployment::{self, IndexLocation};
 use crate::index::{DedupScope, Index, PgIndex, SqliteIndex, TokenRecord};
 use crate::keys;
-use crate::rebuild::{compare, rebuild, repos, RebuildOptions, RebuildReport};
+use crate::rebuild::{compare, rebuild, RebuildOptions, RebuildReport};
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum IndexCommand {
@@ -375,7 +375,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         false,
     )?);
     let git_root = args.source.git_root()?;
-    let repos: Vec<_> = repos::hosted_repos(&git_root)?
+    let repos: Vec<_> = crate::git::repos::hosted(&git_root)?
         .into_iter()
         .map(|r| r.name)
         .collect();

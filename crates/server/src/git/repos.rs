@@ -1,12 +1,12 @@
 //! Hosted bare repositories under `DATA/repos/<org>/<name>.git`: created on first push,
 //! with the pre-receive hook installed, and HEAD pointed at a branch that exists.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tokio::process::Command;
 
 use crate::error::{ServerError, ServerResult};
-use crate::repo_name::RepoName;
+use crate::repo_name::{RepoName, DATASETS};
 
 /// git's fsync settings, given (`-c`) to every git the server runs in a hosted repository,
 /// new or old: the objects and refs of a push are on disk before git reports the push
@@ -38,8 +38,16 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-async fn git(dir: &Path, args: &[&str]) -> ServerResult<String> {
-    let out = Command::new("git")
+/// Runs git in `dir` as the server runs it in hosted repositories ([`FSYNC_CONFIG`], never
+/// prompting for credentials): its trimmed stdout, or `error` of what failed (for a failed
+/// command: the command and git's stderr). The caller's error type, so each layer keeps its
+/// own enum; the message names no path, as the server's may reach a client.
+pub async fn run_git<E>(
+    dir: &Path,
+    args: &[&str],
+    error: impl FnOnce(String) -> E,
+) -> Result<String, E> {
+    let out = match Command::new("git")
         .args(FSYNC_CONFIG)
         .arg("-C")
         .arg(dir)
@@ -47,15 +55,78 @@ async fn git(dir: &Path, args: &[&str]) -> ServerResult<String> {
         .env("GIT_TERMINAL_PROMPT", "0")
         .output()
         .await
-        .map_err(|e| ServerError::internal(format!("running git: {e}")))?;
+    {
+        Ok(out) => out,
+        Err(e) => return Err(error(format!("running git: {e}"))),
+    };
     if !out.status.success() {
-        return Err(ServerError::internal(format!(
+        return Err(error(format!(
             "git {} failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+async fn git(dir: &Path, args: &[&str]) -> ServerResult<String> {
+    run_git(dir, args, ServerError::Internal).await
+}
+
+/// One hosted repository: its name and its bare repository's directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostedRepo {
+    pub name: RepoName,
+    pub dir: PathBuf,
+}
+
+/// The hosted repositories under `root` (`name.git`, `org/name.git`,
+/// `datasets/org/name.git`), sorted by name: what every walk of them (backup, index
+/// rebuild, check, the status page) lists. Passed over: hidden entries (`.new-*` being
+/// created), anything but a directory (a symlink is not followed), and directories whose
+/// path is not a valid repository name. A missing `root` holds none.
+pub fn hosted(root: &Path) -> std::io::Result<Vec<HostedRepo>> {
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let file_name = entry.file_name();
+            let name = file_name.to_string_lossy();
+            if name.starts_with('.') || !entry.file_type()?.is_dir() {
+                continue;
+            }
+            let path = entry.path();
+            let relative = path.strip_prefix(root).unwrap_or(&path).to_string_lossy();
+            if name.ends_with(".git") {
+                if let Ok(repo) = RepoName::parse(&relative) {
+                    // What parsing kept must name this very directory.
+                    if repo.bare_dir(root) == path {
+                        found.push(HostedRepo {
+                            name: repo,
+                            dir: path.clone(),
+                        });
+                    }
+                }
+            } else {
+                // Organizations one level down; datasets' organizations one more.
+                let depth = relative.matches('/').count();
+                let in_datasets = relative
+                    .strip_prefix(DATASETS)
+                    .is_some_and(|r| r.starts_with('/'));
+                if depth == 0 || (depth == 1 && in_datasets) {
+                    dirs.push(path.clone());
+                }
+            }
+        }
+    }
+    found.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+    Ok(found)
 }
 
 /// The bare repository's own record of whether it is private (`git config xet.private`),
@@ -363,6 +434,52 @@ mod tests {
             0,
             "nothing changed since"
         );
+    }
+
+    /// The one walk of the hosted repositories: models at the top and in organizations,
+    /// datasets one level deeper; nothing hidden, half-made, linked or misnamed.
+    #[test]
+    fn the_walk_finds_hosted_repositories_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repos");
+        let hosted_here = [
+            "top.git",
+            "org/model.git",
+            "datasets/org/data.git",
+            "datasets/plain.git", // an organization named `datasets`
+        ];
+        let passed_over = [
+            ".new-0123456789abcdef",          // being created
+            "org/.new-0123456789abcdef",      // being created in an organization
+            "datasets/org/.new-0123456789ab", // being created among datasets
+            ".hidden.git",
+            "org/.x.git",
+            "-rf.git",                 // looks like an option
+            "a b.git",                 // not a name
+            "x.git.git",               // a segment may not end with .git
+            "org/sub/deep.git",        // too deep for a model
+            "datasets/org/sub/d.git",  // too deep for a dataset
+            "org/model.git/inner.git", // inside a repository
+            "name.lock.git",
+        ];
+        for d in hosted_here.iter().chain(&passed_over) {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        // A file and a symlink named like repositories: not directories of the root.
+        std::fs::write(root.join("file.git"), "").unwrap();
+        std::os::unix::fs::symlink(root.join("org/model.git"), root.join("org/link.git")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), root.join("elsewhere")).unwrap();
+        std::fs::create_dir_all(dir.path().join("outside.git")).unwrap();
+        let found = hosted(&root).unwrap();
+        let names: Vec<&str> = found.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["datasets/org/data", "datasets/plain", "org/model", "top"]
+        );
+        for repo in &found {
+            assert_eq!(repo.dir, repo.name.bare_dir(&root));
+        }
+        assert!(hosted(&dir.path().join("missing")).unwrap().is_empty());
     }
 
     /// The hosted hook runs the program it names with `pre-receive`, wherever it lives.

@@ -149,7 +149,7 @@ pub async fn rebuild(
     };
     index_xorbs(store, index, &mut report, &mut progress).await?;
     let (candidates, shard_lens) = read_shards(store, &mut report, &mut progress).await?;
-    let hosted = repos::hosted_repos(git_root).map_err(store_err(format!(
+    let hosted = crate::git::repos::hosted(git_root).map_err(store_err(format!(
         "listing the git repositories in {}",
         git_root.display()
     )))?;

@@ -1,12 +1,12 @@
-//! The hosted git repositories as `index rebuild` reads them: their names, the visibility
-//! each records in its own config, and the LFS objects its history points to.
+//! The hosted git repositories as `index rebuild` reads them (listed by
+//! [`crate::git::repos::hosted`]): the visibility each records in its own config, and the LFS
+//! objects its history points to.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::git::repos::PRIVATE_CONFIG;
 use crate::hook::git::Git;
 use crate::hook::{all_referenced, Referenced};
-use crate::repo_name::RepoName;
 
 /// Whether a repository is private, as its bare repository records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,52 +22,6 @@ impl Visibility {
     pub fn private(self) -> bool {
         self != Visibility::Public
     }
-}
-
-/// One hosted repository.
-#[derive(Debug, Clone)]
-pub struct HostedRepo {
-    pub name: RepoName,
-    pub dir: PathBuf,
-}
-
-/// The hosted repositories under `root` (`name.git`, `org/name.git`,
-/// `datasets/org/name.git`), by name. Directories that are not repository names (`.new-*`
-/// being created) are passed over.
-pub fn hosted_repos(root: &Path) -> std::io::Result<Vec<HostedRepo>> {
-    let mut found = Vec::new();
-    let mut dirs = vec![(root.to_path_buf(), 0)];
-    while let Some((dir, depth)) = dirs.pop() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        for entry in entries {
-            let entry = entry?;
-            let file_name = entry.file_name();
-            let name = file_name.to_string_lossy();
-            if name.starts_with('.') || !entry.file_type()?.is_dir() {
-                continue;
-            }
-            if name.ends_with(".git") {
-                let relative = entry.path();
-                let relative = relative.strip_prefix(root).unwrap_or(&relative);
-                if let Ok(repo) = RepoName::parse(&relative.to_string_lossy()) {
-                    if repo.bare_dir(root) == entry.path() {
-                        found.push(HostedRepo {
-                            name: repo,
-                            dir: entry.path(),
-                        });
-                    }
-                }
-            } else if depth < 2 {
-                dirs.push((entry.path(), depth + 1));
-            }
-        }
-    }
-    found.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
-    Ok(found)
 }
 
 /// What the repository's config records (`git config xet.private`).

@@ -75,7 +75,10 @@ pub async fn overview(state: SharedState, headers: HeaderMap) -> Response {
             Err(e) => return e.into_response(),
         };
         let root = state.config.repos_dir();
-        let all = blocking(move || Ok(scan::repositories(&root))).await;
+        let all = blocking(move || {
+            scan::repositories(&root).map_err(|e| ServerError::internal(e.to_string()))
+        })
+        .await;
         match all {
             Ok(all) => Some(
                 all.into_iter()
@@ -151,7 +154,9 @@ async fn build(
             // out, and then the totals are those of the shown ones, not the server's.
             None => {
                 let mut shown = Vec::new();
-                for repo in scan::repositories(&root) {
+                let all =
+                    scan::repositories(&root).map_err(|e| ServerError::internal(e.to_string()))?;
+                for repo in all {
                     match state.index.repo_private(&repo)? {
                         true => hidden = true,
                         false => shown.push(repo),

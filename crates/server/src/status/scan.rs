@@ -65,38 +65,13 @@ pub struct Push {
     pub time: i64,
 }
 
-/// The hosted repositories under `root` (`org/name.git` or `name.git`), by name.
-pub fn repositories(root: &Path) -> Vec<RepoName> {
-    let mut found = Vec::new();
-    let entries = |dir: &Path| -> Vec<(String, PathBuf)> {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
-            .collect()
-    };
-    for (name, path) in entries(root) {
-        if name.ends_with(".git") {
-            found.extend(RepoName::parse(&name).ok());
-            continue;
-        }
-        for (inner, inner_path) in entries(&path) {
-            if inner.ends_with(".git") {
-                found.extend(RepoName::parse(&format!("{name}/{inner}")).ok());
-            } else if name == "datasets" {
-                // Datasets are hosted one level deeper: datasets/org/name.git.
-                for (repo, _) in entries(&inner_path) {
-                    if repo.ends_with(".git") {
-                        found.extend(RepoName::parse(&format!("{name}/{inner}/{repo}")).ok());
-                    }
-                }
-            }
-        }
-    }
-    found.sort_by_key(|r| r.to_string());
-    found
+/// The hosted repositories under `root`, by name (see [`crate::git::repos::hosted`]).
+pub fn repositories(root: &Path) -> Result<Vec<RepoName>, ScanError> {
+    let repos = crate::git::repos::hosted(root).map_err(|source| ScanError::Read {
+        path: root.to_path_buf(),
+        source,
+    })?;
+    Ok(repos.into_iter().map(|repo| repo.name).collect())
 }
 
 fn git(dir: &Path) -> Command {
