@@ -31,22 +31,61 @@ pub struct Grant {
     pub expires: u64,
 }
 
-impl Grant {
+impl Signed for Grant {
     fn payload(&self) -> String {
         format!(
             "xorb-data\n{}\n{}-{}\n{}\n{}",
             self.xorb, self.bytes.start, self.bytes.end, self.token_id, self.expires
         )
     }
+}
+
+/// A grant a URL carries under its signature (keyed BLAKE3 of the payload, which starts
+/// with the kind, so one kind's signature never verifies as another's).
+trait Signed {
+    fn payload(&self) -> String;
 
     fn sig(&self, keys: &Keys) -> blake3::Hash {
         keys.url_mac(self.payload().as_bytes())
     }
+
+    /// The signature as its query parameter carries it.
+    fn encoded_sig(&self, keys: &Keys) -> String {
+        URL_SAFE_NO_PAD.encode(self.sig(keys).as_bytes())
+    }
+}
+
+/// What verifying any signed URL checks once its own fields are parsed: `expires` and
+/// `sig` well-formed, `sig` the signature of the grant `grant(expires)` makes (compared in
+/// constant time: blake3::Hash's `==`), and not expired at `now`. `forbidden` words the
+/// refusal for the URL's kind.
+fn verify_signed<G: Signed>(
+    keys: &Keys,
+    expires: &str,
+    sig: &str,
+    now: u64,
+    forbidden: impl Fn(&str) -> ServerError,
+    grant: impl FnOnce(u64) -> G,
+) -> ServerResult<G> {
+    let expires: u64 = expires.parse().map_err(|_| forbidden("is malformed"))?;
+    let sig: [u8; 32] = URL_SAFE_NO_PAD
+        .decode(sig)
+        .ok()
+        .and_then(|s| s.try_into().ok())
+        .ok_or_else(|| forbidden("has a malformed signature"))?;
+    let grant = grant(expires);
+    if grant.sig(keys) != blake3::Hash::from(sig) {
+        return Err(forbidden("has an invalid signature"));
+    }
+    if expires <= now {
+        return Err(forbidden("has expired"));
+    }
+    Ok(grant)
 }
 
 /// A URL for the bytes `grant` names.
 pub fn fetch_url(keys: &Keys, base: &str, grant: &Grant) -> String {
-    let sig = URL_SAFE_NO_PAD.encode(grant.sig(keys).as_bytes());
+    let sig = grant.encoded_sig(keys);
     let Grant {
         xorb,
         bytes,
@@ -88,26 +127,12 @@ pub fn verify(keys: &Keys, xorb: &MerkleHash, query: &FetchQuery, now: u64) -> S
         .filter(|(s, e)| s <= e)
         .map(|(start, end)| HttpRange { start, end })
         .ok_or_else(|| forbidden("has a malformed byte range"))?;
-    let expires: u64 = expires.parse().map_err(|_| forbidden("is malformed"))?;
-    let sig: [u8; 32] = URL_SAFE_NO_PAD
-        .decode(sig)
-        .ok()
-        .and_then(|s| s.try_into().ok())
-        .ok_or_else(|| forbidden("has a malformed signature"))?;
-    let grant = Grant {
+    verify_signed(keys, expires, sig, now, forbidden, |expires| Grant {
         xorb: *xorb,
         bytes,
         token_id: query.tid.clone().unwrap_or_default(),
         expires,
-    };
-    // blake3::Hash compares in constant time.
-    if grant.sig(keys) != blake3::Hash::from(sig) {
-        return Err(forbidden("has an invalid signature"));
-    }
-    if expires <= now {
-        return Err(forbidden("has expired"));
-    }
-    Ok(grant)
+    })
 }
 
 /// What a signed basic-upload href grants: `PUT` of one object into one repository, for the
@@ -122,18 +147,19 @@ pub struct UploadGrant {
     pub expires: u64,
 }
 
-impl UploadGrant {
-    fn sig(&self, keys: &Keys) -> blake3::Hash {
-        let payload = format!(
+impl Signed for UploadGrant {
+    fn payload(&self) -> String {
+        format!(
             "lfs-upload\n{}\n{}\n{}\n{}",
             self.repo, self.oid, self.token_id, self.expires
-        );
-        keys.url_mac(payload.as_bytes())
+        )
     }
+}
 
+impl UploadGrant {
     /// The query string that carries this grant.
     pub fn query(&self, keys: &Keys) -> String {
-        let sig = URL_SAFE_NO_PAD.encode(self.sig(keys).as_bytes());
+        let sig = self.encoded_sig(keys);
         format!("tid={}&expires={}&sig={sig}", self.token_id, self.expires)
     }
 }
@@ -161,26 +187,12 @@ pub fn verify_upload(
     let (Some(expires), Some(sig)) = (param("expires"), param("sig")) else {
         return Err(forbidden("is not signed"));
     };
-    let expires: u64 = expires.parse().map_err(|_| forbidden("is malformed"))?;
-    let sig: [u8; 32] = URL_SAFE_NO_PAD
-        .decode(sig)
-        .ok()
-        .and_then(|s| s.try_into().ok())
-        .ok_or_else(|| forbidden("has a malformed signature"))?;
-    let grant = UploadGrant {
+    verify_signed(keys, expires, sig, now, forbidden, |expires| UploadGrant {
         repo: repo.to_string(),
         oid: oid.to_string(),
         token_id: param("tid").unwrap_or_default().to_string(),
         expires,
-    };
-    // blake3::Hash compares in constant time.
-    if grant.sig(keys) != blake3::Hash::from(sig) {
-        return Err(forbidden("has an invalid signature"));
-    }
-    if expires <= now {
-        return Err(forbidden("has expired"));
-    }
-    Ok(grant)
+    })
 }
 
 #[cfg(test)]
