@@ -120,13 +120,7 @@ impl PgIndex {
     /// Makes `secret` the deployment's signing secret (a restore into a deployment that has
     /// nothing else: a server started once may have created another).
     pub fn replace_secret(&self, secret: &[u8; 32]) -> IndexResult<()> {
-        self.pool.run(|c| {
-            wait(c.execute(
-                "INSERT INTO server_secret (id, secret, created_at) VALUES (1, $1, $2)
-                 ON CONFLICT (id) DO UPDATE SET secret = EXCLUDED.secret",
-                &[&secret.as_slice(), &(crate::auth::now_secs() as i64)],
-            ))
-        })?;
+        self.pool.run(|c| super::secret::replace(c, secret))?;
         Ok(())
     }
 }
