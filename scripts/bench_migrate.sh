@@ -6,6 +6,7 @@
 #   JOBS=4             migrate --jobs (default 4)
 #   SERVER_ARGS="..."  extra server flags (default: --no-fsync); IMPORT_ARGS likewise
 #   VERIFY=1           also download every object back (migrate's default; off here)
+#   GIT_XET_BIN=...    another build (default: release, built)
 #
 # Setup (not timed): N objects of TOTAL_MIB/N bytes each, random, written straight into
 # giftless's store, and one commit of their pointers (git fast-import) in a bare remote; a
@@ -19,7 +20,7 @@
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
-  sed -n '2,15p' "$0" >&2
+  sed -n '2,16p' "$0" >&2
   exit 2
 fi
 N="$1"
@@ -28,7 +29,8 @@ JOBS="${JOBS:-4}"
 SERVER_ARGS="${SERVER_ARGS---no-fsync}"
 IMPORT_ARGS="${IMPORT_ARGS---no-fsync}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BIN="$ROOT/target/release/git-xet"
+# shellcheck source=lib/lfs_objects.sh
+. "$ROOT/scripts/lib/lfs_objects.sh"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/bench-migrate.XXXXXX")"
 PIDS=()
 
@@ -38,7 +40,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$ROOT" && cargo build --release --quiet)
+if [[ -n "${GIT_XET_BIN:-}" ]]; then
+  BIN="$(realpath "$GIT_XET_BIN")"
+else
+  (cd "$ROOT" && cargo build --release --quiet)
+  BIN="$ROOT/target/release/git-xet"
+fi
 VENV="$("$ROOT/fixtures/repos/giftless.sh" install)"
 
 # An isolated git: own HOME and config, plain git-lfs plus our agent.
@@ -71,32 +78,7 @@ TOKEN="$("$BIN" server token create --repo org/bench --scope write --data "$WORK
 
 echo "generating $N objects, $TOTAL_MIB MiB in all" >&2
 git init -q --bare "$WORK/remote.git"
-python3 - "$N" "$((TOTAL_MIB * 1024 * 1024))" "$WORK/store/org/bench" <<'PY' | git -C "$WORK/remote.git" fast-import --quiet
-import hashlib, os, random, sys
-n, total, store = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-os.makedirs(store, exist_ok=True)
-size = total // n
-rng = random.Random(25)
-out = sys.stdout.buffer
-def blob(data):
-    out.write(b"blob\nmark :%d\ndata %d\n" % (blob.mark, len(data)) + data + b"\n")
-    blob.mark += 1
-    return blob.mark - 1
-blob.mark = 1
-attrs = blob(b"*.bin filter=lfs diff=lfs merge=lfs -text\n")
-files = []
-for i in range(n):
-    data = rng.randbytes(size)
-    oid = hashlib.sha256(data).hexdigest()
-    with open(os.path.join(store, oid), "wb") as f:
-        f.write(data)
-    pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n" % (oid.encode(), size)
-    files.append((b"data/%03d/%05d.bin" % (i // 1000, i), blob(pointer)))
-out.write(b"commit refs/heads/main\ncommitter bench <bench@example.com> 1700000000 +0000\ndata 6\nbench\n")
-out.write(b"M 100644 :%d .gitattributes\n" % attrs)
-for path, mark in files:
-    out.write(b"M 100644 :%d %s\n" % (mark, path))
-PY
+lfs_objects "$N" "$((TOTAL_MIB * 1024 * 1024))" "$WORK/store/org/bench" 25 "$WORK/remote.git"
 
 GIT_LFS_SKIP_SMUDGE=1 git clone -q -c "lfs.url=$OLD" "$WORK/remote.git" "$WORK/work"
 cd "$WORK/work"

@@ -19,6 +19,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 N="${1:-1000}"
 TOTAL_MIB="${2:-256}"
+# shellcheck source=lib/lfs_objects.sh
+. "$ROOT/scripts/lib/lfs_objects.sh"
 
 if [[ -n "${GIT_XET_BIN:-}" ]]; then
     BIN="$(realpath "$GIT_XET_BIN")"
@@ -35,32 +37,7 @@ git init -q --bare "$REPO"
 git -C "$REPO" config xet.private true
 
 echo "generating $N objects, $TOTAL_MIB MiB in all" >&2
-python3 - "$N" "$((TOTAL_MIB * 1024 * 1024))" "$WORK/store" <<'PY' | git -C "$REPO" fast-import --quiet
-import hashlib, os, random, sys
-n, total, store = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-os.makedirs(store, exist_ok=True)
-size = total // n
-rng = random.Random(35)
-out = sys.stdout.buffer
-def blob(data):
-    out.write(b"blob\nmark :%d\ndata %d\n" % (blob.mark, len(data)) + data + b"\n")
-    blob.mark += 1
-    return blob.mark - 1
-blob.mark = 1
-attrs = blob(b"*.bin filter=lfs diff=lfs merge=lfs -text\n")
-files = []
-for i in range(n):
-    data = rng.randbytes(size)
-    oid = hashlib.sha256(data).hexdigest()
-    with open(os.path.join(store, oid), "wb") as f:
-        f.write(data)
-    pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n" % (oid.encode(), size)
-    files.append((b"data/%03d/%05d.bin" % (i // 1000, i), blob(pointer)))
-out.write(b"commit refs/heads/main\ncommitter bench <bench@example.com> 1700000000 +0000\ndata 6\nbench\n")
-out.write(b"M 100644 :%d .gitattributes\n" % attrs)
-for path, mark in files:
-    out.write(b"M 100644 :%d %s\n" % (mark, path))
-PY
+lfs_objects "$N" "$((TOTAL_MIB * 1024 * 1024))" "$WORK/store" 35 "$REPO"
 echo "importing (server-side conversion to xorbs and shards)" >&2
 "$BIN" server import-lfs --data "$DATA" --repo org/bench --from "$WORK/store" --no-fsync --jobs 2 > /dev/null
 rm -rf "$WORK/store"
