@@ -2,13 +2,30 @@
 //! 32-byte blobs, chunk tables as little-endian u32 blobs, the chunk key as the hash's
 //! first 8 bytes.
 
+use crate::index::gc::Sha256Claim;
 use crate::index::{decode_terms, FileRecord, IndexError, IndexResult, XorbMeta};
+use crate::repo_name::RepoName;
 use git_xet_core::xorb::XorbFooter;
 use git_xet_core::MerkleHash;
 
 pub(crate) fn hash_from(bytes: Vec<u8>) -> IndexResult<MerkleHash> {
     MerkleHash::from_slice(&bytes)
         .ok_or_else(|| IndexError::Corrupt(format!("hash of {} bytes", bytes.len())))
+}
+
+pub(crate) fn sha256_from(bytes: &[u8]) -> IndexResult<[u8; 32]> {
+    bytes
+        .try_into()
+        .map_err(|_| IndexError::Corrupt(format!("sha256 of {} bytes", bytes.len())))
+}
+
+/// A `repo_files` row's claim: the repository's name and the sha256 it knows the file by.
+pub(crate) fn sha256_claim(repo: &str, sha256: &[u8]) -> IndexResult<Sha256Claim> {
+    Ok(Sha256Claim {
+        repo: RepoName::parse(repo)
+            .map_err(|e| IndexError::Corrupt(format!("repository name {repo:?}: {e}")))?,
+        sha256: sha256_from(sha256)?,
+    })
 }
 
 pub(crate) fn u32s(bytes: &[u8]) -> Vec<u32> {
@@ -83,10 +100,7 @@ pub(crate) fn file_record(raw: RawFile) -> IndexResult<FileRecord> {
     Ok(FileRecord {
         file_hash: hash_from(hash)?,
         size: size as u64,
-        sha256: sha256
-            .as_slice()
-            .try_into()
-            .map_err(|_| IndexError::Corrupt("sha256 blob".into()))?,
+        sha256: sha256_from(&sha256)?,
         terms: decode_terms(&terms)?,
     })
 }

@@ -18,7 +18,7 @@ use tokio_postgres::{Client, Transaction};
 use super::pool::wait;
 use super::{PgIndex, PgResult};
 use crate::auth::now_secs;
-use crate::index::columns::{file_record, hash_from};
+use crate::index::columns::{file_record, hash_from, sha256_claim};
 use crate::index::gc::{GcIndex, IndexedShard, IndexedXorb, Sha256Claim};
 use crate::index::{decode_terms, FileRecord, IndexError, IndexResult};
 use crate::repo_name::RepoName;
@@ -333,19 +333,7 @@ impl GcIndex for PgIndex {
             ))
         })?;
         rows.into_iter()
-            .map(|r| {
-                let repo: String = r.get(0);
-                let sha: Vec<u8> = r.get(1);
-                Ok(Sha256Claim {
-                    repo: RepoName::parse(&repo).map_err(|e| {
-                        IndexError::Corrupt(format!("repository name {repo:?}: {e}"))
-                    })?,
-                    sha256: sha
-                        .as_slice()
-                        .try_into()
-                        .map_err(|_| IndexError::Corrupt("sha256 blob".into()))?,
-                })
-            })
+            .map(|r| sha256_claim(r.get(0), r.get(1)))
             .collect()
     }
 }

@@ -3,8 +3,9 @@
 use super::pool::wait;
 use super::PgIndex;
 use crate::auth::now_secs;
+use crate::index::columns::sha256_from;
 use crate::index::verify::Sha256Index;
-use crate::index::{IndexError, IndexResult};
+use crate::index::IndexResult;
 use crate::repo_name::RepoName;
 use git_xet_core::MerkleHash;
 
@@ -25,13 +26,7 @@ impl Sha256Index for PgIndex {
                 &[&file_hash.as_bytes().as_slice()],
             ))
         })?;
-        row.map(|r| {
-            let sha: Vec<u8> = r.get(0);
-            sha.as_slice()
-                .try_into()
-                .map_err(|_| IndexError::Corrupt("verified sha256 blob".into()))
-        })
-        .transpose()
+        row.map(|r| sha256_from(r.get(0))).transpose()
     }
 
     fn record_verified_sha256(&self, file_hash: &MerkleHash, sha256: &[u8; 32]) -> IndexResult<()> {

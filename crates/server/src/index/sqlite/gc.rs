@@ -7,7 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{blob, SqliteIndex};
 use crate::auth::now_secs;
-use crate::index::columns::{file_record, hash_from};
+use crate::index::columns::{file_record, hash_from, sha256_claim};
 use crate::index::gc::{GcIndex, IndexedShard, IndexedXorb, Sha256Claim};
 use crate::index::{decode_terms, FileRecord, IndexError, IndexResult};
 use crate::repo_name::RepoName;
@@ -243,15 +243,7 @@ impl GcIndex for SqliteIndex {
             })?;
             rows.map(|r| {
                 let (repo, sha) = r?;
-                Ok(Sha256Claim {
-                    repo: RepoName::parse(&repo).map_err(|e| {
-                        IndexError::Corrupt(format!("repository name {repo:?}: {e}"))
-                    })?,
-                    sha256: sha
-                        .as_slice()
-                        .try_into()
-                        .map_err(|_| IndexError::Corrupt("sha256 blob".into()))?,
-                })
+                sha256_claim(&repo, &sha)
             })
             .collect()
         })

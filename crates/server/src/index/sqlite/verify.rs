@@ -4,8 +4,9 @@ use rusqlite::{params, OptionalExtension};
 
 use super::{blob, SqliteIndex};
 use crate::auth::now_secs;
+use crate::index::columns::sha256_from;
 use crate::index::verify::Sha256Index;
-use crate::index::{IndexError, IndexResult};
+use crate::index::IndexResult;
 use crate::repo_name::RepoName;
 use git_xet_core::MerkleHash;
 
@@ -27,13 +28,7 @@ impl Sha256Index for SqliteIndex {
                     .optional()?,
             )
         })?;
-        found
-            .map(|s| {
-                s.as_slice()
-                    .try_into()
-                    .map_err(|_| IndexError::Corrupt("verified sha256 blob".into()))
-            })
-            .transpose()
+        found.as_deref().map(sha256_from).transpose()
     }
 
     fn record_verified_sha256(&self, file_hash: &MerkleHash, sha256: &[u8; 32]) -> IndexResult<()> {

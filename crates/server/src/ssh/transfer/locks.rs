@@ -16,6 +16,7 @@ use git_xet_core::api::routes;
 use crate::ssh::command::LfsOperation;
 use crate::ssh::transfer::pkt::{PktIo, Request};
 use crate::ssh::transfer::upstream::{checked, Upstream};
+use crate::ssh::transfer::upstream_error;
 use crate::ssh::ShellError;
 
 /// A lock as the HTTP API describes it.
@@ -162,16 +163,6 @@ fn lock_args(lock: &LockInfo) -> Vec<String> {
     ]
 }
 
-fn refused<R: Read + Send + 'static, W: Write>(
-    io: &mut PktIo<R, W>,
-    e: ShellError,
-) -> Result<(), ShellError> {
-    match e {
-        ShellError::Upstream { status, message } => io.error(status, &message),
-        e => Err(e),
-    }
-}
-
 /// `lock` (upload sessions): 201 with the new lock, 409 with the lock that holds the path.
 pub fn lock<R: Read + Send + 'static, W: Write>(
     io: &mut PktIo<R, W>,
@@ -186,7 +177,7 @@ pub fn lock<R: Read + Send + 'static, W: Write>(
         Ok(LockReply::Exists(lock, message)) => {
             io.status(409, &lock_args(&lock), Some(&[clean(&message)]))
         }
-        Err(e) => refused(io, e),
+        Err(e) => upstream_error(io, e),
     }
 }
 
@@ -218,7 +209,7 @@ pub fn list<R: Read + Send + 'static, W: Write>(
     };
     let page = match page {
         Ok(page) => page,
-        Err(e) => return refused(io, e),
+        Err(e) => return upstream_error(io, e),
     };
     let mut lines = Vec::with_capacity(page.locks.len() * 5);
     for (lock, ours) in &page.locks {
@@ -261,6 +252,6 @@ pub fn unlock<R: Read + Send + 'static, W: Write>(
     };
     match locks.unlock(id, force, request.arg("refname")) {
         Ok(lock) => io.status(200, &lock_args(&lock), None),
-        Err(e) => refused(io, e),
+        Err(e) => upstream_error(io, e),
     }
 }

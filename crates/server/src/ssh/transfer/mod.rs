@@ -238,6 +238,7 @@ fn one_object(
     Ok(Ok(answer.actions.remove(operation.as_str())))
 }
 
+/// The HTTP server's refusal as this request's status; any other failure ends the session.
 fn upstream_error<R: Read + Send + 'static, W: Write>(
     io: &mut PktIo<R, W>,
     e: ShellError,
