@@ -102,6 +102,18 @@ fn sibling(e: &Entry) -> Value {
     v
 }
 
+/// `entries` as the Hub lists them (the tree listing and `paths-info`), with the XET hash of
+/// each LFS file `repo` holds.
+async fn listing(state: &SharedState, repo: &Repo, entries: &[Entry]) -> HubResult<Response> {
+    let hashes = xet_hashes(state, repo, entries).await?;
+    let listed: Vec<Value> = entries
+        .iter()
+        .zip(hashes)
+        .map(|(e, x)| tree_entry(e, x))
+        .collect();
+    Ok(Json(listed).into_response())
+}
+
 /// A tree listing's entry as the Hub writes it (`oid`, not `sha256`, under `lfs` here).
 fn tree_entry(e: &Entry, xet_hash: Option<String>) -> Value {
     if e.is_dir {
@@ -148,13 +160,7 @@ pub async fn tree(
         }
     }
     let entries = gitread::list(&repo.dir, &sha, &query.path, query.recursive).await?;
-    let hashes = xet_hashes(state, &repo, &entries).await?;
-    let listed: Vec<Value> = entries
-        .iter()
-        .zip(hashes)
-        .map(|(e, x)| tree_entry(e, x))
-        .collect();
-    Ok(Json(listed).into_response())
+    listing(state, &repo, &entries).await
 }
 
 /// Paths one `paths-info` request may ask about (the client sends batches of 500).
@@ -193,13 +199,7 @@ pub async fn paths_info(
             entries.push(e);
         }
     }
-    let hashes = xet_hashes(state, &repo, &entries).await?;
-    let listed: Vec<Value> = entries
-        .iter()
-        .zip(hashes)
-        .map(|(e, x)| tree_entry(e, x))
-        .collect();
-    Ok(Json(listed).into_response())
+    listing(state, &repo, &entries).await
 }
 
 /// `GET /api/models/{repo}/refs`: branches and tags; no conversions or pull requests.
