@@ -89,10 +89,8 @@ pub fn hosted(root: &Path) -> std::io::Result<Vec<HostedRepo>> {
     let mut found = Vec::new();
     let mut dirs = vec![root.to_path_buf()];
     while let Some(dir) = dirs.pop() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
+        let Some(entries) = read_dir_if_exists(&dir)? else {
+            continue;
         };
         for entry in entries {
             let entry = entry?;
@@ -210,6 +208,15 @@ pub async fn ensure_repo(
     result
 }
 
+/// The entries of `dir`, `None` when it does not exist (never made, or removed meanwhile).
+fn read_dir_if_exists(dir: &Path) -> std::io::Result<Option<std::fs::ReadDir>> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
@@ -257,10 +264,8 @@ pub fn sync_names(repo_dir: &Path, since: std::time::SystemTime) -> std::io::Res
     while let Some(dir) = dirs.pop() {
         let deep = dir.starts_with(repo_dir.join("refs"));
         if deep || dir == objects {
-            let entries = match std::fs::read_dir(&dir) {
-                Ok(entries) => entries,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
+            let Some(entries) = read_dir_if_exists(&dir)? else {
+                continue;
             };
             for entry in entries {
                 let entry = entry?;
