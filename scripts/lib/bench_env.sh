@@ -2,6 +2,9 @@
 # builds (or takes GIT_XET_BIN), starts the server on loopback or behind a shaped link
 # (LINK_RATE) and/or a delaying proxy (LINK_DELAY_MS), and gives isolated git environments whose commands are timed.
 # Source it from the repository's top directory; it sets $tmp, $url, $addr, $bin.
+# For a breakdown: BENCH_AGENT=PROGRAM makes git-lfs run PROGRAM as the xet agent (a wrapper
+# that sets GIT_XET_LOG per process and execs git-xet), BENCH_KEEP_LOG=FILE keeps the
+# server's log (with GIT_XET_LOG_LEVEL='warn,git_xet_server::http=debug': each request's ms).
 # shellcheck shell=bash
 bin="${GIT_XET_BIN:-$PWD/target/release/git-xet}"
 if [ -z "${GIT_XET_BIN:-}" ]; then
@@ -16,6 +19,7 @@ cleanup() {
   if [ -n "${proxy_pid:-}" ]; then kill "$proxy_pid" 2>/dev/null || true; fi
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
   if [ -n "$netns" ]; then ip netns del "$netns" 2>/dev/null || true; ip link del "xb$$" 2>/dev/null || true; fi
+  if [ -n "${BENCH_KEEP_LOG:-}" ]; then cp "$tmp/server.log" "$BENCH_KEEP_LOG" 2>/dev/null || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -86,6 +90,11 @@ EOF
   if [ "$2" = xet ]; then
     # shellcheck disable=SC2086 # XET_INSTALL_ARGS is a list of words
     HOME="$home" GIT_CONFIG_GLOBAL="$home/.gitconfig" "$bin" install --global ${XET_INSTALL_ARGS:-} >/dev/null
+    # BENCH_AGENT: another program git-lfs runs as the agent (a wrapper that logs, say).
+    if [ -n "${BENCH_AGENT:-}" ]; then
+      git config -f "$home/.gitconfig" lfs.customtransfer.xet.path "$BENCH_AGENT"
+      git config -f "$home/.gitconfig" lfs.customtransfer.xet-download.path "$BENCH_AGENT"
+    fi
   fi
 }
 
