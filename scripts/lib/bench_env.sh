@@ -99,7 +99,8 @@ EOF
 }
 
 # run_in NAME DIR CMD...: runs a command in a client environment, timing it.
-# Sets $secs and $rss_mib.
+# Sets $secs, $rss_mib (the command's own peak RSS), $cpu_secs (user + system CPU of the
+# command and every process it waited for) and $server_cpu_secs (the server's CPU meanwhile).
 run_in() {
   local name="$1" dir="$2"; shift 2
   local home="$tmp/$name-home" start end
@@ -107,12 +108,21 @@ run_in() {
   # writeback of the one before (a 1 GiB commit's store file delays the next push's fsyncs
   # on the server by tens of milliseconds).
   sync
+  local server_before; server_before=$(server_cpu)
   start=$(date +%s.%N)
   (cd "$dir" && HOME="$home" GIT_CONFIG_GLOBAL="$home/.gitconfig" GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 \
-    /usr/bin/time -f "%M" -o "$tmp/rss" "$@" >"$tmp/out" 2>&1) || { cat "$tmp/out"; exit 1; }
+    /usr/bin/time -f "%M %U %S" -o "$tmp/rss" "$@" >"$tmp/out" 2>&1) || { cat "$tmp/out"; exit 1; }
   end=$(date +%s.%N)
   secs=$(echo "$end - $start" | bc)
-  rss_mib=$(( $(tail -1 "$tmp/rss") / 1024 ))
+  local rss user sys
+  read -r rss user sys < <(tail -1 "$tmp/rss")
+  rss_mib=$(( rss / 1024 ))
+  cpu_secs=$(printf "%.2f" "$(echo "$user + $sys" | bc)")
+  server_cpu_secs=$(printf "%.2f" "$(echo "$(server_cpu) - $server_before" | bc)")
+}
+
+server_cpu() { # CPU seconds (user + system) of the server and the processes it waited for (hooks)
+  awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15 + $16 + $17) / hz }' "/proc/$server_pid/stat" 2>/dev/null || echo 0
 }
 
 wire() { # bytes on the wire for a mode and direction
