@@ -14,7 +14,8 @@
 # objects), `git clone`; then a tenth of the files get new content: `git add`, `git push`,
 # and `git pull` in the clone. Prints wall time and bytes on the wire per step; for the pushes
 # also HTTP requests per file (all routes the server counts: git, Batch API, CAS) and the peak
-# memory of the push (summed RSS of git and every process it started: git-lfs, its agents).
+# memory of the push (summed RSS of git and every process it started: git-lfs, its agents);
+# for every step the CPU seconds of the client (git and what it waited for) and of the server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,7 +65,7 @@ peak_rss() {
 }
 requests_total() { metric git_xet_http_requests_total; }
 
-declare -A results requests
+declare -A results requests cpu
 requests_now() { # per route, the requests the server counted so far
   curl -s "$server_url/metrics" | awk '$1 ~ /^git_xet_http_requests_total/ {
     match($1, /route="[^"]*"/); r = substr($1, RSTART + 7, RLENGTH - 8); n[r] += $2 }
@@ -95,7 +96,7 @@ floor_env() { # floor_env NAME
     git config -f "$cfg" "lfs.customtransfer.$name.concurrent" true
   done
   git config -f "$cfg" lfs.customtransfer.xet-download.direction download
-  git config -f "$cfg" lfs.concurrenttransfers 32
+  git config -f "$cfg" lfs.concurrenttransfers 34 # as `git xet install` sets
 }
 # Untimed, after a floor push: the objects really go to the server (basic), so that its
 # download batches answer with actions and git-lfs hands the objects to the floor agent.
@@ -133,12 +134,12 @@ bench_mode() { # bench_mode MODE SEED: MODE xet, basic, floor or git (git withou
   run_in "$mode-a" "$a" git commit -qm v1
   before=$(wire "$lfs_mode" up); reqs=$(requests_total); peak_rss start
   run_in "$mode-a" "$a" "${push[@]}" origin main
-  results[$mode,push1]="$secs $(( $(wire "$lfs_mode" up) - before ))"
+  results[$mode,push1]="$secs $(( $(wire "$lfs_mode" up) - before ))"; cpu[$mode,push1]="$cpu_secs/$server_cpu_secs"
   results[$mode,push1x]="$(( $(requests_total) - reqs )) $(peak_rss stop)"
   [ "$mode" = floor ] && floor_store "$a"
   before=$(wire "$lfs_mode" down); reqs=$(requests_now)
   run_in "$mode-b" "$tmp/$mode-b" "${get[@]}" git clone -q "$repo_url" repo
-  results[$mode,clone1]="$secs $(( $(wire "$lfs_mode" down) - before ))"
+  results[$mode,clone1]="$secs $(( $(wire "$lfs_mode" down) - before ))"; cpu[$mode,clone1]="$cpu_secs/$server_cpu_secs"
   requests[$mode,clone1]=$(requests_since "$reqs" "$count")
   [ "$mode" = git ] || same_files "$a" "$b"
 
@@ -148,12 +149,12 @@ bench_mode() { # bench_mode MODE SEED: MODE xet, basic, floor or git (git withou
   run_in "$mode-a" "$a" git commit -qm v2
   before=$(wire "$lfs_mode" up); reqs=$(requests_total)
   run_in "$mode-a" "$a" "${push[@]}" origin main
-  results[$mode,push2]="$secs $(( $(wire "$lfs_mode" up) - before ))"
+  results[$mode,push2]="$secs $(( $(wire "$lfs_mode" up) - before ))"; cpu[$mode,push2]="$cpu_secs/$server_cpu_secs"
   results[$mode,push2x]="$(( $(requests_total) - reqs ))"
   [ "$mode" = floor ] && floor_store "$a"
   before=$(wire "$lfs_mode" down); reqs=$(requests_now)
   run_in "$mode-b" "$b" "${get[@]}" git pull -q origin main
-  results[$mode,pull2]="$secs $(( $(wire "$lfs_mode" down) - before ))"
+  results[$mode,pull2]="$secs $(( $(wire "$lfs_mode" down) - before ))"; cpu[$mode,pull2]="$cpu_secs/$server_cpu_secs"
   requests[$mode,pull2]=$(requests_since "$reqs" "$(( (count + 9) / 10 ))")
   [ "$mode" = git ] || same_files "$a" "$b"
 }
@@ -193,6 +194,13 @@ printf 'push %d files: requests/file xet %.3f basic %.3f; peak memory xet %d MiB
   "$count" "$(echo "$xr / $count" | bc -l)" "$(echo "$br / $count" | bc -l)" "$xm" "$bm"
 printf 'push %d changed files: requests/file xet %.3f basic %.3f\n' "$changed" \
   "$(echo "${results[xet,push2x]:-0} / $changed" | bc -l)" "$(echo "${results[basic,push2x]:-0} / $changed" | bc -l)"
+echo
+echo "CPU seconds, client (git and all it waited for) / server (with its hooks), per step:"
+for step in push1 clone1 push2 pull2; do
+  printf '  %-6s' "$step"
+  for mode in xet basic floor git; do printf '  %s %s' "$mode" "${cpu[$mode,$step]:--}"; done
+  echo
+done
 echo
 echo "requests the server counted per download step, by route (per downloaded file):"
 for step in clone1 pull2; do

@@ -2,6 +2,9 @@
 # builds (or takes GIT_XET_BIN), starts the server on loopback or behind a shaped link
 # (LINK_RATE) and/or a delaying proxy (LINK_DELAY_MS), and gives isolated git environments whose commands are timed.
 # Source it from the repository's top directory; it sets $tmp, $url, $addr, $bin.
+# For a breakdown: BENCH_AGENT=PROGRAM makes git-lfs run PROGRAM as the xet agent (a wrapper
+# that sets GIT_XET_LOG per process and execs git-xet), BENCH_KEEP_LOG=FILE keeps the
+# server's log (with GIT_XET_LOG_LEVEL='warn,git_xet_server::http=debug': each request's ms).
 # shellcheck shell=bash
 bin="${GIT_XET_BIN:-$PWD/target/release/git-xet}"
 if [ -z "${GIT_XET_BIN:-}" ]; then
@@ -16,6 +19,7 @@ cleanup() {
   if [ -n "${proxy_pid:-}" ]; then kill "$proxy_pid" 2>/dev/null || true; fi
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
   if [ -n "$netns" ]; then ip netns del "$netns" 2>/dev/null || true; ip link del "xb$$" 2>/dev/null || true; fi
+  if [ -n "${BENCH_KEEP_LOG:-}" ]; then cp "$tmp/server.log" "$BENCH_KEEP_LOG" 2>/dev/null || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -86,11 +90,17 @@ EOF
   if [ "$2" = xet ]; then
     # shellcheck disable=SC2086 # XET_INSTALL_ARGS is a list of words
     HOME="$home" GIT_CONFIG_GLOBAL="$home/.gitconfig" "$bin" install --global ${XET_INSTALL_ARGS:-} >/dev/null
+    # BENCH_AGENT: another program git-lfs runs as the agent (a wrapper that logs, say).
+    if [ -n "${BENCH_AGENT:-}" ]; then
+      git config -f "$home/.gitconfig" lfs.customtransfer.xet.path "$BENCH_AGENT"
+      git config -f "$home/.gitconfig" lfs.customtransfer.xet-download.path "$BENCH_AGENT"
+    fi
   fi
 }
 
 # run_in NAME DIR CMD...: runs a command in a client environment, timing it.
-# Sets $secs and $rss_mib.
+# Sets $secs, $rss_mib (the command's own peak RSS), $cpu_secs (user + system CPU of the
+# command and every process it waited for) and $server_cpu_secs (the server's CPU meanwhile).
 run_in() {
   local name="$1" dir="$2"; shift 2
   local home="$tmp/$name-home" start end
@@ -98,12 +108,21 @@ run_in() {
   # writeback of the one before (a 1 GiB commit's store file delays the next push's fsyncs
   # on the server by tens of milliseconds).
   sync
+  local server_before; server_before=$(server_cpu)
   start=$(date +%s.%N)
   (cd "$dir" && HOME="$home" GIT_CONFIG_GLOBAL="$home/.gitconfig" GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 \
-    /usr/bin/time -f "%M" -o "$tmp/rss" "$@" >"$tmp/out" 2>&1) || { cat "$tmp/out"; exit 1; }
+    /usr/bin/time -f "%M %U %S" -o "$tmp/rss" "$@" >"$tmp/out" 2>&1) || { cat "$tmp/out"; exit 1; }
   end=$(date +%s.%N)
   secs=$(echo "$end - $start" | bc)
-  rss_mib=$(( $(tail -1 "$tmp/rss") / 1024 ))
+  local rss user sys
+  read -r rss user sys < <(tail -1 "$tmp/rss")
+  rss_mib=$(( rss / 1024 ))
+  cpu_secs=$(printf "%.2f" "$(echo "$user + $sys" | bc)")
+  server_cpu_secs=$(printf "%.2f" "$(echo "$(server_cpu) - $server_before" | bc)")
+}
+
+server_cpu() { # CPU seconds (user + system) of the server and the processes it waited for (hooks)
+  awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15 + $16 + $17) / hz }' "/proc/$server_pid/stat" 2>/dev/null || echo 0
 }
 
 wire() { # bytes on the wire for a mode and direction

@@ -7,6 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::env::{assert_file_is, stderr, GitEnv};
 use crate::support::{random_bytes, write_file, TestServer};
@@ -103,7 +104,7 @@ fn a_coordinator_killed_mid_push_loses_nothing_and_the_push_succeeds_on_retry() 
 /// although every xorb was accepted.
 #[test]
 fn no_object_is_reported_done_before_its_shard_is_registered() {
-    let proxy = ShardRefusingProxy::bind();
+    let proxy = ShardProxy::bind(None);
     let public = format!("http://{}", proxy.addr);
     let server = TestServer::start_with(&["--public-url", &public]);
     proxy.serve(server.listen_addr());
@@ -142,41 +143,91 @@ fn no_object_is_reported_done_before_its_shard_is_registered() {
     );
 }
 
+/// git-lfs keeps every agent but the first idle until that agent's first object reports
+/// progress or completes. The coordinator reports its own object's bytes once they are packed,
+/// so the other agents start while that first round is still being registered: with each
+/// shard registration held up, the second round holds their objects. (Reporting only at
+/// completion, the other agents started after the first round and the second round was the
+/// first agent's next object alone.)
+#[test]
+fn the_other_agents_start_while_the_first_round_is_registered() {
+    let proxy = ShardProxy::bind(Some(Duration::from_millis(1500)));
+    let public = format!("http://{}", proxy.addr);
+    let server = TestServer::start_with(&["--public-url", &public]);
+    proxy.serve(server.listen_addr());
+    let remote = format!(
+        "http://x:{}@{}/org/ramp.git",
+        server.token("org/ramp", "write"),
+        server.listen_addr()
+    );
+    let env = GitEnv::with_agent(&["--concurrency", "8"]);
+    let a = env.lfs_repo("a", &remote);
+    let files = small_files(&a, 24, 5);
+    env.git(&a, &["add", "."]);
+    env.git(&a, &["commit", "-qm", "ramp"]);
+    let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "push: {}", stderr(&out));
+    let log = env.agent_log();
+    let rounds: Vec<usize> = log
+        .lines()
+        .filter_map(|l| l.split("batch registered: ").nth(1))
+        .filter_map(|rest| rest.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(rounds.len() >= 2, "rounds {rounds:?}\n{log}");
+    assert_eq!(
+        rounds[0], 1,
+        "git-lfs hands out one object first: {rounds:?}"
+    );
+    assert!(
+        rounds[1] >= 4,
+        "the other agents' objects missed the second round: {rounds:?}\n{log}"
+    );
+    assert_cloned(&remote, &files);
+}
+
 /// Forwards each request to the server on a connection of its own (`Connection: close`
-/// both ways), except shard uploads, which it answers 403.
-struct ShardRefusingProxy {
+/// both ways), except shard uploads, which it answers 403 (`delay` None) or forwards after
+/// `delay`.
+struct ShardProxy {
     listener: Option<TcpListener>,
     addr: String,
     refused: Arc<AtomicU64>,
+    delay: Option<Duration>,
 }
 
-impl ShardRefusingProxy {
-    fn bind() -> Self {
+impl ShardProxy {
+    fn bind(delay: Option<Duration>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        ShardRefusingProxy {
+        ShardProxy {
             listener: Some(listener),
             addr,
             refused: Arc::new(AtomicU64::new(0)),
+            delay,
         }
     }
 
     /// Serves on a thread until the test process ends.
     fn serve(&self, upstream: String) {
         let listener = self.listener.as_ref().unwrap().try_clone().unwrap();
-        let refused = self.refused.clone();
+        let (refused, delay) = (self.refused.clone(), self.delay);
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
                 let (upstream, refused) = (upstream.clone(), refused.clone());
                 std::thread::spawn(move || {
-                    let _ = relay(client, &upstream, &refused);
+                    let _ = relay(client, &upstream, &refused, delay);
                 });
             }
         });
     }
 }
 
-fn relay(client: TcpStream, upstream: &str, refused: &AtomicU64) -> std::io::Result<()> {
+fn relay(
+    client: TcpStream,
+    upstream: &str,
+    refused: &AtomicU64,
+    delay: Option<Duration>,
+) -> std::io::Result<()> {
     let mut reader = BufReader::new(client.try_clone()?);
     let mut head = Vec::new();
     let mut length = 0usize;
@@ -204,7 +255,10 @@ fn relay(client: TcpStream, upstream: &str, refused: &AtomicU64) -> std::io::Res
         .next()
         .unwrap_or("")
         .to_string();
-    if request_line.starts_with("POST") && request_line.contains("/shards") {
+    let shard = request_line.starts_with("POST") && request_line.contains("/shards");
+    if let (true, Some(delay)) = (shard, delay) {
+        std::thread::sleep(delay);
+    } else if shard {
         refused.fetch_add(1, Ordering::SeqCst);
         let msg = "shards refused by the test proxy";
         write!(

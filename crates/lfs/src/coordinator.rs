@@ -25,6 +25,7 @@ use crate::action::XetAction;
 use crate::objects::{AgentEnv, ObjectService, UploadJob};
 use crate::pointer::Oid;
 use crate::protocol::{read_line, Action, Line, Operation};
+use git_xet_client::ProgressFn;
 
 /// Objects up to this size go through the coordinator (bigger ones are bandwidth, not
 /// round trips, and would hold up the small ones of their batch).
@@ -49,6 +50,8 @@ type Outcome = Option<String>;
 struct Pending {
     job: UploadJob,
     reply: mpsc::Sender<Outcome>,
+    /// Told (bytes, bytes) once the object's bytes are packed into the batch's session.
+    packed: Option<ProgressFn>,
 }
 
 #[derive(Default)]
@@ -70,9 +73,12 @@ pub struct Coordinator {
 
 impl Coordinator {
     /// Uploads `job` within the next batch; returns once it is registered (`None`) or
-    /// has failed (the reason).
-    pub fn submit(&self, job: UploadJob) -> Outcome {
-        submit(&self.shared, job)
+    /// has failed (the reason). `packed` hears when its bytes are in the batch's session:
+    /// git-lfs keeps every other agent idle until the first object of a push reports
+    /// progress or completes, so this agent's first object must not wait for registration
+    /// to say that its bytes are on their way.
+    pub fn submit(&self, job: UploadJob, packed: Option<ProgressFn>) -> Outcome {
+        submit(&self.shared, job, packed)
     }
 
     /// Stops taking new followers and waits for what is in flight.
@@ -96,13 +102,14 @@ impl Coordinator {
     }
 }
 
-fn submit(shared: &(Mutex<Queue>, Condvar), job: UploadJob) -> Outcome {
+fn submit(shared: &(Mutex<Queue>, Condvar), job: UploadJob, packed: Option<ProgressFn>) -> Outcome {
     let (tx, rx) = mpsc::channel();
     let (lock, cv) = shared;
-    lock.lock()
-        .expect("queue lock")
-        .pending
-        .push(Pending { job, reply: tx });
+    lock.lock().expect("queue lock").pending.push(Pending {
+        job,
+        reply: tx,
+        packed,
+    });
     cv.notify_all();
     rx.recv()
         .unwrap_or_else(|_| Some("internal error (please report): the batch thread ended".into()))
@@ -262,7 +269,7 @@ fn serve_follower(stream: std::os::unix::net::UnixStream, shared: &(Mutex<Queue>
     while let Ok(Line::Text(line)) = read_line(&mut reader) {
         let error = match serde_json::from_str::<WireRequest>(&line) {
             Ok(req) => match req.into_job() {
-                Ok(job) => submit(shared, job),
+                Ok(job) => submit(shared, job, None),
                 Err(e) => Some(e),
             },
             Err(e) => Some(format!("malformed request from an agent: {e}")),
@@ -304,7 +311,7 @@ fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
         let batch: Vec<Pending> = q.pending.drain(..take).collect();
         q.busy = true;
         drop(q);
-        let outcomes = run_batch(&mut service, batch.iter().map(|p| &p.job).collect());
+        let outcomes = run_batch(&mut service, &batch);
         batches += 1;
         if abort_after.is_some_and(|n| batches >= n) {
             tracing::error!("{ENV_TEST_ABORT}: aborting after {batches} batches");
@@ -320,7 +327,8 @@ fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
 
 /// One outcome per job, in order. Jobs are grouped by CAS URL; a group whose batch fails is
 /// uploaded object by object, so that each object gets its own verdict.
-fn run_batch(service: &mut ObjectService, jobs: Vec<&UploadJob>) -> Vec<Outcome> {
+fn run_batch(service: &mut ObjectService, batch: &[Pending]) -> Vec<Outcome> {
+    let jobs: Vec<&UploadJob> = batch.iter().map(|p| &p.job).collect();
     let mut outcomes: Vec<Outcome> = vec![None; jobs.len()];
     let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, job) in jobs.iter().enumerate() {
@@ -332,7 +340,13 @@ fn run_batch(service: &mut ObjectService, jobs: Vec<&UploadJob>) -> Vec<Outcome>
     for indices in groups.values() {
         let group: Vec<&UploadJob> = indices.iter().map(|&i| jobs[i]).collect();
         let started = Instant::now();
-        match service.upload_batch(&group) {
+        let packed = |k: usize| {
+            let p = &batch[indices[k]];
+            if let Some(tell) = &p.packed {
+                tell(p.job.size, p.job.size);
+            }
+        };
+        match service.upload_batch(&group, &packed) {
             Ok(stats) => tracing::info!(
                 files = group.len(),
                 secs = started.elapsed().as_secs_f64(),

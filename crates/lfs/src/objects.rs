@@ -268,7 +268,13 @@ impl ObjectService {
     /// same session, and a miss costs at most the file's own bytes sent again; local dedup
     /// (the shard cache, chunk lists from the clean filter) still applies. Any error fails
     /// the whole batch and nothing of it is registered.
-    pub fn upload_batch(&mut self, jobs: &[&UploadJob]) -> Result<SessionStats, LfsError> {
+    /// `packed(i)` is called once the bytes of `jobs[i]` are in the session (not yet on the
+    /// server: only a returned `Ok` says the files are registered).
+    pub fn upload_batch(
+        &mut self,
+        jobs: &[&UploadJob],
+        packed: &dyn Fn(usize),
+    ) -> Result<SessionStats, LfsError> {
         let Some(last) = jobs.last() else {
             return Ok(SessionStats::default());
         };
@@ -284,7 +290,7 @@ impl ObjectService {
             .collect();
         self.runtime()?.block_on(async move {
             let mut session = client.start_upload().await?;
-            for (job, mapper) in jobs.iter().zip(mappers) {
+            for (i, (job, mapper)) in jobs.iter().zip(mappers).enumerate() {
                 let file = match lists.load(&job.oid.0, job.size) {
                     Some(list) => {
                         session
@@ -299,6 +305,7 @@ impl ObjectService {
                         now: Oid(file.sha256),
                     });
                 }
+                packed(i);
             }
             let summary = session.finish().await?;
             for job in jobs {

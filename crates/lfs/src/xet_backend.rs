@@ -96,13 +96,17 @@ impl XetBackend {
 impl XetBackend {
     /// Uploads through the push's coordinator (joined or become at the first small object);
     /// `None` when this agent must upload the object itself.
-    fn shared_upload(&mut self, job: &UploadJob) -> Option<Result<(), LfsError>> {
+    fn shared_upload(
+        &mut self,
+        job: &UploadJob,
+        progress: &Progress,
+    ) -> Option<Result<(), LfsError>> {
         if matches!(self.role, Role::Undecided) {
             let env = self.service().ok()?.env().clone();
             self.role = Role::settle(&env, &self.remote);
         }
         let verdict = match &mut self.role {
-            Role::Coordinator(c) => c.submit(job.clone()),
+            Role::Coordinator(c) => c.submit(job.clone(), Some(progress_callback(progress))),
             Role::Follower(f) => match f.upload(job) {
                 Ok(verdict) => verdict,
                 Err(e) => {
@@ -153,7 +157,7 @@ impl TransferBackend for XetBackend {
                 access,
                 action: req.action.clone().unwrap_or_default(),
             };
-            match self.shared_upload(&job) {
+            match self.shared_upload(&job, progress) {
                 Some(outcome) => return outcome,
                 None => return self.direct_upload(&job, progress),
             }
