@@ -13,37 +13,11 @@ set -euo pipefail
 
 SIZE_MIB="${1:-2048}"
 TENSORS="${2:-256}"
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BIN="${GIT_XET_BIN:-$ROOT/target/release/git-xet}"
+# shellcheck source=scripts/lib/mount_bench.sh
+source "$(dirname "$0")/lib/mount_bench.sh"
 PYTHON="${PYTHON:-$ROOT/.venv-interop/bin/python}"
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/bench-st.XXXXXX")"
-SERVER_PID=""
-
-cleanup() {
-  fusermount3 -uz "$WORK/view" 2>/dev/null || true
-  [ -n "$SERVER_PID" ] && { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
 "$PYTHON" -c 'import safetensors, numpy' || { echo "$PYTHON lacks safetensors or numpy" >&2; exit 1; }
-[ -n "${GIT_XET_BIN:-}" ] || (cd "$ROOT" && cargo build --release --quiet)
-
-export HOME="$WORK/home" GIT_CONFIG_NOSYSTEM=1 GIT_XET_CACHE_DIR="$WORK/cache"
-mkdir -p "$HOME"
-git config --global user.name bench && git config --global user.email bench@example.com
-git config --global init.defaultBranch main && git config --global lfs.locksverify false
-"$BIN" install --global >/dev/null
-PATH="$(dirname "$BIN"):$PATH"
-
-"$BIN" server --listen 127.0.0.1:0 --data "$WORK/server" --ready-file "$WORK/ready" --no-fsync 2> "$WORK/server.log" &
-SERVER_PID=$!
-for _ in $(seq 1 300); do [[ -s "$WORK/ready" ]] && break; sleep 0.1; done
-[[ -s "$WORK/ready" ]] || { cat "$WORK/server.log" >&2; echo "server did not start" >&2; exit 1; }
-URL="$(cat "$WORK/ready")"
-TOKEN="$("$BIN" server token create --repo bench/st --scope write --data "$WORK/server")"
-REMOTE="http://x:$TOKEN@${URL#http://}/bench/st.git"
-served() { curl -s "$URL/metrics" | awk '$1 ~ /^git_xet_xorb_bytes_served_total({|$)/ { s += $2 } END { printf "%.0f", s }'; }
+mount_bench_start bench/st
 
 echo "writing ${SIZE_MIB} MiB in ${TENSORS} tensors and pushing" >&2
 mkdir "$WORK/a" && cd "$WORK/a"
@@ -90,6 +64,6 @@ PY
 s1="$(served)"
 "$BIN" unmount "$WORK/view"
 echo
-echo "safetensors through git xet mount: ${SIZE_MIB} MiB file, ${TENSORS} tensors, server on loopback ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)); binary $BIN"
+echo "safetensors through git xet mount: ${SIZE_MIB} MiB file, ${TENSORS} tensors, server on loopback ($(nproc) cores, load $(load)); binary $BIN"
 awk -v n="$name" -v t="$size" -v h="$header" -v s="$((s1 - s0))" -v secs="$secs" 'BEGIN {
   printf "safe_open + get_tensor(%s): %.2f s; tensor %d bytes, header %d bytes; xorb bytes served %d (%.3fx the tensor)\n", n, secs, t, h, s, s / t }'

@@ -41,6 +41,8 @@ mod migrate_endpoints;
 mod mount;
 #[path = "git/mount_more.rs"]
 mod mount_more;
+#[path = "git/mount_store.rs"]
+mod mount_store;
 #[path = "git/multi_process.rs"]
 mod multi_process;
 #[path = "git/old_lfs.rs"]

@@ -300,8 +300,30 @@ fn a_pointer_only_clone_mounts_lists_and_reads_bit_exact() {
     assert!(!again.status.success() && stderr(&again).contains("not mounted"));
 }
 
+/// `git xet mount DIR --foreground EXTRA...` in the clone, run as a child process with its
+/// stderr to `stderr`, once mounted; DIR is unmounted on drop of the guard.
+pub(super) fn mount_foreground(
+    f: &Fixture,
+    name: &str,
+    extra: &[&str],
+    stderr: Stdio,
+) -> (Mounted, Child) {
+    let dir = f.env.dir(name);
+    let guard = Mounted(dir.clone());
+    let mut child = f
+        .env
+        .command(crate::support::git_xet_bin(), &f.clone)
+        .args(["mount", dir.to_str().unwrap(), "--foreground"])
+        .args(extra)
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    wait_mounted(&dir, &mut child);
+    (guard, child)
+}
+
 /// Waits until `dir` is mounted or `child` exits (at most 30 s).
-pub(super) fn wait_mounted(dir: &Path, child: &mut Child) {
+fn wait_mounted(dir: &Path, child: &mut Child) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !mounted(dir) {
         assert!(
@@ -319,22 +341,8 @@ fn reads_fail_with_eio_while_the_server_is_down_and_work_when_it_returns() {
         return;
     }
     let mut f = fixture();
-    let dir = f.env.dir("view");
-    let _guard = Mounted(dir.clone());
-    let mut child = f
-        .env
-        .command(crate::support::git_xet_bin(), &f.clone)
-        .args([
-            "mount",
-            dir.to_str().unwrap(),
-            "--foreground",
-            "--timeout",
-            "5",
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_mounted(&dir, &mut child);
+    let (guard, mut child) = mount_foreground(&f, "view", &["--timeout", "5"], Stdio::null());
+    let dir = guard.0.clone();
     let model = dir.join("weights/model.bin");
     assert!(read_range(&model, 0, 1000).unwrap() == f.v2[..1000]);
 
@@ -365,14 +373,7 @@ fn reads_fail_with_eio_while_the_server_is_down_and_work_when_it_returns() {
     assert!(!mounted(&dir), "nothing left mounted");
 
     // A mount process that dies (SIGKILL) leaves nothing mounted either (auto_unmount).
-    let mut child = f
-        .env
-        .command(crate::support::git_xet_bin(), &f.clone)
-        .args(["mount", dir.to_str().unwrap(), "--foreground"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_mounted(&dir, &mut child);
+    let (_guard, mut child) = mount_foreground(&f, "view", &[], Stdio::null());
     child.kill().unwrap();
     child.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -7,14 +7,14 @@ use std::process::{Child, Stdio};
 
 use crate::env::{ok, remote_url, GitEnv};
 use crate::mount::{
-    fixture, fixture_on, have_fuse, lfs_objects, mount, mounted, read_range, wait_mounted, Fixture,
-    Mounted, XORB_SERVED,
+    fixture, fixture_on, have_fuse, lfs_objects, mount, mount_foreground, mounted, read_range,
+    Fixture, Mounted, XORB_SERVED,
 };
 use crate::sshd::{self, Sshd};
 use crate::support::TestServer;
 
 /// Requests the server answered, its metrics scrapes left out.
-fn requests(server: &TestServer) -> u64 {
+pub(super) fn requests(server: &TestServer) -> u64 {
     server
         .metrics()
         .lines()
@@ -23,7 +23,7 @@ fn requests(server: &TestServer) -> u64 {
         .sum()
 }
 
-fn unmount(f: &Fixture, m: &Mounted) {
+pub(super) fn unmount(f: &Fixture, m: &Mounted) {
     ok(
         f.env
             .xet_output(&f.clone, &["unmount", m.0.to_str().unwrap()]),
@@ -158,17 +158,10 @@ fn a_server_without_xet_is_read_whole_through_git_lfs() {
     let server = TestServer::start_with(&["--basic-only"]);
     let remote = remote_url(&server, "org/models", "write");
     let f = fixture_on(server, &remote, GitEnv::with_agent(&[]));
-    let dir = f.env.dir("view");
-    let _guard = Mounted(dir.clone());
     let log = f.env.dir(".").join("mount.log");
-    let mut child = f
-        .env
-        .command(crate::support::git_xet_bin(), &f.clone)
-        .args(["mount", dir.to_str().unwrap(), "--foreground"])
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    wait_mounted(&dir, &mut child);
+    let stderr = Stdio::from(std::fs::File::create(&log).unwrap());
+    let (guard, mut child) = mount_foreground(&f, "view", &[], stderr);
+    let dir = guard.0.clone();
     let model = dir.join("weights/model.bin");
     assert!(read_range(&model, 6_000_000, 1000).unwrap() == f.v2[6_000_000..6_001_000]);
     assert!(std::fs::read(&model).unwrap() == f.v2);
@@ -194,23 +187,8 @@ fn tokens_and_fetch_urls_that_expire_during_a_mount_are_renewed() {
     let server = TestServer::start_with_clock(&["--token-ttl", "60", "--fetch-url-ttl", "30"]);
     let remote = remote_url(&server, "org/models", "write");
     let f = fixture_on(server, &remote, GitEnv::with_agent(&[]));
-    let dir = f.env.dir("view");
-    let _guard = Mounted(dir.clone());
-    let mut child = f
-        .env
-        .command(crate::support::git_xet_bin(), &f.clone)
-        .args([
-            "mount",
-            dir.to_str().unwrap(),
-            "--foreground",
-            "--timeout",
-            "20",
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_mounted(&dir, &mut child);
-    let model = dir.join("weights/model.bin");
+    let (guard, mut child) = mount_foreground(&f, "view", &["--timeout", "20"], Stdio::null());
+    let model = guard.0.join("weights/model.bin");
     assert!(read_range(&model, 0, 1000).unwrap() == f.v2[..1000]);
     // Two hours on: the mount's token and every fetch URL it holds have expired.
     f.server.advance_clock(7200);

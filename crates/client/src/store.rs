@@ -165,7 +165,12 @@ impl ChunkStore {
         };
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
         let mut reader = BufReader::with_capacity(256 * 1024, file);
-        match read_term(&mut reader, len, hit.range.start, term, out, sha) {
+        let all = 0..term.chunks.len();
+        let emit = |_, data: &[u8]| {
+            sha.update(data);
+            out.write_all(data)
+        };
+        match read_term(&mut reader, len, hit.range.start, term, all, emit) {
             Ok(()) => Ok(Rebuilt::Done),
             Err(TermError::Write(e)) => Err(ClientError::io(
                 "rebuilding from the chunk store",
@@ -179,6 +184,67 @@ impl ChunkStore {
                 Ok(Rebuilt::Damaged(what))
             }
         }
+    }
+}
+
+impl ChunkStore {
+    /// Bytes `start..=end` of the file `record` describes, from the store alone (for a
+    /// lazy mount): only the chunks overlapping the range are read, each checked against
+    /// its record. None when a range is not in the store or is damaged (then deleted): the
+    /// caller fetches instead.
+    pub fn read_range(&self, record: &FileRecord, (start, end): (u64, u64)) -> Option<Vec<u8>> {
+        if end < start || end >= record.size() {
+            return None;
+        }
+        let mut out = Vec::with_capacity((end - start + 1).min(1 << 30) as usize);
+        let mut pos = 0u64; // where the term begins in the file
+        for term in &record.terms {
+            let sizes = term.chunks.iter().map(|c| u64::from(c.1));
+            let term_len: u64 = sizes.clone().sum();
+            if pos + term_len <= start {
+                pos += term_len;
+                continue;
+            }
+            if pos > end {
+                break;
+            }
+            // The chunks of this term that overlap the range, and where the first begins.
+            let (mut first, mut at) = (None, pos);
+            let mut wanted_end = 0;
+            for (i, size) in sizes.enumerate() {
+                if at + size > start && at <= end {
+                    if first.is_none() {
+                        first = Some((i, at));
+                    }
+                    wanted_end = i + 1;
+                }
+                at += size;
+            }
+            let (wanted_start, mut chunk_at) = first?;
+            let range = ChunkRange::new(term.start, term.start + term.chunks.len() as u32);
+            let hit = self.chunks.get(&term.xorb, range)?;
+            let file = File::open(&hit.path).ok()?;
+            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let mut reader = BufReader::with_capacity(256 * 1024, file);
+            let emit = |_, data: &[u8]| {
+                let from = start.saturating_sub(chunk_at) as usize;
+                let to = ((end + 1 - chunk_at) as usize).min(data.len());
+                out.extend_from_slice(&data[from..to]);
+                chunk_at += data.len() as u64;
+                Ok(())
+            };
+            let wanted = wanted_start..wanted_end;
+            if let Err(e) = read_term(&mut reader, len, hit.range.start, term, wanted, emit) {
+                if let TermError::Damaged(reason) = e {
+                    let what = hit.path.display();
+                    tracing::warn!("damaged chunk store entry {what}: {reason}; fetching instead");
+                    self.chunks.remove(&hit.path);
+                }
+                return None;
+            }
+            pos += term_len;
+        }
+        (out.len() as u64 == end - start + 1).then_some(out)
     }
 }
 
@@ -300,21 +366,23 @@ enum TermError {
 }
 
 /// Reads the records of an entry starting at chunk `first`, skipping to `term.start`, and
-/// writes the term's chunks, each checked against its recorded hash and size.
+/// hands `emit` the term's chunks `wanted` (indices into the term; none after them is
+/// read), each checked against its recorded hash and size.
 fn read_term(
     reader: &mut BufReader<File>,
     len: u64,
     first: u32,
     term: &RecordTerm,
-    out: &mut impl Write,
-    sha: &mut sha2::Sha256,
+    wanted: std::ops::Range<usize>,
+    mut emit: impl FnMut(usize, &[u8]) -> std::io::Result<()>,
 ) -> std::result::Result<(), TermError> {
     let damaged = |e: String| TermError::Damaged(e);
     let mut consumed = 0u64;
     let mut index = first;
     let mut stored = Vec::new();
     let mut data = Vec::new();
-    let end = term.start + term.chunks.len() as u32;
+    let end = term.start + wanted.end.min(term.chunks.len()) as u32;
+    let from = term.start + wanted.start as u32;
     while index < end {
         let mut head = [0u8; CHUNK_HEADER_LEN];
         reader
@@ -325,7 +393,7 @@ fn read_term(
         let header = ChunkHeader::parse(&head, remaining)
             .map_err(|e| damaged(format!("chunk {index}: {e}")))?;
         consumed += u64::from(header.compressed_len);
-        if index < term.start {
+        if index < from {
             reader
                 .seek_relative(i64::from(header.compressed_len))
                 .map_err(|e| damaged(format!("chunk {index}: {e}")))?;
@@ -339,12 +407,12 @@ fn read_term(
         data.clear();
         decode_chunk(&header, &stored, &mut data)
             .map_err(|e| damaged(format!("chunk {index}: {e}")))?;
-        let (hash, size) = term.chunks[(index - term.start) as usize];
+        let i = (index - term.start) as usize;
+        let (hash, size) = term.chunks[i];
         if data.len() != size as usize || chunk_hash(&data) != hash {
             return Err(damaged(format!("chunk {index} does not match its hash")));
         }
-        sha.update(&data);
-        out.write_all(&data).map_err(TermError::Write)?;
+        emit(i, &data).map_err(TermError::Write)?;
         index += 1;
     }
     Ok(())
@@ -417,6 +485,44 @@ mod tests {
         // Unknown content, or a wrong size, is not served.
         assert_eq!(store.rebuild(&[0; 32], 3, &out).unwrap(), Rebuilt::Missing);
         assert_eq!(store.rebuild(&sha, 5, &out).unwrap(), Rebuilt::Missing);
+    }
+
+    #[test]
+    fn ranges_are_read_from_the_chunks_they_overlap() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, sha, content) = fixture(&dir.path().join("store"));
+        let record = store.record_for_sha256(&sha).unwrap();
+        let n = content.len() as u64;
+        for (s, e) in [
+            (0, 0),
+            (0, n - 1),
+            (999, 1000),
+            (1200, 1600),
+            (1500, n - 1),
+            (10, 20),
+        ] {
+            let got = store.read_range(&record, (s, e));
+            assert_eq!(
+                got.as_deref(),
+                Some(&content[s as usize..=e as usize]),
+                "{s}-{e}"
+            );
+        }
+        assert_eq!(store.read_range(&record, (0, n)), None);
+        // A damaged chunk: no bytes, and the entry is gone (fetched again later).
+        let hit = store
+            .chunks
+            .get(&chunk_hash(b"y"), ChunkRange::new(0, 1))
+            .unwrap();
+        let mut bytes = std::fs::read(&hit.path).unwrap();
+        *bytes.last_mut().unwrap() ^= 1;
+        std::fs::write(&hit.path, bytes).unwrap();
+        assert_eq!(
+            store.read_range(&record, (0, 99)).as_deref(),
+            Some(&content[..100])
+        );
+        assert_eq!(store.read_range(&record, (1400, 1600)), None);
+        assert!(!hit.path.exists());
     }
 
     #[test]

@@ -19,8 +19,12 @@ pub const BLOCK_SIZE: u64 = 2 << 20;
 pub const READ_AHEAD: u64 = 32;
 /// Read-ahead fetches runs of up to this many blocks (8 MiB) as one range: one
 /// reconstruction query and one xorb range per run instead of one per block, and several
-/// runs in flight at once keep the link busy.
+/// runs in flight at once keep the link (and both ends' cores) busy. Adjacent runs share
+/// no chunk (`crate::edges`).
 pub const WINDOW_BLOCKS: u64 = 4;
+/// A sequential reader has at least this many blocks ahead (8 MiB): the first windows
+/// stream while it reads rather than one block at a time.
+pub const MIN_AHEAD: u64 = 4;
 /// Blocks kept in memory (192 MiB): the read-ahead and what readers are reading.
 pub const MEMORY_BLOCKS: usize = 96;
 /// A stream of reads is sequential once it has read this much without a jump: a random
@@ -29,10 +33,28 @@ pub const SEQUENTIAL_AFTER: u64 = 2 * BLOCK_SIZE;
 /// Readers of one object told apart (a data loader's workers each read their own way).
 const STREAMS: usize = 16;
 
+/// Where a streaming fetch puts its bytes: `(offset from the fetch's start, bytes)`, in
+/// order; a fetch that is retried starts again at offset 0.
+pub type Sink = Box<dyn FnMut(u64, &[u8]) + Send>;
+
 /// Where blocks come from: `len` bytes of the object at `start` (fewer only at its end);
 /// `len` is one block or a run of them.
 pub trait RangeSource: Send + Sync + 'static {
     fn fetch(&self, object: &Pointer, start: u64, len: u64) -> Result<Vec<u8>, MountError>;
+
+    /// As [`fetch`](Self::fetch), handing the bytes to `sink` as they arrive, so that the
+    /// first blocks of a long run are read before its end is fetched. By default at once.
+    fn fetch_streaming(
+        &self,
+        object: &Pointer,
+        start: u64,
+        len: u64,
+        mut sink: Sink,
+    ) -> Result<(), MountError> {
+        let data = self.fetch(object, start, len)?;
+        sink(0, &data);
+        Ok(())
+    }
 }
 
 type Key = ([u8; 32], u64);
@@ -124,14 +146,14 @@ impl<S: RangeSource> BlockCache<S> {
     }
 
     /// Read-ahead after block `last` for a stream that has read `run` bytes in a row: an
-    /// eighth of the run (at least a block, at most [`READ_AHEAD`]), so that reading one
-    /// tensor of a checkpoint fetches little past its end while a whole-file read has
-    /// 64 MiB ahead after its first 512 MiB. Refilled once half of it was read, in runs of
-    /// at most [`WINDOW_BLOCKS`] fetched in parallel: a few fetches per window, not one per
-    /// block.
+    /// eighth of the run (at least [`MIN_AHEAD`], at most [`READ_AHEAD`] blocks), so that
+    /// reading one tensor of a checkpoint fetches little past its end while a whole-file
+    /// read has 64 MiB ahead after its first 512 MiB. Refilled once half of it was read, in
+    /// runs of at most [`WINDOW_BLOCKS`] fetched in parallel, each streamed into its blocks
+    /// as it arrives.
     fn read_ahead(&self, object: &Pointer, last: u64, run: u64) {
         let last_block = (object.size - 1) / BLOCK_SIZE;
-        let ahead = (run / BLOCK_SIZE / 8).clamp(1, READ_AHEAD);
+        let ahead = (run / BLOCK_SIZE / 8).clamp(MIN_AHEAD, READ_AHEAD);
         let have = {
             let state = self.state.lock().expect("block state");
             (last + 1..=last + ahead)
@@ -183,36 +205,44 @@ impl<S: RangeSource> BlockCache<S> {
         slots
     }
 
-    /// Fetches a run of consecutive blocks as one range and fills their slots.
+    /// Fetches a run of consecutive blocks as one range, filling each block's slot as soon
+    /// as its bytes arrived.
     fn spawn_fetch(&self, object: &Pointer, run: Vec<(u64, Arc<Slot>)>) {
         let (source, shared, object) = (self.source.clone(), self.state.clone(), object.clone());
         std::thread::spawn(move || {
             let start = run[0].0 * BLOCK_SIZE;
             let end = ((run[run.len() - 1].0 + 1) * BLOCK_SIZE).min(object.size);
-            let result = source.fetch(&object, start, end - start);
-            for (b, filled) in run {
-                let block = match &result {
-                    Ok(data) => {
-                        let from = ((b * BLOCK_SIZE - start) as usize).min(data.len());
-                        let to = (from + BLOCK_SIZE as usize).min(data.len());
-                        Ok(Arc::new(data[from..to].to_vec()))
+            let filler = Arc::new(Mutex::new(Filler {
+                run,
+                filled: 0,
+                received: 0,
+                buf: Vec::new(),
+                len: end - start,
+            }));
+            let into = filler.clone();
+            let sink: Sink = Box::new(move |at, data| into.lock().expect("filler").push(at, data));
+            let result = source.fetch_streaming(&object, start, end - start, sink);
+            let mut filler = filler.lock().expect("filler");
+            let result = result.and_then(|()| filler.finish(&object));
+            if let Err(e) = result {
+                // Not kept: the next read fetches again.
+                let mut state = shared.lock().expect("block state");
+                for (b, slot) in &filler.run[filler.filled..] {
+                    let key = (object.oid.0, *b);
+                    if state
+                        .slots
+                        .get(&key)
+                        .is_some_and(|(s, _)| Arc::ptr_eq(s, slot))
+                    {
+                        state.slots.remove(&key);
                     }
-                    Err(e) => {
-                        // Not kept: the next read fetches again.
-                        let key = (object.oid.0, b);
-                        let mut state = shared.lock().expect("block state");
-                        if state
-                            .slots
-                            .get(&key)
-                            .is_some_and(|(s, _)| Arc::ptr_eq(s, &filled))
-                        {
-                            state.slots.remove(&key);
-                        }
-                        Err(e.clone())
-                    }
-                };
-                *filled.result.lock().expect("slot") = Some(block);
-                filled.done.notify_all();
+                }
+                drop(state);
+                for (_, slot) in &filler.run[filler.filled..] {
+                    *slot.result.lock().expect("slot") = Some(Err(e.clone()));
+                    slot.done.notify_all();
+                }
+                filler.filled = filler.run.len();
             }
         });
     }
@@ -234,6 +264,62 @@ impl<S: RangeSource> BlockCache<S> {
             }
             result = slot.done.wait_timeout(result, left).expect("slot").0;
         }
+    }
+}
+
+/// Cuts the bytes of a streaming fetch into the blocks of its run.
+struct Filler {
+    run: Vec<(u64, Arc<Slot>)>,
+    /// Blocks of the run filled so far.
+    filled: usize,
+    /// Bytes taken so far (those of the filled blocks and `buf`).
+    received: u64,
+    buf: Vec<u8>,
+    /// Bytes the run should get.
+    len: u64,
+}
+
+impl Filler {
+    fn push(&mut self, at: u64, data: &[u8]) {
+        // A retried fetch sends again from its start: skip what was taken.
+        let skip = self.received.saturating_sub(at).min(data.len() as u64) as usize;
+        if at > self.received {
+            return; // never happens: bytes come in order
+        }
+        let mut data = &data[skip..];
+        while !data.is_empty() && self.filled < self.run.len() {
+            let want = BLOCK_SIZE as usize - self.buf.len();
+            let take = want.min(data.len());
+            if self.buf.is_empty() {
+                self.buf
+                    .reserve_exact(BLOCK_SIZE.min(self.len - self.received) as usize);
+            }
+            self.buf.extend_from_slice(&data[..take]);
+            self.received += take as u64;
+            data = &data[take..];
+            if self.buf.len() == BLOCK_SIZE as usize || self.received == self.len {
+                self.fill();
+            }
+        }
+    }
+
+    fn fill(&mut self) {
+        let block = Arc::new(std::mem::take(&mut self.buf));
+        let slot = &self.run[self.filled].1;
+        *slot.result.lock().expect("slot") = Some(Ok(block));
+        slot.done.notify_all();
+        self.filled += 1;
+    }
+
+    /// After a fetch that succeeded: every block must have been filled.
+    fn finish(&mut self, object: &Pointer) -> Result<(), MountError> {
+        if self.filled == self.run.len() {
+            return Ok(());
+        }
+        Err(MountError::Short {
+            oid: object.oid.to_string(),
+            offset: self.run[0].0 * BLOCK_SIZE + self.received,
+        })
     }
 }
 
@@ -366,8 +452,8 @@ mod tests {
         std::thread::sleep(Duration::from_millis(300));
         let mut fetched = c.source().fetches.lock().unwrap().clone();
         fetched.sort();
-        // Read-ahead from block 12 on, an eighth of the run: one block.
-        assert_eq!(fetched, vec![5, 10, 11, 12, 13, 30]);
+        // Read-ahead from block 12 on: an eighth of the run, at least MIN_AHEAD blocks.
+        assert_eq!(fetched, vec![5, 10, 11, 12, 13, 14, 15, 16, 30]);
         // Never past the end.
         let mut offset = 36 * BLOCK_SIZE;
         while offset < 40 * BLOCK_SIZE {

@@ -11,8 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use crate::blocks::RangeSource;
+use crate::blocks::{RangeSource, Sink};
+use crate::edges::Edges;
 use crate::MountError;
+use git_xet_client::records::FileRecord;
+use git_xet_client::store::ChunkStore;
 use git_xet_client::{CasClient, ClientConfig, RetryPolicy};
 use git_xet_core::lfs::pointer::{Oid, Pointer};
 use git_xet_core::reconstruction::Reconstruction;
@@ -47,6 +50,12 @@ pub struct XetRemote {
     recons: Mutex<HashMap<MerkleHash, Vec<Asked>>>,
     /// Per CAS URL, a client without credentials that reads only what the caches hold.
     offline: Mutex<HashMap<String, CasClient>>,
+    /// Chunks at the edges of ranges read: adjacent reads fetch them once.
+    edges: Edges,
+    /// The per-user chunk store (docs/store.md): an object it holds whole is read from it,
+    /// with no request. Per object, its record there if the store holds all its chunks.
+    store: Option<ChunkStore>,
+    records: Mutex<HashMap<Oid, Option<Arc<FileRecord>>>>,
     runtime: tokio::runtime::Handle,
     timeout: Duration,
 }
@@ -60,6 +69,7 @@ impl XetRemote {
         timeout: Duration,
     ) -> Result<XetRemote, MountError> {
         let runtime = git_xet_client::runtime::handle().map_err(MountError::Runtime)?;
+        let store = git_xet_git::store::open(&repo);
         Ok(XetRemote {
             fetcher: Default::default(),
             repo,
@@ -69,6 +79,9 @@ impl XetRemote {
             whole: Default::default(),
             said: AtomicBool::new(false),
             offline: Default::default(),
+            edges: Edges::default(),
+            store,
+            records: Default::default(),
             runtime,
             timeout,
         })
@@ -201,13 +214,22 @@ impl XetRemote {
     fn read_cached(
         &self,
         object: &Pointer,
-        start: u64,
-        end: u64,
+        (start, end): (u64, u64),
         deadline: tokio::time::Instant,
-    ) -> Option<Vec<u8>> {
-        let text = std::fs::read_to_string(self.note_path(object)?).ok()?;
-        let (hex, cas_url) = text.trim().split_once(' ')?;
-        let hash = MerkleHash::from_hex(hex).ok()?;
+        sink: &Shared,
+    ) -> bool {
+        let Some(text) = self
+            .note_path(object)
+            .and_then(|p| std::fs::read_to_string(p).ok())
+        else {
+            return false;
+        };
+        let Some((hex, cas_url)) = text.trim().split_once(' ') else {
+            return false;
+        };
+        let Ok(hash) = MerkleHash::from_hex(hex) else {
+            return false;
+        };
         let client = {
             let mut offline = self.offline.lock().expect("offline clients");
             match offline.get(cas_url) {
@@ -216,15 +238,16 @@ impl XetRemote {
                     let mut config = ClientConfig::new(cas_url);
                     config.retry = RetryPolicy::none();
                     config.chunk_cache = self.cache.clone();
-                    let c = CasClient::new(config).ok()?;
+                    let Ok(c) = CasClient::new(config) else {
+                        return false;
+                    };
                     offline.insert(cas_url.to_string(), c.clone());
                     c
                 }
             }
         };
-        self.read_through(&client, &hash, object, (start, end), false, deadline)
-            .ok()
-            .flatten()
+        self.read_through(&client, &hash, object, (start, end), false, deadline, sink)
+            .is_ok_and(|read| read)
     }
 
     /// Where the reconstructions of `hash` from this server are kept: beside the chunk
@@ -329,6 +352,25 @@ impl XetRemote {
         }
     }
 
+    /// Bytes `start..=end` from the chunk store, when it holds every chunk of the object
+    /// (asked once per object; a range evicted since is fetched instead).
+    fn read_stored(&self, object: &Pointer, range: (u64, u64)) -> Option<Vec<u8>> {
+        let store = self.store.as_ref()?;
+        let record = self
+            .records
+            .lock()
+            .expect("records")
+            .entry(object.oid)
+            .or_insert_with(|| {
+                store
+                    .record_for_sha256(&object.oid.0)
+                    .filter(|r| r.size() == object.size && store.covers(r))
+                    .map(Arc::new)
+            })
+            .clone()?;
+        store.read_range(&record, range)
+    }
+
     fn timed_out(&self, object: &Pointer, start: u64) -> MountError {
         MountError::Timeout {
             oid: object.oid.to_string(),
@@ -338,11 +380,18 @@ impl XetRemote {
     }
 }
 
+/// A sink shared by the pieces of one fetch.
+type Shared = Arc<Mutex<Sink>>;
+
+#[path = "remote_piece.rs"]
+mod piece;
+
 impl XetRemote {
-    /// Bytes `start..=end` through `client`: the pieces kept reconstructions cover, and one
-    /// query for the rest (unless `ask` is false: then None if anything is not covered).
-    /// A kept reconstruction that does not serve (its xorbs gone) is forgotten and the read
-    /// tried once more.
+    /// Bytes `start..=end` through `client` into `sink`: the pieces kept reconstructions
+    /// cover, and one query for the rest (unless `ask` is false: then false if anything is
+    /// not covered). A kept reconstruction that does not serve (its xorbs gone) is
+    /// forgotten and the read tried once more.
+    #[allow(clippy::too_many_arguments)]
     fn read_through(
         &self,
         client: &CasClient,
@@ -351,59 +400,73 @@ impl XetRemote {
         (start, end): (u64, u64),
         ask: bool,
         deadline: tokio::time::Instant,
-    ) -> Result<Option<Vec<u8>>, MountError> {
+        sink: &Shared,
+    ) -> Result<bool, MountError> {
         let mut retried = false;
         'again: loop {
             let (mut pieces, gap) = self.cover(client, hash, start, end);
             if let Some(from) = gap {
                 if !ask {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 let query = client.api().reconstruction(hash, Some((from, end)));
                 let recon = self
                     .runtime
                     .block_on(async { tokio::time::timeout_at(deadline, query).await })
                     .map_err(|_| self.timed_out(object, start))??;
-                let found = ((from, end), Arc::new(recon));
-                self.remember(client, hash, &found);
-                pieces.push((found, from, end));
+                pieces.push((((from, end), Arc::new(recon)), from, end));
             }
-            let mut out = Vec::with_capacity((end - start + 1) as usize);
+            let fresh_from = gap.unwrap_or(u64::MAX);
             for ((asked, recon), s, e) in pieces {
-                let read = client.read_range(hash, &recon, Some(asked), (s, e));
-                match self
-                    .runtime
-                    .block_on(async { tokio::time::timeout_at(deadline, read).await })
-                {
-                    Err(_) => return Err(self.timed_out(object, s)),
-                    Ok(Ok((data, done))) => {
-                        tracing::debug!(
-                            oid = %object.oid, s, e,
-                            network = done.network_bytes, cache = done.cache_bytes,
-                            "range read"
-                        );
-                        out.extend_from_slice(&data);
-                    }
-                    Ok(Err(e)) if ask && !retried => {
+                let fresh = s == fresh_from;
+                let read =
+                    self.read_piece(client, hash, (asked, &recon), (s, e), start, deadline, sink);
+                if let (Ok(Some(fetched)), true) = (&read, fresh) {
+                    self.remember(client, hash, fetched);
+                }
+                match read.map(|_| ()) {
+                    Err(None) => return Err(self.timed_out(object, s)),
+                    Ok(()) => {}
+                    Err(Some(e)) if ask && !retried => {
                         tracing::info!("a kept reconstruction of {hash} did not serve ({e})");
                         self.forget(client, hash, asked);
                         retried = true;
                         continue 'again;
                     }
-                    Ok(Err(_)) if !ask => return Ok(None),
-                    Ok(Err(e)) => return Err(MountError::Client(e)),
+                    Err(Some(_)) if !ask => return Ok(false),
+                    Err(Some(e)) => return Err(MountError::Client(e)),
                 }
             }
-            return Ok(Some(out));
+            return Ok(true);
         }
     }
 }
 
 impl RangeSource for XetRemote {
     fn fetch(&self, object: &Pointer, start: u64, len: u64) -> Result<Vec<u8>, MountError> {
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let into = out.clone();
+        let sink: Sink = Box::new(move |at, data| {
+            let mut out = into.lock().expect("range buffer");
+            out.truncate(at as usize);
+            out.extend_from_slice(data);
+        });
+        self.fetch_streaming(object, start, len, sink)?;
+        let data = std::mem::take(&mut *out.lock().expect("range buffer"));
+        Ok(data)
+    }
+
+    fn fetch_streaming(
+        &self,
+        object: &Pointer,
+        start: u64,
+        len: u64,
+        sink: Sink,
+    ) -> Result<(), MountError> {
         if len == 0 {
-            return Ok(Vec::new());
+            return Ok(());
         }
+        let sink: Shared = Arc::new(Mutex::new(sink));
         let end = start + len - 1;
         let deadline = tokio::time::Instant::now() + self.timeout;
         let located = self
@@ -412,10 +475,12 @@ impl RangeSource for XetRemote {
             .expect("located")
             .get(&object.oid)
             .cloned();
-        if located.is_none() {
-            if let Some(data) = self.read_cached(object, start, end, deadline) {
-                return Ok(data);
-            }
+        if let Some(data) = self.read_stored(object, (start, end)) {
+            (sink.lock().expect("sink"))(0, &data);
+            return Ok(());
+        }
+        if located.is_none() && self.read_cached(object, (start, end), deadline, &sink) {
+            return Ok(());
         }
         let (client, hash) = match located {
             Some(found) => found,
@@ -431,11 +496,16 @@ impl RangeSource for XetRemote {
                 }
                 Err(why) => {
                     let path = self.whole_object(object, &why)?;
-                    return read_file_range(&path, start, len);
+                    let data = read_file_range(&path, start, len)?;
+                    (sink.lock().expect("sink"))(0, &data);
+                    return Ok(());
                 }
             },
         };
-        let read = self.read_through(&client, &hash, object, (start, end), true, deadline)?;
-        read.ok_or_else(|| MountError::Unavailable("nothing read".into()))
+        if self.read_through(&client, &hash, object, (start, end), true, deadline, &sink)? {
+            Ok(())
+        } else {
+            Err(MountError::Unavailable("nothing read".into()))
+        }
     }
 }

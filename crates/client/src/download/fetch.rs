@@ -30,6 +30,8 @@ use git_xet_core::MerkleHash;
 pub struct DecodedChunk {
     pub hash: MerkleHash,
     pub data: Bytes,
+    /// Bytes of its record in the xorb (header included); 0 when read from a local file.
+    pub stored_len: u32,
 }
 
 /// Counters shared by all segments of a download.
@@ -129,6 +131,7 @@ fn read_local(
                 .blocking_send(Ok(DecodedChunk {
                     hash,
                     data: Bytes::from(data),
+                    stored_len: 0,
                 }))
                 .is_err()
             {
@@ -186,6 +189,7 @@ impl Emitter<'_> {
         let chunk = DecodedChunk {
             hash,
             data: Bytes::from(data),
+            stored_len: (CHUNK_HEADER_LEN as u32).saturating_add(header.compressed_len),
         };
         tx.send(Ok(chunk)).await.map_err(|_| ReadError::Closed)?;
         self.emitted_upto = index + 1;

@@ -51,6 +51,19 @@ pub fn slice_reconstruction(
     (pos > end && !out.terms.is_empty()).then_some(out)
 }
 
+/// The first and last chunk a ranged read decoded, whole, with the length of their records
+/// in the xorb (header included): a later read of the bytes next to the range can take them
+/// instead of fetching them again. None for a chunk read from a local file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RangeEdges {
+    pub first: Option<(Vec<u8>, u32)>,
+    pub last: Option<(Vec<u8>, u32)>,
+}
+
+/// Where a streaming ranged read puts its bytes: `(offset into the range, bytes)`, in
+/// order. A read that is retried starts again at offset 0.
+pub type RangeSink = Box<dyn FnMut(u64, &[u8]) + Send>;
+
 impl CasClient {
     /// Bytes `range.0..=range.1` of `file_hash` into memory, through `recon`: the answer to a
     /// reconstruction query for `asked` (None: the whole file). A fetch URL that expired is
@@ -63,6 +76,31 @@ impl CasClient {
         asked: Option<(u64, u64)>,
         range: (u64, u64),
     ) -> Result<(Vec<u8>, DownloadOutcome)> {
+        let out = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let into = out.clone();
+        let sink: RangeSink = Box::new(move |at, data| {
+            let mut out = into.lock().expect("range buffer");
+            out.truncate(at as usize);
+            out.extend_from_slice(data);
+        });
+        let (outcome, _) = self
+            .read_range_streaming(file_hash, recon, asked, range, sink)
+            .await?;
+        let data = std::mem::take(&mut *out.lock().expect("range buffer"));
+        Ok((data, outcome))
+    }
+
+    /// As [`read_range`](Self::read_range), handing the bytes to `sink` as they are
+    /// decoded (a reader waits for the start of a range, not its end); also returns the
+    /// range's edge chunks.
+    pub async fn read_range_streaming(
+        &self,
+        file_hash: &MerkleHash,
+        recon: &Reconstruction,
+        asked: Option<(u64, u64)>,
+        range: (u64, u64),
+        sink: RangeSink,
+    ) -> Result<(DownloadOutcome, RangeEdges)> {
         let recon_start = asked.map_or(0, |a| a.0);
         let sliced =
             slice_reconstruction(recon, recon_start, range.0, range.1).ok_or_else(|| {
@@ -72,18 +110,20 @@ impl CasClient {
                 ))
             })?;
         match self
-            .read_attempt(file_hash, &sliced, asked, range, true)
+            .read_attempt(file_hash, &sliced, asked, range, true, sink)
             .await
         {
-            Err(ClientError::Corrupt { what, reason }) if self.chunk_cache.is_some() => {
+            Err((ClientError::Corrupt { what, reason }, sink)) if self.chunk_cache.is_some() => {
                 tracing::warn!("{what}: {reason}; retrying with data from the server only");
-                self.read_attempt(file_hash, &sliced, asked, range, false)
+                self.read_attempt(file_hash, &sliced, asked, range, false, sink)
                     .await
+                    .map_err(|(e, _)| e)
             }
-            other => other,
+            other => other.map_err(|(e, _)| e),
         }
     }
 
+    /// One attempt; on failure the sink is handed back for the next.
     async fn read_attempt(
         &self,
         file_hash: &MerkleHash,
@@ -91,8 +131,12 @@ impl CasClient {
         asked: Option<(u64, u64)>,
         range: (u64, u64),
         use_cache: bool,
-    ) -> Result<(Vec<u8>, DownloadOutcome)> {
-        let segments = plan::plan(sliced, &LocalMap::new())?;
+        mut sink: RangeSink,
+    ) -> std::result::Result<(DownloadOutcome, RangeEdges), (ClientError, RangeSink)> {
+        let segments = match plan::plan(sliced, &LocalMap::new()) {
+            Ok(s) => s,
+            Err(e) => return Err((e, sink)),
+        };
         let len = range.1 - range.0 + 1;
         let ctx = Arc::new(Context {
             api: self.api.clone(),
@@ -110,31 +154,46 @@ impl CasClient {
         let (wtx, mut wrx) = mpsc::channel::<DecodedChunk>(64);
         let mut skip = sliced.offset_into_first_range;
         let collect = tokio::spawn(async move {
-            let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
+            let (mut done, mut edges) = (0u64, RangeEdges::default());
+            let mut last = None;
             while let Some(chunk) = wrx.recv().await {
                 let dropped = skip.min(chunk.data.len() as u64) as usize;
                 skip -= dropped as u64;
-                let left = (len - out.len() as u64) as usize;
-                let take = (chunk.data.len() - dropped).min(left);
-                out.extend_from_slice(&chunk.data[dropped..dropped + take]);
+                let take = (chunk.data.len() - dropped).min((len - done) as usize);
+                sink(done, &chunk.data[dropped..dropped + take]);
+                done += take as u64;
+                if chunk.stored_len > 0 {
+                    if edges.first.is_none() && last.is_none() {
+                        edges.first = Some((chunk.data.to_vec(), chunk.stored_len));
+                    }
+                    last = Some(chunk);
+                }
             }
-            out
+            edges.last = last.map(|c| (c.data.to_vec(), c.stored_len));
+            (done, edges, sink)
         });
         let produced = self.produce_all(ctx.clone(), segments, wtx).await;
-        let data = collect
-            .await
-            .map_err(|e| ClientError::Aborted(format!("the range reader failed: {e}")))?;
+        let (done, edges, sink) = match collect.await {
+            Ok(r) => r,
+            Err(e) => {
+                let e = ClientError::Aborted(format!("the range reader failed: {e}"));
+                return Err((e, Box::new(|_, _| {})));
+            }
+        };
         if let (Err(ClientError::Corrupt { .. }), Some(cache)) = (&produced, &self.chunk_cache) {
             for path in ctx.counters.cache_paths.lock().expect("cache paths").iter() {
                 cache.remove(path);
             }
         }
-        produced?;
-        if data.len() as u64 != len {
-            return Err(ClientError::corrupt(
+        if let Err(e) = produced {
+            return Err((e, sink));
+        }
+        if done != len {
+            let e = ClientError::corrupt(
                 format!("reading bytes {}-{} of {file_hash}", range.0, range.1),
-                format!("got {} bytes, expected {len}", data.len()),
-            ));
+                format!("got {done} bytes, expected {len}"),
+            );
+            return Err((e, sink));
         }
         let c = &ctx.counters;
         let outcome = DownloadOutcome {
@@ -143,7 +202,7 @@ impl CasClient {
             cache_bytes: c.cache_bytes.load(Ordering::Relaxed),
             ..Default::default()
         };
-        Ok((data, outcome))
+        Ok((outcome, edges))
     }
 }
 

@@ -213,7 +213,12 @@ mod tests {
         let sender = std::thread::spawn(move || {
             for data in chunks {
                 let hash = chunk_hash(&data);
-                tx.blocking_send(DecodedChunk { hash, data }).unwrap();
+                tx.blocking_send(DecodedChunk {
+                    hash,
+                    data,
+                    stored_len: 0,
+                })
+                .unwrap();
             }
         });
         let written = run(setup, rx).unwrap();

@@ -1,0 +1,174 @@
+//! One piece of a range read through a reconstruction, with the chunks at its edges that
+//! adjacent reads fetch taken out of it (`crate::edges`).
+
+use std::sync::Arc;
+
+use super::{Asked, Shared, XetRemote};
+use crate::blocks::Sink;
+use crate::edges::{edge_keys, trim, Edge, Pending};
+use git_xet_client::{slice_reconstruction, CasClient, ClientError};
+use git_xet_core::reconstruction::Reconstruction;
+use git_xet_core::MerkleHash;
+
+/// A piece's outcome: what was fetched (its reconstruction, whole chunks), or an error
+/// (None: the deadline passed).
+type PieceResult = Result<Option<Asked>, Option<ClientError>>;
+
+impl XetRemote {
+    /// Bytes `s..=e` through a reconstruction asked for `asked`, into `sink` at `s - base`;
+    /// the chunks at its edges that an adjacent read decoded (or is fetching) are taken out
+    /// of its fetch, and those this read decodes are kept. Returns what was fetched: its
+    /// reconstruction and the bytes it gives, whole chunks (adjacent reads' tile the file
+    /// at chunk boundaries, as the chunk cache's entries do).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn read_piece(
+        &self,
+        client: &CasClient,
+        hash: &MerkleHash,
+        (asked, recon): ((u64, u64), &Reconstruction),
+        (s, e): (u64, u64),
+        base: u64,
+        deadline: tokio::time::Instant,
+        sink: &Shared,
+    ) -> PieceResult {
+        let sliced = slice_reconstruction(recon, asked.0, s, e).ok_or_else(|| {
+            Some(ClientError::InvalidArgument(format!(
+                "bytes {s}-{e} are not in the reconstruction of {hash} kept"
+            )))
+        })?;
+        let keys = edge_keys(&sliced);
+        let claimed = self
+            .edges
+            .claim(keys, pending_of(&sliced, s), deadline.into_std());
+        // The first chunk is another read's last, in flight: left out of this fetch now,
+        // its bytes taken once that read kept it (this piece's bytes wait until then).
+        let placeholder = match (&claimed.kept[0], claimed.pending) {
+            (None, Some(p)) => placeholder_edge(&sliced, s, p),
+            _ => None,
+        };
+        let first = claimed.kept[0].as_ref().or(placeholder.as_ref());
+        let plan = trim(&sliced, (s, e), first, claimed.kept[1].as_ref());
+        let waits = placeholder.is_some() && !plan.prefix.is_empty();
+        let buffer = Arc::new(std::sync::Mutex::new(Vec::new()));
+        if !waits {
+            (sink.lock().expect("sink"))(s - base, &plan.prefix);
+        }
+        let mut decoded = Vec::new();
+        let mut result = Ok(None);
+        if let Some((middle, s2, e2)) = &plan.middle {
+            let piece: Sink = if waits {
+                let to = buffer.clone();
+                Box::new(move |a, d| {
+                    let mut b = to.lock().expect("buffer");
+                    b.truncate(a as usize);
+                    b.extend_from_slice(d);
+                })
+            } else {
+                let (to, offset) = (sink.clone(), s2 - base);
+                Box::new(move |a, d| (to.lock().expect("sink"))(offset + a, d))
+            };
+            let read =
+                client.read_range_streaming(hash, middle, Some((*s2, *e2)), (*s2, *e2), piece);
+            result = match self
+                .runtime
+                .block_on(async { tokio::time::timeout_at(deadline, read).await })
+            {
+                Err(_) => Err(None),
+                Ok(Err(e)) => Err(Some(e)),
+                Ok(Ok((done, edges))) => {
+                    tracing::debug!(
+                        %hash, s2, e2, network = done.network_bytes, cache = done.cache_bytes,
+                        "range read"
+                    );
+                    for (key, edge) in edge_keys(middle).iter().zip([edges.first, edges.last]) {
+                        if let (Some(k), Some((data, stored))) = (key, edge) {
+                            decoded.push((*k, (Arc::new(data), stored)));
+                        }
+                    }
+                    let first = s2 - middle.offset_into_first_range;
+                    let mut whole = middle.clone();
+                    whole.offset_into_first_range = 0;
+                    Ok(Some((
+                        (first, first + whole.terms_len() - 1),
+                        Arc::new(whole),
+                    )))
+                }
+            };
+        }
+        self.edges.release(&claimed.marked, decoded);
+        let fetched = result?;
+        if waits {
+            let len = plan.prefix.len();
+            let prefix = match keys[0].and_then(|k| self.edges.wait_kept(k, deadline.into_std())) {
+                Some((data, _)) if Some(data.len()) == placeholder.as_ref().map(|p| p.0.len()) => {
+                    let o = sliced.offset_into_first_range as usize;
+                    data[o..o + len].to_vec()
+                }
+                // The other read failed: these bytes alone, through this piece's query.
+                _ => self.read_alone(client, hash, &sliced, (s, s + len as u64 - 1), deadline)?,
+            };
+            let mut sink = sink.lock().expect("sink");
+            sink(s - base, &prefix);
+            sink(s - base + len as u64, &buffer.lock().expect("buffer"));
+        }
+        let after = plan
+            .middle
+            .as_ref()
+            .map_or(s + plan.prefix.len() as u64, |m| m.2 + 1);
+        (sink.lock().expect("sink"))(after - base, &plan.suffix);
+        Ok(fetched)
+    }
+
+    /// Bytes `range` through `sliced` (which begins at `range.0`), read on their own.
+    fn read_alone(
+        &self,
+        client: &CasClient,
+        hash: &MerkleHash,
+        sliced: &Reconstruction,
+        range: (u64, u64),
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<u8>, Option<ClientError>> {
+        let read = client.read_range(hash, sliced, Some(range), range);
+        match self
+            .runtime
+            .block_on(async { tokio::time::timeout_at(deadline, read).await })
+        {
+            Err(_) => Err(None),
+            Ok(r) => r.map(|(data, _)| data).map_err(Some),
+        }
+    }
+}
+
+/// Where the last chunk of a read of bytes from `s` through `sliced` ends, in the xorb and
+/// in the file, for the read of the bytes after it.
+fn pending_of(sliced: &Reconstruction, s: u64) -> Option<Pending> {
+    let t = sliced.terms.last()?;
+    let entry = sliced
+        .fetch_info
+        .get(&t.hash)?
+        .iter()
+        .find(|f| f.range.end == t.range.end)?;
+    Some(Pending {
+        record_end: entry.url_range.end + 1,
+        file_end: s.checked_sub(sliced.offset_into_first_range)? + sliced.terms_len(),
+    })
+}
+
+/// The first chunk of a read from `s`, as another read in flight describes it (`p`): its
+/// length and record length, with zeros for bytes until that read keeps it.
+fn placeholder_edge(sliced: &Reconstruction, s: u64, p: Pending) -> Option<Edge> {
+    let t = sliced.terms.first()?;
+    let starts = s.checked_sub(sliced.offset_into_first_range)?;
+    let len = p.file_end.checked_sub(starts)?;
+    let entry = sliced
+        .fetch_info
+        .get(&t.hash)?
+        .iter()
+        .find(|f| f.range.start == t.range.start)?;
+    let stored = p.record_end.checked_sub(entry.url_range.start)?;
+    let max = git_xet_core::constants::MAX_CHUNK_SIZE as u64;
+    if len == 0 || len > max || stored == 0 || stored > max + 64 {
+        return None;
+    }
+    Some((Arc::new(vec![0; len as usize]), stored as u32))
+}
