@@ -91,7 +91,7 @@ xfs_pass() {
     echo "xfs: skipped (needs root and mkfs.xfs: .ci/deps/00-xfsprogs.sh)"
     return
   fi
-  local img="$tmp/xfs.img" mnt="$tmp/xfs" used0 physical logical tree fsck=failed rev
+  local img="$tmp/xfs.img" mnt="$tmp/xfs" used0 physical logical tree store fsck=failed rev
   truncate -s "$(( size_mib * (versions + 4) + 1024 ))M" "$img"
   mkfs.xfs -q -m reflink=1 "$img"
   mkdir -p "$mnt"
@@ -99,18 +99,21 @@ xfs_pass() {
   xfs_mnt="$mnt"
   export GIT_XET_STORE="$mnt/store"
   used0=$(used "$mnt")
-  run_in xet-b "$mnt" git clone -q "$xet_url" repo
+  # Oldest first, like the pulls (a fresh store fetching a newer version first and then an
+  # older one keeps overlapping ranges of the first xorb: more than 1x).
+  run_in xet-b "$mnt" git clone -q -n "$xet_url" repo
   for rev in $(cd "$mnt/repo" && git rev-list --reverse HEAD); do
     run_in xet-b "$mnt/repo" git checkout -q "$rev"
   done
   run_in xet-b "$mnt/repo" git checkout -q main
   physical=$(( $(used "$mnt") - used0 ))
   tree=$(bytes "$mnt/repo/model.bin")
-  logical=$(( $(bytes "$mnt/repo/.git") + $(bytes "$GIT_XET_STORE") + tree ))
+  store=$(bytes "$GIT_XET_STORE")
+  logical=$(( $(bytes "$mnt/repo/.git") + store + tree ))
   if (cd "$mnt/repo" && HOME="$tmp/xet-b-home" GIT_CONFIG_GLOBAL="$tmp/xet-b-home/.gitconfig" \
     git lfs fsck >/dev/null 2>&1); then fsck=ok; fi
   echo "xfs (reflink): every version checked out, then main: work tree + .git + store" \
-    "$(mib "$logical") MiB logical, $(mib "$physical") MiB physical (df);" \
+    "$(mib "$logical") MiB logical (store $(mib "$store")), $(mib "$physical") MiB physical (df);" \
     "without the work tree $(mib $(( physical - tree ))) MiB = $(awk -v p=$(( physical - tree )) -v v="$xet_server_b" \
     'BEGIN { printf "%.2f", p / v }')x the server's $(mib "$xet_server_b") MiB;" \
     "whole objects in .git/lfs/objects: $(find "$mnt/repo/.git/lfs/objects" -type f | wc -l); git lfs fsck: $fsck"

@@ -227,6 +227,16 @@ fn pushed_versions_fill_the_store_for_a_second_clone_and_offline_checkouts() {
         "what A pushed came from the store"
     );
 
+    // Content the store holds (A pushed it) added to another repository is new there: it
+    // stays whole, for that repository's push.
+    let other = remote_url(&server, "org/pushed-again", "write");
+    let o = alice.lfs_repo("o", &other);
+    write_file(&o.join("model.bin"), &version(1));
+    alice.git(&o, &["add", "."]);
+    alice.git(&o, &["commit", "-qm", "same content"]);
+    assert!(has_whole(&o, &alice, "HEAD", "model.bin"));
+    push(&alice, &o);
+
     // A, offline: every pushed version checks out from the store or its whole copy, and
     // the pushed copies leave .git/lfs/objects like fetched ones; the unpushed one stays.
     server.stop();

@@ -135,12 +135,22 @@ impl Filter {
         let mut kept = before.clone();
         let mut keep: HashSet<Oid> = HashSet::new();
         let mut drop: HashMap<Oid, PathBuf> = HashMap::new();
+        // One "not supported" answers for the rest (one file system per work tree).
+        let mut supported = mode != KeepCheckedOut::Never;
         for (pathname, pointer, object) in &seen {
             if !store.has(&pointer.oid.0, pointer.size) {
                 continue; // the only copy besides the server's: it stays
             }
             let file = work_tree.join(pathname);
-            let shared = mode != KeepCheckedOut::Never && share(object, &file, pointer.size);
+            let shared = supported
+                && match share(object, &file, pointer.size) {
+                    Shared::Done => true,
+                    Shared::Unsupported => {
+                        supported = false;
+                        false
+                    }
+                    Shared::Differs => false,
+                };
             if shared || mode == KeepCheckedOut::Always {
                 keep.insert(pointer.oid);
                 kept.insert(file, pointer.oid);
@@ -178,26 +188,22 @@ impl Filter {
     }
 }
 
-/// Whether `file` (the working tree's) now shares `object`'s extents. Opened for writing
-/// only as the kernel asks of a dedupe destination: nothing is written.
-fn share(object: &Path, file: &Path, size: u64) -> bool {
+/// Makes `file` (the working tree's) share `object`'s extents. Opened for writing only as
+/// the kernel asks of a dedupe destination: nothing is written.
+fn share(object: &Path, file: &Path, size: u64) -> Shared {
     let (Ok(src), Ok(dst)) = (
         std::fs::File::open(object),
         std::fs::File::options().read(true).write(true).open(file),
     ) else {
-        return false;
+        return Shared::Differs;
     };
     if dst.metadata().map(|m| m.len()).ok() != Some(size) {
-        return false;
+        return Shared::Differs;
     }
-    match dedupe(&src, &dst, size) {
-        Ok(Shared::Done) => true,
-        Ok(Shared::Differs | Shared::Unsupported) => false,
-        Err(e) => {
-            tracing::debug!("sharing extents of {}: {e}", file.display());
-            false
-        }
-    }
+    dedupe(&src, &dst, size).unwrap_or_else(|e| {
+        tracing::debug!("sharing extents of {}: {e}", file.display());
+        Shared::Differs
+    })
 }
 
 /// `<oid> <path>` lines; anything unreadable is skipped (it only means an object stays).
