@@ -10,6 +10,9 @@
 # of the oldest version (lfs.url pointed at a closed port); a second clone of the same
 # repository by the same user: bytes over the network (xorb or basic bytes served) and bytes
 # it added on disk besides its working tree. Uses the release build (built if missing).
+# As root with mkfs.xfs, also the same clone on a loop-mounted XFS with reflink (every
+# version checked out in turn, then main): physical bytes from df, where the checked-out
+# objects stay whole sharing extents with the working tree (docs/store.md, File systems).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +21,12 @@ versions="${2:-6}"
 edit_mib="${3:-1}"
 # shellcheck source=scripts/lib/bench_env.sh
 . scripts/lib/bench_env.sh
+xfs_mnt=""
+xfs_cleanup() {
+  if [ -n "$xfs_mnt" ]; then umount "$xfs_mnt" 2>/dev/null || umount -l "$xfs_mnt" 2>/dev/null || true; fi
+  cleanup
+}
+trap xfs_cleanup EXIT
 
 gen() { # gen SEED MIB > file
   head -c "$(( $2 * 1048576 ))" /dev/zero | openssl enc -aes-128-ctr -nosalt -iv 0 \
@@ -71,7 +80,45 @@ bench_mode() { # bench_mode MODE SEED
   results[$mode,clone2]="$secs $(( $(wire "$mode" down) - served )) $(( $(bytes "$c/.git") + $(bytes "$GIT_XET_STORE") - before_store ))"
   cmp -s "$a/model.bin" "$c/model.bin" || { echo "$mode: second clone differs" >&2; exit 1; }
   results[$mode,disk]="$git_b $lfs_b $store_b $server_b"
+  if [ "$mode" = xet ]; then xet_url="$repo_url"; xet_server_b="$server_b"; fi
   unset GIT_XET_STORE
+}
+
+used() { sync; df -B1 --output=used "$1" | tail -1; }
+
+xfs_pass() {
+  if [ "$(id -u)" != 0 ] || ! command -v mkfs.xfs >/dev/null; then
+    echo "xfs: skipped (needs root and mkfs.xfs: .ci/deps/00-xfsprogs.sh)"
+    return
+  fi
+  local img="$tmp/xfs.img" mnt="$tmp/xfs" used0 physical logical tree store fsck=failed rev
+  truncate -s "$(( size_mib * (versions + 4) + 1024 ))M" "$img"
+  mkfs.xfs -q -m reflink=1 "$img"
+  mkdir -p "$mnt"
+  mount -o loop "$img" "$mnt"
+  xfs_mnt="$mnt"
+  export GIT_XET_STORE="$mnt/store"
+  used0=$(used "$mnt")
+  # Oldest first, like the pulls (a fresh store fetching a newer version first and then an
+  # older one keeps overlapping ranges of the first xorb: more than 1x).
+  run_in xet-b "$mnt" git clone -q -n "$xet_url" repo
+  for rev in $(cd "$mnt/repo" && git rev-list --reverse HEAD); do
+    run_in xet-b "$mnt/repo" git checkout -q "$rev"
+  done
+  run_in xet-b "$mnt/repo" git checkout -q main
+  physical=$(( $(used "$mnt") - used0 ))
+  tree=$(bytes "$mnt/repo/model.bin")
+  store=$(bytes "$GIT_XET_STORE")
+  logical=$(( $(bytes "$mnt/repo/.git") + store + tree ))
+  if (cd "$mnt/repo" && HOME="$tmp/xet-b-home" GIT_CONFIG_GLOBAL="$tmp/xet-b-home/.gitconfig" \
+    git lfs fsck >/dev/null 2>&1); then fsck=ok; fi
+  echo "xfs (reflink): every version checked out, then main: work tree + .git + store" \
+    "$(mib "$logical") MiB logical (store $(mib "$store")), $(mib "$physical") MiB physical (df);" \
+    "without the work tree $(mib $(( physical - tree ))) MiB = $(awk -v p=$(( physical - tree )) -v v="$xet_server_b" \
+    'BEGIN { printf "%.2f", p / v }')x the server's $(mib "$xet_server_b") MiB;" \
+    "whole objects in .git/lfs/objects: $(find "$mnt/repo/.git/lfs/objects" -type f | wc -l); git lfs fsck: $fsck"
+  unset GIT_XET_STORE
+  umount "$mnt" && xfs_mnt=""
 }
 
 declare -A results
@@ -86,3 +133,4 @@ for mode in ${BENCH_ORDER:-xet basic}; do
     "$(awk -v a="$git_b" -v s="$store_b" -v v="$server_b" 'BEGIN { printf "%.2f", (a + s) / v }')" \
     "$(printf '%.2f' "${results[$mode,offline]}")" "$(printf '%.2f' "$c_secs")" "$(mib "$c_net")" "$(mib "$c_disk")"
 done
+case " ${BENCH_ORDER:-xet basic} " in *" xet "*) xfs_pass ;; esac

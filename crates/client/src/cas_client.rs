@@ -46,6 +46,9 @@ pub struct ClientConfig {
     /// Where reconstruction records go (`<dir>/files`), when not under `metadata_dir`: the
     /// per-user chunk store's root ([`crate::store`]), so its files can be rebuilt offline.
     pub records_dir: Option<PathBuf>,
+    /// Keep the xorbs an upload sends in the chunk cache (the per-user chunk store: so that
+    /// what this clone pushed can be rebuilt offline, and another clone needs no download).
+    pub store_uploads: bool,
     /// Where xorbs are staged before upload (default: the system temporary directory).
     pub staging_dir: Option<PathBuf>,
     /// Ask the server's global dedup for eligible chunks.
@@ -69,6 +72,7 @@ impl fmt::Debug for ClientConfig {
             .field("metadata_dir", &self.metadata_dir)
             .field("chunk_cache", &self.chunk_cache)
             .field("records_dir", &self.records_dir)
+            .field("store_uploads", &self.store_uploads)
             .field("staging_dir", &self.staging_dir)
             .field("global_dedup", &self.global_dedup)
             .field("shard_flush_chunks", &self.shard_flush_chunks)
@@ -96,6 +100,7 @@ impl ClientConfig {
             metadata_dir: None,
             chunk_cache: None,
             records_dir: None,
+            store_uploads: false,
             staging_dir: None,
             global_dedup: true,
             shard_flush_chunks: DEFAULT_SHARD_FLUSH_CHUNKS,
@@ -119,6 +124,7 @@ impl ClientConfig {
     pub fn with_store(mut self, root: &std::path::Path, max_bytes: u64) -> Self {
         self.chunk_cache = Some((crate::store::ChunkStore::chunks_dir(root), max_bytes));
         self.records_dir = Some(root.to_path_buf());
+        self.store_uploads = true;
         self
     }
 

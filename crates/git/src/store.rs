@@ -1,6 +1,7 @@
 //! The per-user chunk store as the git side sees it (docs/store.md): where it is
 //! (`GIT_XET_STORE`, else `xet.store`, else the user data directory), how large it may grow
-//! (`xet.storeSize`), whether whole objects stay in `.git/lfs/objects` (`xet.keepObjects`),
+//! (`xet.storeSize`), whether whole objects stay in `.git/lfs/objects` (`xet.keepObjects`,
+//! `xet.keepCheckedOut`),
 //! and `git xet materialize`, which puts whole objects back for git-lfs.
 
 use std::path::PathBuf;
@@ -83,6 +84,42 @@ pub fn keep_objects(repo: &Repo) -> bool {
             .ok()
             .flatten()
             .unwrap_or(false)
+}
+
+/// `xet.keepCheckedOut`: whether the objects of checked-out files stay whole in
+/// `.git/lfs/objects` (docs/store.md, "File systems").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KeepCheckedOut {
+    /// Only where they share their extents with the working tree files (no extra disk).
+    #[default]
+    Auto,
+    /// Always (a second copy where extents cannot be shared).
+    Always,
+    /// Never: git-lfs commands that read `.git/lfs/objects` need `git xet materialize`.
+    Never,
+}
+
+impl KeepCheckedOut {
+    pub fn parse(v: &str) -> Option<KeepCheckedOut> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(KeepCheckedOut::Auto),
+            "true" | "yes" | "on" | "1" => Some(KeepCheckedOut::Always),
+            "false" | "no" | "off" | "0" => Some(KeepCheckedOut::Never),
+            _ => None,
+        }
+    }
+}
+
+/// `xet.keepCheckedOut` of `repo` (`auto` when unset; an unknown value is said and taken
+/// as `auto`).
+pub fn keep_checked_out(repo: &Repo) -> KeepCheckedOut {
+    let Some(v) = repo.config().get(None, "xet.keepCheckedOut").ok().flatten() else {
+        return KeepCheckedOut::Auto;
+    };
+    KeepCheckedOut::parse(&v).unwrap_or_else(|| {
+        tracing::warn!("xet.keepCheckedOut is {v:?}: expected auto, true or false; using auto");
+        KeepCheckedOut::Auto
+    })
 }
 
 /// The chunk store of `repo`, opened, with the clone registered as one of its users (what
@@ -238,5 +275,9 @@ mod tests {
         assert_eq!(parse_size("-1"), None);
         assert_eq!(parse_size("99999999999999999999t"), None);
         assert!(is_off("off") && is_off("FALSE") && !is_off("/tmp/s"));
+        assert_eq!(KeepCheckedOut::parse(" Auto"), Some(KeepCheckedOut::Auto));
+        assert_eq!(KeepCheckedOut::parse("yes"), Some(KeepCheckedOut::Always));
+        assert_eq!(KeepCheckedOut::parse("false"), Some(KeepCheckedOut::Never));
+        assert_eq!(KeepCheckedOut::parse("sometimes"), None);
     }
 }

@@ -248,7 +248,7 @@ impl ObjectService {
         let progress = progress.unwrap_or_else(|| Arc::new(|_, _| {}));
         let lists = ChunkListStore::new(&self.env.xet_dir);
         let mapper = self.mapper_for(path, &oid);
-        self.runtime()?.block_on(async move {
+        let stats = self.runtime()?.block_on(async move {
             let upload = || upload_object(&client, path, oid, size, mapper, &lists, &progress);
             match upload().await {
                 // The cache that misled the first attempt is gone: this one sends the data.
@@ -258,7 +258,25 @@ impl ObjectService {
                 }
                 other => other,
             }
-        })
+        })?;
+        self.mark_pushed(&oid);
+        Ok(stats)
+    }
+
+    /// Notes that `oid` is registered on a server and its chunks went to the chunk store:
+    /// its whole copy in `.git/lfs/objects` may then leave like a fetched one's
+    /// ([`pushed_marker`]). Objects never pushed have no mark and stay whole.
+    fn mark_pushed(&self, oid: &Oid) {
+        if self.env.chunk_store.is_none() {
+            return;
+        }
+        let marker = pushed_marker(&self.env.xet_dir, oid);
+        if let Some(dir) = marker.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(e) = std::fs::write(&marker, b"") {
+            tracing::debug!("could not mark {oid} as pushed: {e}");
+        }
     }
 
     /// Uploads small objects of one CAS URL (`jobs` not empty) as one session: shared
@@ -288,7 +306,7 @@ impl ObjectService {
             .iter()
             .map(|j| self.mapper_for(&j.path, &j.oid))
             .collect();
-        self.runtime()?.block_on(async move {
+        let stats = self.runtime()?.block_on(async move {
             let mut session = client.start_upload().await?;
             for (i, (job, mapper)) in jobs.iter().zip(mappers).enumerate() {
                 let file = match lists.load(&job.oid.0, job.size) {
@@ -316,8 +334,12 @@ impl ObjectService {
                 jobs.len(),
                 summary.stats
             );
-            Ok(summary.stats)
-        })
+            Ok::<_, LfsError>(summary.stats)
+        })?;
+        for job in jobs {
+            self.mark_pushed(&job.oid);
+        }
+        Ok(stats)
     }
 
     /// Maps `path` only if it is `oid`'s object in the store: written once under its oid and
@@ -539,6 +561,12 @@ impl DownloadJob {
         );
         Ok(self.output)
     }
+}
+
+/// The mark an object gets once this clone pushed it and the chunk store holds what rebuilds
+/// it (`.git/xet/pushed/<oid>`): the filter drops such a whole copy like a fetched one.
+pub fn pushed_marker(xet_dir: &Path, oid: &Oid) -> PathBuf {
+    xet_dir.join("pushed").join(oid.to_string())
 }
 
 /// The most recent local objects whose reconstruction the client knows: typically the

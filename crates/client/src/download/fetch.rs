@@ -51,6 +51,10 @@ pub struct Context {
     pub file: MerkleHash,
     pub range: Option<(u64, u64)>,
     pub cache: Option<Arc<ChunkCache>>,
+    /// Whether ranges are read from `cache` (a retry after a failed verification reads
+    /// only the network, but still writes what it fetched, so the chunk store is whole
+    /// again afterwards).
+    pub read_cache: bool,
     pub sources: Vec<PathBuf>,
     /// Runs of xorb bytes this download shares with others of its batch.
     pub shared: Option<Arc<crate::download::SharedFetches>>,
@@ -273,7 +277,7 @@ async fn fetch_unit(
         piece_bytes: 0,
     };
 
-    if let Some(cache) = &ctx.cache {
+    if let Some(cache) = ctx.cache.as_ref().filter(|_| ctx.read_cache) {
         let last = pieces[pieces.len() - 1].range.end;
         let span = git_xet_core::reconstruction::ChunkRange::new(pieces[0].range.start, last);
         if let Some(hit) = cache.get(&unit.xorb, span) {
@@ -306,13 +310,41 @@ async fn fetch_unit(
             let counter = &ctx.counters.network_bytes;
             let len = unit.url_range.len();
             match read_records(&mut reader, len, &mut emitter, None, tx, counter).await {
-                Ok(()) | Err(ReadError::Closed) => return Ok(()),
+                Ok(()) => {
+                    keep_shared(ctx, unit, &data);
+                    return Ok(());
+                }
+                Err(ReadError::Closed) => return Ok(()),
                 Err(ReadError::Corrupt(reason)) => return Err(ClientError::corrupt(&what, reason)),
                 Err(ReadError::Io(e)) => tracing::debug!("{what}: {e}; fetching it alone"),
             }
         }
     }
     fetch_from_network(ctx, unit, &mut emitter, tx, &what).await
+}
+
+/// Keeps a unit's bytes that came from a shared run in the cache too (the chunk store must
+/// hold what any download brought, however it was fetched).
+fn keep_shared(ctx: &Context, unit: &FetchUnit, data: &[u8]) {
+    let Some(cache) = &ctx.cache else { return };
+    if data.len() as u64 != unit.url_range.len() || !cache.accepts(data.len() as u64) {
+        return;
+    }
+    if cache.get(&unit.xorb, unit.chunks).is_some() {
+        return;
+    }
+    let Ok(mut writer) = cache.writer(&unit.xorb, unit.chunks) else {
+        return;
+    };
+    if writer.write(data).is_ok() {
+        if let Some(path) = writer.commit(cache) {
+            ctx.counters
+                .cache_paths
+                .lock()
+                .expect("cache paths lock")
+                .push(path);
+        }
+    }
 }
 
 /// A fresh URL for the same xorb bytes, from a new reconstruction query.

@@ -142,11 +142,8 @@ impl CasClient {
             api: self.api.clone(),
             file: *file_hash,
             range: asked,
-            cache: if use_cache {
-                self.chunk_cache.clone()
-            } else {
-                None
-            },
+            cache: self.chunk_cache.clone(),
+            read_cache: use_cache,
             sources: Vec::new(),
             shared: None,
             counters: Counters::default(),

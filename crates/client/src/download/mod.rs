@@ -318,11 +318,8 @@ impl CasClient {
             api: self.api.clone(),
             file: *file_hash,
             range: options.range,
-            cache: if reuse_local {
-                self.chunk_cache.clone()
-            } else {
-                None
-            },
+            cache: self.chunk_cache.clone(),
+            read_cache: reuse_local,
             sources,
             shared: options.shared.clone(),
             counters: Counters::default(),

@@ -24,6 +24,8 @@ pub struct StagedXorb {
     pub hash: MerkleHash,
     pub body: Arc<XorbBody>,
     pub num_chunks: usize,
+    /// The chunk records' bytes (the body without its footer).
+    pub data_len: u64,
 }
 
 /// Bytes read per block when sending.
@@ -117,6 +119,31 @@ impl XorbBody {
         Ok((Bytes::from(buf), i))
     }
 
+    /// Hands the first `len` bytes to `out` block by block (the chunk records, for the chunk
+    /// store once the xorb is uploaded).
+    pub fn write_prefix(
+        &self,
+        len: u64,
+        mut out: impl FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut left = len;
+        let mut next = 0;
+        while left > 0 && next < self.pieces.len() {
+            let (bytes, after) = self.read_block(next)?;
+            let take = (bytes.len() as u64).min(left) as usize;
+            out(&bytes[..take])?;
+            left -= take as u64;
+            next = after;
+        }
+        match left {
+            0 => Ok(()),
+            _ => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the xorb body is shorter than its records",
+            )),
+        }
+    }
+
     /// The bytes as a stream, read off the async runtime's threads. Each call starts over
     /// (one per upload attempt).
     pub fn stream(self: &Arc<Self>) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
@@ -179,6 +206,13 @@ mod tests {
             assert_eq!(parts.concat(), expected);
         }
         assert_eq!(body.to_vec().unwrap(), expected);
+        let mut prefix = Vec::new();
+        body.write_prefix(1_500_123, |b| {
+            prefix.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(prefix, expected[..1_500_123]);
     }
 
     #[tokio::test]

@@ -108,11 +108,16 @@ impl CasClient {
             .unwrap_or_else(std::env::temp_dir);
         let (tx, rx) = mpsc::channel(1);
         let packer = Packer::start(staging, tx);
+        let keep = match self.config.store_uploads {
+            true => self.chunk_cache.clone(),
+            false => None,
+        };
         let uploader = tokio::spawn(uploader::run(
             self.api.clone(),
             rx,
             self.config.upload_concurrency,
             shard_dir.clone(),
+            keep,
         ));
         let planner = SessionPlanner::new(
             shards,

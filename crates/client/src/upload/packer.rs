@@ -148,6 +148,7 @@ impl XorbFile {
                 self.footer.hash
             )));
         }
+        let data_len = self.footer.data_len() as u64;
         let mut tail = Vec::with_capacity(XorbFooter::encoded_len(self.footer.num_chunks()) + 4);
         self.footer.write_to(&mut tail);
         self.body.push_mem(&tail);
@@ -163,6 +164,7 @@ impl XorbFile {
             hash: expected,
             body: Arc::new(self.body.finish(staging)),
             num_chunks,
+            data_len,
         })
     }
 }

@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::cas::CasApi;
+use crate::chunk_cache::ChunkCache;
 use crate::error::{ClientError, Result};
 use crate::shard_cache::save_own_shard;
 use crate::upload::body::StagedXorb;
@@ -74,12 +75,35 @@ pub async fn upload_shard(
     Ok(())
 }
 
+/// Writes an uploaded xorb's chunk records into the chunk cache as the range of all its
+/// chunks, the form a download of them takes. Best effort: without it, the whole object
+/// simply stays where it is.
+fn keep_xorb(cache: &ChunkCache, xorb: &StagedXorb) {
+    if !cache.accepts(xorb.data_len) {
+        return;
+    }
+    let range = git_xet_core::reconstruction::ChunkRange::new(0, xorb.num_chunks as u32);
+    if cache.get(&xorb.hash, range).is_some() {
+        return;
+    }
+    let kept = cache.writer(&xorb.hash, range).and_then(|mut w| {
+        xorb.body
+            .write_prefix(xorb.data_len, |b| w.write(b))
+            .map_err(|e| ClientError::io("keeping an uploaded xorb", cache.dir(), e))?;
+        Ok(w.commit(cache))
+    });
+    if let Err(e) = kept {
+        tracing::debug!("could not keep xorb {} in the chunk store: {e}", xorb.hash);
+    }
+}
+
 /// Runs until the channel closes; stops at the first failure.
 pub async fn run(
     api: CasApi,
     mut rx: mpsc::Receiver<Upload>,
     concurrency: usize,
     shard_dir: Option<PathBuf>,
+    keep: Option<Arc<ChunkCache>>,
 ) -> Result<Totals> {
     let permits = Arc::new(Semaphore::new(concurrency));
     let mut running: JoinSet<Result<(u64, bool)>> = JoinSet::new();
@@ -94,6 +118,7 @@ pub async fn run(
         match item {
             Upload::Xorb(xorb) => {
                 let api = api.clone();
+                let keep = keep.clone();
                 running.spawn(async move {
                     let len = xorb.body.len();
                     let body = || reqwest::Body::wrap_stream(xorb.body.stream());
@@ -123,6 +148,11 @@ pub async fn run(
                         xorb.hash,
                         xorb.num_chunks
                     );
+                    if let Some(cache) = keep {
+                        // Before the shard registers it: the file's record, written after
+                        // that, is what makes the range count (ChunkStore::has).
+                        let _ = tokio::task::spawn_blocking(move || keep_xorb(&cache, &xorb)).await;
+                    }
                     drop(permit);
                     Ok((len, inserted)) // any staging file is deleted as `xorb` drops
                 });

@@ -1,11 +1,55 @@
 //! The filter and the per-user chunk store (docs/store.md): objects rebuilt from local
-//! chunks with no network, and whole copies that leave `.git/lfs/objects` once git has them.
+//! chunks with no network, and which whole copies stay in `.git/lfs/objects` once git has
+//! the files.
+//!
+//! Whole objects this filter wrote or served (fetched, rebuilt, pushed by this clone, or
+//! kept earlier for a checked-out file) are settled when git closes the pipe, once every
+//! working tree file is written. One the chunk store cannot rebuild always stays. Else,
+//! with `xet.keepCheckedOut`:
+//! - `auto`: kept only when it now shares its extents with the working tree file
+//!   (FIDEDUPERANGE: XFS with reflink, btrfs), so it costs no disk; dropped elsewhere;
+//! - `true`: kept (sharing when it can, a second copy when it cannot);
+//! - `false`: dropped.
+//!
+//! Kept objects are listed per working tree file in `.git/xet/checked-out`; when a file
+//! gets another version (or is gone), its former object leaves, so versions other than the
+//! checked-out one never stay whole.
 
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use super::Filter;
+use crate::store::KeepCheckedOut;
 use git_xet_client::store::{ChunkStore, Rebuilt};
-use git_xet_lfs::pointer::Pointer;
+use git_xet_io::platform::extents::{dedupe, Shared};
+use git_xet_lfs::objects::pushed_marker;
+use git_xet_lfs::pointer::{Oid, Pointer};
+
+/// Whole objects of this filter session, settled at its end.
+#[derive(Debug, Default)]
+pub(super) struct Wholes {
+    /// `xet.keepObjects`: every whole object stays (git-lfs's layout).
+    keep_objects: bool,
+    keep_checked_out: KeepCheckedOut,
+    /// (working tree path as git named it, object, whole copy).
+    seen: Vec<(String, Pointer, PathBuf)>,
+    /// `.git/xet/checked-out`, read when first needed.
+    kept: Option<BTreeMap<PathBuf, Oid>>,
+}
+
+impl Wholes {
+    pub(super) fn new(keep_objects: bool, keep_checked_out: KeepCheckedOut) -> Wholes {
+        Wholes {
+            keep_objects,
+            keep_checked_out,
+            ..Default::default()
+        }
+    }
+
+    pub(super) fn keep_objects(&self) -> bool {
+        self.keep_objects
+    }
+}
 
 impl Filter {
     pub(super) fn chunks(&mut self) -> Option<&ChunkStore> {
@@ -15,33 +59,177 @@ impl Filter {
             .as_ref()
     }
 
-    /// The object rebuilt from the chunk store into a temporary file (verified chunk by
-    /// chunk and against its oid), when the store holds all of it: no network.
-    pub(super) fn rebuild_local(&mut self, pointer: &Pointer) -> Option<PathBuf> {
+    /// The object rebuilt from the chunk store into `.git/lfs/objects` (verified chunk by
+    /// chunk and against its oid), when the store holds all of it: no network. Settled
+    /// with the others at the end.
+    pub(super) fn rebuild_local(&mut self, pathname: &str, pointer: &Pointer) -> Option<PathBuf> {
         let lfs = self.store.clone();
         let store = self.chunks()?;
         lfs.create_tmp_dir().ok()?;
         let tmp = lfs.temp_path("rebuild");
         match store.rebuild(&pointer.oid.0, pointer.size, &tmp) {
-            Ok(Rebuilt::Done) => Some(tmp),
-            Ok(Rebuilt::Missing) => None,
+            Ok(Rebuilt::Done) => {}
+            Ok(Rebuilt::Missing) => return None,
             Ok(Rebuilt::Damaged(why)) => {
                 tracing::warn!("{why}; fetching {} again", pointer.oid);
-                None
+                return None;
             }
             Err(e) => {
                 tracing::warn!("rebuilding {} from the chunk store: {e}", pointer.oid);
-                None
+                return None;
             }
+        }
+        let path = lfs
+            .commit(&tmp, &pointer.oid)
+            .map_err(|e| tracing::warn!("{e}"))
+            .ok()?;
+        self.note_whole(pathname, pointer, path.clone());
+        Some(path)
+    }
+
+    /// A whole object git gets for `pathname`, to settle at the end.
+    pub(super) fn note_whole(&mut self, pathname: &str, pointer: &Pointer, object: PathBuf) {
+        if !self.wholes.keep_objects {
+            self.wholes
+                .seen
+                .push((pathname.to_string(), pointer.clone(), object));
         }
     }
 
-    /// Whether the whole copy of a fetched object may leave `.git/lfs/objects` once git has
-    /// it: the chunk store can rebuild it, and `xet.keepObjects` is off.
-    pub(super) fn drop_whole(&mut self, pointer: &Pointer) -> bool {
-        !self.keep_objects
-            && self
-                .chunks()
-                .is_some_and(|s| s.has(&pointer.oid.0, pointer.size))
+    /// An object found whole in `.git/lfs/objects`: settled at the end like a fetched one
+    /// when this clone pushed it or kept it for a checked-out file; anything else there
+    /// (objects never pushed, what git-lfs fetched, what `git xet materialize` put back)
+    /// is left alone.
+    pub(super) fn note_found(&mut self, pathname: &str, pointer: &Pointer, object: PathBuf) {
+        if self.wholes.keep_objects {
+            return;
+        }
+        let pushed = pushed_marker(&self.repo.xet_dir(), &pointer.oid).exists();
+        if pushed || self.kept().values().any(|o| *o == pointer.oid) {
+            self.note_whole(pathname, pointer, object);
+        }
     }
+
+    fn kept_path(&self) -> PathBuf {
+        self.repo.xet_dir().join("checked-out")
+    }
+
+    fn kept(&mut self) -> &mut BTreeMap<PathBuf, Oid> {
+        let path = self.kept_path();
+        self.wholes.kept.get_or_insert_with(|| read_kept(&path))
+    }
+
+    /// Keeps or drops each whole object noted (see the module's comment); once git has
+    /// written every file.
+    pub(super) fn settle_wholes(&mut self) {
+        let seen = std::mem::take(&mut self.wholes.seen);
+        if seen.is_empty() {
+            return;
+        }
+        let Some(store) = self.chunks().cloned() else {
+            return;
+        };
+        let mode = self.wholes.keep_checked_out;
+        let work_tree = self.repo.work_tree.clone().unwrap_or_default();
+        let before = self.kept().clone();
+        let mut kept = before.clone();
+        let mut keep: HashSet<Oid> = HashSet::new();
+        let mut drop: HashMap<Oid, PathBuf> = HashMap::new();
+        // One "not supported" answers for the rest (one file system per work tree).
+        let mut supported = mode != KeepCheckedOut::Never;
+        for (pathname, pointer, object) in &seen {
+            if !store.has(&pointer.oid.0, pointer.size) {
+                continue; // the only copy besides the server's: it stays
+            }
+            let file = work_tree.join(pathname);
+            let shared = supported
+                && match share(object, &file, pointer.size) {
+                    Shared::Done => true,
+                    Shared::Unsupported => {
+                        supported = false;
+                        false
+                    }
+                    Shared::Differs => false,
+                };
+            if shared || mode == KeepCheckedOut::Always {
+                keep.insert(pointer.oid);
+                kept.insert(file, pointer.oid);
+            } else {
+                drop.insert(pointer.oid, object.clone());
+                kept.remove(&file);
+            }
+        }
+        // Files that are gone no longer keep their object.
+        kept.retain(|file, _| file.exists());
+        let still: HashSet<Oid> = kept.values().copied().collect();
+        for oid in before.values() {
+            if !still.contains(oid) && !drop.contains_key(oid) {
+                let object = self.store.path(oid);
+                let size = std::fs::metadata(&object).map(|m| m.len());
+                if size.is_ok_and(|size| store.has(&oid.0, size)) {
+                    drop.insert(*oid, object);
+                }
+            }
+        }
+        let xet_dir = self.repo.xet_dir();
+        for (oid, object) in drop {
+            if keep.contains(&oid) || still.contains(&oid) {
+                continue;
+            }
+            let _ = std::fs::remove_file(&object);
+            let _ = std::fs::remove_file(pushed_marker(&xet_dir, &oid));
+        }
+        if kept != before {
+            if let Err(e) = write_kept(&self.kept_path(), &kept) {
+                tracing::warn!("could not record the objects kept for checked-out files: {e}");
+            }
+        }
+        self.wholes.kept = Some(kept);
+    }
+}
+
+/// Makes `file` (the working tree's) share `object`'s extents. Opened for writing only as
+/// the kernel asks of a dedupe destination: nothing is written.
+fn share(object: &Path, file: &Path, size: u64) -> Shared {
+    let (Ok(src), Ok(dst)) = (
+        std::fs::File::open(object),
+        std::fs::File::options().read(true).write(true).open(file),
+    ) else {
+        return Shared::Differs;
+    };
+    if dst.metadata().map(|m| m.len()).ok() != Some(size) {
+        return Shared::Differs;
+    }
+    dedupe(&src, &dst, size).unwrap_or_else(|e| {
+        tracing::debug!("sharing extents of {}: {e}", file.display());
+        Shared::Differs
+    })
+}
+
+/// `<oid> <path>` lines; anything unreadable is skipped (it only means an object stays).
+fn read_kept(path: &Path) -> BTreeMap<PathBuf, Oid> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let (oid, file) = line.split_once(' ')?;
+            let oid = git_xet_core::lfs::parse_oid(oid).ok()?;
+            Some((PathBuf::from(file), Oid(oid)))
+        })
+        .collect()
+}
+
+fn write_kept(path: &Path, kept: &BTreeMap<PathBuf, Oid>) -> std::io::Result<()> {
+    let mut text = String::new();
+    for (file, oid) in kept {
+        let Some(file) = file.to_str().filter(|f| !f.contains('\n')) else {
+            continue;
+        };
+        text += &format!("{oid} {file}\n");
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }

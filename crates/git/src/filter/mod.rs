@@ -41,7 +41,6 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -208,10 +207,8 @@ pub struct Filter {
     stream_threshold: u64,
     /// The per-user chunk store, opened when first needed (`None` inside: turned off).
     chunk_store: Option<Option<ChunkStore>>,
-    /// `xet.keepObjects`: whole objects stay in `.git/lfs/objects` after checkout.
-    keep_objects: bool,
-    /// Whole objects the chunk store holds, deleted once git closes the pipe.
-    drop_at_end: Vec<PathBuf>,
+    /// Whole objects git got, kept or dropped once git closes the pipe (local.rs).
+    wholes: local::Wholes,
     downloads: Box<dyn Downloads>,
 }
 
@@ -235,8 +232,10 @@ impl Filter {
                 .unwrap_or(STREAM_THRESHOLD),
             downloads: Box::new(Quiet),
             chunk_store: None,
-            keep_objects: crate::store::keep_objects(&repo),
-            drop_at_end: Vec::new(),
+            wholes: local::Wholes::new(
+                crate::store::keep_objects(&repo),
+                crate::store::keep_checked_out(&repo),
+            ),
             repo,
         }
     }
@@ -259,7 +258,7 @@ impl Filter {
             let started = std::time::Instant::now();
             match request.command.as_str() {
                 "clean" => {
-                    let chunks = match self.keep_objects {
+                    let chunks = match self.wholes.keep_objects() {
                         true => None,
                         false => self.chunks().cloned(),
                     };
@@ -306,9 +305,7 @@ impl Filter {
                 "answered"
             );
         }
-        for path in self.drop_at_end.drain(..) {
-            let _ = std::fs::remove_file(path);
-        }
+        self.settle_wholes();
         Ok(())
     }
 
@@ -326,13 +323,14 @@ impl Filter {
             return Ok(Smudged::GitLfs(text));
         }
         if let Some(path) = self.store.find(&pointer.oid, pointer.size) {
+            self.note_found(pathname, &pointer, path.clone());
             return Ok(Smudged::File { path, temp: false });
         }
         if self.fetch_filters {
             return Ok(Smudged::GitLfs(text));
         }
-        if let Some(path) = self.rebuild_local(&pointer) {
-            return Ok(Smudged::File { path, temp: true });
+        if let Some(path) = self.rebuild_local(pathname, &pointer) {
+            return Ok(Smudged::File { path, temp: false });
         }
         if self.delay && request.can_delay && pointer.size < self.stream_threshold {
             self.delayed.push((pathname.to_string(), text, pointer));
@@ -375,12 +373,14 @@ impl Filter {
             (fetched, forwarded)
         });
         let whole = match &fetched {
-            Ok(Fetched::Stored(path)) if self.drop_whole(pointer) => Some(path.clone()),
+            Ok(Fetched::Stored(path)) => Some(path.clone()),
             _ => None,
         };
         if !forwarded? {
             // Nothing was sent: the stored object, or git-lfs's turn.
-            self.drop_at_end.extend(whole);
+            if let Some(path) = whole {
+                self.note_whole(&request.pathname, pointer, path);
+            }
             let smudged = after_fetch(fetched, text, &request.pathname);
             return respond(output, request, Ok(smudged));
         }
@@ -398,8 +398,7 @@ impl Filter {
             Ok(()) => {
                 tracing::debug!(bytes = pointer.size, "streamed {}", request.pathname);
                 if let Some(path) = whole {
-                    // git has it, and the chunk store can rebuild it.
-                    self.drop_at_end.push(path);
+                    self.note_whole(&request.pathname, pointer, path);
                 }
                 output.flush_packet()?
             }
@@ -444,11 +443,9 @@ impl Filter {
                 }
             };
             for ((path, text, pointer), result) in delayed.into_iter().zip(results) {
-                // Several paths may share the object: it goes when git is done.
+                // Several paths may share the object: settled when git is done.
                 if let Ok(Fetched::Stored(whole)) = &result {
-                    if self.drop_whole(&pointer) {
-                        self.drop_at_end.push(whole.clone());
-                    }
+                    self.note_whole(&path, &pointer, whole.clone());
                 }
                 let answer = after_fetch(result, text, &path);
                 self.available.insert(path, Ok(answer));

@@ -37,7 +37,13 @@ impl clean::Recheck for IndexRecheck<'_> {
         Some(self.repo.work_tree.as_ref()?.join(self.pathname))
     }
 
+    /// Only for the content the index already holds for this path (a re-clean after a
+    /// checkout): new content stays whole even when the store has it (pushed from another
+    /// clone), since this clone's push reads it from `.git/lfs/objects`.
     fn in_chunk_store(&self, oid: &Oid, size: u64) -> bool {
         self.chunks.is_some_and(|c| c.has(&oid.0, size))
+            && self
+                .indexed_pointer()
+                .is_some_and(|p| p.oid == *oid && p.size == size)
     }
 }

@@ -3,10 +3,12 @@
 //! Linux gets the fast paths (splice(2), `F_SETPIPE_SZ`, `MAP_POPULATE`); other unixes build
 //! their fallbacks (`cfg(target_os = "linux")` picks: copy through the process, the default
 //! pipe size, pages read when touched). Calls every unix has (mmap, pread, flock, kill, umask)
-//! are plain `cfg(unix)`. Setting [`PORTABLE_ENV`] to `1` makes a Linux process take the
+//! are plain `cfg(unix)`. Extent sharing (FIDEDUPERANGE) is Linux's; elsewhere it reports
+//! "not supported". Setting [`PORTABLE_ENV`] to `1` makes a Linux process take the
 //! fallbacks, and read ranges with std's positioned reads instead of mapping them or calling
 //! pread, so tests exercise those paths here.
 
+pub mod extents;
 pub mod file;
 pub mod mmap;
 pub mod pipe;

@@ -1,0 +1,210 @@
+//! The checked-out version and file systems (docs/store.md, "File systems"): on XFS with
+//! reflink (a real file system on a loop device) the objects of checked-out files stay whole
+//! in `.git/lfs/objects` sharing their extents with the working tree, so `git lfs fsck` and
+//! `git lfs checkout` work as-is at no extra disk; elsewhere nothing whole is kept.
+//! Making the XFS needs root and mkfs.xfs: without them the test skips, except under
+//! CI=true, where it fails (.ci/deps/00-xfsprogs.sh installs the tools).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::env::{assert_file_is, ok, remote_url, stderr, GitEnv};
+use crate::store::{clone, has_whole, lfs_objects, push_versions, version};
+use crate::support::TestServer;
+
+/// A 1 GiB XFS (reflink on) mounted from an image file; unmounted and deleted on drop,
+/// also when the test fails.
+struct Xfs {
+    dir: tempfile::TempDir,
+}
+
+impl Xfs {
+    /// `None` (said) when it cannot be made here outside CI.
+    fn make() -> Option<Xfs> {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let mkfs = Command::new("mkfs.xfs").arg("-V").output().is_ok();
+        if !root || !mkfs {
+            let why = "making an XFS needs root and mkfs.xfs (run .ci/deps/00-xfsprogs.sh)";
+            assert!(std::env::var_os("CI").is_none(), "{why}");
+            eprintln!("skipping: {why}");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("xfs.img");
+        let run = |cmd: &mut Command| {
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{cmd:?}: {}", stderr(&out));
+        };
+        run(Command::new("truncate").arg("-s").arg("1G").arg(&image));
+        run(Command::new("mkfs.xfs")
+            .args(["-q", "-m", "reflink=1"])
+            .arg(&image));
+        std::fs::create_dir(dir.path().join("mnt")).unwrap();
+        let xfs = Xfs { dir };
+        run(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&image)
+            .arg(xfs.mount()));
+        Some(xfs)
+    }
+
+    fn mount(&self) -> PathBuf {
+        self.dir.path().join("mnt")
+    }
+}
+
+impl Drop for Xfs {
+    fn drop(&mut self) {
+        let umount = |args: &[&str]| {
+            Command::new("umount")
+                .args(args)
+                .arg(self.mount())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !umount(&[]) {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            if !umount(&[]) {
+                umount(&["-l"]);
+            }
+        }
+        // The image and directories go with `dir`.
+    }
+}
+
+/// Bytes in use on the file system holding `dir`, after a sync.
+fn used_bytes(dir: &Path) -> u64 {
+    let _ = Command::new("sync").arg("-f").arg(dir).status();
+    let out = Command::new("df")
+        .args(["-B1", "--output=used"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().nth(1).unwrap().trim().parse().unwrap()
+}
+
+/// Whether every extent of `file` is shared (FIEMAP's flags, as filefrag prints them).
+fn all_extents_shared(file: &Path) -> bool {
+    let out = Command::new("filefrag")
+        .arg("-v")
+        .arg(file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let extents: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.trim_start()
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_digit())
+        })
+        .collect();
+    !extents.is_empty() && extents.iter().all(|l| l.contains("shared"))
+}
+
+/// The whole object of `path` at `rev` in clone `repo`.
+fn object_of(env: &GitEnv, repo: &Path, rev: &str, path: &str) -> PathBuf {
+    let pointer = env.git(repo, &["cat-file", "-p", &format!("{rev}:{path}")]);
+    let oid = pointer
+        .lines()
+        .find_map(|l| l.strip_prefix("oid sha256:"))
+        .unwrap()
+        .to_string();
+    repo.join(".git/lfs/objects")
+        .join(&oid[..2])
+        .join(&oid[2..4])
+        .join(&oid)
+}
+
+#[test]
+fn on_xfs_the_checked_out_objects_stay_whole_sharing_extents_elsewhere_none() {
+    let server = TestServer::start();
+    let remote = remote_url(&server, "org/reflink", "write");
+    let alice = GitEnv::with_agent(&[]);
+    let bob = GitEnv::with_agent(&[]);
+    let (_, commits) = push_versions(&alice, &remote, 2);
+    let model = version(1).len() as u64;
+
+    // On the temporary directory's file system (ext4 or tmpfs here): nothing whole stays.
+    let plain = clone(&bob, &remote, "plain");
+    assert_file_is(&plain.join("model.bin"), &version(1));
+    assert_eq!(lfs_objects(&plain), 0, "auto keeps nothing whole there");
+    // tmpfs, the same.
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let on_shm = shm.path().join("c");
+    ok(
+        bob.git_logged(
+            &bob.dir("."),
+            &["clone", "-q", &remote, on_shm.to_str().unwrap()],
+        ),
+        "clone on tmpfs",
+    );
+    assert_eq!(lfs_objects(&on_shm), 0, "auto keeps nothing whole on tmpfs");
+    // `true` keeps the checked-out version anyway (a second copy here).
+    bob.git(&plain, &["config", "xet.keepCheckedOut", "true"]);
+    ok(
+        bob.git_logged(&plain, &["checkout", "-q", &commits[0]]),
+        "checkout",
+    );
+    assert!(object_of(&bob, &plain, &commits[0], "model.bin").is_file());
+    ok(
+        bob.git_output(&plain, &["lfs", "fsck"]),
+        "fsck with keepCheckedOut=true",
+    );
+
+    let Some(xfs) = Xfs::make() else { return };
+    let before = used_bytes(&xfs.mount());
+    let x = xfs.mount().join("x");
+    ok(
+        bob.git_logged(
+            &bob.dir("."),
+            &["clone", "-q", &remote, x.to_str().unwrap()],
+        ),
+        "clone on XFS",
+    );
+    assert_file_is(&x.join("model.bin"), &version(1));
+    let object = object_of(&bob, &x, "HEAD", "model.bin");
+    assert!(
+        object.is_file(),
+        "the checked-out object stays whole on XFS"
+    );
+    assert!(all_extents_shared(&object) && all_extents_shared(&x.join("model.bin")));
+    let used = used_bytes(&xfs.mount()) - before;
+    assert!(
+        used < model + model / 2,
+        "the object and the working tree file share their extents: {used} bytes used for a \
+         {model}-byte file"
+    );
+    // git-lfs's own commands read the whole objects: no materialize needed.
+    ok(bob.git_output(&x, &["lfs", "fsck"]), "lfs fsck");
+    std::fs::remove_file(x.join("model.bin")).unwrap();
+    let out = bob
+        .command("git", &x)
+        .args(["checkout", "--", "model.bin"])
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    ok(out, "checkout of the pointer");
+    ok(bob.git_output(&x, &["lfs", "checkout"]), "lfs checkout");
+    assert_file_is(&x.join("model.bin"), &version(1));
+
+    // Another version: its object is kept and shared, the old version's goes.
+    ok(
+        bob.git_logged(&x, &["checkout", "-q", &commits[0]]),
+        "checkout v0",
+    );
+    assert_file_is(&x.join("model.bin"), &version(0));
+    assert!(!object.exists(), "the old version's whole object is gone");
+    let now = object_of(&bob, &x, "HEAD", "model.bin");
+    assert!(now.is_file() && all_extents_shared(&x.join("model.bin")));
+    ok(
+        bob.git_output(&x, &["lfs", "fsck"]),
+        "lfs fsck after checkout",
+    );
+    assert!(!has_whole(&x, &bob, &commits[1], "model.bin"));
+    assert_eq!(lfs_objects(&x), 2, "model.bin and small.bin of HEAD only");
+    drop(xfs);
+}
