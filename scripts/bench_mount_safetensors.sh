@@ -37,7 +37,7 @@ with open(path, "wb") as f:
     for _ in range(n):
         f.write(os.urandom(each))
 PY
-git add . && git commit -qm model && git push -q origin main 2>/dev/null
+git add . && git commit -qm model && push_from_elsewhere -q origin main 2>/dev/null
 GIT_LFS_SKIP_SMUDGE=1 git clone -q "$REMOTE" "$WORK/clone"
 mkdir "$WORK/view" && cd "$WORK/clone"
 "$BIN" mount "$WORK/view" 2>/dev/null

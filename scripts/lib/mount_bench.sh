@@ -39,3 +39,9 @@ served() { curl -s "$URL/metrics" | awk '$1 ~ /^git_xet_xorb_bytes_served_total(
 requests() { curl -s "$URL/metrics" | awk '$1 ~ /^git_xet_http_requests_total/ && $1 !~ /metrics/ { s += $2 } END { printf "%.0f", s }'; }
 now() { date +%s.%N; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+# `git push ARGS` as if from another machine: uploads fill the pusher's chunk store, and a mount
+# reads what its store holds without a request, so the store the mounts use must start empty.
+push_from_elsewhere() {
+  GIT_XET_STORE="$WORK/pusher-store" git push "$@"
+  rm -rf "$WORK/pusher-store"
+}

@@ -31,6 +31,7 @@
 pub mod clean;
 mod compare;
 pub mod fetch;
+mod index_reader;
 mod local;
 pub mod pktline;
 mod recheck;
@@ -209,6 +210,8 @@ pub struct Filter {
     chunk_store: Option<Option<ChunkStore>>,
     /// Whole objects git got, kept or dropped once git closes the pipe (local.rs).
     wholes: local::Wholes,
+    /// The index's pointers for re-cleans, one `git cat-file` for the process's life.
+    index: std::cell::RefCell<index_reader::IndexReader>,
     downloads: Box<dyn Downloads>,
 }
 
@@ -232,6 +235,7 @@ impl Filter {
                 .unwrap_or(STREAM_THRESHOLD),
             downloads: Box::new(Quiet),
             chunk_store: None,
+            index: Default::default(),
             wholes: local::Wholes::new(
                 crate::store::keep_objects(&repo),
                 crate::store::keep_checked_out(&repo),
@@ -266,6 +270,7 @@ impl Filter {
                         repo: &self.repo,
                         pathname: &request.pathname,
                         chunks: chunks.as_ref(),
+                        index: &self.index,
                     };
                     let result =
                         clean::clean(&mut input, &self.store, &self.chunk_lists, &recheck)?;

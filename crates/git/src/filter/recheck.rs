@@ -1,7 +1,10 @@
 //! The index's version of a file being cleaned, so the clean can compare the content with
 //! the stored object first (see [`super::clean::Recheck`]).
 
+use std::cell::RefCell;
+
 use crate::filter::clean;
+use crate::filter::index_reader::{IndexReader, Indexed};
 use crate::repo::Repo;
 use git_xet_client::store::ChunkStore;
 use git_xet_lfs::pointer::{Oid, Pointer, MAX_POINTER_SIZE};
@@ -12,10 +15,17 @@ pub struct IndexRecheck<'a> {
     pub pathname: &'a str,
     /// The chunk store, when whole objects it holds are not kept (`xet.keepObjects` off).
     pub chunks: Option<&'a ChunkStore>,
+    /// Asks the index without a git command per file.
+    pub index: &'a RefCell<IndexReader>,
 }
 
 impl clean::Recheck for IndexRecheck<'_> {
     fn indexed_pointer(&self) -> Option<Pointer> {
+        match self.index.borrow_mut().pointer(self.repo, self.pathname) {
+            Indexed::Pointer(p) => return Some(p),
+            Indexed::Other => return None,
+            Indexed::Unknown => {} // asked the slow way below
+        }
         // `:0:` names the index's entry; what follows is the path, taken literally.
         let spec = format!(":0:{}", self.pathname);
         let git = self.repo.git();

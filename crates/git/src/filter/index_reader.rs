@@ -1,0 +1,173 @@
+//! The pointers git's index holds, read through one `git cat-file --batch-command` kept for
+//! the filter process's life: a re-clean after a checkout (git refreshing its index) asks for
+//! every file it re-cleans, and two git commands per file made a pull of many small files
+//! several times slower than git-lfs. cat-file reads the index once: a filter process lives
+//! for one git command, whose own index update is written only when it ends.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+
+use crate::repo::Repo;
+use git_xet_lfs::pointer::{Pointer, MAX_POINTER_SIZE};
+
+/// The running `cat-file`, started at the first question; `Broken` after any failure (the
+/// caller then asks git the slow way).
+#[derive(Default)]
+pub enum IndexReader {
+    #[default]
+    NotStarted,
+    Running {
+        child: Child,
+        stdin: ChildStdin,
+        stdout: BufReader<ChildStdout>,
+    },
+    Broken,
+}
+
+/// What the index holds for a path.
+pub enum Indexed {
+    Pointer(Pointer),
+    /// Not a pointer, or no such entry.
+    Other,
+    /// This reader cannot answer (cat-file failed, or a name it cannot carry).
+    Unknown,
+}
+
+impl IndexReader {
+    /// The LFS pointer git's index holds for `pathname` (stage 0).
+    pub fn pointer(&mut self, repo: &Repo, pathname: &str) -> Indexed {
+        if pathname.contains('\n') {
+            return Indexed::Unknown; // one command per line: such a name cannot be asked
+        }
+        if matches!(self, IndexReader::NotStarted) {
+            *self = match repo
+                .git()
+                .spawn(["cat-file", "--batch-command"], Stdio::piped())
+            {
+                Ok(mut child) => match (child.stdin.take(), child.stdout.take()) {
+                    (Some(stdin), Some(stdout)) => IndexReader::Running {
+                        child,
+                        stdin,
+                        stdout: BufReader::new(stdout),
+                    },
+                    _ => IndexReader::Broken,
+                },
+                Err(_) => IndexReader::Broken,
+            };
+        }
+        let IndexReader::Running { stdin, stdout, .. } = self else {
+            return Indexed::Unknown;
+        };
+        match ask(stdin, stdout, pathname) {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::debug!("git cat-file --batch-command: {e}");
+                *self = IndexReader::Broken;
+                Indexed::Unknown
+            }
+        }
+    }
+}
+
+fn ask(
+    stdin: &mut ChildStdin,
+    stdout: &mut BufReader<ChildStdout>,
+    pathname: &str,
+) -> std::io::Result<Indexed> {
+    writeln!(stdin, "info :0:{pathname}")?;
+    stdin.flush()?;
+    let Some(size) = blob_size(stdout)? else {
+        return Ok(Indexed::Other);
+    };
+    if size > MAX_POINTER_SIZE as u64 {
+        return Ok(Indexed::Other); // not a pointer: the file is not in LFS in the index
+    }
+    writeln!(stdin, "contents :0:{pathname}")?;
+    stdin.flush()?;
+    if blob_size(stdout)? != Some(size) {
+        return Err(std::io::Error::other(
+            "the index changed between two questions",
+        ));
+    }
+    // `size` is at most MAX_POINTER_SIZE (checked above), plus git's newline after it.
+    let mut body = vec![0; size as usize + 1];
+    stdout.read_exact(&mut body)?;
+    body.pop();
+    Ok(match Pointer::parse(&body) {
+        Ok(pointer) => Indexed::Pointer(pointer),
+        Err(_) => Indexed::Other,
+    })
+}
+
+/// Reads one answer's header: `<oid> blob <size>` gives the size; `<name> missing` (and
+/// any other type) gives None.
+fn blob_size(stdout: &mut BufReader<ChildStdout>) -> std::io::Result<Option<u64>> {
+    let mut line = String::new();
+    if stdout.by_ref().take(4096).read_line(&mut line)? == 0 {
+        return Err(std::io::Error::other("cat-file ended"));
+    }
+    let line = line.trim_end_matches('\n');
+    if line.ends_with(" missing") || line.ends_with(" ambiguous") {
+        return Ok(None);
+    }
+    let mut fields = line.split(' ');
+    match (fields.next(), fields.next(), fields.next(), fields.next()) {
+        (Some(_oid), Some("blob"), Some(size), None) => size
+            .parse()
+            .map(Some)
+            .map_err(|_| std::io::Error::other(format!("cat-file said {line:?}"))),
+        (Some(_), Some(_), Some(_), None) => Ok(None),
+        _ => Err(std::io::Error::other(format!("cat-file said {line:?}"))),
+    }
+}
+
+impl Drop for IndexReader {
+    fn drop(&mut self) {
+        if let IndexReader::Running { child, .. } = self {
+            // Its stdin closes with this value, and cat-file ends at end of input.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::Git;
+
+    /// One cat-file answers for pointers, other files, absent paths and awkward names.
+    #[test]
+    fn the_index_s_pointers_through_one_cat_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(dir.path()).unwrap().join("work");
+        Git::new()
+            .run(["init", "-q", top.to_str().unwrap()])
+            .unwrap();
+        let oid = "4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393";
+        let pointer =
+            format!("version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize 12345\n");
+        std::fs::write(top.join("a pointer.bin"), &pointer).unwrap();
+        std::fs::write(top.join("plain.txt"), "not a pointer\n").unwrap();
+        std::fs::write(top.join("big.txt"), vec![b'x'; 5000]).unwrap();
+        let repo = Repo::discover(&top).unwrap();
+        repo.git().run(["add", "."]).unwrap();
+
+        let mut reader = IndexReader::default();
+        let Indexed::Pointer(p) = reader.pointer(&repo, "a pointer.bin") else {
+            panic!("the pointer is read");
+        };
+        assert_eq!((p.oid.to_string(), p.size), (oid.to_string(), 12345));
+        for other in ["plain.txt", "big.txt", "absent", "a pointer.bin missing"] {
+            assert!(
+                matches!(reader.pointer(&repo, other), Indexed::Other),
+                "{other}"
+            );
+        }
+        assert!(matches!(
+            reader.pointer(&repo, "new\nline"),
+            Indexed::Unknown
+        ));
+        assert!(matches!(reader, IndexReader::Running { .. }));
+    }
+}
