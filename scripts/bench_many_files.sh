@@ -96,7 +96,7 @@ floor_env() { # floor_env NAME
     git config -f "$cfg" "lfs.customtransfer.$name.concurrent" true
   done
   git config -f "$cfg" lfs.customtransfer.xet-download.direction download
-  git config -f "$cfg" lfs.concurrenttransfers 34 # as `git xet install` sets
+  git config -f "$cfg" lfs.concurrenttransfers "${BENCH_FLOOR_TRANSFERS:-34}" # as `git xet install` sets
 }
 # Untimed, after a floor push: the objects really go to the server (basic), so that its
 # download batches answer with actions and git-lfs hands the objects to the floor agent.
