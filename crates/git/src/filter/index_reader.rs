@@ -74,16 +74,14 @@ fn ask(
     stdout: &mut BufReader<ChildStdout>,
     pathname: &str,
 ) -> std::io::Result<Indexed> {
-    writeln!(stdin, "info :0:{pathname}")?;
-    stdin.flush()?;
+    command(stdin, "info", pathname)?;
     let Some(size) = blob_size(stdout)? else {
         return Ok(Indexed::Other);
     };
     if size > MAX_POINTER_SIZE as u64 {
         return Ok(Indexed::Other); // not a pointer: the file is not in LFS in the index
     }
-    writeln!(stdin, "contents :0:{pathname}")?;
-    stdin.flush()?;
+    command(stdin, "contents", pathname)?;
     if blob_size(stdout)? != Some(size) {
         return Err(std::io::Error::other(
             "the index changed between two questions",
@@ -97,6 +95,12 @@ fn ask(
         Ok(pointer) => Indexed::Pointer(pointer),
         Err(_) => Indexed::Other,
     })
+}
+
+/// Sends one command in one write: the pipe is not buffered, and every write wakes cat-file
+/// (a re-clean of many small files waits for each answer).
+fn command(stdin: &mut ChildStdin, verb: &str, pathname: &str) -> std::io::Result<()> {
+    stdin.write_all(format!("{verb} :0:{pathname}\n").as_bytes())
 }
 
 /// Reads one answer's header: `<oid> blob <size>` gives the size; `<name> missing` (and
