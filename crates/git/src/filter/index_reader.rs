@@ -101,8 +101,9 @@ fn ask(
         Header::Blob(size) if size <= MAX_POINTER_SIZE as u64 => size,
         Header::Blob(size) | Header::Other(size) if how == Ask::Contents => {
             // Read past it (and git's newline) in pieces, never allocated whole.
-            let skipped = std::io::copy(&mut stdout.by_ref().take(size + 1), &mut std::io::sink())?;
-            if skipped != size + 1 {
+            let all = size.saturating_add(1);
+            let skipped = std::io::copy(&mut stdout.by_ref().take(all), &mut std::io::sink())?;
+            if skipped != all {
                 return Err(std::io::Error::other("cat-file ended inside an answer"));
             }
             return Ok(Indexed::Other);
