@@ -187,3 +187,64 @@ fn count_files(dir: &Path) -> usize {
     }
     n
 }
+
+/// git cleans again every file a checkout wrote in the second it wrote its index (after a
+/// clone of many small files: all of them), at the next command that reads the index. Such
+/// a clean of a small stored file writes nothing (it was a temp file written and deleted per
+/// file), and the whole copies the checkout dropped leave no empty directories for every
+/// later download to walk.
+#[test]
+fn re_cleans_of_small_checked_out_files_write_nothing_and_leave_no_empty_directories() {
+    let server = TestServer::start();
+    let remote = remote_url(&server, "org/reclean", "write");
+    let alice = GitEnv::with_agent(&[]);
+    let a = alice.lfs_repo("a", &remote);
+    let files = small_files(40, 9000);
+    for (name, bytes) in &files {
+        write_file(&a.join(name), bytes);
+    }
+    alice.commit_all_and_push(&a, "many");
+
+    let bob = GitEnv::with_agent(&[]);
+    let b = bob.dir("b");
+    ok(
+        bob.git_logged(
+            &bob.dir("."),
+            &["clone", "-q", &remote, b.to_str().unwrap()],
+        ),
+        "clone",
+    );
+    let objects = b.join(".git/lfs/objects");
+    let left: Vec<_> = std::fs::read_dir(&objects)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in .git/lfs/objects: {left:?}");
+
+    // New stat data, same content: git cleans every file again to compare.
+    let tmp = b.join(".git/lfs/tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let past = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_500_000_000);
+    std::fs::File::open(&tmp)
+        .unwrap()
+        .set_modified(past)
+        .unwrap();
+    for (name, _) in &files {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(b.join(name))
+            .unwrap();
+        file.set_modified(past).unwrap();
+    }
+    ok(
+        bob.git_logged(&b, &["update-index", "--refresh"]),
+        "refresh",
+    );
+    assert_eq!(bob.git(&b, &["status", "--porcelain"]), "");
+    let touched = std::fs::metadata(&tmp).unwrap().modified().unwrap();
+    assert_eq!(touched, past, "a re-clean wrote into .git/lfs/tmp");
+    for (name, bytes) in &files {
+        assert_file_is(&b.join(name), bytes);
+    }
+    // The re-cleans stored no whole copies either: the chunk store holds the objects.
+    assert_eq!(count_files(&objects), 0);
+}

@@ -4,7 +4,7 @@
 //! Byte-compatible with `git lfs clean`: the same canonical pointer, an empty file stays
 //! empty, and content that already is a pointer passes through unchanged. The content is
 //! hashed as it arrives (SHA-NI where the CPU has it) and written once, to a temp file that
-//! becomes the object.
+//! becomes the object (a small file only when it is not stored already).
 //!
 //! Most cleans of large files are of content the store already holds: git re-checking a
 //! file it just checked out ("racily clean": written in the same second as the index), or a
@@ -55,9 +55,17 @@ enum Mode {
     Store(Spool),
 }
 
+/// Content up to this size is held in memory, not spooled to a temp file: most cleans of
+/// small files are git re-checking what it just checked out (every file of a checkout
+/// written in the second its index was written), whose object is already stored, and a temp
+/// file written and deleted per file was most of their cost.
+const HELD_MAX: usize = 1 << 20;
+
 /// New content on its way into the store.
 struct Spool {
     hasher: Sha256,
+    /// The content while it is at most [`HELD_MAX`] and no temp file was opened.
+    held: Vec<u8>,
     out: Option<BufWriter<std::fs::File>>,
     guard: TempGuard,
     feed: ChunkFeed,
@@ -70,6 +78,7 @@ impl Spool {
     fn new() -> Spool {
         Spool {
             hasher: Sha256::new(),
+            held: Vec::new(),
             out: None,
             guard: TempGuard(None),
             feed: ChunkFeed::new(),
@@ -79,15 +88,22 @@ impl Spool {
 
     fn add(&mut self, store: &LfsStore, data: &[u8]) -> Result<(), GitError> {
         self.hasher.update(data);
+        self.feed.feed(data);
+        if self.out.is_none() && self.held.len() + data.len() <= HELD_MAX {
+            self.held.extend_from_slice(data);
+            return Ok(());
+        }
         let out = match &mut self.out {
             Some(out) => out,
             None => {
                 let (file, path) = store.temp_file("clean")?;
                 self.guard.0 = Some(path);
-                self.out.insert(BufWriter::with_capacity(1 << 20, file))
+                let out = self.out.insert(BufWriter::with_capacity(1 << 20, file));
+                out.write_all(&std::mem::take(&mut self.held))
+                    .map_err(|e| GitError::io("writing the new LFS object", e))?;
+                out
             }
         };
-        self.feed.feed(data);
         out.write_all(data)
             .map_err(|e| GitError::io("writing the new LFS object", e))
     }
@@ -102,28 +118,44 @@ impl Spool {
     ) -> Result<Pointer, GitError> {
         let oid = Oid(self.hasher.finalize().into());
         let Spool {
+            held,
             out,
             mut guard,
             feed,
             differs_from,
             ..
         } = self;
-        let out = out.expect("non-empty content was spooled");
-        drop(
-            out.into_inner()
-                .map_err(|e| GitError::io("writing the new LFS object", e.into_error()))?,
-        );
-        let temp = guard.0.take().expect("spool has a path");
+        let temp = match out {
+            Some(out) => {
+                drop(
+                    out.into_inner()
+                        .map_err(|e| GitError::io("writing the new LFS object", e.into_error()))?,
+                );
+                Some(guard.0.take().expect("spool has a path"))
+            }
+            None => None,
+        };
         if differs_from == Some(oid) {
             tracing::warn!(
                 "the stored copy of {oid} was damaged: replaced it with the file's content"
             );
+            let temp = match temp {
+                Some(temp) => temp,
+                None => held_to_temp(store, &held)?,
+            };
             store.replace(&temp, &oid)?;
         } else if recheck.in_chunk_store(&oid, size) {
-            let _ = std::fs::remove_file(&temp);
+            if let Some(temp) = temp {
+                let _ = std::fs::remove_file(&temp);
+            }
             return Ok(Pointer::new(oid, size));
         } else {
-            store.commit(&temp, &oid)?;
+            match temp {
+                Some(temp) => store.commit(&temp, &oid)?,
+                // Stored already (as `commit` would find): nothing to write.
+                None if store.path(&oid).exists() => store.path(&oid),
+                None => store.commit(&held_to_temp(store, &held)?, &oid)?,
+            };
         }
         if let Some(chunked) = feed.finish().filter(|c| c.summary.size == size) {
             let list = ChunkList {
@@ -201,6 +233,15 @@ pub fn clean<R: Read>(
     Ok(spool
         .and_then(|s| s.finish(store, chunk_lists, size, recheck))
         .map(|p| p.to_text().into_bytes()))
+}
+
+/// Held content written to a temp file of the store, to be moved into place.
+fn held_to_temp(store: &LfsStore, held: &[u8]) -> Result<std::path::PathBuf, GitError> {
+    let (mut file, path) = store.temp_file("clean")?;
+    let mut guard = TempGuard(Some(path));
+    file.write_all(held)
+        .map_err(|e| GitError::io("writing the new LFS object", e))?;
+    Ok(guard.0.take().expect("the guard holds the path"))
 }
 
 /// Chooses the mode when the content starts: a large file whose version in the index is

@@ -31,8 +31,11 @@ use git_xet_lfs::LfsError;
 const PARALLEL_DOWNLOADS: usize = 8;
 /// ... and when all of them are small: each is then one round trip (its xorb range; the
 /// reconstructions come 100 to a query) and little else, so more at once hide the latency
-/// of a distant server (a server takes 256 connections from one address by default).
-const PARALLEL_SMALL_DOWNLOADS: usize = 64;
+/// of a distant server (a server takes 256 connections from one address by default). Files
+/// pushed together share their xorb bytes (one GET per run, the others wait for it), so
+/// two hundred at once fetch a pull of 200 changed files in one wave of round trips, not
+/// four.
+const PARALLEL_SMALL_DOWNLOADS: usize = 200;
 /// Objects up to this size count as small.
 const SMALL_OBJECT: u64 = 1 << 20;
 /// Batch API requests made at once; their objects are then downloaded as one stream, so

@@ -35,7 +35,7 @@ pub enum Indexed {
 
 impl IndexReader {
     /// The LFS pointer git's index holds for `pathname` (stage 0).
-    pub fn pointer(&mut self, repo: &Repo, pathname: &str) -> Indexed {
+    pub fn pointer(&mut self, repo: &Repo, pathname: &str, how: Ask) -> Indexed {
         if pathname.contains('\n') {
             return Indexed::Unknown; // one command per line: such a name cannot be asked
         }
@@ -58,7 +58,7 @@ impl IndexReader {
         let IndexReader::Running { stdin, stdout, .. } = self else {
             return Indexed::Unknown;
         };
-        match ask(stdin, stdout, pathname) {
+        match ask(stdin, stdout, pathname, how) {
             Ok(answer) => answer,
             Err(e) => {
                 tracing::debug!("git cat-file --batch-command: {e}");
@@ -69,26 +69,51 @@ impl IndexReader {
     }
 }
 
+/// How many questions a pointer costs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    /// `info` first, `contents` only for an entry small enough to be a pointer: for a
+    /// large file, whose entry may be the whole content (a file newly put in LFS).
+    SizeFirst,
+    /// `contents` at once, one round trip, discarding an entry too large to be a pointer:
+    /// when the content is known to be an LFS object already (a re-clean), whose entry is
+    /// all but always its pointer.
+    Contents,
+}
+
 fn ask(
     stdin: &mut ChildStdin,
     stdout: &mut BufReader<ChildStdout>,
     pathname: &str,
+    how: Ask,
 ) -> std::io::Result<Indexed> {
-    writeln!(stdin, "info :0:{pathname}")?;
-    stdin.flush()?;
-    let Some(size) = blob_size(stdout)? else {
-        return Ok(Indexed::Other);
+    if how == Ask::SizeFirst {
+        command(stdin, "info", pathname)?;
+        match header(stdout)? {
+            Header::Blob(size) if size <= MAX_POINTER_SIZE as u64 => {}
+            // Not a pointer (the file is not in LFS in the index), or no such entry.
+            Header::Blob(_) | Header::Other(_) | Header::Missing => return Ok(Indexed::Other),
+        }
+    }
+    command(stdin, "contents", pathname)?;
+    let size = match header(stdout)? {
+        Header::Missing => return Ok(Indexed::Other),
+        Header::Blob(size) if size <= MAX_POINTER_SIZE as u64 => size,
+        Header::Blob(size) | Header::Other(size) if how == Ask::Contents => {
+            // Read past it (and git's newline) in pieces, never allocated whole.
+            let all = size.saturating_add(1);
+            let skipped = std::io::copy(&mut stdout.by_ref().take(all), &mut std::io::sink())?;
+            if skipped != all {
+                return Err(std::io::Error::other("cat-file ended inside an answer"));
+            }
+            return Ok(Indexed::Other);
+        }
+        Header::Blob(_) | Header::Other(_) => {
+            return Err(std::io::Error::other(
+                "the index changed between two questions",
+            ))
+        }
     };
-    if size > MAX_POINTER_SIZE as u64 {
-        return Ok(Indexed::Other); // not a pointer: the file is not in LFS in the index
-    }
-    writeln!(stdin, "contents :0:{pathname}")?;
-    stdin.flush()?;
-    if blob_size(stdout)? != Some(size) {
-        return Err(std::io::Error::other(
-            "the index changed between two questions",
-        ));
-    }
     // `size` is at most MAX_POINTER_SIZE (checked above), plus git's newline after it.
     let mut body = vec![0; size as usize + 1];
     stdout.read_exact(&mut body)?;
@@ -99,25 +124,42 @@ fn ask(
     })
 }
 
-/// Reads one answer's header: `<oid> blob <size>` gives the size; `<name> missing` (and
-/// any other type) gives None.
-fn blob_size(stdout: &mut BufReader<ChildStdout>) -> std::io::Result<Option<u64>> {
+/// Sends one command in one write: the pipe is not buffered, and every write wakes cat-file
+/// (a re-clean of many small files waits for each answer).
+fn command(stdin: &mut ChildStdin, verb: &str, pathname: &str) -> std::io::Result<()> {
+    stdin.write_all(format!("{verb} :0:{pathname}\n").as_bytes())
+}
+
+/// One answer's header.
+enum Header {
+    /// `<name> missing` (or ambiguous): nothing follows.
+    Missing,
+    /// `<oid> blob <size>`.
+    Blob(u64),
+    /// Another type (a submodule's commit), with its size.
+    Other(u64),
+}
+
+fn header(stdout: &mut BufReader<ChildStdout>) -> std::io::Result<Header> {
     let mut line = String::new();
     if stdout.by_ref().take(4096).read_line(&mut line)? == 0 {
         return Err(std::io::Error::other("cat-file ended"));
     }
     let line = line.trim_end_matches('\n');
     if line.ends_with(" missing") || line.ends_with(" ambiguous") {
-        return Ok(None);
+        return Ok(Header::Missing);
     }
     let mut fields = line.split(' ');
+    let bad = || std::io::Error::other(format!("cat-file said {line:?}"));
     match (fields.next(), fields.next(), fields.next(), fields.next()) {
-        (Some(_oid), Some("blob"), Some(size), None) => size
-            .parse()
-            .map(Some)
-            .map_err(|_| std::io::Error::other(format!("cat-file said {line:?}"))),
-        (Some(_), Some(_), Some(_), None) => Ok(None),
-        _ => Err(std::io::Error::other(format!("cat-file said {line:?}"))),
+        (Some(_oid), Some(kind), Some(size), None) => {
+            let size = size.parse().map_err(|_| bad())?;
+            Ok(match kind {
+                "blob" => Header::Blob(size),
+                _ => Header::Other(size),
+            })
+        }
+        _ => Err(bad()),
     }
 }
 
@@ -154,20 +196,23 @@ mod tests {
         repo.git().run(["add", "."]).unwrap();
 
         let mut reader = IndexReader::default();
-        let Indexed::Pointer(p) = reader.pointer(&repo, "a pointer.bin") else {
-            panic!("the pointer is read");
-        };
-        assert_eq!((p.oid.to_string(), p.size), (oid.to_string(), 12345));
-        for other in ["plain.txt", "big.txt", "absent", "a pointer.bin missing"] {
-            assert!(
-                matches!(reader.pointer(&repo, other), Indexed::Other),
-                "{other}"
-            );
+        // Both ways, interleaved on one cat-file: an answer left unread would shift the rest.
+        for how in [Ask::SizeFirst, Ask::Contents, Ask::SizeFirst] {
+            let Indexed::Pointer(p) = reader.pointer(&repo, "a pointer.bin", how) else {
+                panic!("the pointer is read ({how:?})");
+            };
+            assert_eq!((p.oid.to_string(), p.size), (oid.to_string(), 12345));
+            for other in ["plain.txt", "big.txt", "absent", "a pointer.bin missing"] {
+                assert!(
+                    matches!(reader.pointer(&repo, other, how), Indexed::Other),
+                    "{other} ({how:?})"
+                );
+            }
+            assert!(matches!(
+                reader.pointer(&repo, "new\nline", how),
+                Indexed::Unknown
+            ));
         }
-        assert!(matches!(
-            reader.pointer(&repo, "new\nline"),
-            Indexed::Unknown
-        ));
         assert!(matches!(reader, IndexReader::Running { .. }));
     }
 }

@@ -178,6 +178,7 @@ impl Filter {
             }
             let _ = std::fs::remove_file(&object);
             let _ = std::fs::remove_file(pushed_marker(&xet_dir, &oid));
+            remove_empty_fan_out(&object);
         }
         if kept != before {
             if let Err(e) = write_kept(&self.kept_path(), &kept) {
@@ -185,6 +186,20 @@ impl Filter {
             }
         }
         self.wholes.kept = Some(kept);
+    }
+}
+
+/// Removes the fan-out directories (`objects/ab/cd`, `objects/ab`) a dropped object leaves
+/// empty: every download walks `.git/lfs/objects` for local objects to reuse, and after a
+/// checkout of many files the walk was over thousands of empty directories (it only grows
+/// with history). `remove_dir` removes nothing that is not empty. A writer in this same
+/// repository that made the directory for a new object an instant before would find it
+/// gone at its rename: that object fails with an error (nothing half-written).
+fn remove_empty_fan_out(object: &Path) {
+    for dir in object.ancestors().skip(1).take(2) {
+        if std::fs::remove_dir(dir).is_err() {
+            return;
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 
 use crate::filter::clean;
-use crate::filter::index_reader::{IndexReader, Indexed};
+use crate::filter::index_reader::{Ask, IndexReader, Indexed};
 use crate::repo::Repo;
 use git_xet_client::store::ChunkStore;
 use git_xet_lfs::pointer::{Oid, Pointer, MAX_POINTER_SIZE};
@@ -19,9 +19,13 @@ pub struct IndexRecheck<'a> {
     pub index: &'a RefCell<IndexReader>,
 }
 
-impl clean::Recheck for IndexRecheck<'_> {
-    fn indexed_pointer(&self) -> Option<Pointer> {
-        match self.index.borrow_mut().pointer(self.repo, self.pathname) {
+impl IndexRecheck<'_> {
+    fn pointer(&self, how: Ask) -> Option<Pointer> {
+        match self
+            .index
+            .borrow_mut()
+            .pointer(self.repo, self.pathname, how)
+        {
             Indexed::Pointer(p) => return Some(p),
             Indexed::Other => return None,
             Indexed::Unknown => {} // asked the slow way below
@@ -42,6 +46,12 @@ impl clean::Recheck for IndexRecheck<'_> {
         // git's output comes back without its final newline.
         Pointer::parse(format!("{text}\n").as_bytes()).ok()
     }
+}
+
+impl clean::Recheck for IndexRecheck<'_> {
+    fn indexed_pointer(&self) -> Option<Pointer> {
+        self.pointer(Ask::SizeFirst)
+    }
 
     fn work_tree_file(&self) -> Option<std::path::PathBuf> {
         Some(self.repo.work_tree.as_ref()?.join(self.pathname))
@@ -53,7 +63,7 @@ impl clean::Recheck for IndexRecheck<'_> {
     fn in_chunk_store(&self, oid: &Oid, size: u64) -> bool {
         self.chunks.is_some_and(|c| c.has(&oid.0, size))
             && self
-                .indexed_pointer()
+                .pointer(Ask::Contents)
                 .is_some_and(|p| p.oid == *oid && p.size == size)
     }
 }
