@@ -130,10 +130,21 @@ impl LfsStore {
     /// found damaged).
     pub fn replace(&self, temp: &Path, oid: &Oid) -> Result<PathBuf, LfsError> {
         let dest = self.path(oid);
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| io_error("cannot create", parent, e))?;
+        // Twice: the filter removes fan-out directories a dropped object leaves empty, so
+        // one made here an instant earlier may be gone at the rename.
+        let mut result = Ok(());
+        for _ in 0..2 {
+            if let Some(parent) = dest.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| io_error("cannot create", parent, e))?;
+            }
+            result = std::fs::rename(temp, &dest);
+            match &result {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && temp.exists() => continue,
+                _ => break,
+            }
         }
-        std::fs::rename(temp, &dest).map_err(|e| {
+        result.map_err(|e| {
             let _ = std::fs::remove_file(temp);
             io_error("cannot store", &dest, e)
         })?;

@@ -193,8 +193,9 @@ impl Filter {
 /// empty: every download walks `.git/lfs/objects` for local objects to reuse, and after a
 /// checkout of many files the walk was over thousands of empty directories (it only grows
 /// with history). `remove_dir` removes nothing that is not empty. A writer in this same
-/// repository that made the directory for a new object an instant before would find it
-/// gone at its rename: that object fails with an error (nothing half-written).
+/// repository that made the directory for a new object an instant before finds it gone at
+/// its rename: `LfsStore::replace` makes it again and renames once more; git-lfs's own
+/// writer fails that object, which it retries (nothing is half-written either way).
 fn remove_empty_fan_out(object: &Path) {
     for dir in object.ancestors().skip(1).take(2) {
         if std::fs::remove_dir(dir).is_err() {
