@@ -14,6 +14,7 @@ use crate::chunk_cache::ChunkCache;
 use crate::error::{ClientError, Result};
 use crate::shard_cache::save_own_shard;
 use crate::upload::body::StagedXorb;
+use git_xet_core::MerkleHash;
 
 /// A shard describing xorbs sent before it (no files): it registers them early so that a
 /// huge session's metadata need not stay in memory until the end.
@@ -55,24 +56,31 @@ fn record(totals: &mut Totals, done: XorbResult) -> Result<()> {
     Ok(())
 }
 
-/// Uploads a shard (after its xorbs) and keeps it in the shard cache.
+/// Uploads a shard (after its xorbs, or naming those still on their way in `awaiting`) and
+/// keeps it in the shard cache.
 pub async fn upload_shard(
     api: &CasApi,
     shard: ShardUpload,
     shard_dir: Option<&PathBuf>,
     totals: &mut Totals,
+    awaiting: &[MerkleHash],
 ) -> Result<()> {
     let len = shard.upload.len() as u64;
-    api.upload_shard(shard.upload).await?;
+    api.upload_shard_awaiting(shard.upload, awaiting).await?;
     totals.shards += 1;
     totals.shard_bytes += len;
+    keep_shard(shard_dir, &shard.stored, totals);
+    Ok(())
+}
+
+/// Keeps an uploaded shard (its stored form) in the shard cache, if there is one.
+pub fn keep_shard(shard_dir: Option<&PathBuf>, stored: &[u8], totals: &mut Totals) {
     if let Some(dir) = shard_dir {
-        match save_own_shard(dir, &shard.stored) {
+        match save_own_shard(dir, stored) {
             Ok(path) => totals.saved_shards.push(path),
             Err(e) => tracing::warn!("could not keep the shard in the local cache: {e}"),
         }
     }
-    Ok(())
 }
 
 /// Writes an uploaded xorb's chunk records into the chunk cache as the range of all its
@@ -162,7 +170,7 @@ pub async fn run(
                 while let Some(done) = running.join_next().await {
                     record(&mut totals, done)?;
                 }
-                upload_shard(&api, shard, shard_dir.as_ref(), &mut totals).await?;
+                upload_shard(&api, shard, shard_dir.as_ref(), &mut totals, &[]).await?;
             }
         }
         while let Some(done) = running.try_join_next() {
