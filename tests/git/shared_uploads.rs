@@ -90,6 +90,13 @@ fn shards_sent_too_early_are_sent_again_and_the_push_succeeds() {
     let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
     assert!(out.status.success(), "push: {}", stderr(&out));
     assert!(server.metric("git_xet_shards_awaiting_xorbs_total") >= 1.0);
+    let shard_answers: Vec<String> = server
+        .metrics()
+        .lines()
+        .filter(|l| l.contains("route=\"shard_upload\""))
+        .map(str::to_string)
+        .collect();
+    eprintln!("shard answers (a 400 is a shard sent again): {shard_answers:?}");
     assert_cloned(&remote, &files);
 }
 

@@ -306,62 +306,6 @@ impl UploadSession {
         e
     }
 
-    /// Sends the session's shard once the xorb uploads succeeded, or (to a server that
-    /// honours it, and when `awaited` names few enough xorbs) while they are still running,
-    /// naming them so that the server waits for them: one round trip instead of two. Either
-    /// way it returns only once the xorbs and the shard succeeded; a shard sent early that
-    /// failed is sent again, the usual way, once the xorbs are in (a xorb may have been later
-    /// than the server waits).
-    async fn send_shard(
-        &self,
-        uploader: tokio::task::JoinHandle<Result<uploader::Totals>>,
-        shard: ShardUpload,
-        awaited: &[MerkleHash],
-    ) -> Result<uploader::Totals> {
-        let xorbs_done =
-            |r: std::result::Result<Result<uploader::Totals>, tokio::task::JoinError>| {
-                r.map_err(|e| ClientError::Aborted(format!("xorb uploads failed: {e}")))?
-            };
-        let limit = self.api.await_limit();
-        let early = limit > 0 && !awaited.is_empty() && awaited.len() <= limit;
-        if !early {
-            let mut totals = xorbs_done(uploader.await)?;
-            uploader::upload_shard(&self.api, shard, self.shard_dir.as_ref(), &mut totals, &[])
-                .await?;
-            return Ok(totals);
-        }
-        let sent_early = self
-            .api
-            .upload_shard_awaiting(shard.upload.clone(), awaited);
-        tokio::pin!(sent_early);
-        tokio::pin!(uploader);
-        let mut early_outcome = None;
-        // A failed xorb upload ends the session at once (the early shard is dropped).
-        let mut totals = loop {
-            tokio::select! {
-                done = &mut uploader => break xorbs_done(done)?,
-                sent = &mut sent_early, if early_outcome.is_none() => early_outcome = Some(sent),
-            }
-        };
-        let early_outcome = match early_outcome {
-            Some(outcome) => outcome,
-            None => sent_early.await,
-        };
-        match early_outcome {
-            Ok(_) => {
-                totals.shards += 1;
-                totals.shard_bytes += shard.upload.len() as u64;
-                uploader::keep_shard(self.shard_dir.as_ref(), &shard.stored, &mut totals);
-            }
-            Err(e) => {
-                tracing::debug!("the shard sent with its xorbs failed ({e}); sending it again");
-                uploader::upload_shard(&self.api, shard, self.shard_dir.as_ref(), &mut totals, &[])
-                    .await?;
-            }
-        }
-        Ok(totals)
-    }
-
     /// Uploads what remains, then the shard; returns per-file results and session totals.
     /// Only after this returns Ok are the files registered on the server.
     pub async fn finish(mut self) -> Result<UploadSummary> {
@@ -390,7 +334,15 @@ impl UploadSession {
         let awaited: Vec<MerkleHash> = shard.xorbs.iter().map(|x| x.xorb_hash).collect();
         drop(shard);
         let mut totals = match upload {
-            Some(upload) => match self.send_shard(uploader, upload, &awaited).await {
+            Some(upload) => match uploader::send_shard(
+                &self.api,
+                uploader,
+                upload,
+                &awaited,
+                self.shard_dir.as_ref(),
+            )
+            .await
+            {
                 Ok(totals) => totals,
                 Err(e) => return Err(self.stale_or(e)),
             },

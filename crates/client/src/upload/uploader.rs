@@ -73,6 +73,58 @@ pub async fn upload_shard(
     Ok(())
 }
 
+/// Sends the session's shard once the xorb uploads succeeded, or (to a server that
+/// honours it, and when `awaited` names few enough xorbs) while they are still running,
+/// naming them so that the server waits for them: one round trip instead of two. Either
+/// way it returns only once the xorbs and the shard succeeded; a shard sent early that
+/// failed is sent again, the usual way, once the xorbs are in (a xorb may have been later
+/// than the server waits).
+pub async fn send_shard(
+    api: &CasApi,
+    uploader: tokio::task::JoinHandle<Result<Totals>>,
+    shard: ShardUpload,
+    awaited: &[MerkleHash],
+    shard_dir: Option<&PathBuf>,
+) -> Result<Totals> {
+    let xorbs_done = |r: std::result::Result<Result<Totals>, tokio::task::JoinError>| {
+        r.map_err(|e| ClientError::Aborted(format!("xorb uploads failed: {e}")))?
+    };
+    let limit = api.await_limit();
+    let early = limit > 0 && !awaited.is_empty() && awaited.len() <= limit;
+    if !early {
+        let mut totals = xorbs_done(uploader.await)?;
+        upload_shard(api, shard, shard_dir, &mut totals, &[]).await?;
+        return Ok(totals);
+    }
+    let sent_early = api.upload_shard_awaiting(shard.upload.clone(), awaited);
+    tokio::pin!(sent_early);
+    tokio::pin!(uploader);
+    let mut early_outcome = None;
+    // A failed xorb upload ends the session at once (the early shard is dropped).
+    let mut totals = loop {
+        tokio::select! {
+            done = &mut uploader => break xorbs_done(done)?,
+            sent = &mut sent_early, if early_outcome.is_none() => early_outcome = Some(sent),
+        }
+    };
+    let early_outcome = match early_outcome {
+        Some(outcome) => outcome,
+        None => sent_early.await,
+    };
+    match early_outcome {
+        Ok(_) => {
+            totals.shards += 1;
+            totals.shard_bytes += shard.upload.len() as u64;
+            keep_shard(shard_dir, &shard.stored, &mut totals);
+        }
+        Err(e) => {
+            tracing::debug!("the shard sent with its xorbs failed ({e}); sending it again");
+            upload_shard(api, shard, shard_dir, &mut totals, &[]).await?;
+        }
+    }
+    Ok(totals)
+}
+
 /// Keeps an uploaded shard (its stored form) in the shard cache, if there is one.
 pub fn keep_shard(shard_dir: Option<&PathBuf>, stored: &[u8], totals: &mut Totals) {
     if let Some(dir) = shard_dir {
