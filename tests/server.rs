@@ -12,6 +12,9 @@ mod cas_xorbs;
 #[path = "server/cas_shards.rs"]
 mod cas_shards;
 
+#[path = "server/shard_await.rs"]
+mod shard_await;
+
 #[path = "server/cas_reconstruction.rs"]
 mod cas_reconstruction;
 

@@ -58,6 +58,13 @@ fn a_push_of_many_small_files_shares_xorbs_and_shards_and_clones_bit_exact() {
         env.agent_log()
     );
     assert!(env.agent_log().contains("batch registered"));
+    // After the first round told the agent that the server waits for xorbs, each round's
+    // shard went with its xorb (one round trip, not two).
+    let pipelined = server.metric("git_xet_shards_awaiting_xorbs_total");
+    assert!(
+        pipelined >= 1.0 && pipelined < shards as f64,
+        "{pipelined} of {shards} shards sent with their xorbs"
+    );
     assert_cloned(&remote, &files);
 
     // Control: each agent alone registers each file with a shard of its own.
@@ -67,6 +74,30 @@ fn a_push_of_many_small_files_shares_xorbs_and_shards_and_clones_bit_exact() {
     small_files(&c, 24, 2);
     alone.commit_all_and_push(&c, "alone");
     assert_eq!(server.requests("shard_upload") - shards, 24);
+}
+
+/// A server that waits for xorbs too briefly: shards sent with their xorbs often fail, are
+/// sent again once the xorbs are in, and every object arrives.
+#[test]
+fn shards_sent_too_early_are_sent_again_and_the_push_succeeds() {
+    let server = TestServer::start_with(&["--shard-xorb-wait-ms", "1"]);
+    let remote = crate::env::remote_url(&server, "org/early", "write");
+    let env = GitEnv::with_agent(&["--concurrency", "8"]);
+    let a = env.lfs_repo("a", &remote);
+    let files = small_files(&a, 120, 5);
+    env.git(&a, &["add", "."]);
+    env.git(&a, &["commit", "-qm", "many"]);
+    let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "push: {}", stderr(&out));
+    assert!(server.metric("git_xet_shards_awaiting_xorbs_total") >= 1.0);
+    let shard_answers: Vec<String> = server
+        .metrics()
+        .lines()
+        .filter(|l| l.contains("route=\"shard_upload\""))
+        .map(str::to_string)
+        .collect();
+    eprintln!("shard answers (a 400 is a shard sent again): {shard_answers:?}");
+    assert_cloned(&remote, &files);
 }
 
 /// The coordinator dies after its second batch is registered and before it answers: the

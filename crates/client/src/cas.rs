@@ -2,6 +2,9 @@
 //! under `/v1` of the CAS URL): reconstructions, global dedup queries, xorb and shard
 //! uploads, and fetching xorb byte ranges from `fetch_info` URLs.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use bytes::Bytes;
 use futures::StreamExt;
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, RANGE};
@@ -19,11 +22,21 @@ const MAX_DEDUP_SHARD: usize = 64 * 1024 * 1024;
 /// Largest reconstruction answer we accept (millions of terms).
 const MAX_RECONSTRUCTION_JSON: usize = 256 * 1024 * 1024;
 
+/// Request header of a shard upload naming xorbs still being uploaded (a git-xet server
+/// extension: docs/server.md, "Pipelined shard uploads").
+pub const AWAIT_XORBS: &str = "x-xet-await-xorbs";
+/// Response header by which a git-xet server says it honours [`AWAIT_XORBS`], and for how
+/// many xorbs per shard. Other servers never send it, and are never sent [`AWAIT_XORBS`].
+pub const AWAIT_XORBS_LIMIT: &str = "x-xet-await-xorbs-limit";
+
 /// Typed access to one CAS server.
 #[derive(Debug, Clone)]
 pub struct CasApi {
     http: Http,
     base: String,
+    /// The xorbs one shard may name in [`AWAIT_XORBS`], as the server's last upload answer
+    /// said (0: not offered, or not known yet), shared by the clones of this API.
+    await_limit: Arc<AtomicUsize>,
 }
 
 /// Reads a whole body, refusing more than `limit` bytes. Transport failures are retryable.
@@ -73,7 +86,25 @@ impl CasApi {
         CasApi {
             http,
             base: cas_url.trim_end_matches('/').to_string(),
+            await_limit: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// How many still-uploading xorbs a shard upload may name ([`AWAIT_XORBS`]): 0 until an
+    /// upload answer of this server offered it.
+    pub fn await_limit(&self) -> usize {
+        self.await_limit.load(Ordering::Relaxed)
+    }
+
+    /// Learns from an upload answer whether the server honours [`AWAIT_XORBS`].
+    fn learn(&self, response: &Response) {
+        let limit = response
+            .headers()
+            .get(AWAIT_XORBS_LIMIT)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        self.await_limit.store(limit, Ordering::Relaxed);
     }
 
     pub fn base_url(&self) -> &str {
@@ -170,7 +201,10 @@ impl CasApi {
                         .header(CONTENT_LENGTH, len)
                         .body(body()))
                 },
-                |r| upload_answer(r, &what),
+                |r| {
+                    self.learn(&r);
+                    upload_answer(r, &what)
+                },
             )
             .await?;
         Ok(answer.was_inserted)
@@ -178,19 +212,44 @@ impl CasApi {
 
     /// Registers a shard (upload form, no footer); returns whether it was new.
     pub async fn upload_shard(&self, shard: Bytes) -> Result<bool> {
+        self.upload_shard_awaiting(shard, &[]).await
+    }
+
+    /// [`upload_shard`](Self::upload_shard) while the xorbs `awaiting` are still being
+    /// uploaded: the server waits for them before it validates the shard. Only for a server
+    /// whose [`await_limit`](Self::await_limit) allows as many; a failure may only mean that
+    /// a xorb was late (send the shard again once the xorbs succeeded).
+    pub async fn upload_shard_awaiting(
+        &self,
+        shard: Bytes,
+        awaiting: &[MerkleHash],
+    ) -> Result<bool> {
         let url = format!("{}{}", self.base, routes::SHARD_UPLOAD);
         let what = "registering the upload's shard".to_string();
+        let awaited = awaiting
+            .iter()
+            .map(|h| h.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
         let answer: UploadShardResponse = self
             .http
             .request(
                 &what,
                 &url,
                 |c| {
-                    Ok(c.post(&url)
+                    let req = c
+                        .post(&url)
                         .header(CONTENT_TYPE, "application/octet-stream")
-                        .body(shard.clone()))
+                        .body(shard.clone());
+                    Ok(match awaited.is_empty() {
+                        true => req,
+                        false => req.header(AWAIT_XORBS, &awaited),
+                    })
                 },
-                |r| upload_answer(r, &what),
+                |r| {
+                    self.learn(&r);
+                    upload_answer(r, &what)
+                },
             )
             .await?;
         Ok(answer.result.changed())

@@ -34,7 +34,7 @@ pub const SHARED_MAX_BYTES: u64 = 256 * 1024;
 const MAX_BATCH_FILES: usize = 512;
 /// A batch is cut when no object came for this long...
 const QUIET: Duration = Duration::from_millis(3);
-/// ...or this long after its first object.
+/// ...or once it waited this long in all for more objects (packing what came meanwhile).
 const MAX_GATHER: Duration = Duration::from_millis(25);
 /// How long `terminate` waits for batches other agents still have in flight.
 const DRAIN_WAIT: Duration = Duration::from_secs(120);
@@ -284,7 +284,9 @@ fn serve_follower(stream: std::os::unix::net::UnixStream, shared: &(Mutex<Queue>
     cv.notify_all();
 }
 
-/// Takes what is in flight, uploads it as one session per CAS URL, answers.
+/// Takes what is in flight, uploads it as one session, answers. Objects are packed as they
+/// come, while the batch gathers more: the round's reading and packing overlap git-lfs
+/// handing out its objects.
 fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
     // A test hook of debug builds only.
     let abort_after: Option<u64> = std::env::var(ENV_TEST_ABORT)
@@ -298,20 +300,9 @@ fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
         while q.pending.is_empty() {
             q = cv.wait(q).expect("queue lock");
         }
-        // Gather: every agent has sent its object, or none came for a moment.
-        let start = Instant::now();
-        while q.pending.len() < q.agents.min(MAX_BATCH_FILES) && start.elapsed() < MAX_GATHER {
-            let before = q.pending.len();
-            q = cv.wait_timeout(q, QUIET).expect("queue lock").0;
-            if q.pending.len() == before {
-                break;
-            }
-        }
-        let take = q.pending.len().min(MAX_BATCH_FILES);
-        let batch: Vec<Pending> = q.pending.drain(..take).collect();
         q.busy = true;
         drop(q);
-        let outcomes = run_batch(&mut service, &batch);
+        let (batch, outcomes) = run_batch(shared, &mut service);
         batches += 1;
         if abort_after.is_some_and(|n| batches >= n) {
             tracing::error!("{ENV_TEST_ABORT}: aborting after {batches} batches");
@@ -325,48 +316,97 @@ fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
     }
 }
 
-/// One outcome per job, in order. Jobs are grouped by CAS URL; a group whose batch fails is
-/// uploaded object by object, so that each object gets its own verdict.
-fn run_batch(service: &mut ObjectService, batch: &[Pending]) -> Vec<Outcome> {
-    let jobs: Vec<&UploadJob> = batch.iter().map(|p| &p.job).collect();
-    let mut outcomes: Vec<Outcome> = vec![None; jobs.len()];
-    let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, job) in jobs.iter().enumerate() {
-        groups
-            .entry(job.access.cas_url.as_str())
-            .or_default()
-            .push(i);
+/// Takes up to `max` pending objects of CAS URL `url` (a batch holds one URL's objects).
+fn take_for(q: &mut Queue, url: &str, max: usize) -> Vec<Pending> {
+    let mut taken = Vec::new();
+    let mut i = 0;
+    while i < q.pending.len() && taken.len() < max {
+        if q.pending[i].job.access.cas_url == url {
+            taken.push(q.pending.remove(i));
+        } else {
+            i += 1;
+        }
     }
-    for indices in groups.values() {
-        let group: Vec<&UploadJob> = indices.iter().map(|&i| jobs[i]).collect();
-        let started = Instant::now();
-        let packed = |k: usize| {
-            let p = &batch[indices[k]];
+    taken
+}
+
+/// Gathers and packs one batch until every agent has sent its object, or none came for a
+/// moment, or it waited long enough in all; then registers it. Returns the batch and one outcome per
+/// object. A batch that fails is uploaded object by object, so that each object gets its
+/// own verdict.
+fn run_batch(
+    shared: &(Mutex<Queue>, Condvar),
+    service: &mut ObjectService,
+) -> (Vec<Pending>, Vec<Outcome>) {
+    let (lock, cv) = shared;
+    let started = Instant::now();
+    let (mut batch, url, mut agents) = {
+        let mut q = lock.lock().expect("queue lock");
+        let url = q.pending[0].job.access.cas_url.clone();
+        let batch = take_for(&mut q, &url, MAX_BATCH_FILES);
+        (batch, url, q.agents)
+    };
+    let mut session = service.start_batch(&batch[0].job);
+    let mut packed = 0;
+    // Time spent waiting for objects (not packing them), bounded by MAX_GATHER.
+    let mut waited = Duration::ZERO;
+    loop {
+        while packed < batch.len() {
+            let Ok(s) = &mut session else { break };
+            if let Err(e) = service.add_to_batch(s, &batch[packed].job) {
+                session = Err(e);
+                break;
+            }
+            let p = &batch[packed];
             if let Some(tell) = &p.packed {
                 tell(p.job.size, p.job.size);
             }
-        };
-        match service.upload_batch(&group, &packed) {
-            Ok(stats) => tracing::info!(
-                files = group.len(),
+            packed += 1;
+        }
+        if session.is_err() || batch.len() >= agents.min(MAX_BATCH_FILES) || waited >= MAX_GATHER {
+            break;
+        }
+        let mut q = lock.lock().expect("queue lock");
+        if !q.pending.iter().any(|p| p.job.access.cas_url == url) {
+            let before = Instant::now();
+            q = cv.wait_timeout(q, QUIET).expect("queue lock").0;
+            waited += before.elapsed();
+        }
+        let more = take_for(&mut q, &url, MAX_BATCH_FILES - batch.len());
+        agents = q.agents;
+        drop(q);
+        if more.is_empty() {
+            break;
+        }
+        batch.extend(more);
+    }
+    let finished = session.and_then(|s| service.finish_batch(s));
+    let outcomes = match finished {
+        Ok(stats) => {
+            tracing::info!(
+                files = batch.len(),
                 secs = started.elapsed().as_secs_f64(),
                 "batch registered: {stats}"
-            ),
-            Err(e) => {
-                tracing::warn!(
-                    "a batch of {} objects failed ({}); uploading them one by one",
-                    group.len(),
-                    crate::agent::chain(&e)
-                );
-                for &i in indices {
-                    let job = jobs[i];
-                    let one = service.upload(job.oid, job.size, &job.path, &job.access, None);
-                    outcomes[i] = one.err().map(|e| crate::agent::chain(&e));
-                }
-            }
+            );
+            vec![None; batch.len()]
         }
-    }
-    outcomes
+        Err(e) => {
+            tracing::warn!(
+                "a batch of {} objects failed ({}); uploading them one by one",
+                batch.len(),
+                crate::agent::chain(&e)
+            );
+            batch
+                .iter()
+                .map(|p| {
+                    let job = &p.job;
+                    let one = service.upload(job.oid, job.size, &job.path, &job.access, None);
+                    one.err().map(|e| crate::agent::chain(&e))
+                })
+                .collect()
+        }
+    };
+    (batch, outcomes)
 }
 
 /// An agent's connection to the push's coordinator.

@@ -18,12 +18,10 @@ use crate::protocol::{Action, Operation};
 use crate::store::LfsStore;
 use crate::tokens::Tokens;
 use crate::LfsError;
-use git_xet_client::chunk_lists::ChunkListStore;
 use git_xet_client::store::{ChunkStore, Rebuilt};
 use git_xet_client::transport::{Authenticator, HttpFactory};
 use git_xet_client::{
-    CasClient, ClientConfig, ClientError, ContentTap, DownloadOptions, LocalSource, Mapper,
-    ProgressFn, RefreshFn, SessionStats, Token,
+    CasClient, ClientConfig, ContentTap, DownloadOptions, LocalSource, ProgressFn, RefreshFn, Token,
 };
 
 /// Recent local objects offered to the client as sources of chunks on download.
@@ -230,127 +228,6 @@ impl ObjectService {
         let client = CasClient::new(config)?;
         self.clients.insert(key, (client.clone(), tokens));
         Ok(client)
-    }
-
-    /// Uploads the file at `path` as the object `oid` of `size` bytes; done when the server
-    /// has registered it. Returns what the upload sent. The file is mapped when it is `oid`'s
-    /// object in the store, read otherwise.
-    pub fn upload(
-        &mut self,
-        oid: Oid,
-        size: u64,
-        path: &Path,
-        access: &XetAction,
-        progress: Option<ProgressFn>,
-    ) -> Result<SessionStats, LfsError> {
-        check_upload_file(path, size)?;
-        let client = self.client_for(access)?;
-        let progress = progress.unwrap_or_else(|| Arc::new(|_, _| {}));
-        let lists = ChunkListStore::new(&self.env.xet_dir);
-        let mapper = self.mapper_for(path, &oid);
-        let stats = self.runtime()?.block_on(async move {
-            let upload = || upload_object(&client, path, oid, size, mapper, &lists, &progress);
-            match upload().await {
-                // The cache that misled the first attempt is gone: this one sends the data.
-                Err(LfsError::Client(e @ ClientError::StaleDedup { .. })) => {
-                    tracing::warn!("{e}");
-                    upload().await
-                }
-                other => other,
-            }
-        })?;
-        self.mark_pushed(&oid);
-        Ok(stats)
-    }
-
-    /// Notes that `oid` is registered on a server and its chunks went to the chunk store:
-    /// its whole copy in `.git/lfs/objects` may then leave like a fetched one's
-    /// ([`pushed_marker`]). Objects never pushed have no mark and stay whole.
-    fn mark_pushed(&self, oid: &Oid) {
-        if self.env.chunk_store.is_none() {
-            return;
-        }
-        let marker = pushed_marker(&self.env.xet_dir, oid);
-        if let Some(dir) = marker.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        if let Err(e) = std::fs::write(&marker, b"") {
-            tracing::debug!("could not mark {oid} as pushed: {e}");
-        }
-    }
-
-    /// Uploads small objects of one CAS URL (`jobs` not empty) as one session: shared
-    /// xorbs, one shard; done when that shard is registered. Without global dedup queries:
-    /// for files this small the query was already not waited for (the client packs the
-    /// file as new data meanwhile), so its answer could serve only a later file of the
-    /// same session, and a miss costs at most the file's own bytes sent again; local dedup
-    /// (the shard cache, chunk lists from the clean filter) still applies. Any error fails
-    /// the whole batch and nothing of it is registered.
-    /// `packed(i)` is called once the bytes of `jobs[i]` are in the session (not yet on the
-    /// server: only a returned `Ok` says the files are registered).
-    pub fn upload_batch(
-        &mut self,
-        jobs: &[&UploadJob],
-        packed: &dyn Fn(usize),
-    ) -> Result<SessionStats, LfsError> {
-        let Some(last) = jobs.last() else {
-            return Ok(SessionStats::default());
-        };
-        for job in jobs {
-            check_upload_file(&job.path, job.size)?;
-        }
-        // The newest token is the last job's.
-        let client = self.client_with(&last.access, false)?;
-        let lists = ChunkListStore::new(&self.env.xet_dir);
-        let mappers: Vec<Mapper> = jobs
-            .iter()
-            .map(|j| self.mapper_for(&j.path, &j.oid))
-            .collect();
-        let stats = self.runtime()?.block_on(async move {
-            let mut session = client.start_upload().await?;
-            for (i, (job, mapper)) in jobs.iter().zip(mappers).enumerate() {
-                let file = match lists.load(&job.oid.0, job.size) {
-                    Some(list) => {
-                        session
-                            .add_chunked_file(&job.path, list, mapper, None)
-                            .await?
-                    }
-                    None => session.add_file_with(&job.path, mapper, None).await?,
-                };
-                if file.sha256 != job.oid.0 || file.size != job.size {
-                    return Err(LfsError::UploadChanged {
-                        path: job.path.clone(),
-                        now: Oid(file.sha256),
-                    });
-                }
-                packed(i);
-            }
-            let summary = session.finish().await?;
-            for job in jobs {
-                lists.remove(&job.oid.0);
-            }
-            tracing::info!(
-                "uploaded {} objects as one session: {}",
-                jobs.len(),
-                summary.stats
-            );
-            Ok::<_, LfsError>(summary.stats)
-        })?;
-        for job in jobs {
-            self.mark_pushed(&job.oid);
-        }
-        Ok(stats)
-    }
-
-    /// Maps `path` only if it is `oid`'s object in the store: written once under its oid and
-    /// replaced only by rename, never truncated in place. Any other file is read.
-    fn mapper_for(&self, path: &Path, oid: &Oid) -> Mapper {
-        let stored = self.env.store.path(oid);
-        match (std::fs::canonicalize(path), std::fs::canonicalize(stored)) {
-            // SAFETY: the store's object, as said above.
-            (Ok(a), Ok(b)) if a == b => unsafe { Mapper::new() },
-            _ => Mapper::reading(),
-        }
     }
 
     /// Downloads one object into a new file of the store's temp directory (the caller
@@ -587,71 +464,9 @@ fn sources_for(local: &[(Oid, PathBuf)], client: &CasClient, wanted: &Oid) -> Ve
         .collect()
 }
 
-/// One upload session for one object: from the chunk list git-xet's clean filter recorded
-/// when the file was added (then only the file's new chunks are read), else by chunking it.
-async fn upload_object(
-    client: &CasClient,
-    path: &Path,
-    oid: Oid,
-    size: u64,
-    mapper: Mapper,
-    lists: &ChunkListStore,
-    progress_fn: &ProgressFn,
-) -> Result<SessionStats, LfsError> {
-    if let Some(list) = lists.load(&oid.0, size) {
-        let mut session = client.start_upload().await?;
-        match session
-            .add_chunked_file(path, list, mapper, Some(progress_fn.clone()))
-            .await
-        {
-            Ok(_) => {
-                let summary = session.finish().await?;
-                tracing::info!(oid = %oid, "uploaded from its chunk list: {}", summary.stats);
-                // The server has the file now; the shard cache and the file's
-                // reconstruction record serve dedup from here on.
-                lists.remove(&oid.0);
-                return Ok(summary.stats);
-            }
-            Err(ClientError::Corrupt { what, reason }) => {
-                // Nothing was registered; the list is wrong, so chunk the file.
-                tracing::warn!("{what}: {reason}; chunking the whole file instead");
-                lists.remove(&oid.0);
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let mut session = client.start_upload().await?;
-    let file = session
-        .add_file_with(path, mapper, Some(progress_fn.clone()))
-        .await?;
-    if file.sha256 != oid.0 || file.size != size {
-        // Dropping the session registers nothing.
-        return Err(LfsError::UploadChanged {
-            path: path.to_path_buf(),
-            now: Oid(file.sha256),
-        });
-    }
-    let summary = session.finish().await?;
-    tracing::info!(oid = %oid, "uploaded: {}", summary.stats);
-    Ok(summary.stats)
-}
-
-/// The file to upload must exist with the size announced.
-fn check_upload_file(path: &Path, size: u64) -> Result<(), LfsError> {
-    let meta = std::fs::metadata(path).map_err(|source| LfsError::LocalIo {
-        context: "cannot read",
-        path: path.to_path_buf(),
-        source,
-    })?;
-    if meta.len() != size {
-        return Err(LfsError::UploadSizeMismatch {
-            path: path.to_path_buf(),
-            actual: meta.len(),
-            announced: size,
-        });
-    }
-    Ok(())
-}
+#[path = "objects_upload.rs"]
+mod upload;
+pub use upload::BatchUpload;
 
 #[cfg(test)]
 #[path = "objects_tests.rs"]

@@ -37,6 +37,11 @@ pub struct ServerConfig {
     pub max_push_size: u64,
     /// Requests holding a xorb in memory at once (xorb and shard uploads, basic conversions).
     pub max_concurrent_uploads: usize,
+    /// How long a shard upload waits for the xorbs its client names as still on their way
+    /// (cas/xorb_waits.rs); zero: such shards are validated at once, and clients not told.
+    pub shard_xorb_wait: Duration,
+    /// Shard uploads waiting so at once; more are validated at once.
+    pub max_waiting_shards: usize,
     /// fsync objects and the index. Off only for throwaway servers (tests, benchmarks).
     pub fsync: bool,
     /// How long shutdown waits for in-flight requests.
@@ -86,6 +91,8 @@ impl ServerConfig {
             max_object_size: 64 << 30,
             max_push_size: 8 << 30,
             max_concurrent_uploads: 8,
+            shard_xorb_wait: Duration::from_secs(30),
+            max_waiting_shards: 256,
             fsync: true,
             shutdown_grace: Duration::from_secs(60),
             hook_program: None,

@@ -239,6 +239,7 @@ fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportErro
     let Deployment { store, index, keys } =
         deployment::open(&config.deployment, &tmp, config.fsync)?;
     let slots = config.max_concurrent_uploads.max(1);
+    let max_waiting = config.max_waiting_shards;
     let state = AppState {
         config,
         store,
@@ -247,6 +248,7 @@ fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportErro
         metrics: Metrics::default(),
         upload_slots: tokio::sync::Semaphore::new(slots),
         conversion_slots: tokio::sync::Semaphore::new(slots),
+        xorb_waits: crate::cas::xorb_waits::XorbWaits::new(max_waiting),
         internal_url: "http://127.0.0.1:0".into(),
         listen_url: "http://127.0.0.1:0".into(),
         data_lock: None,

@@ -178,6 +178,7 @@ fn open_state(
     let listen_url = loopback_url(scheme, bound);
     let internal_url = loopback_url("http", internal);
     let max_uploads = config.max_concurrent_uploads.max(1);
+    let max_waiting = config.max_waiting_shards;
     Ok(AppState {
         config,
         store,
@@ -186,6 +187,7 @@ fn open_state(
         metrics: Metrics::default(),
         upload_slots: tokio::sync::Semaphore::new(max_uploads),
         conversion_slots: tokio::sync::Semaphore::new(max_uploads),
+        xorb_waits: crate::cas::xorb_waits::XorbWaits::new(max_waiting),
         internal_url,
         listen_url,
         data_lock: Some(data_lock),

@@ -18,6 +18,7 @@ pub struct Metrics {
     pub xorbs_stored: AtomicU64,
     pub xorb_bytes_served: AtomicU64,
     pub shards_registered: AtomicU64,
+    pub shards_awaiting_xorbs: AtomicU64,
     pub lfs_basic_bytes_received: AtomicU64,
     pub lfs_basic_bytes_served: AtomicU64,
     pub dedup_hits: AtomicU64,
@@ -54,7 +55,7 @@ impl Metrics {
                 "git_xet_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
             );
         }
-        let counters: [(&str, &str, &AtomicU64); 8] = [
+        let counters: [(&str, &str, &AtomicU64); 9] = [
             (
                 "git_xet_xorb_bytes_received_total",
                 "Bytes of xorb bodies accepted by the xorb upload route.",
@@ -74,6 +75,11 @@ impl Metrics {
                 "git_xet_shards_registered_total",
                 "Shards that registered something new.",
                 &self.shards_registered,
+            ),
+            (
+                "git_xet_shards_awaiting_xorbs_total",
+                "Shard uploads that waited for xorbs their client was still sending.",
+                &self.shards_awaiting_xorbs,
             ),
             (
                 "git_xet_lfs_basic_bytes_received_total",

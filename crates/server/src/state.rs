@@ -27,6 +27,8 @@ pub struct AppState {
     /// Basic uploads converted at once (each builds a xorb in memory for as long as its
     /// client takes to send it); kept apart so slow basic clients cannot starve xorb uploads.
     pub conversion_slots: tokio::sync::Semaphore,
+    /// Shards waiting for the xorbs their client is still sending (cas/xorb_waits.rs).
+    pub xorb_waits: crate::cas::xorb_waits::XorbWaits,
     /// Plain-HTTP base URL on loopback for the server's own helpers (hooks): the listener's,
     /// or with TLS a second, loopback-only listener's (the certificate need not name
     /// 127.0.0.1, nor the hook trust its CA).

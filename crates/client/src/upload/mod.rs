@@ -326,24 +326,30 @@ impl UploadSession {
             return Err(self.explain(e).await);
         }
         let uploader = self.uploader.take().expect("uploader runs until finish");
-        let mut totals = uploader
-            .await
-            .map_err(|e| ClientError::Aborted(format!("xorb uploads failed: {e}")))??;
-
         let shard = build_shard(&planner, &self.planned);
-        if !shard.files.is_empty() || !shard.xorbs.is_empty() {
-            let upload = ShardUpload {
-                upload: Bytes::from(shard.to_upload_bytes()),
-                stored: shard.to_stored_bytes(&FooterOptions::default()),
-            };
-            drop(shard);
-            let sent =
-                uploader::upload_shard(&self.api, upload, self.shard_dir.as_ref(), &mut totals)
-                    .await;
-            if let Err(e) = sent {
-                return Err(self.stale_or(e));
-            }
-        }
+        let upload = (!shard.files.is_empty() || !shard.xorbs.is_empty()).then(|| ShardUpload {
+            upload: Bytes::from(shard.to_upload_bytes()),
+            stored: shard.to_stored_bytes(&FooterOptions::default()),
+        });
+        let awaited: Vec<MerkleHash> = shard.xorbs.iter().map(|x| x.xorb_hash).collect();
+        drop(shard);
+        let mut totals = match upload {
+            Some(upload) => match uploader::send_shard(
+                &self.api,
+                uploader,
+                upload,
+                &awaited,
+                self.shard_dir.as_ref(),
+            )
+            .await
+            {
+                Ok(totals) => totals,
+                Err(e) => return Err(self.stale_or(e)),
+            },
+            None => uploader
+                .await
+                .map_err(|e| ClientError::Aborted(format!("xorb uploads failed: {e}")))??,
+        };
         let mut stats = SessionStats {
             files: self.planned.len() as u64,
             xorb_bytes_sent: totals.xorb_bytes,

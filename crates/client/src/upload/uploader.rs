@@ -14,6 +14,7 @@ use crate::chunk_cache::ChunkCache;
 use crate::error::{ClientError, Result};
 use crate::shard_cache::save_own_shard;
 use crate::upload::body::StagedXorb;
+use git_xet_core::MerkleHash;
 
 /// A shard describing xorbs sent before it (no files): it registers them early so that a
 /// huge session's metadata need not stay in memory until the end.
@@ -55,24 +56,83 @@ fn record(totals: &mut Totals, done: XorbResult) -> Result<()> {
     Ok(())
 }
 
-/// Uploads a shard (after its xorbs) and keeps it in the shard cache.
+/// Uploads a shard (after its xorbs, or naming those still on their way in `awaiting`) and
+/// keeps it in the shard cache.
 pub async fn upload_shard(
     api: &CasApi,
     shard: ShardUpload,
     shard_dir: Option<&PathBuf>,
     totals: &mut Totals,
+    awaiting: &[MerkleHash],
 ) -> Result<()> {
     let len = shard.upload.len() as u64;
-    api.upload_shard(shard.upload).await?;
+    api.upload_shard_awaiting(shard.upload, awaiting).await?;
     totals.shards += 1;
     totals.shard_bytes += len;
+    keep_shard(shard_dir, &shard.stored, totals);
+    Ok(())
+}
+
+/// Sends the session's shard once the xorb uploads succeeded, or (to a server that
+/// honours it, and when `awaited` names few enough xorbs) while they are still running,
+/// naming them so that the server waits for them: one round trip instead of two. Either
+/// way it returns only once the xorbs and the shard succeeded; a shard sent early that
+/// failed is sent again, the usual way, once the xorbs are in (a xorb may have been later
+/// than the server waits).
+pub async fn send_shard(
+    api: &CasApi,
+    uploader: tokio::task::JoinHandle<Result<Totals>>,
+    shard: ShardUpload,
+    awaited: &[MerkleHash],
+    shard_dir: Option<&PathBuf>,
+) -> Result<Totals> {
+    let xorbs_done = |r: std::result::Result<Result<Totals>, tokio::task::JoinError>| {
+        r.map_err(|e| ClientError::Aborted(format!("xorb uploads failed: {e}")))?
+    };
+    let limit = api.await_limit();
+    let early = limit > 0 && !awaited.is_empty() && awaited.len() <= limit;
+    if !early {
+        let mut totals = xorbs_done(uploader.await)?;
+        upload_shard(api, shard, shard_dir, &mut totals, &[]).await?;
+        return Ok(totals);
+    }
+    let sent_early = api.upload_shard_awaiting(shard.upload.clone(), awaited);
+    tokio::pin!(sent_early);
+    tokio::pin!(uploader);
+    let mut early_outcome = None;
+    // A failed xorb upload ends the session at once (the early shard is dropped).
+    let mut totals = loop {
+        tokio::select! {
+            done = &mut uploader => break xorbs_done(done)?,
+            sent = &mut sent_early, if early_outcome.is_none() => early_outcome = Some(sent),
+        }
+    };
+    let early_outcome = match early_outcome {
+        Some(outcome) => outcome,
+        None => sent_early.await,
+    };
+    match early_outcome {
+        Ok(_) => {
+            totals.shards += 1;
+            totals.shard_bytes += shard.upload.len() as u64;
+            keep_shard(shard_dir, &shard.stored, &mut totals);
+        }
+        Err(e) => {
+            tracing::debug!("the shard sent with its xorbs failed ({e}); sending it again");
+            upload_shard(api, shard, shard_dir, &mut totals, &[]).await?;
+        }
+    }
+    Ok(totals)
+}
+
+/// Keeps an uploaded shard (its stored form) in the shard cache, if there is one.
+pub fn keep_shard(shard_dir: Option<&PathBuf>, stored: &[u8], totals: &mut Totals) {
     if let Some(dir) = shard_dir {
-        match save_own_shard(dir, &shard.stored) {
+        match save_own_shard(dir, stored) {
             Ok(path) => totals.saved_shards.push(path),
             Err(e) => tracing::warn!("could not keep the shard in the local cache: {e}"),
         }
     }
-    Ok(())
 }
 
 /// Writes an uploaded xorb's chunk records into the chunk cache as the range of all its
@@ -162,7 +222,7 @@ pub async fn run(
                 while let Some(done) = running.join_next().await {
                     record(&mut totals, done)?;
                 }
-                upload_shard(&api, shard, shard_dir.as_ref(), &mut totals).await?;
+                upload_shard(&api, shard, shard_dir.as_ref(), &mut totals, &[]).await?;
             }
         }
         while let Some(done) = running.try_join_next() {

@@ -11,6 +11,7 @@ mod shards_v2;
 mod stored_xorb;
 mod telemetry;
 mod xorb_data;
+pub(crate) mod xorb_waits;
 mod xorbs;
 
 pub(crate) use shards::register as register_shard;

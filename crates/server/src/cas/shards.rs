@@ -6,11 +6,12 @@ use std::io::{Seek, Write};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use axum::response::{AppendHeaders, IntoResponse};
 use axum::Json;
 use git_xet_core::api::cas::{ShardResult, UploadShardResponse};
 
 use crate::auth::Scope;
-use crate::body::read_blocking_then_slot;
+use crate::body::read_blocking;
 use crate::error::ServerResult;
 use crate::repo_name::RepoName;
 use crate::shard_check::{validate_read, ValidatedShard};
@@ -22,11 +23,14 @@ pub async fn upload(
     State(state): State<SharedState>,
     headers: HeaderMap,
     body: Body,
-) -> ServerResult<Json<UploadShardResponse>> {
+) -> ServerResult<impl IntoResponse> {
     let (changed, _) = receive(&state, &headers, body).await?;
-    Ok(Json(UploadShardResponse {
-        result: ShardResult::from_changed(changed),
-    }))
+    Ok((
+        AppendHeaders(super::xorb_waits::advertised(&state)),
+        Json(UploadShardResponse {
+            result: ShardResult::from_changed(changed),
+        }),
+    ))
 }
 
 /// The shard upload of both API versions: authorize, read, validate, store and register.
@@ -43,35 +47,36 @@ pub(super) async fn receive(
         access.repo.clone(),
     );
     let domain = state.dedup_domain(&repo);
+    let awaited = super::xorb_waits::requested(state, headers)?;
     // The body goes to a staging file as it arrives, not to memory: shards being received
-    // cost disk, not memory, however many clients send them at once. It is parsed from that
-    // file (only the records are held) once an upload slot is held; a client stalling
-    // mid-body holds none.
-    let validated = read_blocking_then_slot(
-        body,
-        headers,
-        MAX_SHARD_BODY as u64,
-        "shard",
-        &state.upload_slots,
-        move |body| {
-            let staged = store.stage()?;
-            let mut file = staged.file();
-            let mut hasher = blake3::Hasher::new();
-            let mut len = 0u64;
-            while let Some(data) = body.next_bytes()? {
-                file.write_all(&data)?;
-                hasher.update(&data);
-                len += data.len() as u64;
-            }
-            file.seek(std::io::SeekFrom::Start(0))?;
-            let hash = MerkleHash::from_bytes(*hasher.finalize().as_bytes());
-            let mut reader = std::io::BufReader::new(file);
-            validate_read(&*index, &mut reader, hash, len, &repo, &domain)
-        },
-    )
+    // cost disk, not memory, however many clients send them at once. Receiving takes no
+    // upload slot (a client stalling mid-body holds none), nor does waiting for the xorbs
+    // the client is still sending (their uploads need the slots); parsing the staged file
+    // (only the records are held), storing and registering do.
+    let staged = read_blocking(body, headers, MAX_SHARD_BODY as u64, "shard", move |body| {
+        let staged = store.stage()?;
+        let mut file = staged.file();
+        let mut hasher = blake3::Hasher::new();
+        let mut len = 0u64;
+        while let Some(data) = body.next_bytes()? {
+            file.write_all(&data)?;
+            hasher.update(&data);
+            len += data.len() as u64;
+        }
+        let hash = MerkleHash::from_bytes(*hasher.finalize().as_bytes());
+        Ok((staged, hash, len))
+    })
     .await?;
-    // Storing and registering hold the validated shard's memory: bounded by slots too.
+    super::xorb_waits::wait(state, awaited, &domain).await;
     let _slot = state.upload_slot().await?;
+    let validated = blocking(move || {
+        let (staged, hash, len) = staged;
+        let mut file = staged.file();
+        file.seek(std::io::SeekFrom::Start(0))?;
+        let mut reader = std::io::BufReader::new(file);
+        validate_read(&*index, &mut reader, hash, len, &repo, &domain)
+    })
+    .await?;
     let files = validated.registration.files.len();
     let changed = register(state, validated, &access.repo).await?;
     Ok((changed, files))

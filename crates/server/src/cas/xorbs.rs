@@ -12,6 +12,7 @@
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
+use axum::response::{AppendHeaders, IntoResponse};
 use axum::Json;
 use git_xet_core::api::cas::UploadXorbResponse;
 use git_xet_core::api::routes::XORB_NAMESPACE;
@@ -34,7 +35,7 @@ pub async fn upload(
     Path((namespace, hash)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-) -> ServerResult<Json<UploadXorbResponse>> {
+) -> ServerResult<impl IntoResponse> {
     let access = state.authorize_cas(&headers, Scope::Write)?;
     if namespace != XORB_NAMESPACE {
         return Err(ServerError::not_found(format!(
@@ -84,9 +85,12 @@ pub async fn upload(
     add(&state.metrics.xorb_bytes_received, received);
     let meta = XorbMeta { footer, stored_len };
     let inserted = store_staged_xorb(&state, meta, staged, &access.repo).await?;
-    Ok(Json(UploadXorbResponse {
-        was_inserted: inserted,
-    }))
+    Ok((
+        AppendHeaders(super::xorb_waits::advertised(&state)),
+        Json(UploadXorbResponse {
+            was_inserted: inserted,
+        }),
+    ))
 }
 
 /// Stores a validated xorb that `repo` uploaded from its staging file and indexes the layout
@@ -104,6 +108,8 @@ pub async fn store_staged_xorb(
     let index = state.index.clone();
     let (repo, domain) = (repo.clone(), state.dedup_domain(repo));
     let held_before = blocking(move || Ok(index.add_xorb_holder(&hash, &repo, &domain)?)).await?;
+    // Shards sent ahead of this xorb (xorb_waits.rs) may go on.
+    state.xorb_waits.stored();
     Ok(match state.config.dedup_scope {
         DedupScope::Server => inserted,
         DedupScope::Org | DedupScope::Repo => !held_before,

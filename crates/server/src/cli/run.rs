@@ -72,6 +72,18 @@ pub(super) struct RunArgs {
         env = "GIT_XET_SERVER_MAX_CONCURRENT_UPLOADS"
     )]
     max_concurrent_uploads: usize,
+    /// Milliseconds a shard upload waits for the xorbs its client names as still being sent
+    /// (git-xet clients send the shard of a round of small files with its xorbs); 0: such
+    /// shards are validated at once and clients are not told they may send them early.
+    #[arg(
+        long,
+        default_value_t = 30_000,
+        env = "GIT_XET_SERVER_SHARD_XORB_WAIT_MS"
+    )]
+    shard_xorb_wait_ms: u64,
+    /// Shard uploads waiting so at once; more are validated at once.
+    #[arg(long, default_value_t = 256, env = "GIT_XET_SERVER_MAX_WAITING_SHARDS")]
+    max_waiting_shards: usize,
     /// Seconds a client has to send a request's headers.
     #[arg(long, default_value_t = 20, env = "GIT_XET_SERVER_HEADER_TIMEOUT")]
     header_timeout: u64,
@@ -228,6 +240,8 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
         config.max_object_size = max;
     }
     config.max_concurrent_uploads = args.max_concurrent_uploads.max(1);
+    config.shard_xorb_wait = Duration::from_millis(args.shard_xorb_wait_ms);
+    config.max_waiting_shards = args.max_waiting_shards;
     config.fsync = !args.no_fsync;
     if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
         config.tls = Some(crate::tls::TlsFiles { cert, key });

@@ -1,0 +1,146 @@
+//! Shards that arrive before their xorbs (a git-xet extension of the CAS API, docs/server.md,
+//! "Pipelined shard uploads"): a client that sends a shard while the xorbs it describes are
+//! still being uploaded names them in [`AWAIT_XORBS`]; the shard, staged, then waits for each
+//! to be stored in the uploader's dedup domain before it is validated as usual. It waits
+//! without an upload slot (the xorbs it waits for need them), woken when this process stores a
+//! xorb and by a slow poll for xorbs another server instance stored, for at most the server's
+//! bound. Whatever happens meanwhile, validation decides: a xorb not there by then is the
+//! usual missing-xorb refusal, and the same wait and answer whether another scope holds the
+//! xorb or nobody does. Past the bound on waiting shards, a shard is validated at once.
+
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use tokio::sync::{Notify, Semaphore};
+
+use crate::error::{ServerError, ServerResult};
+use crate::index::{DedupDomain, Index};
+use crate::state::{blocking, SharedState};
+use git_xet_core::MerkleHash;
+
+/// Request header of `POST /v1/shards`: comma-separated hex hashes of xorbs still on their way.
+pub const AWAIT_XORBS: &str = "x-xet-await-xorbs";
+/// Response header of the xorb and shard uploads of a server that honours [`AWAIT_XORBS`]:
+/// how many xorbs one shard may name.
+pub const AWAIT_XORBS_LIMIT: &str = "x-xet-await-xorbs-limit";
+/// Xorbs one shard may name (the client's small-file rounds send one or two).
+pub const MAX_AWAITED: usize = 16;
+/// How often a waiting shard looks for xorbs another server instance stored.
+const POLL: Duration = Duration::from_millis(250);
+
+/// What waiting shards share: the wake-up of stored xorbs and the bound on waiters.
+pub struct XorbWaits {
+    stored: Notify,
+    waiters: Semaphore,
+}
+
+impl XorbWaits {
+    pub fn new(max_waiting: usize) -> XorbWaits {
+        XorbWaits {
+            stored: Notify::new(),
+            waiters: Semaphore::new(max_waiting),
+        }
+    }
+
+    /// A xorb was stored and indexed: waiting shards look again.
+    pub fn stored(&self) {
+        self.stored.notify_waiters();
+    }
+}
+
+/// Whether this server honours [`AWAIT_XORBS`] (a wait bound and waiters configured).
+pub fn enabled(state: &SharedState) -> bool {
+    !state.config.shard_xorb_wait.is_zero() && state.config.max_waiting_shards > 0
+}
+
+/// The header that tells clients so, for upload answers.
+pub fn advertised(state: &SharedState) -> Option<(HeaderName, HeaderValue)> {
+    enabled(state).then(|| {
+        (
+            HeaderName::from_static(AWAIT_XORBS_LIMIT),
+            HeaderValue::from(MAX_AWAITED),
+        )
+    })
+}
+
+/// The xorbs a shard upload asks to wait for (none without the header or when this server
+/// does not wait). A malformed list, or a longer one than [`MAX_AWAITED`], is refused.
+pub fn requested(state: &SharedState, headers: &HeaderMap) -> ServerResult<Vec<MerkleHash>> {
+    let Some(value) = headers.get(AWAIT_XORBS) else {
+        return Ok(Vec::new());
+    };
+    if !enabled(state) {
+        return Ok(Vec::new());
+    }
+    let bad = |why: String| ServerError::bad_request(format!("{AWAIT_XORBS}: {why}"));
+    let text = value.to_str().map_err(|_| bad("not ASCII".into()))?.trim();
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<&str> = text.split(',').map(str::trim).collect();
+    if names.len() > MAX_AWAITED {
+        return Err(bad(format!(
+            "names {} xorbs, at most {MAX_AWAITED} may be awaited",
+            names.len()
+        )));
+    }
+    names
+        .into_iter()
+        .map(|h| MerkleHash::from_hex(h).map_err(|e| bad(format!("{h:?}: {e}"))))
+        .collect()
+}
+
+/// Waits until every xorb of `awaited` is stored in `domain` (the condition validation
+/// applies, shard_check.rs), for at most the server's bound; returns either way (validation
+/// then decides). Without a free waiter place it returns at once.
+pub async fn wait(state: &SharedState, awaited: Vec<MerkleHash>, domain: &DedupDomain) {
+    if awaited.is_empty() {
+        return;
+    }
+    let waits = &state.xorb_waits;
+    let Ok(_place) = waits.waiters.try_acquire() else {
+        tracing::debug!("too many shards waiting for xorbs: validating this one at once");
+        return;
+    };
+    crate::metrics::add(&state.metrics.shards_awaiting_xorbs, 1);
+    let deadline = tokio::time::Instant::now() + state.config.shard_xorb_wait;
+    let mut missing = awaited;
+    loop {
+        // Registered before looking, so that a xorb stored meanwhile is not missed.
+        let notified = waits.stored.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let (index, domain_now, look) = (state.index.clone(), domain.clone(), missing);
+        missing = match blocking(move || Ok(still_missing(&*index, look, &domain_now))).await {
+            Ok(m) => m,
+            Err(_) => return,
+        };
+        if missing.is_empty() {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return;
+        }
+        let until = deadline.min(now + POLL);
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(until) => {}
+        }
+    }
+}
+
+/// The xorbs of `hashes` not (yet) stored in `domain`; an index error counts as missing.
+fn still_missing(
+    index: &dyn Index,
+    hashes: Vec<MerkleHash>,
+    domain: &DedupDomain,
+) -> Vec<MerkleHash> {
+    hashes
+        .into_iter()
+        .filter(|h| {
+            !matches!(index.xorb(h), Ok(Some(_)))
+                || !index.xorb_in_domain(h, domain).unwrap_or(false)
+        })
+        .collect()
+}

@@ -1,0 +1,177 @@
+//! Pipelined shard uploads (`X-Xet-Await-Xorbs`, docs/server.md): a shard sent while its
+//! xorbs are still on their way waits for them, without an upload slot, for a bounded time,
+//! in the uploader's dedup domain only, a bounded number of shards at once.
+
+use std::time::{Duration, Instant};
+
+use git_xet_core::shard::Shard;
+
+use crate::common::*;
+use crate::support::TestServer;
+
+const AWAIT: &str = "X-Xet-Await-Xorbs";
+const LIMIT: &str = "x-xet-await-xorbs-limit";
+
+/// Posts `shard` naming `awaited` as still on their way; returns status, answer and time.
+fn post_awaiting(cas: &Cas, shard: &Shard, awaited: &str) -> (u16, serde_json::Value, Duration) {
+    let started = Instant::now();
+    let r = cas
+        .http
+        .post(format!("{}/v1/shards", cas.base))
+        .bearer_auth(&cas.token)
+        .header(AWAIT, awaited)
+        .body(shard.to_upload_bytes())
+        .send()
+        .unwrap();
+    let (status, v) = json(r);
+    (status, v, started.elapsed())
+}
+
+fn hashes(up: &Upload) -> String {
+    let hex: Vec<String> = up.xorbs.iter().map(|x| x.hash.to_hex()).collect();
+    hex.join(",")
+}
+
+/// With one upload slot: the shard, sent first, waits without it, the xorbs take it, and the
+/// shard is then registered; the answers say the server honours the header.
+#[test]
+fn a_shard_sent_before_its_xorbs_is_registered_once_they_arrive_with_one_upload_slot() {
+    let server = TestServer::start_with(&["--max-concurrent-uploads", "1"]);
+    let cas = Cas::new(&server, "org/repo", "write");
+    let up = Upload::random(300_000, 21, 3);
+    assert!(up.xorbs.len() > 1, "several xorbs");
+    let (shard, awaited) = (up.shard.clone(), hashes(&up));
+    let early = std::thread::scope(|s| {
+        let waiting = s.spawn(|| post_awaiting(&cas, &shard, &awaited));
+        assert!(
+            wait_for(|| server.metric("git_xet_shards_awaiting_xorbs_total") == 1.0),
+            "the shard is waiting"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!waiting.is_finished(), "the shard did not wait");
+        for x in &up.xorbs {
+            let r = cas.post_xorb_raw(&x.hash.to_hex(), x.bytes.clone());
+            assert_eq!(r.status(), 200, "a waiting shard must not block its xorbs");
+            assert_eq!(r.headers()[LIMIT], "16", "xorb answers offer the header");
+        }
+        waiting.join().unwrap()
+    });
+    assert_eq!(early.0, 200, "{}", early.1);
+    assert_eq!(early.1["result"], 1);
+    assert_eq!(server.metric("git_xet_shards_registered_total"), 1.0);
+    assert_eq!(cas.download(&up.file_hash, None), up.data);
+}
+
+/// A xorb that never comes: the shard fails after the bound with the usual refusal.
+#[test]
+fn a_shard_awaiting_a_xorb_that_never_comes_fails_after_the_bound() {
+    let server = TestServer::start_with(&["--shard-xorb-wait-ms", "400"]);
+    let cas = Cas::new(&server, "org/repo", "write");
+    let up = Upload::random(100_000, 22, 100);
+    let (status, v, took) = post_awaiting(&cas, &up.shard, &hashes(&up));
+    assert_eq!(status, 400, "{v}");
+    assert!(reason(&v).contains("not stored"), "{v}");
+    assert!(
+        took >= Duration::from_millis(400),
+        "answered after {took:?}"
+    );
+    assert!(took < Duration::from_secs(5), "answered after {took:?}");
+    assert_eq!(server.metric("git_xet_registered_files"), 0.0);
+}
+
+/// On a scoped server, another scope uploading the xorb neither ends the wait nor validates
+/// the shard: the answer and its timing are those for a xorb nobody has.
+#[test]
+fn another_scope_s_upload_of_the_xorb_does_not_end_the_wait() {
+    let server = TestServer::start_with(&["--dedup-scope", "repo", "--shard-xorb-wait-ms", "800"]);
+    let writer = Cas::new(&server, "org1/a", "write");
+    let other = Cas::new(&server, "org2/b", "write");
+    let up = Upload::random(100_000, 23, 100);
+    let nobody = Upload::random(100_000, 24, 100);
+    let (status, v, took) = std::thread::scope(|s| {
+        let waiting = s.spawn(|| post_awaiting(&writer, &up.shard, &hashes(&up)));
+        assert!(wait_for(|| server
+            .metric("git_xet_shards_awaiting_xorbs_total")
+            == 1.0));
+        for x in &up.xorbs {
+            other.post_xorb(x);
+        }
+        waiting.join().unwrap()
+    });
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        took >= Duration::from_millis(800),
+        "answered after {took:?}"
+    );
+    let (status2, v2, took2) = post_awaiting(&writer, &nobody.shard, &hashes(&nobody));
+    assert_eq!(status2, 400, "{v2}");
+    assert!(
+        took2 >= Duration::from_millis(800),
+        "answered after {took2:?}"
+    );
+    let masked = |v: &serde_json::Value, up: &Upload| {
+        let mut text = reason(v);
+        for x in &up.xorbs {
+            text = text.replace(&x.hash.to_hex(), "X");
+        }
+        text.replace(&up.file_hash.to_hex(), "F")
+    };
+    assert_eq!(masked(&v, &up), masked(&v2, &nobody));
+    // The uploader's own upload of the xorb then lets the same shard through.
+    for x in &up.xorbs {
+        writer.post_xorb(x);
+    }
+    assert_eq!(writer.post_shard(&up.shard), 1);
+}
+
+/// Past the bound on waiting shards, a shard is validated at once.
+#[test]
+fn beyond_the_waiter_limit_a_shard_is_validated_at_once() {
+    let server =
+        TestServer::start_with(&["--max-waiting-shards", "1", "--shard-xorb-wait-ms", "20000"]);
+    let cas = Cas::new(&server, "org/repo", "write");
+    let first = Upload::random(100_000, 25, 100);
+    let second = Upload::random(100_000, 26, 100);
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| post_awaiting(&cas, &first.shard, &hashes(&first)));
+        assert!(wait_for(|| server
+            .metric("git_xet_shards_awaiting_xorbs_total")
+            == 1.0));
+        let (status, v, took) = post_awaiting(&cas, &second.shard, &hashes(&second));
+        assert_eq!(status, 400, "{v}");
+        assert!(reason(&v).contains("not stored"), "{v}");
+        assert!(took < Duration::from_secs(5), "it waited: {took:?}");
+        for x in &first.xorbs {
+            cas.post_xorb(x);
+        }
+        let (status, v, _) = waiting.join().unwrap();
+        assert_eq!(status, 200, "{v}");
+    });
+    assert_eq!(server.metric("git_xet_shards_awaiting_xorbs_total"), 1.0);
+}
+
+/// A malformed or too long list is refused; a server with no wait neither offers nor honours
+/// the header.
+#[test]
+fn the_await_header_is_checked_and_only_offered_when_honoured() {
+    let server = TestServer::start();
+    let cas = Cas::new(&server, "org/repo", "write");
+    let up = Upload::random(100_000, 27, 100);
+    let (status, v, _) = post_awaiting(&cas, &up.shard, "not-a-hash");
+    assert_eq!(status, 400, "{v}");
+    let many = vec![up.xorbs[0].hash.to_hex(); 17].join(",");
+    let (status, v, _) = post_awaiting(&cas, &up.shard, &many);
+    assert_eq!(status, 400, "{v}");
+    assert!(reason(&v).contains("at most 16"), "{v}");
+
+    let off = TestServer::start_with(&["--shard-xorb-wait-ms", "0"]);
+    let cas = Cas::new(&off, "org/repo", "write");
+    let other = Upload::random(100_000, 28, 100);
+    let (status, _, took) = post_awaiting(&cas, &other.shard, &hashes(&other));
+    assert_eq!(status, 400);
+    assert!(took < Duration::from_secs(5));
+    assert_eq!(off.metric("git_xet_shards_awaiting_xorbs_total"), 0.0);
+    cas.upload(&other);
+    let r = cas.post_xorb_raw(&other.xorbs[0].hash.to_hex(), other.xorbs[0].bytes.clone());
+    assert!(r.headers().get(LIMIT).is_none());
+}
