@@ -12,6 +12,8 @@
 # both read the same cached bytes) and times, with `sync` before each step:
 #   clean  SIZE   git add big.bin          smudge SIZE   rm big.bin; git checkout -- big.bin
 #   clean  COUNT  git add small            smudge COUNT  rm -r small; git checkout -- small
+#   status COUNT  then touch small/*; git status (git re-cleans every touched file: content
+#                 the store holds, compared with it from RECHECK_MIN on, else hashed again)
 #   filter alone: the same clean of SIZE, smudge of SIZE (into a pipe) and clean of COUNT,
 #   from recorded pkt-line input (python3 writes it once), without git's own work
 # The order of the two binaries alternates from round to round (BASE first in odd rounds),
@@ -84,7 +86,9 @@ with open(f"{tmp}/small.in", "wb") as out:
     for name in sorted(os.listdir(f"{tmp}/pool/small")):
         with open(f"{tmp}/pool/small/{name}", "rb") as f:
             data = f.read()
-        out.write(lst("command=clean", f"pathname=alone/{name}") + pkt(data) + b"0000")
+        # pkt-lines of at most 65516 bytes: SMALL_KIB may be above 64
+        data = b"".join(pkt(data[i:i + 65516]) for i in range(0, len(data), 65516))
+        out.write(lst("command=clean", f"pathname=alone/{name}") + data + b"0000")
 PY
 
 # One environment per binary: its own HOME and global config, the filter run under GNU time
@@ -129,7 +133,7 @@ timed() {
 }
 
 declare -A times rss
-steps=(clean_big smudge_big clean_small smudge_small alone_clean_big alone_smudge_big alone_clean_small)
+steps=(clean_big smudge_big clean_small smudge_small status_small alone_clean_big alone_smudge_big alone_clean_small)
 
 # alone NAME DIR INPUT: the filter alone on a recorded input, its answers read from a pipe
 # (as git does; smudged content is spliced into it). Sets $secs and $frss_kib.
@@ -170,6 +174,10 @@ round() { # round NAME KEEP
         rm -r "$repo/small"
         timed "$name" "$repo" git checkout -- small
         diff -rq "$repo/small" "$tmp/pool/small" >/dev/null || { echo "$name: small/ differs" >&2; exit 1; } ;;
+      status_small)
+        find "$repo/small" -type f -exec touch {} +
+        timed "$name" "$repo" git status --porcelain small
+        [ ! -s "$tmp/out" ] || { echo "$name: git status after touch:" >&2; cat "$tmp/out" >&2; exit 1; } ;;
       alone_clean_big) alone "$name" "$repo" "$tmp/clean.in" ;;
       alone_smudge_big) alone "$name" "$repo" "$tmp/smudge.in" ;;
       alone_clean_small) alone "$name" "$repo" "$tmp/small.in" ;;
@@ -194,8 +202,8 @@ echo "BASE $BASE ($(stat -c %s "$BASE") bytes)"
 echo "NEW  $NEW ($(stat -c %s "$NEW") bytes)"
 echo "files in $tmp ($(stat -f -c %T "$tmp"))"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '\n%-16s %8s %8s %8s %8s   %8s %8s %8s   (seconds)\n' round clean smudge clean smudge clean smudge clean
-printf '%-16s %8s %8s %8s %8s   %8s %8s %8s\n' "" "${size_mib}MiB" "${size_mib}MiB" "${count}x" "${count}x" \
+printf '\n%-16s %8s %8s %8s %8s %8s   %8s %8s %8s   (seconds)\n' round clean smudge clean smudge status clean smudge clean
+printf '%-16s %8s %8s %8s %8s %8s   %8s %8s %8s\n' "" "${size_mib}MiB" "${size_mib}MiB" "${count}x" "${count}x" "${count}x" \
   "alone" "alone" "alone"
 for (( r = 1 - warmup; r <= rounds; r++ )); do
   keep=1; label="round $r"
@@ -216,6 +224,7 @@ for step in "${steps[@]}"; do
     clean_big) label="clean ${size_mib} MiB (add)"; bytes=$big_bytes ;;
     smudge_big) label="smudge ${size_mib} MiB (checkout)"; bytes=$big_bytes ;;
     clean_small) label="clean $count x ${small_kib} KiB"; bytes=$small_bytes ;;
+    status_small) label="status $count x (touched)"; bytes=$small_bytes ;;
     smudge_small) label="smudge $count x ${small_kib} KiB"; bytes=$small_bytes ;;
     alone_clean_big) label="  filter alone: clean"; bytes=$big_bytes ;;
     alone_smudge_big) label="  filter alone: smudge"; bytes=$big_bytes ;;

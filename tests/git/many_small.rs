@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::env::{assert_file_is, ok, remote_url, stderr, GitEnv};
-use crate::support::{random_bytes, write_file, TestServer};
+use crate::support::{count_files, lfs_objects, random_bytes, write_file, TestServer};
 
 /// Reconstruction queries of every kind the server answered.
 fn reconstruction_requests(server: &TestServer) -> u64 {
@@ -172,20 +172,7 @@ fn a_damaged_small_object_of_a_batched_clone_is_refused_and_the_rest_are_stored(
         files.len() - 1,
         "the damaged object is not stored"
     );
-    assert!(count_files(&b.join(".git/lfs/objects")) < files.len());
-}
-
-fn count_files(dir: &Path) -> usize {
-    let mut n = 0;
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            n += count_files(&path);
-        } else {
-            n += 1;
-        }
-    }
-    n
+    assert!(lfs_objects(&b) < files.len());
 }
 
 /// git cleans again every file a checkout wrote in the second it wrote its index (after a

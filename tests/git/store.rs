@@ -5,28 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::env::{assert_file_is, ok, remote_url, stderr, stdout, GitEnv};
-use crate::support::{random_bytes, write_file, TestServer};
+use crate::support::{lfs_object_path, lfs_objects, random_bytes, write_file, TestServer};
 
 pub(crate) const XORB_SERVED: &str = "git_xet_xorb_bytes_served_total";
 const XORB_RECEIVED: &str = "git_xet_xorb_bytes_received_total";
-
-/// Files under `dir`, recursively (0 when it does not exist).
-fn count_files(dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| {
-            let p = e.path();
-            if p.is_dir() {
-                count_files(&p)
-            } else {
-                1
-            }
-        })
-        .sum()
-}
 
 fn bytes_under(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -60,11 +42,6 @@ fn listing(chunks: &Path) -> String {
         }
     }
     out
-}
-
-/// Whole objects in a clone's `.git/lfs/objects`.
-pub(crate) fn lfs_objects(repo: &Path) -> usize {
-    count_files(&repo.join(".git/lfs/objects"))
 }
 
 /// Version `n` of a 3 MiB model: version 0 random, each next one with 64 KiB rewritten.
@@ -185,19 +162,19 @@ fn pulled_versions_live_as_chunks_and_check_out_offline() {
     assert_eq!(lfs_objects(&b), 0);
 }
 
-/// Whether clone `repo` holds `oid`'s object whole.
-pub(crate) fn has_whole(repo: &Path, env: &GitEnv, rev: &str, path: &str) -> bool {
+/// Where clone `repo` keeps the whole object of `path` at `rev`.
+pub(crate) fn object_of(env: &GitEnv, repo: &Path, rev: &str, path: &str) -> PathBuf {
     let pointer = env.git(repo, &["cat-file", "-p", &format!("{rev}:{path}")]);
     let oid = pointer
         .lines()
         .find_map(|l| l.strip_prefix("oid sha256:"))
-        .expect("a pointer")
-        .to_string();
-    repo.join(".git/lfs/objects")
-        .join(&oid[..2])
-        .join(&oid[2..4])
-        .join(&oid)
-        .is_file()
+        .expect("a pointer");
+    lfs_object_path(repo, oid)
+}
+
+/// Whether clone `repo` holds the object of `path` at `rev` whole.
+pub(crate) fn has_whole(repo: &Path, env: &GitEnv, rev: &str, path: &str) -> bool {
+    object_of(env, repo, rev, path).is_file()
 }
 
 #[test]

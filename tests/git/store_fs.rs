@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::env::{assert_file_is, ok, remote_url, stderr, GitEnv};
-use crate::store::{clone, has_whole, lfs_objects, push_versions, version};
-use crate::support::TestServer;
+use crate::store::{clone, has_whole, object_of, push_versions, version};
+use crate::support::{lfs_objects, TestServer};
 
 /// A 1 GiB XFS (reflink on) mounted from an image file; unmounted and deleted on drop,
 /// also when the test fails.
@@ -103,20 +103,6 @@ fn all_extents_shared(file: &Path) -> bool {
         })
         .collect();
     !extents.is_empty() && extents.iter().all(|l| l.contains("shared"))
-}
-
-/// The whole object of `path` at `rev` in clone `repo`.
-fn object_of(env: &GitEnv, repo: &Path, rev: &str, path: &str) -> PathBuf {
-    let pointer = env.git(repo, &["cat-file", "-p", &format!("{rev}:{path}")]);
-    let oid = pointer
-        .lines()
-        .find_map(|l| l.strip_prefix("oid sha256:"))
-        .unwrap()
-        .to_string();
-    repo.join(".git/lfs/objects")
-        .join(&oid[..2])
-        .join(&oid[2..4])
-        .join(&oid)
 }
 
 #[test]

@@ -7,17 +7,7 @@ use git_xet_core::shard::Shard;
 use git_xet_core::xorb::SerializedXorb;
 
 use crate::common::*;
-use crate::support::{random_bytes, TestServer};
-
-fn count_files(dir: &std::path::Path) -> usize {
-    std::fs::read_dir(dir)
-        .map(|it| {
-            it.map(|e| e.unwrap().path())
-                .map(|p| if p.is_dir() { count_files(&p) } else { 1 })
-                .sum()
-        })
-        .unwrap_or(0)
-}
+use crate::support::{count_files, random_bytes, TestServer};
 
 #[test]
 fn everything_registered_survives_a_restart() {

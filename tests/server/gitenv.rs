@@ -103,14 +103,3 @@ impl GitEnv {
         self.git(dir, &["lfs", "track", "*.bin"]);
     }
 }
-
-/// Number of files under `dir`.
-pub fn count_files(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .map(|it| {
-            it.map(|e| e.unwrap().path())
-                .map(|p| if p.is_dir() { count_files(&p) } else { 1 })
-                .sum()
-        })
-        .unwrap_or(0)
-}

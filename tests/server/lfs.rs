@@ -8,8 +8,7 @@ use reqwest::blocking::RequestBuilder;
 use serde_json::{json, Value};
 
 use crate::common::*;
-use crate::gitenv::count_files;
-use crate::support::{random_bytes, TestServer};
+use crate::support::{count_files, random_bytes, TestServer};
 
 pub(crate) const LFS: &str = "application/vnd.git-lfs+json";
 

@@ -5,9 +5,8 @@
 use std::io::{Read, Write};
 
 use crate::common::*;
-use crate::gitenv::count_files;
 use crate::lfs::{basic_download, basic_upload, batch, lfs_url};
-use crate::support::{random_bytes, TestServer};
+use crate::support::{count_files, random_bytes, TestServer};
 
 #[test]
 fn basic_upload_becomes_xet_content_and_downloads_bit_exact() {

@@ -10,9 +10,9 @@ use git_xet_server::storage::{ObjectKey, ObjectKind, ObjectStore, S3Store};
 use object_store::ObjectStore as _;
 
 use crate::common::{json, rebuild, Cas, Upload};
-use crate::gitenv::{count_files, GitEnv};
+use crate::gitenv::GitEnv;
 use crate::support::garage::{self, Garage};
-use crate::support::{git_xet, random_bytes, write_file, TestServer};
+use crate::support::{count_files, git_xet, random_bytes, write_file, TestServer};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

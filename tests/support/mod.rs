@@ -557,6 +557,37 @@ fn dechunk(body: &str) -> String {
 
 pub use random::random_bytes;
 
+/// Files under `dir`, recursively (0 when it does not exist).
+pub fn count_files(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                count_files(&path)
+            } else {
+                1
+            }
+        })
+        .sum()
+}
+
+/// Whole objects in a clone's `.git/lfs/objects`.
+pub fn lfs_objects(repo: &Path) -> usize {
+    count_files(&repo.join(".git/lfs/objects"))
+}
+
+/// Where a clone keeps the whole object `oid` (`.git/lfs/objects/ab/cd/abcd...`).
+pub fn lfs_object_path(repo: &Path, oid: &str) -> PathBuf {
+    repo.join(".git/lfs/objects")
+        .join(&oid[..2])
+        .join(&oid[2..4])
+        .join(oid)
+}
+
 /// Writes a file, creating parent directories.
 pub fn write_file(path: &Path, bytes: &[u8]) {
     if let Some(parent) = path.parent() {

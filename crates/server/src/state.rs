@@ -78,10 +78,7 @@ impl AppState {
         repo: &RepoName,
         need: Scope,
     ) -> ServerResult<Access> {
-        let anonymous = self.anonymous_read(headers, repo)?;
-        let verify = |t: &str| self.verify_credential(t, Accepts::UserTokens);
-        let access = auth::authorize_with(headers, Some(repo), need, anonymous, &verify)?;
-        self.not_revoked(access)
+        self.authorize_named(headers, repo, need, Accepts::UserTokens)
     }
 
     /// Authorizes a basic object transfer or verify on a named repository: a user's token
@@ -92,9 +89,34 @@ impl AppState {
         repo: &RepoName,
         need: Scope,
     ) -> ServerResult<Access> {
+        self.authorize_named(headers, repo, need, Accepts::TransferTokens)
+    }
+
+    /// The one path of [`Self::authorize_repo`] and [`Self::authorize_transfer`]: anonymous
+    /// reads as the repository allows, then the credential as `accepts` says.
+    fn authorize_named(
+        &self,
+        headers: &HeaderMap,
+        repo: &RepoName,
+        need: Scope,
+        accepts: Accepts,
+    ) -> ServerResult<Access> {
         let anonymous = self.anonymous_read(headers, repo)?;
-        let verify = |t: &str| self.verify_credential(t, Accepts::TransferTokens);
-        let access = auth::authorize_with(headers, Some(repo), need, anonymous, &verify)?;
+        self.authorize(headers, Some(repo), need, anonymous, accepts)
+    }
+
+    /// Checks the request's credential (verified as `accepts` says) against `repo`, or the
+    /// credential's one repository when `None` (CAS), and refuses revoked tokens.
+    fn authorize(
+        &self,
+        headers: &HeaderMap,
+        repo: Option<&RepoName>,
+        need: Scope,
+        anonymous: bool,
+        accepts: Accepts,
+    ) -> ServerResult<Access> {
+        let verify = |t: &str| self.verify_credential(t, accepts);
+        let access = auth::authorize_with(headers, repo, need, anonymous, &verify)?;
         self.not_revoked(access)
     }
 
@@ -110,9 +132,7 @@ impl AppState {
 
     /// Authorizes a CAS request: the token's repository is the one acted on.
     pub fn authorize_cas(&self, headers: &HeaderMap, need: Scope) -> ServerResult<Access> {
-        let verify = |t: &str| self.verify_credential(t, Accepts::TransferTokens);
-        let access = auth::authorize_with(headers, None, need, false, &verify)?;
-        self.not_revoked(access)
+        self.authorize(headers, None, need, false, Accepts::TransferTokens)
     }
 
     /// Verifies a user's credential without naming a repository (the status page lists

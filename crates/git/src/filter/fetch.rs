@@ -196,15 +196,9 @@ impl Fetcher {
         tap: ContentTap,
         progress: Option<ProgressFn>,
     ) -> Result<Fetched, GitError> {
-        let group = [(pathname, pointer)];
-        let wanted = self
-            .requests_for(&group)
-            .pop()
-            .expect("one answer per object");
-        let request = match wanted {
-            Ok(Ok(r)) => r,
-            Ok(Err(why)) => return Ok(Fetched::GitLfs(why)),
-            Err(e) => return Err(GitError::Shared(e)),
+        let request = match self.request_for(pathname, pointer)? {
+            Ok(r) => r,
+            Err(why) => return Ok(Fetched::GitLfs(why)),
         };
         let result = self.service.download_tapped(&request, tap, progress);
         stored(store, pathname, pointer, result)
@@ -222,15 +216,9 @@ impl Fetcher {
         &mut self,
         pointer: &Pointer,
     ) -> Result<Result<(CasClient, MerkleHash), Handoff>, GitError> {
-        let group = [("", pointer)];
-        let wanted = self
-            .requests_for(&group)
-            .pop()
-            .expect("one answer per object");
-        let request = match wanted {
-            Ok(Ok(r)) => r,
-            Ok(Err(why)) => return Ok(Err(why)),
-            Err(e) => return Err(GitError::Shared(e)),
+        let request = match self.request_for("", pointer)? {
+            Ok(r) => r,
+            Err(why) => return Ok(Err(why)),
         };
         let hash = request
             .access
@@ -238,6 +226,19 @@ impl Fetcher {
             .ok_or_else(|| LfsError::Action("download action without X-Xet-Hash".into()))?;
         let client = self.service.client(&request.access)?;
         Ok(Ok((client, hash)))
+    }
+
+    /// [`Self::requests_for`] of one object.
+    fn request_for(
+        &self,
+        pathname: &str,
+        pointer: &Pointer,
+    ) -> Result<Result<ObjectDownload, Handoff>, GitError> {
+        let wanted = self
+            .requests_for(&[(pathname, pointer)])
+            .pop()
+            .expect("one answer per object");
+        wanted.map_err(GitError::Shared)
     }
 
     /// One Batch API request per [`BATCH_SIZE`] objects of `group`, all at once; per

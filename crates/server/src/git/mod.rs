@@ -3,6 +3,7 @@
 //! calls.
 
 mod hook_check;
+pub(crate) mod ls_tree;
 pub(crate) mod repos;
 mod service;
 pub(crate) mod writers;

@@ -11,6 +11,7 @@ use tokio::process::Command;
 use git_xet_core::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
 
 use crate::error::{ServerError, ServerResult};
+use crate::git::ls_tree;
 
 /// One entry of a tree listing.
 #[derive(Debug, Clone)]
@@ -32,7 +33,9 @@ impl Entry {
     }
 }
 
-fn git(dir: &Path) -> Command {
+/// git in the bare repository `dir` as the Hub runs it: never prompting, paths literal,
+/// killed when the request goes away (gitwrite.rs adds the fsync settings).
+pub(super) fn git(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir")
         .arg(dir)
@@ -43,7 +46,8 @@ fn git(dir: &Path) -> Command {
     cmd
 }
 
-async fn run(dir: &Path, args: &[&str]) -> ServerResult<std::process::Output> {
+/// Runs git (see [`git`]); its output whatever its exit status.
+pub(super) async fn run(dir: &Path, args: &[&str]) -> ServerResult<std::process::Output> {
     git(dir)
         .args(args)
         .output()
@@ -52,7 +56,35 @@ async fn run(dir: &Path, args: &[&str]) -> ServerResult<std::process::Output> {
 }
 
 async fn run_ok(dir: &Path, args: &[&str]) -> ServerResult<Vec<u8>> {
-    let out = run(dir, args).await?;
+    succeeded(args, run(dir, args).await?)
+}
+
+/// Runs `cmd` (from [`git`]) with `input` on its stdin, written from a task so that a full
+/// stdout pipe cannot stall both sides; its output whatever its exit status.
+pub(super) async fn run_with_input(
+    mut cmd: Command,
+    input: Vec<u8>,
+) -> ServerResult<std::process::Output> {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| ServerError::internal(format!("running git: {e}")))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let writer = tokio::spawn(async move {
+        let _ = stdin.write_all(&input).await;
+    });
+    let out = child
+        .wait_with_output()
+        .await
+        .map_err(|e| ServerError::internal(format!("git: {e}")))?;
+    let _ = writer.await;
+    Ok(out)
+}
+
+/// The stdout of git run with `args`, or an internal error with git's message.
+pub(super) fn succeeded(args: &[&str], out: std::process::Output) -> ServerResult<Vec<u8>> {
     if !out.status.success() {
         return Err(ServerError::internal(format!(
             "git {} failed: {}",
@@ -165,30 +197,21 @@ pub async fn entry(dir: &Path, commit: &str, path: &str) -> ServerResult<Option<
     Ok(entries.pop())
 }
 
-/// Parses `git ls-tree -l -z`: `<mode> <type> <oid> <size>\t<path>\0`. Submodules and
-/// anything unparsable are left out.
+/// The entries of `git ls-tree -l -z` output. Submodules, paths that are not UTF-8 (the Hub
+/// names files by strings) and anything unparsable are left out.
 fn parse_ls_tree(out: &[u8]) -> Vec<Entry> {
-    out.split(|&b| b == 0)
+    ls_tree::records(out)
         .filter_map(|record| {
-            let record = std::str::from_utf8(record).ok()?;
-            let (meta, path) = record.split_once('\t')?;
-            let mut fields = meta.split_whitespace();
-            let (_mode, kind, oid, size) = (
-                fields.next()?,
-                fields.next()?,
-                fields.next()?,
-                fields.next()?,
-            );
-            let is_dir = match kind {
+            let is_dir = match record.kind {
                 "tree" => true,
                 "blob" => false,
                 _ => return None,
             };
             Some(Entry {
-                path: path.to_string(),
-                oid: oid.to_string(),
+                path: std::str::from_utf8(record.path).ok()?.to_string(),
+                oid: record.oid.to_string(),
                 is_dir,
-                size: if is_dir { 0 } else { size.parse().ok()? },
+                size: if is_dir { 0 } else { record.size? },
                 pointer: None,
             })
         })
@@ -209,22 +232,9 @@ async fn read_pointers(dir: &Path, entries: &mut [Entry]) -> ServerResult<()> {
         input.push_str(&entries[i].oid);
         input.push('\n');
     }
-    let mut child = git(dir)
-        .args(["cat-file", "--batch"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| ServerError::internal(format!("running git cat-file: {e}")))?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let writer = tokio::spawn(async move {
-        let _ = stdin.write_all(input.as_bytes()).await;
-    });
-    let out = child
-        .wait_with_output()
-        .await
-        .map_err(|e| ServerError::internal(format!("git cat-file: {e}")))?;
-    let _ = writer.await;
+    let mut cmd = git(dir);
+    cmd.args(["cat-file", "--batch"]);
+    let out = run_with_input(cmd, input.into_bytes()).await?;
     // `<oid> blob <size>\n<content>\n` per object, in the order asked.
     let mut rest = &out.stdout[..];
     for &i in &small {
@@ -315,7 +325,8 @@ mod tests {
     fn ls_tree_records_are_parsed_and_junk_skipped() {
         let out = b"100644 blob 0123456789012345678901234567890123456789     12\ta b.txt\0\
 040000 tree 1111111111111111111111111111111111111111       -\tdir\0\
-160000 commit 2222222222222222222222222222222222222222       -\tsub\0garbage\0";
+160000 commit 2222222222222222222222222222222222222222       -\tsub\0garbage\0\
+100644 blob 3333333333333333333333333333333333333333      5\tnot-\xffutf8\0";
         let entries = parse_ls_tree(out);
         assert_eq!(entries.len(), 2);
         assert_eq!((entries[0].path.as_str(), entries[0].size), ("a b.txt", 12));

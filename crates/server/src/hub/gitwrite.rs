@@ -7,59 +7,44 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 
-use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use crate::error::{ServerError, ServerResult};
+use crate::git::ls_tree;
 use crate::git::repos::FSYNC_CONFIG;
+use crate::hub::gitread;
 
 /// A file of the tree being built: mode (`100644`, `100755`, `120000`) and blob id.
 pub type Files = BTreeMap<String, (String, String)>;
 
 fn git(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.args(FSYNC_CONFIG)
-        .arg("--git-dir")
-        .arg(dir)
-        .env("GIT_LITERAL_PATHSPECS", "1")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .kill_on_drop(true);
+    let mut cmd = gitread::git(dir);
+    cmd.args(FSYNC_CONFIG);
     cmd
 }
 
-/// Runs git with `input` on stdin; stdout, or an internal error with git's message.
+/// Runs git with `input` on stdin; stdout trimmed, or an internal error with git's message.
 async fn run(
     dir: &Path,
     args: &[&str],
     input: &[u8],
     env: &[(&str, &str)],
 ) -> ServerResult<String> {
-    let mut child = git(dir)
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| ServerError::internal(format!("running git: {e}")))?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let input = input.to_vec();
-    let writer = tokio::spawn(async move {
-        let _ = stdin.write_all(&input).await;
-    });
-    let out = child
-        .wait_with_output()
-        .await
-        .map_err(|e| ServerError::internal(format!("git: {e}")))?;
-    let _ = writer.await;
-    if !out.status.success() {
-        return Err(ServerError::internal(format!(
-            "git {} failed: {}",
-            args.first().unwrap_or(&""),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let out = output(dir, args, input, env).await?;
+    Ok(String::from_utf8_lossy(&out).trim().to_string())
+}
+
+/// [`run`]'s stdout as git wrote it.
+async fn output(
+    dir: &Path,
+    args: &[&str],
+    input: &[u8],
+    env: &[(&str, &str)],
+) -> ServerResult<Vec<u8>> {
+    let mut cmd = git(dir);
+    cmd.args(args).envs(env.iter().copied());
+    let out = gitread::run_with_input(cmd, input.to_vec()).await?;
+    gitread::succeeded(args, out)
 }
 
 /// Stores `bytes` as a blob; returns its id.
@@ -72,17 +57,15 @@ pub async fn files_of(dir: &Path, commit: Option<&str>) -> ServerResult<Files> {
     let Some(commit) = commit else {
         return Ok(Files::new());
     };
-    let out = run(dir, &["ls-tree", "-r", "-z", commit], b"", &[]).await?;
-    let mut files = Files::new();
-    for record in out.split('\0').filter(|r| !r.is_empty()) {
-        let Some((meta, path)) = record.split_once('\t') else {
-            continue;
-        };
-        let mut f = meta.split(' ');
-        if let (Some(mode), Some("blob"), Some(oid)) = (f.next(), f.next(), f.next()) {
-            files.insert(path.to_string(), (mode.to_string(), oid.to_string()));
-        }
-    }
+    let out = output(dir, &["ls-tree", "-r", "-z", commit], b"", &[]).await?;
+    // Known limit: a path that is not UTF-8 is taken lossily, so a Hub commit renames it.
+    let files = ls_tree::records(&out)
+        .filter(|r| r.kind == "blob")
+        .map(|r| {
+            let path = String::from_utf8_lossy(r.path).into_owned();
+            (path, (r.mode.to_string(), r.oid.to_string()))
+        })
+        .collect();
     Ok(files)
 }
 

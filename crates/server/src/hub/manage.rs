@@ -12,7 +12,7 @@ use crate::error::ServerError;
 use crate::hub::access::{authorize, open};
 use crate::hub::info::commit_of;
 use crate::hub::upload::visibility;
-use crate::hub::{HubError, HubResult};
+use crate::hub::{gitread, HubError, HubResult};
 use crate::state::{blocking, SharedState};
 
 /// Commits per page of `list_repo_commits` (the client follows `Link: rel="next"`).
@@ -37,22 +37,9 @@ pub async fn commits(
     let skip = format!("--skip={}", page.saturating_mul(PAGE));
     // One more than a page tells whether another follows.
     let count = format!("--max-count={}", PAGE + 1);
-    let out = tokio::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(&repo.dir)
-        .args([
-            "log",
-            "-z",
-            "--format=%H%x1f%an%x1f%ct%x1f%s%x1f%B",
-            &skip,
-            &count,
-            &commit,
-            "--",
-        ])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(|e| ServerError::internal(format!("running git log: {e}")))?;
+    let format = "--format=%H%x1f%an%x1f%ct%x1f%s%x1f%B";
+    let args = ["log", "-z", format, &skip, &count, &commit, "--"];
+    let out = gitread::run(&repo.dir, &args).await?;
     if !out.status.success() {
         return Err(ServerError::internal("git log failed").into());
     }

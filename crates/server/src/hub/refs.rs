@@ -117,14 +117,7 @@ pub async fn delete_branch(
 
 /// The ref HEAD names (`refs/heads/main`).
 async fn default_branch(repo: &Repo) -> HubResult<Option<String>> {
-    let out = tokio::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(&repo.dir)
-        .args(["symbolic-ref", "--quiet", "HEAD"])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(|e| ServerError::internal(format!("running git: {e}")))?;
+    let out = gitread::run(&repo.dir, &["symbolic-ref", "--quiet", "HEAD"]).await?;
     let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
     Ok((out.status.success() && !name.is_empty()).then_some(name))
 }
@@ -174,14 +167,7 @@ pub async fn delete_tag(
         return Err(HubError::RevisionNotFound(tag.to_string()));
     }
     let full = format!("refs/tags/{tag}");
-    let out = tokio::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(&repo.dir)
-        .args(["rev-parse", "--verify", "--quiet", &full])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(|e| ServerError::internal(format!("running git: {e}")))?;
+    let out = gitread::run(&repo.dir, &["rev-parse", "--verify", "--quiet", &full]).await?;
     let old = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || old.is_empty() {
         return Err(HubError::RevisionNotFound(tag.to_string()));

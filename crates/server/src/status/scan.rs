@@ -110,23 +110,14 @@ pub fn head_files(dir: &Path) -> Result<HeadFiles, ScanError> {
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         });
     }
-    // `<mode> blob <oid> <size>\t<path>`: blobs small enough to be a pointer.
-    let candidates: Vec<(String, String)> = out
-        .stdout
-        .split(|&b| b == 0)
-        .filter_map(|entry| {
-            let tab = entry.iter().position(|&b| b == b'\t')?;
-            let (meta, path) = (std::str::from_utf8(&entry[..tab]).ok()?, &entry[tab + 1..]);
-            let mut fields = meta.split_whitespace();
-            let (_mode, kind, oid, size) = (
-                fields.next()?,
-                fields.next()?,
-                fields.next()?,
-                fields.next()?,
-            );
-            let size: usize = size.parse().ok()?;
-            (kind == "blob" && size <= MAX_POINTER_SIZE)
-                .then(|| (oid.to_string(), String::from_utf8_lossy(path).into_owned()))
+    // Blobs small enough to be a pointer, paths shown lossily.
+    let candidates: Vec<(String, String)> = crate::git::ls_tree::records(&out.stdout)
+        .filter(|r| r.kind == "blob" && r.size.is_some_and(|s| s <= MAX_POINTER_SIZE as u64))
+        .map(|r| {
+            (
+                r.oid.to_string(),
+                String::from_utf8_lossy(r.path).into_owned(),
+            )
         })
         .collect();
     let mut result = HeadFiles::default();

@@ -90,6 +90,15 @@ impl Staged {
         Staged { file, path }
     }
 
+    /// A new, empty staging file in `dir`, a store's staging directory (`stage()` of the
+    /// directory and the S3 stores).
+    pub fn create_in(dir: &std::path::Path) -> std::io::Result<Staged> {
+        let file = tempfile::Builder::new()
+            .prefix(".stage-")
+            .tempfile_in(dir)?;
+        Ok(Staged::new(file))
+    }
+
     pub fn file(&self) -> &std::fs::File {
         &self.file
     }

@@ -266,10 +266,7 @@ impl ObjectStore for S3Store {
     }
 
     fn stage(&self) -> std::io::Result<Staged> {
-        let file = tempfile::Builder::new()
-            .prefix(".stage-")
-            .tempfile_in(&self.tmp)?;
-        Ok(Staged::new(file))
+        Staged::create_in(&self.tmp)
     }
 
     fn put_staged(&self, key: ObjectKey, staged: Staged) -> BoxFuture<'_, std::io::Result<bool>> {
