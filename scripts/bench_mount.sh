@@ -11,8 +11,9 @@
 # xorb bytes served meanwhile: must be 0); one random 1 MiB read (first-byte latency, total
 # time, xorb bytes served); a sequential read of the whole file through the mount against
 # `git xet download` of the same file (fresh chunk cache each; xorb bytes served by both,
-# equal when no chunk is fetched twice); the disk check (after the whole file was read once,
-# the pointer-only clone, the chunk cache and the chunk store hold at most the cache bound);
+# equal when no chunk is fetched twice; the mount process's CPU time and peak RSS); the
+# disk check (after the whole file was read once, the pointer-only clone, the chunk cache
+# and the chunk store hold at most the cache bound);
 # a second sequential read through a new mount (xorb bytes and requests served: the
 # reconstructions are kept beside the chunk cache, so 0 and 0). Needs /dev/fuse,
 # fusermount3, git-lfs, python3; about 4x SIZE_MIB of free disk.
@@ -61,8 +62,9 @@ s2b="$(served)"
 # Sequential: the whole file through the mount, then git xet download (fresh caches).
 "$BIN" unmount "$WORK/view"; rm -rf "$WORK/cache"
 "$BIN" mount "$WORK/view" --cache-size "$CACHE_SIZE" 2>/dev/null
+pid="$(mount_pid "$WORK/view")"; c2="$(cpu_s "$pid")"
 t2="$(now)"; cat "$WORK/view/model.bin" > /dev/null; t3="$(now)"
-s3="$(served)"
+s3="$(served)"; c3="$(cpu_s "$pid")"; rss="$(peak_mib "$pid")"
 cmp -s "$WORK/a/model.bin" "$WORK/view/model.bin" || { echo "the mount differs" >&2; exit 1; }
 "$BIN" unmount "$WORK/view"
 # Disk after the whole file was read once: the clone, the chunk cache and the store.
@@ -86,6 +88,7 @@ echo "git xet mount benchmark: ${SIZE_MIB} MiB LFS file, server on loopback ($(n
 awk -v a="$t0" -v b="$t1" -v s="$((s1 - s0))" 'BEGIN { printf "mount + stat:                 %.3f s, LFS (xorb) bytes served %d\n", b - a, s }'
 echo "random 1 MiB read at $OFFSET:  first 4 KiB in ${first} ms, 1 MiB in ${total} ms, xorb bytes served $((s2 - s1)), requests $((r2 - r1))"
 echo "sequential read, mount:       $(mbs "$t2" "$t3") (cold chunk cache; xorb bytes served $((s3 - s2b)))"
+echo "  mount process:              CPU $(awk -v a="$c2" -v b="$c3" 'BEGIN { printf "%.2f", b - a }') s for the cold read, peak RSS ${rss} MiB"
 echo "sequential read, new mount:   $(mbs "$t4" "$t5") (warm cache; xorb bytes served $((s5 - s4)), requests $((r5 - r4)))"
 echo "git xet download:             $(mbs "$t6" "$t7") (no chunk cache; xorb bytes served $((s7 - s6)))"
 awk -v a="$t2" -v b="$t3" -v c="$t6" -v d="$t7" 'BEGIN { printf "mount / download throughput:  %.0f%%\n", 100 * (d - c) / (b - a) }'

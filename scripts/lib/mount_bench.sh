@@ -38,6 +38,16 @@ served() { curl -s "$URL/metrics" | awk '$1 ~ /^git_xet_xorb_bytes_served_total(
 # HTTP requests the server answered, its metrics scrapes left out.
 requests() { curl -s "$URL/metrics" | awk '$1 ~ /^git_xet_http_requests_total/ && $1 !~ /metrics/ { s += $2 } END { printf "%.0f", s }'; }
 now() { date +%s.%N; }
+# The pid of the `git xet mount` process serving DIR (it runs detached, with --foreground).
+mount_pid() {
+  local p
+  for p in /proc/[0-9]*; do
+    tr '\0' ' ' 2>/dev/null < "$p/cmdline" | grep -q -- "mount $1 .*--foreground" && { basename "$p"; return; }
+  done
+}
+# CPU seconds (user + system) a process used so far, and its peak resident memory in MiB.
+cpu_s() { awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
+peak_mib() { awk '/^VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 # `git push ARGS` as if from another machine: uploads fill the pusher's chunk store, and a mount
 # reads what its store holds without a request, so the store the mounts use must start empty.

@@ -94,8 +94,8 @@ pub use cas_client::{
     endpoint_key, CasClient, ClientConfig, DEFAULT_DOWNLOAD_CONCURRENCY, DEFAULT_UPLOAD_CONCURRENCY,
 };
 pub use download::{
-    slice_reconstruction, ContentTap, DownloadOptions, DownloadOutcome, LocalSource, RangeEdges,
-    RangeSink, SharedFetches,
+    slice_reconstruction, ContentTap, DownloadOptions, DownloadOutcome, FirstChunk, LocalSource,
+    RangeEdges, RangeSink, SharedFetches,
 };
 pub use error::{CacheDamage, ClientError, Result};
 /// How an upload reaches a file's bytes: mapped (only files git-xet owns) or read.

@@ -9,19 +9,22 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::block_data::{Block, Data, Pool};
 use crate::MountError;
 use git_xet_core::lfs::pointer::Pointer;
 
 /// 2 MiB: about 32 chunks, so the chunks cut at a block's ends are a small part of it,
 /// and a FUSE read (128 KiB) rarely spans two blocks.
 pub const BLOCK_SIZE: u64 = 2 << 20;
-/// At most this many blocks are fetched ahead of a sequential reader (64 MiB).
-pub const READ_AHEAD: u64 = 32;
+/// At most this many blocks are fetched ahead of a sequential reader (96 MiB).
+pub const READ_AHEAD: u64 = 48;
 /// Read-ahead fetches runs of up to this many blocks (8 MiB) as one range: one
 /// reconstruction query and one xorb range per run instead of one per block, and several
 /// runs in flight at once keep the link (and both ends' cores) busy. Adjacent runs share
-/// no chunk (`crate::edges`).
+/// no chunk (`crate::edges`). Once a quarter of the read-ahead is more, runs are that
+/// long, up to [`MAX_WINDOW_BLOCKS`] (16 MiB): fewer queries for a long read.
 pub const WINDOW_BLOCKS: u64 = 4;
+pub const MAX_WINDOW_BLOCKS: u64 = 8;
 /// A sequential reader has at least this many blocks ahead (8 MiB): the first windows
 /// stream while it reads rather than one block at a time.
 pub const MIN_AHEAD: u64 = 4;
@@ -62,7 +65,7 @@ type Key = ([u8; 32], u64);
 #[derive(Default)]
 struct Slot {
     /// None while the fetch runs.
-    result: Mutex<Option<Result<Arc<Vec<u8>>, MountError>>>,
+    result: Mutex<Option<Result<Arc<Block>, MountError>>>,
     done: Condvar,
 }
 
@@ -81,6 +84,7 @@ pub struct BlockCache<S: RangeSource> {
     state: Arc<Mutex<State>>,
     timeout: Duration,
     memory_blocks: usize,
+    pool: Arc<Pool>,
 }
 
 impl<S: RangeSource> BlockCache<S> {
@@ -91,6 +95,7 @@ impl<S: RangeSource> BlockCache<S> {
             state: Default::default(),
             timeout,
             memory_blocks: MEMORY_BLOCKS,
+            pool: Default::default(),
         }
     }
 
@@ -98,11 +103,12 @@ impl<S: RangeSource> BlockCache<S> {
         &self.source
     }
 
-    /// Bytes `offset..offset + size` of `object` (fewer at its end).
-    pub fn read(&self, object: &Pointer, offset: u64, size: u32) -> Result<Vec<u8>, MountError> {
+    /// Bytes `offset..offset + size` of `object` (fewer at its end): a part of one block,
+    /// or a copy when the range spans blocks.
+    pub fn read(&self, object: &Pointer, offset: u64, size: u32) -> Result<Data, MountError> {
         let end = object.size.min(offset.saturating_add(u64::from(size)));
         if offset >= end {
-            return Ok(Vec::new());
+            return Ok(Data::Owned(Vec::new()));
         }
         let first = offset / BLOCK_SIZE;
         let last = (end - 1) / BLOCK_SIZE;
@@ -122,7 +128,8 @@ impl<S: RangeSource> BlockCache<S> {
         if let Some(run) = sequential {
             self.read_ahead(object, last, run);
         }
-        let mut out = Vec::with_capacity((end - offset) as usize);
+        let mut parts = Vec::with_capacity(slots.len());
+        let mut got = 0u64;
         for (b, slot) in (first..=last).zip(slots) {
             let data = self.wait(&slot, object, b)?;
             let block_start = b * BLOCK_SIZE;
@@ -134,23 +141,31 @@ impl<S: RangeSource> BlockCache<S> {
                     offset: block_start + data.len() as u64,
                 });
             }
-            out.extend_from_slice(&data[from as usize..to as usize]);
+            got += to - from;
+            parts.push(Data::Block(data, from as usize..to as usize));
         }
-        if (out.len() as u64) < end - offset {
+        if got < end - offset {
             return Err(MountError::Short {
                 oid: object.oid.to_string(),
-                offset: offset + out.len() as u64,
+                offset: offset + got,
             });
         }
-        Ok(out)
+        if parts.len() == 1 {
+            return Ok(parts.pop().expect("one part"));
+        }
+        let mut out = Vec::with_capacity(got as usize);
+        for part in parts {
+            out.extend_from_slice(&part);
+        }
+        Ok(Data::Owned(out))
     }
 
     /// Read-ahead after block `last` for a stream that has read `run` bytes in a row: an
     /// eighth of the run (at least [`MIN_AHEAD`], at most [`READ_AHEAD`] blocks), so that
     /// reading one tensor of a checkpoint fetches little past its end while a whole-file
-    /// read has 64 MiB ahead after its first 512 MiB. Refilled once half of it was read, in
-    /// runs of at most [`WINDOW_BLOCKS`] fetched in parallel, each streamed into its blocks
-    /// as it arrives.
+    /// read has 96 MiB ahead after its first 768 MiB. Refilled once half of it was read, in
+    /// runs of [`WINDOW_BLOCKS`] or a quarter of the read-ahead fetched in parallel, each
+    /// streamed into its blocks as it arrives.
     fn read_ahead(&self, object: &Pointer, last: u64, run: u64) {
         let last_block = (object.size - 1) / BLOCK_SIZE;
         let ahead = (run / BLOCK_SIZE / 8).clamp(MIN_AHEAD, READ_AHEAD);
@@ -164,9 +179,10 @@ impl<S: RangeSource> BlockCache<S> {
             return;
         }
         let to = (last + ahead).min(last_block);
+        let window = (ahead / 4).clamp(WINDOW_BLOCKS, MAX_WINDOW_BLOCKS);
         let mut b = last + 1 + have;
         while b <= to {
-            let piece_end = (b + WINDOW_BLOCKS - 1).min(to);
+            let piece_end = (b + window - 1).min(to);
             self.start(object, b, piece_end);
             b = piece_end + 1;
         }
@@ -209,6 +225,7 @@ impl<S: RangeSource> BlockCache<S> {
     /// as its bytes arrived.
     fn spawn_fetch(&self, object: &Pointer, run: Vec<(u64, Arc<Slot>)>) {
         let (source, shared, object) = (self.source.clone(), self.state.clone(), object.clone());
+        let pool = self.pool.clone();
         std::thread::spawn(move || {
             let start = run[0].0 * BLOCK_SIZE;
             let end = ((run[run.len() - 1].0 + 1) * BLOCK_SIZE).min(object.size);
@@ -218,6 +235,7 @@ impl<S: RangeSource> BlockCache<S> {
                 received: 0,
                 buf: Vec::new(),
                 len: end - start,
+                pool,
             }));
             let into = filler.clone();
             let sink: Sink = Box::new(move |at, data| into.lock().expect("filler").push(at, data));
@@ -247,7 +265,7 @@ impl<S: RangeSource> BlockCache<S> {
         });
     }
 
-    fn wait(&self, slot: &Slot, object: &Pointer, b: u64) -> Result<Arc<Vec<u8>>, MountError> {
+    fn wait(&self, slot: &Slot, object: &Pointer, b: u64) -> Result<Arc<Block>, MountError> {
         let deadline = Instant::now() + self.timeout;
         let mut result = slot.result.lock().expect("slot");
         loop {
@@ -277,6 +295,7 @@ struct Filler {
     buf: Vec<u8>,
     /// Bytes the run should get.
     len: u64,
+    pool: Arc<Pool>,
 }
 
 impl Filler {
@@ -290,9 +309,8 @@ impl Filler {
         while !data.is_empty() && self.filled < self.run.len() {
             let want = BLOCK_SIZE as usize - self.buf.len();
             let take = want.min(data.len());
-            if self.buf.is_empty() {
-                self.buf
-                    .reserve_exact(BLOCK_SIZE.min(self.len - self.received) as usize);
+            if self.buf.capacity() == 0 {
+                self.buf = self.pool.take(BLOCK_SIZE as usize);
             }
             self.buf.extend_from_slice(&data[..take]);
             self.received += take as u64;
@@ -304,7 +322,7 @@ impl Filler {
     }
 
     fn fill(&mut self) {
-        let block = Arc::new(std::mem::take(&mut self.buf));
+        let block = Arc::new(Block::new(std::mem::take(&mut self.buf), &self.pool));
         let slot = &self.run[self.filled].1;
         *slot.result.lock().expect("slot") = Some(Ok(block));
         slot.done.notify_all();
@@ -400,7 +418,7 @@ mod tests {
             (3 * BLOCK_SIZE, 100),
             (3 * BLOCK_SIZE + 5, 10),
         ] {
-            let got = c.read(&obj, offset, size).unwrap();
+            let got = c.read(&obj, offset, size).unwrap().to_vec();
             let end = (offset + u64::from(size)).min(obj.size);
             let want: Vec<u8> = (offset..end).map(byte).collect();
             assert_eq!(got, want, "{offset}+{size}");
@@ -490,7 +508,7 @@ mod tests {
             Err(MountError::Unavailable(_))
         ));
         c.source().failing.store(false, Ordering::SeqCst);
-        assert_eq!(c.read(&obj, 0, 3).unwrap(), vec![byte(0), byte(1), byte(2)]);
+        assert_eq!(*c.read(&obj, 0, 3).unwrap(), [byte(0), byte(1), byte(2)]);
         assert_eq!(c.source().calls.load(Ordering::SeqCst), 2);
     }
 

@@ -2,8 +2,11 @@
 //! chunk twice. Two ranges that meet inside a chunk both need it whole (a chunk is fetched
 //! and checked as a unit); the first read keeps it decoded with the length of its record in
 //! the xorb (from its header), and the second takes it out of its own fetch: its xorb
-//! range then begins (or ends) that many bytes further in. A read waits for an edge chunk
-//! another read is fetching rather than fetching it too.
+//! range then begins (or ends) that many bytes further in. A read never fetches an edge
+//! chunk another read is fetching: when that read fetches it at the other end of its range
+//! (its last chunk is this read's first, or its first this read's last), this read leaves
+//! the chunk out of its fetch at once and takes its bytes once the other read kept it; in
+//! the rare other cases it waits for that read before fetching.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
@@ -20,30 +23,37 @@ pub type Edge = (Arc<Vec<u8>>, u32);
 /// Edge chunks kept in memory, oldest dropped first (a few hundred chunks).
 const EDGE_BYTES: usize = 16 << 20;
 
-/// What a read fetching a chunk as its last one says of it, so that the read of the bytes
-/// after it can leave the chunk out of its own xorb range at once rather than wait: where
-/// its record ends in the xorb and where the chunk ends in the file (both exclusive).
+/// What a read fetching a chunk as its first or last one says of it, so that the read of
+/// the bytes next to it can leave the chunk out of its own xorb range at once rather than
+/// wait: for a last chunk where its record ends in the xorb and where the chunk ends in the
+/// file (both exclusive), for a first chunk where both begin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pending {
-    pub record_end: u64,
-    pub file_end: u64,
+    pub record: u64,
+    pub file: u64,
 }
+
+/// The first and last chunk of a read.
+pub const FIRST: usize = 0;
+pub const LAST: usize = 1;
 
 #[derive(Default)]
 struct State {
     kept: HashMap<ChunkKey, Edge>,
     order: VecDeque<ChunkKey>,
     bytes: usize,
-    /// Edge chunks reads in flight are fetching (and, for a last chunk, where it ends).
-    busy: HashMap<ChunkKey, Option<Pending>>,
+    /// Edge chunks reads in flight are fetching: as their first or last chunk, and where
+    /// it begins or ends.
+    busy: HashMap<ChunkKey, (usize, Option<Pending>)>,
 }
 
 /// What [`Edges::claim`] found for a read's first and last chunk.
 #[derive(Debug, Default)]
 pub struct Claimed {
     pub kept: [Option<Edge>; 2],
-    /// The first chunk is another read's last, in flight.
-    pub pending: Option<Pending>,
+    /// The first chunk is another read's last, or the last chunk another read's first, in
+    /// flight.
+    pub pending: [Option<Pending>; 2],
     /// Chunks the caller now fetches for others (to [`release`](Edges::release)).
     pub marked: Vec<ChunkKey>,
 }
@@ -57,30 +67,30 @@ pub struct Edges {
 impl Edges {
     /// The kept chunks among `keys` (first and last chunk of a read), once no other read
     /// is fetching them (or at `deadline`: then the read fetches them too), except a first
-    /// chunk that another read is fetching as its last: that is said (`pending`) and not
-    /// waited for. Those neither kept nor pending are marked as being fetched by the
-    /// caller, with `last` (where its last chunk ends); the caller must
-    /// [`release`](Self::release) them.
+    /// chunk another read is fetching as its last, or a last chunk another read is fetching
+    /// as its first: that is said (`pending`) and not waited for. Those neither kept nor
+    /// pending are marked as being fetched by the caller, with `ends` (where its first
+    /// chunk begins, where its last ends); the caller must [`release`](Self::release) them.
     pub fn claim(
         &self,
         keys: [Option<ChunkKey>; 2],
-        last: Option<Pending>,
+        ends: [Option<Pending>; 2],
         deadline: Instant,
     ) -> Claimed {
         let mut state = self.state.lock().expect("edges");
-        let pending_first = |state: &State| {
-            keys[0].and_then(|k| match state.busy.get(&k) {
-                Some(Some(p)) if keys[1] != keys[0] => Some(*p),
+        // A chunk the other end of another read: its first for our last and the other way.
+        let pending = |state: &State, i: usize| {
+            keys[i].and_then(|k| match state.busy.get(&k) {
+                Some((end, Some(p))) if *end != i && keys[1] != keys[0] => Some(*p),
                 _ => None,
             })
         };
         loop {
-            let pending = pending_first(&state);
             let waiting = keys.iter().enumerate().any(|(i, k)| {
                 k.is_some_and(|k| {
                     state.busy.contains_key(&k)
                         && !state.kept.contains_key(&k)
-                        && !(i == 0 && pending.is_some())
+                        && pending(&state, i).is_none()
                 })
             });
             let left = deadline.saturating_duration_since(Instant::now());
@@ -93,16 +103,18 @@ impl Edges {
             kept: keys.map(|k| k.and_then(|k| state.kept.get(&k).cloned())),
             ..Default::default()
         };
-        if out.kept[0].is_none() {
-            out.pending = pending_first(&state);
+        for i in [FIRST, LAST] {
+            if out.kept[i].is_none() {
+                out.pending[i] = pending(&state, i);
+            }
         }
         for (i, key) in keys.iter().enumerate() {
             let Some(k) = key else { continue };
-            if out.kept[i].is_some() || (i == 0 && out.pending.is_some()) {
+            if out.kept[i].is_some() || out.pending[i].is_some() {
                 continue;
             }
             if !state.busy.contains_key(k) {
-                state.busy.insert(*k, if i == 1 { last } else { None });
+                state.busy.insert(*k, (i, ends[i]));
                 out.marked.push(*k);
             }
         }
@@ -122,6 +134,12 @@ impl Edges {
             }
             state = self.done.wait_timeout(state, left).expect("edges").0;
         }
+    }
+
+    /// Keeps the first chunk of a read as soon as it is decoded, before the read ends: a
+    /// read waiting for it as its last chunk goes on at once.
+    pub fn keep(&self, key: ChunkKey, edge: Edge) {
+        self.release(&[], vec![(key, edge)]);
     }
 
     /// Keeps the edge chunks a read decoded and ends the marks of [`claim`](Self::claim).
@@ -196,7 +214,7 @@ pub fn trim(
                 out.prefix = data[o as usize..(o + take) as usize].to_vec();
                 return out;
             }
-            if drop_first(&mut r, d, *stored) {
+            if drop_edge(&mut r, FIRST, d, *stored) {
                 out.prefix = data[o as usize..(o + take) as usize].to_vec();
                 r.offset_into_first_range = 0;
                 s2 = s + take;
@@ -219,7 +237,7 @@ pub fn trim(
             }
             Some(at) if at > s2 && at <= e2 && at + d > e2 => {
                 let before = r.clone();
-                if drop_last(&mut r, d, *stored) {
+                if drop_edge(&mut r, LAST, d, *stored) {
                     out.suffix = data[..=(e2 - at) as usize].to_vec();
                     e2 = at - 1;
                 } else {
@@ -233,56 +251,19 @@ pub fn trim(
     out
 }
 
-/// Takes the first chunk (`d` bytes, a record of `stored`) out of the first term.
-fn drop_first(r: &mut Reconstruction, d: u64, stored: u32) -> bool {
-    let Some(t) = r.terms.first().cloned() else {
-        return false;
-    };
-    let k = t.range.start;
-    let single = t.range.len() == 1;
-    let fits = if single {
-        u64::from(t.unpacked_length) == d && r.terms.len() > 1
-    } else {
-        u64::from(t.unpacked_length) > d
-    };
-    if !fits || used_elsewhere(r, 0, t.hash, k) {
-        return false;
-    }
-    let Some(entries) = r.fetch_info.get_mut(&t.hash) else {
-        return false;
-    };
-    let Some(i) = entries.iter().position(|f| f.range.start == k) else {
-        return false;
-    };
-    let f = &mut entries[i];
-    if f.range.len() == 1 {
-        if f.url_range.len() != u64::from(stored) {
-            return false;
-        }
-        entries.remove(i);
-    } else {
-        if f.url_range.len() <= u64::from(stored) {
-            return false;
-        }
-        f.range.start += 1;
-        f.url_range.start += u64::from(stored);
-    }
-    if single {
-        r.terms.remove(0);
-    } else {
-        r.terms[0].range.start += 1;
-        r.terms[0].unpacked_length -= d as u32;
-    }
-    true
-}
-
-/// Takes the last chunk (`d` bytes, a record of `stored`) out of the last term.
-fn drop_last(r: &mut Reconstruction, d: u64, stored: u32) -> bool {
+/// Takes the chunk at `end` ([`FIRST`] or [`LAST`]; `d` bytes, a record of `stored`) out
+/// of the term at that end of `r`, and its record out of the fetch entry that holds it.
+fn drop_edge(r: &mut Reconstruction, end: usize, d: u64, stored: u32) -> bool {
     let n = r.terms.len();
-    let Some(t) = r.terms.last().cloned() else {
+    let i_term = if end == FIRST { 0 } else { n.saturating_sub(1) };
+    let Some(t) = r.terms.get(i_term).cloned() else {
         return false;
     };
-    let Some(k) = t.range.end.checked_sub(1) else {
+    let Some(k) = (if end == FIRST {
+        Some(t.range.start)
+    } else {
+        t.range.end.checked_sub(1)
+    }) else {
         return false;
     };
     let single = t.range.len() == 1;
@@ -291,13 +272,20 @@ fn drop_last(r: &mut Reconstruction, d: u64, stored: u32) -> bool {
     } else {
         u64::from(t.unpacked_length) > d
     };
-    if !fits || used_elsewhere(r, n - 1, t.hash, k) {
+    if !fits || used_elsewhere(r, i_term, t.hash, k) {
         return false;
     }
     let Some(entries) = r.fetch_info.get_mut(&t.hash) else {
         return false;
     };
-    let Some(i) = entries.iter().position(|f| f.range.end == t.range.end) else {
+    let at_end = |f: &git_xet_core::reconstruction::FetchInfo| {
+        if end == FIRST {
+            f.range.start == k
+        } else {
+            f.range.end == t.range.end
+        }
+    };
+    let Some(i) = entries.iter().position(at_end) else {
         return false;
     };
     let f = &mut entries[i];
@@ -306,18 +294,25 @@ fn drop_last(r: &mut Reconstruction, d: u64, stored: u32) -> bool {
             return false;
         }
         entries.remove(i);
+    } else if f.url_range.len() <= u64::from(stored) {
+        return false;
+    } else if end == FIRST {
+        f.range.start += 1;
+        f.url_range.start += u64::from(stored);
     } else {
-        if f.url_range.len() <= u64::from(stored) {
-            return false;
-        }
         f.range.end -= 1;
         f.url_range.end -= u64::from(stored);
     }
     if single {
-        r.terms.pop();
+        r.terms.remove(i_term);
     } else {
-        r.terms[n - 1].range.end -= 1;
-        r.terms[n - 1].unpacked_length -= d as u32;
+        let t = &mut r.terms[i_term];
+        if end == FIRST {
+            t.range.start += 1;
+        } else {
+            t.range.end -= 1;
+        }
+        t.unpacked_length -= d as u32;
     }
     true
 }
@@ -409,13 +404,13 @@ mod tests {
         let edges = Arc::new(Edges::default());
         let key = (chunk_hash(b"x"), 3);
         let far = Instant::now() + std::time::Duration::from_secs(5);
-        let c = edges.claim([Some(key), None], None, far);
+        let c = edges.claim([Some(key), None], [None, None], far);
         assert_eq!(
             (c.kept, c.pending, c.marked.clone()),
-            ([None, None], None, vec![key])
+            ([None, None], [None, None], vec![key])
         );
         let other = edges.clone();
-        let waiter = std::thread::spawn(move || other.claim([None, Some(key)], None, far));
+        let waiter = std::thread::spawn(move || other.claim([None, Some(key)], [None; 2], far));
         std::thread::sleep(std::time::Duration::from_millis(100));
         edges.release(&c.marked, vec![(key, chunk(3))]);
         let c = waiter.join().unwrap();
@@ -423,18 +418,33 @@ mod tests {
         // A first chunk another read fetches as its last: said, not waited for.
         let next = (key.0, 9);
         let p = Pending {
-            record_end: 1100,
-            file_end: 1000,
+            record: 1100,
+            file: 1000,
         };
-        let a = edges.claim([Some(key), Some(next)], Some(p), far);
+        let a = edges.claim([Some(key), Some(next)], [None, Some(p)], far);
         assert_eq!(a.marked, vec![next]);
         let started = Instant::now();
-        let b = edges.claim([Some(next), None], None, far);
+        let b = edges.claim([Some(next), None], [None; 2], far);
         assert!(started.elapsed() < std::time::Duration::from_secs(1));
-        assert_eq!((b.pending, b.marked), (Some(p), vec![]));
+        assert_eq!((b.pending, b.marked), ([Some(p), None], vec![]));
         let other = edges.clone();
         let waiter = std::thread::spawn(move || other.wait_kept(next, far));
         edges.release(&a.marked, vec![(next, chunk(9))]);
         assert_eq!(waiter.join().unwrap(), Some(chunk(9)));
+        // And the other way: a last chunk another read fetches as its first.
+        let third = (key.0, 12);
+        let q = Pending {
+            record: 1320,
+            file: 1200,
+        };
+        let a = edges.claim([Some(third), None], [Some(q), None], far);
+        assert_eq!(a.marked, vec![third]);
+        let started = Instant::now();
+        let b = edges.claim([Some(key), Some(third)], [None; 2], far);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(
+            (b.kept[0].is_some(), b.pending, b.marked),
+            (true, [None, Some(q)], vec![])
+        );
     }
 }

@@ -8,6 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::block_data::Data;
 use crate::blocks::{BlockCache, RangeSource};
 use crate::tree::{self, Content, InodeTable, Node};
 use crate::MountError;
@@ -129,7 +130,7 @@ impl<S: RangeSource> MountFs<S> {
     }
 
     /// Bytes `offset..offset + size` of the file `ino` (fewer at its end).
-    pub fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>, MountError> {
+    pub fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Data, MountError> {
         let Some(Node::File { content, .. }) = self.table.get(ino) else {
             return Err(MountError::NotFound);
         };
@@ -138,11 +139,11 @@ impl<S: RangeSource> MountFs<S> {
                 let blob = self.blob(oid)?;
                 let start = (offset.min(blob.len() as u64)) as usize;
                 let end = start.saturating_add(size as usize).min(blob.len());
-                Ok(blob[start..end].to_vec())
+                Ok(blob[start..end].to_vec().into())
             }
             Content::Lfs(pointer) => {
                 if let Some(path) = self.store.find(&pointer.oid, pointer.size) {
-                    return read_local(&path, offset, size, pointer.size);
+                    return read_local(&path, offset, size, pointer.size).map(Data::from);
                 }
                 self.blocks.read(pointer, offset, size)
             }

@@ -80,7 +80,7 @@ fn read_all<S: RangeSource>(fs: &MountFs<S>, path: &str) -> Vec<u8> {
     while (out.len() as u64) < size {
         let piece = fs.read(ino, out.len() as u64, 131_072).unwrap();
         assert!(!piece.is_empty());
-        out.extend(piece);
+        out.extend_from_slice(&piece);
     }
     out
 }
@@ -152,12 +152,12 @@ fn local_objects_are_read_from_disk_and_others_through_the_source() {
     let fs = mount(dir.path(), "v1", source);
     assert_eq!(read_all(&fs, "local.bin"), local);
     let ino = fs.table().resolve("local.bin").unwrap();
-    assert_eq!(fs.read(ino, 299_990, 100).unwrap(), local[299_990..]);
+    assert_eq!(*fs.read(ino, 299_990, 100).unwrap(), local[299_990..]);
     assert_eq!(fs.blocks().source().requests.load(Ordering::SeqCst), 0);
 
     let ino = fs.table().resolve("remote.bin").unwrap();
     assert_eq!(
-        fs.read(ino, 2_097_000, 5000).unwrap(),
+        *fs.read(ino, 2_097_000, 5000).unwrap(),
         remote[2_097_000..2_102_000]
     );
     assert_eq!(read_all(&fs, "remote.bin"), remote);

@@ -8,11 +8,13 @@
 //! |------------|--------------------------------------------------------------------------|
 //! | [`tree`]   | the tree at a revision from git's objects, as an inode table             |
 //! | [`blocks`] | range reads in blocks: single flight, memory LRU, sequential read-ahead  |
+//! | [`block_data`] | block buffers reused through a pool; reads answered from a block     |
 //! | [`remote`] | the blocks' source: the chunk store, the filter's Batch API and CAS      |
 //! |            | client, ranged reads                                                     |
 //! | [`edges`]  | chunks at the edges of ranges read, so adjacent ranges fetch them once   |
 //! | [`fs`]     | lookup, attributes, directory listing, symlinks, reads (local or remote) |
 
+pub mod block_data;
 pub mod blocks;
 pub mod edges;
 pub mod fs;

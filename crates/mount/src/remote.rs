@@ -51,7 +51,7 @@ pub struct XetRemote {
     /// Per CAS URL, a client without credentials that reads only what the caches hold.
     offline: Mutex<HashMap<String, CasClient>>,
     /// Chunks at the edges of ranges read: adjacent reads fetch them once.
-    edges: Edges,
+    edges: Arc<Edges>,
     /// The per-user chunk store (docs/store.md): an object it holds whole is read from it,
     /// with no request. Per object, its record there if the store holds all its chunks.
     store: Option<ChunkStore>,
@@ -79,7 +79,7 @@ impl XetRemote {
             whole: Default::default(),
             said: AtomicBool::new(false),
             offline: Default::default(),
-            edges: Edges::default(),
+            edges: Default::default(),
             store,
             records: Default::default(),
             runtime,

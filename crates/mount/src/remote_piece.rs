@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::{Asked, Shared, XetRemote};
 use crate::blocks::Sink;
-use crate::edges::{edge_keys, trim, Edge, Pending};
+use crate::edges::{edge_keys, trim, Edge, Pending, FIRST, LAST};
 use git_xet_client::{slice_reconstruction, CasClient, ClientError};
 use git_xet_core::reconstruction::Reconstruction;
 use git_xet_core::MerkleHash;
@@ -39,16 +39,18 @@ impl XetRemote {
         let keys = edge_keys(&sliced);
         let claimed = self
             .edges
-            .claim(keys, pending_of(&sliced, s), deadline.into_std());
-        // The first chunk is another read's last, in flight: left out of this fetch now,
-        // its bytes taken once that read kept it (this piece's bytes wait until then).
-        let placeholder = match (&claimed.kept[0], claimed.pending) {
-            (None, Some(p)) => placeholder_edge(&sliced, s, p),
+            .claim(keys, ends_of(&sliced, s), deadline.into_std());
+        // The first chunk is another read's last (or the last another's first), in flight:
+        // left out of this fetch now, its bytes taken once that read kept it (for a first
+        // chunk, this piece's bytes wait until then).
+        let placeholder = [FIRST, LAST].map(|i| match (&claimed.kept[i], claimed.pending[i]) {
+            (None, Some(p)) => placeholder_edge(&sliced, s, i, p),
             _ => None,
-        };
-        let first = claimed.kept[0].as_ref().or(placeholder.as_ref());
-        let plan = trim(&sliced, (s, e), first, claimed.kept[1].as_ref());
-        let waits = placeholder.is_some() && !plan.prefix.is_empty();
+        });
+        let first = claimed.kept[0].as_ref().or(placeholder[0].as_ref());
+        let last = claimed.kept[1].as_ref().or(placeholder[1].as_ref());
+        let mut plan = trim(&sliced, (s, e), first, last);
+        let waits = placeholder[0].is_some() && !plan.prefix.is_empty();
         let buffer = Arc::new(std::sync::Mutex::new(Vec::new()));
         if !waits {
             (sink.lock().expect("sink"))(s - base, &plan.prefix);
@@ -67,8 +69,24 @@ impl XetRemote {
                 let (to, offset) = (sink.clone(), s2 - base);
                 Box::new(move |a, d| (to.lock().expect("sink"))(offset + a, d))
             };
-            let read =
-                client.read_range_streaming(hash, middle, Some((*s2, *e2)), (*s2, *e2), piece);
+            // This read fetches its first chunk for a read in flight that ends in it: that
+            // read gets the chunk as soon as it is decoded.
+            let first = keys[0]
+                .filter(|k| claimed.marked.contains(k) && edge_keys(middle)[0] == Some(*k))
+                .map(|k| {
+                    let edges = self.edges.clone();
+                    Box::new(move |data: &[u8], stored: u32| {
+                        edges.keep(k, (Arc::new(data.to_vec()), stored))
+                    }) as git_xet_client::FirstChunk
+                });
+            let read = client.read_range_streaming(
+                hash,
+                middle,
+                Some((*s2, *e2)),
+                (*s2, *e2),
+                piece,
+                first,
+            );
             result = match self
                 .runtime
                 .block_on(async { tokio::time::timeout_at(deadline, read).await })
@@ -100,12 +118,16 @@ impl XetRemote {
         if waits {
             let len = plan.prefix.len();
             let prefix = match keys[0].and_then(|k| self.edges.wait_kept(k, deadline.into_std())) {
-                Some((data, _)) if Some(data.len()) == placeholder.as_ref().map(|p| p.0.len()) => {
+                Some((data, _))
+                    if Some(data.len()) == placeholder[0].as_ref().map(|p| p.0.len()) =>
+                {
                     let o = sliced.offset_into_first_range as usize;
                     data[o..o + len].to_vec()
                 }
                 // The other read failed: these bytes alone, through this piece's query.
-                _ => self.read_alone(client, hash, &sliced, (s, s + len as u64 - 1), deadline)?,
+                _ => {
+                    self.read_alone(client, hash, &sliced, s, (s, s + len as u64 - 1), deadline)?
+                }
             };
             let mut sink = sink.lock().expect("sink");
             sink(s - base, &prefix);
@@ -115,20 +137,33 @@ impl XetRemote {
             .middle
             .as_ref()
             .map_or(s + plan.prefix.len() as u64, |m| m.2 + 1);
+        if let (Some(p), Some(held), false) =
+            (claimed.pending[1], &placeholder[1], plan.suffix.is_empty())
+        {
+            // The suffix is the last chunk's bytes from `after` on (the chunk begins at p.file).
+            let o = (after - p.file) as usize;
+            let len = plan.suffix.len();
+            plan.suffix = match keys[1].and_then(|k| self.edges.wait_kept(k, deadline.into_std())) {
+                Some((data, _)) if data.len() == held.0.len() => data[o..o + len].to_vec(),
+                // The other read failed: these bytes alone, through this piece's query.
+                _ => self.read_alone(client, hash, &sliced, s, (after, e), deadline)?,
+            };
+        }
         (sink.lock().expect("sink"))(after - base, &plan.suffix);
         Ok(fetched)
     }
 
-    /// Bytes `range` through `sliced` (which begins at `range.0`), read on their own.
+    /// Bytes `range` through `sliced` (which begins at `from`), read on their own.
     fn read_alone(
         &self,
         client: &CasClient,
         hash: &MerkleHash,
         sliced: &Reconstruction,
+        from: u64,
         range: (u64, u64),
         deadline: tokio::time::Instant,
     ) -> Result<Vec<u8>, Option<ClientError>> {
-        let read = client.read_range(hash, sliced, Some(range), range);
+        let read = client.read_range(hash, sliced, Some((from, range.1)), range);
         match self
             .runtime
             .block_on(async { tokio::time::timeout_at(deadline, read).await })
@@ -139,33 +174,51 @@ impl XetRemote {
     }
 }
 
-/// Where the last chunk of a read of bytes from `s` through `sliced` ends, in the xorb and
-/// in the file, for the read of the bytes after it.
-fn pending_of(sliced: &Reconstruction, s: u64) -> Option<Pending> {
-    let t = sliced.terms.last()?;
-    let entry = sliced
-        .fetch_info
-        .get(&t.hash)?
-        .iter()
-        .find(|f| f.range.end == t.range.end)?;
-    Some(Pending {
-        record_end: entry.url_range.end + 1,
-        file_end: s.checked_sub(sliced.offset_into_first_range)? + sliced.terms_len(),
-    })
+/// Where the first chunk of a read of bytes from `s` through `sliced` begins and where its
+/// last ends, in the xorb and in the file, for the reads of the bytes next to it.
+fn ends_of(sliced: &Reconstruction, s: u64) -> [Option<Pending>; 2] {
+    let starts = s.checked_sub(sliced.offset_into_first_range);
+    let first = sliced.terms.first().and_then(|t| {
+        let entries = sliced.fetch_info.get(&t.hash)?;
+        let entry = entries.iter().find(|f| f.range.start == t.range.start)?;
+        Some(Pending {
+            record: entry.url_range.start,
+            file: starts?,
+        })
+    });
+    let last = sliced.terms.last().and_then(|t| {
+        let entries = sliced.fetch_info.get(&t.hash)?;
+        let entry = entries.iter().find(|f| f.range.end == t.range.end)?;
+        Some(Pending {
+            record: entry.url_range.end + 1,
+            file: starts? + sliced.terms_len(),
+        })
+    });
+    [first, last]
 }
 
-/// The first chunk of a read from `s`, as another read in flight describes it (`p`): its
-/// length and record length, with zeros for bytes until that read keeps it.
-fn placeholder_edge(sliced: &Reconstruction, s: u64, p: Pending) -> Option<Edge> {
-    let t = sliced.terms.first()?;
+/// The chunk at `end` of a read from `s` (its first or last), as another read in flight
+/// describes it (`p`): its length and record length, with zeros for bytes until that read
+/// keeps it.
+fn placeholder_edge(sliced: &Reconstruction, s: u64, end: usize, p: Pending) -> Option<Edge> {
     let starts = s.checked_sub(sliced.offset_into_first_range)?;
-    let len = p.file_end.checked_sub(starts)?;
-    let entry = sliced
-        .fetch_info
-        .get(&t.hash)?
-        .iter()
-        .find(|f| f.range.start == t.range.start)?;
-    let stored = p.record_end.checked_sub(entry.url_range.start)?;
+    let (len, stored) = if end == FIRST {
+        let t = sliced.terms.first()?;
+        let entries = sliced.fetch_info.get(&t.hash)?;
+        let entry = entries.iter().find(|f| f.range.start == t.range.start)?;
+        (
+            p.file.checked_sub(starts)?,
+            p.record.checked_sub(entry.url_range.start)?,
+        )
+    } else {
+        let t = sliced.terms.last()?;
+        let entries = sliced.fetch_info.get(&t.hash)?;
+        let entry = entries.iter().find(|f| f.range.end == t.range.end)?;
+        (
+            (starts + sliced.terms_len()).checked_sub(p.file)?,
+            (entry.url_range.end + 1).checked_sub(p.record)?,
+        )
+    };
     let max = git_xet_core::constants::MAX_CHUNK_SIZE as u64;
     if len == 0 || len > max || stored == 0 || stored > max + 64 {
         return None;

@@ -244,7 +244,7 @@ async fn read_records<R: AsyncRead + Unpin>(
         consumed += n;
         counter.fetch_add(n, Ordering::Relaxed);
         if let Some(c) = cache.as_deref_mut() {
-            if c.write(&head).and_then(|_| c.write(&stored)).is_err() {
+            if c.write_record(&head, &stored).is_err() {
                 cache = None; // the cache is best effort
             }
         }

@@ -64,6 +64,11 @@ pub struct RangeEdges {
 /// order. A read that is retried starts again at offset 0.
 pub type RangeSink = Box<dyn FnMut(u64, &[u8]) + Send>;
 
+/// Given the first chunk a streaming ranged read decodes (whole, with the length of its
+/// record) as soon as it is decoded, once: a read of the bytes before the range waits for
+/// that chunk, not for the whole range.
+pub type FirstChunk = Box<dyn FnOnce(&[u8], u32) + Send>;
+
 impl CasClient {
     /// Bytes `range.0..=range.1` of `file_hash` into memory, through `recon`: the answer to a
     /// reconstruction query for `asked` (None: the whole file). A fetch URL that expired is
@@ -84,7 +89,7 @@ impl CasClient {
             out.extend_from_slice(data);
         });
         let (outcome, _) = self
-            .read_range_streaming(file_hash, recon, asked, range, sink)
+            .read_range_streaming(file_hash, recon, asked, range, sink, None)
             .await?;
         let data = std::mem::take(&mut *out.lock().expect("range buffer"));
         Ok((data, outcome))
@@ -92,7 +97,7 @@ impl CasClient {
 
     /// As [`read_range`](Self::read_range), handing the bytes to `sink` as they are
     /// decoded (a reader waits for the start of a range, not its end); also returns the
-    /// range's edge chunks.
+    /// range's edge chunks, the first of them also to `first` as soon as it is decoded.
     pub async fn read_range_streaming(
         &self,
         file_hash: &MerkleHash,
@@ -100,7 +105,9 @@ impl CasClient {
         asked: Option<(u64, u64)>,
         range: (u64, u64),
         sink: RangeSink,
+        first: Option<FirstChunk>,
     ) -> Result<(DownloadOutcome, RangeEdges)> {
+        let first = Arc::new(std::sync::Mutex::new(first));
         let recon_start = asked.map_or(0, |a| a.0);
         let sliced =
             slice_reconstruction(recon, recon_start, range.0, range.1).ok_or_else(|| {
@@ -110,12 +117,12 @@ impl CasClient {
                 ))
             })?;
         match self
-            .read_attempt(file_hash, &sliced, asked, range, true, sink)
+            .read_attempt(file_hash, &sliced, asked, range, true, sink, &first)
             .await
         {
             Err((ClientError::Corrupt { what, reason }, sink)) if self.chunk_cache.is_some() => {
                 tracing::warn!("{what}: {reason}; retrying with data from the server only");
-                self.read_attempt(file_hash, &sliced, asked, range, false, sink)
+                self.read_attempt(file_hash, &sliced, asked, range, false, sink, &first)
                     .await
                     .map_err(|(e, _)| e)
             }
@@ -124,6 +131,7 @@ impl CasClient {
     }
 
     /// One attempt; on failure the sink is handed back for the next.
+    #[allow(clippy::too_many_arguments)]
     async fn read_attempt(
         &self,
         file_hash: &MerkleHash,
@@ -132,6 +140,7 @@ impl CasClient {
         range: (u64, u64),
         use_cache: bool,
         mut sink: RangeSink,
+        first: &Arc<std::sync::Mutex<Option<FirstChunk>>>,
     ) -> std::result::Result<(DownloadOutcome, RangeEdges), (ClientError, RangeSink)> {
         let segments = match plan::plan(sliced, &LocalMap::new()) {
             Ok(s) => s,
@@ -150,6 +159,7 @@ impl CasClient {
         });
         let (wtx, mut wrx) = mpsc::channel::<DecodedChunk>(64);
         let mut skip = sliced.offset_into_first_range;
+        let first = first.clone();
         let collect = tokio::spawn(async move {
             let (mut done, mut edges) = (0u64, RangeEdges::default());
             let mut last = None;
@@ -161,6 +171,9 @@ impl CasClient {
                 done += take as u64;
                 if chunk.stored_len > 0 {
                     if edges.first.is_none() && last.is_none() {
+                        if let Some(tell) = first.lock().expect("first chunk").take() {
+                            tell(&chunk.data, chunk.stored_len);
+                        }
                         edges.first = Some((chunk.data.to_vec(), chunk.stored_len));
                     }
                     last = Some(chunk);

@@ -24,7 +24,7 @@ use git_xet_core::reconstruction::Reconstruction;
 use git_xet_core::MerkleHash;
 
 use fetch::{Context, Counters, DecodedChunk};
-pub use memory::{slice_reconstruction, RangeEdges, RangeSink};
+pub use memory::{slice_reconstruction, FirstChunk, RangeEdges, RangeSink};
 use plan::{LocalChunk, LocalMap};
 pub use shared::SharedFetches;
 pub use tap::ContentTap;
