@@ -196,6 +196,20 @@ impl GitEnv {
             .expect("run git")
     }
 
+    /// Clones `remote` into this environment's directory `name` (logging the agent and the
+    /// filter), failing the test if git fails; returns the clone's path.
+    pub fn clone_ok(&self, remote: &str, name: &str) -> PathBuf {
+        let dir = self.dir(name);
+        ok(
+            self.git_logged(
+                &self.dir("."),
+                &["clone", "-q", remote, dir.to_str().unwrap()],
+            ),
+            "clone",
+        );
+        dir
+    }
+
     /// `git lfs fsck` after `git xet materialize`: the checked-out objects live in the chunk
     /// store, not whole in `.git/lfs/objects` (docs/store.md), and fsck reads only the latter.
     pub fn lfs_fsck(&self, repo: &Path) {

@@ -193,14 +193,7 @@ fn re_cleans_of_small_checked_out_files_write_nothing_and_leave_no_empty_directo
     alice.commit_all_and_push(&a, "many");
 
     let bob = GitEnv::with_agent(&[]);
-    let b = bob.dir("b");
-    ok(
-        bob.git_logged(
-            &bob.dir("."),
-            &["clone", "-q", &remote, b.to_str().unwrap()],
-        ),
-        "clone",
-    );
+    let b = bob.clone_ok(&remote, "b");
     let objects = b.join(".git/lfs/objects");
     let left: Vec<_> = std::fs::read_dir(&objects)
         .map(|d| d.flatten().map(|e| e.path()).collect())

@@ -27,14 +27,7 @@ fn a_cold_sequential_read_fetches_every_chunk_once() {
     let other = GitEnv::with_agent(&[]);
     let before = f.server.metric(XORB_SERVED);
     let remote = remote_url(&f.server, "org/models", "read");
-    let dir = other.dir("whole");
-    ok(
-        other.git_logged(
-            &other.dir("."),
-            &["clone", "-q", &remote, dir.to_str().unwrap()],
-        ),
-        "clone",
-    );
+    let dir = other.clone_ok(&remote, "whole");
     let whole = f.server.metric(XORB_SERVED) - before;
     assert!(whole >= (f.v2.len() + f.small.len()) as f64, "{whole}");
     assert_eq!(
@@ -62,14 +55,7 @@ fn a_revision_whose_chunks_the_store_holds_is_read_with_the_server_stopped() {
         "push tag",
     );
     // Bob clones with the store on, then pulls the next version.
-    let b = bob.dir("b");
-    ok(
-        bob.git_logged(
-            &bob.dir("."),
-            &["clone", "-q", &remote, b.to_str().unwrap()],
-        ),
-        "clone",
-    );
+    let b = bob.clone_ok(&remote, "b");
     let v2 = random_bytes(6 << 20, 22);
     write_file(&a.join("model.bin"), &v2);
     alice.commit_all_and_push(&a, "v2");

@@ -46,14 +46,7 @@ fn push_clone_pull_and_checkout_go_through_xet() {
         "nothing went through basic"
     );
 
-    let b = bob.dir("b");
-    ok(
-        bob.git_logged(
-            &bob.dir("."),
-            &["clone", "-q", &remote, b.to_str().unwrap()],
-        ),
-        "clone",
-    );
+    let b = bob.clone_ok(&remote, "b");
     assert_file_is(&b.join("weights/big.bin"), &big);
     assert_file_is(&b.join("small.bin"), &small);
     assert!(!b.join("feature.bin").exists());
