@@ -27,7 +27,7 @@ fn a_cold_sequential_read_fetches_every_chunk_once() {
     let other = GitEnv::with_agent(&[]);
     let before = f.server.metric(XORB_SERVED);
     let remote = remote_url(&f.server, "org/models", "read");
-    let dir = other.clone_ok(&remote, "whole");
+    other.clone_ok(&remote, "whole");
     let whole = f.server.metric(XORB_SERVED) - before;
     assert!(whole >= (f.v2.len() + f.small.len()) as f64, "{whole}");
     assert_eq!(
