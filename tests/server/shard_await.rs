@@ -150,6 +150,53 @@ fn beyond_the_waiter_limit_a_shard_is_validated_at_once() {
     assert_eq!(server.metric("git_xet_shards_awaiting_xorbs_total"), 1.0);
 }
 
+/// One repository's shards take at most their share of the waiting places (an eighth): past
+/// it, its next shard is validated at once, while another repository's shard still waits.
+#[test]
+fn a_repository_takes_only_its_share_of_the_waiting_places() {
+    let server =
+        TestServer::start_with(&["--max-waiting-shards", "8", "--shard-xorb-wait-ms", "20000"]);
+    let a = Cas::new(&server, "org/a", "write");
+    let b = Cas::new(&server, "org/b", "write");
+    let (first, second, other) = (
+        Upload::random(100_000, 31, 100),
+        Upload::random(100_000, 32, 100),
+        Upload::random(100_000, 33, 100),
+    );
+    let waiting_metric = || server.metric("git_xet_shards_awaiting_xorbs_total");
+    std::thread::scope(|s| {
+        let a_waits = s.spawn(|| post_awaiting(&a, &first.shard, &hashes(&first)));
+        assert!(wait_for(|| waiting_metric() == 1.0));
+        let (status, v, took) = post_awaiting(&a, &second.shard, &hashes(&second));
+        assert_eq!(status, 400, "{v}");
+        assert!(reason(&v).contains("not stored"), "{v}");
+        assert!(took < Duration::from_secs(5), "it waited: {took:?}");
+        let b_waits = s.spawn(|| post_awaiting(&b, &other.shard, &hashes(&other)));
+        assert!(wait_for(|| waiting_metric() == 2.0));
+        for x in &other.xorbs {
+            b.post_xorb(x);
+        }
+        let (status, v, _) = b_waits.join().unwrap();
+        assert_eq!(status, 200, "{v}");
+        for x in &first.xorbs {
+            a.post_xorb(x);
+        }
+        let (status, v, _) = a_waits.join().unwrap();
+        assert_eq!(status, 200, "{v}");
+    });
+    // The place is given back: the repository's next early shard waits again.
+    let third = Upload::random(100_000, 34, 100);
+    std::thread::scope(|s| {
+        let waits = s.spawn(|| post_awaiting(&a, &third.shard, &hashes(&third)));
+        assert!(wait_for(|| waiting_metric() == 3.0));
+        for x in &third.xorbs {
+            a.post_xorb(x);
+        }
+        let (status, v, _) = waits.join().unwrap();
+        assert_eq!(status, 200, "{v}");
+    });
+}
+
 /// A malformed or too long list is refused; a server with no wait neither offers nor honours
 /// the header.
 #[test]

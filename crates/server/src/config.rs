@@ -40,7 +40,8 @@ pub struct ServerConfig {
     /// How long a shard upload waits for the xorbs its client names as still on their way
     /// (cas/xorb_waits.rs); zero: such shards are validated at once, and clients not told.
     pub shard_xorb_wait: Duration,
-    /// Shard uploads waiting so at once; more are validated at once.
+    /// Shard uploads waiting so at once (an eighth of them per repository); more are
+    /// validated at once.
     pub max_waiting_shards: usize,
     /// fsync objects and the index. Off only for throwaway servers (tests, benchmarks).
     pub fsync: bool,

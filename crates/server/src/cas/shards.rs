@@ -67,7 +67,7 @@ pub(super) async fn receive(
         Ok((staged, hash, len))
     })
     .await?;
-    super::xorb_waits::wait(state, awaited, &domain).await;
+    super::xorb_waits::wait(state, awaited, &access.repo, &domain).await;
     let _slot = state.upload_slot().await?;
     let validated = blocking(move || {
         let (staged, hash, len) = staged;

@@ -6,8 +6,11 @@
 //! xorb and by a slow poll for xorbs another server instance stored, for at most the server's
 //! bound. Whatever happens meanwhile, validation decides: a xorb not there by then is the
 //! usual missing-xorb refusal, and the same wait and answer whether another scope holds the
-//! xorb or nobody does. Past the bound on waiting shards, a shard is validated at once.
+//! xorb or nobody does. Past the bound on waiting shards, or past one repository's share of
+//! it (so that one repository's clients cannot take every place), a shard is validated at once.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
@@ -15,6 +18,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::error::{ServerError, ServerResult};
 use crate::index::{DedupDomain, Index};
+use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
 use git_xet_core::MerkleHash;
 
@@ -27,11 +31,35 @@ pub const AWAIT_XORBS_LIMIT: &str = "x-xet-await-xorbs-limit";
 pub const MAX_AWAITED: usize = 16;
 /// How often a waiting shard looks for xorbs another server instance stored.
 const POLL: Duration = Duration::from_millis(250);
+/// One repository's share of the waiting places: an eighth (at least one). A push sends one
+/// shard at a time per remote, so this is several pushes at once.
+const REPO_SHARE: usize = 8;
 
 /// What waiting shards share: the wake-up of stored xorbs and the bound on waiters.
 pub struct XorbWaits {
     stored: Notify,
     waiters: Semaphore,
+    /// Shards waiting now, per repository (entries removed at zero).
+    per_repo: Mutex<HashMap<RepoName, usize>>,
+    per_repo_max: usize,
+}
+
+/// A repository's waiting place, given back when dropped.
+struct RepoPlace<'a> {
+    waits: &'a XorbWaits,
+    repo: RepoName,
+}
+
+impl Drop for RepoPlace<'_> {
+    fn drop(&mut self) {
+        let mut map = self.waits.per_repo.lock().expect("waiters lock");
+        if let Some(n) = map.get_mut(&self.repo) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.repo);
+            }
+        }
+    }
 }
 
 impl XorbWaits {
@@ -39,7 +67,23 @@ impl XorbWaits {
         XorbWaits {
             stored: Notify::new(),
             waiters: Semaphore::new(max_waiting),
+            per_repo: Mutex::new(HashMap::new()),
+            per_repo_max: (max_waiting / REPO_SHARE).max(1),
         }
+    }
+
+    /// A waiting place for `repo`, if it has not used its share.
+    fn repo_place(&self, repo: &RepoName) -> Option<RepoPlace<'_>> {
+        let mut map = self.per_repo.lock().expect("waiters lock");
+        let n = map.entry(repo.clone()).or_insert(0);
+        if *n >= self.per_repo_max {
+            return None;
+        }
+        *n += 1;
+        Some(RepoPlace {
+            waits: self,
+            repo: repo.clone(),
+        })
     }
 
     /// A xorb was stored and indexed: waiting shards look again.
@@ -93,11 +137,20 @@ pub fn requested(state: &SharedState, headers: &HeaderMap) -> ServerResult<Vec<M
 /// Waits until every xorb of `awaited` is stored in `domain` (the condition validation
 /// applies, shard_check.rs), for at most the server's bound; returns either way (validation
 /// then decides). Without a free waiter place it returns at once.
-pub async fn wait(state: &SharedState, awaited: Vec<MerkleHash>, domain: &DedupDomain) {
+pub async fn wait(
+    state: &SharedState,
+    awaited: Vec<MerkleHash>,
+    repo: &RepoName,
+    domain: &DedupDomain,
+) {
     if awaited.is_empty() {
         return;
     }
     let waits = &state.xorb_waits;
+    let Some(_repo_place) = waits.repo_place(repo) else {
+        tracing::debug!(%repo, "this repository's shards take their share of the waiting places: validating this one at once");
+        return;
+    };
     let Ok(_place) = waits.waiters.try_acquire() else {
         tracing::debug!("too many shards waiting for xorbs: validating this one at once");
         return;

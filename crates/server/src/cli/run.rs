@@ -81,7 +81,8 @@ pub(super) struct RunArgs {
         env = "GIT_XET_SERVER_SHARD_XORB_WAIT_MS"
     )]
     shard_xorb_wait_ms: u64,
-    /// Shard uploads waiting so at once; more are validated at once.
+    /// Shard uploads waiting so at once (an eighth of them per repository); more are
+    /// validated at once.
     #[arg(long, default_value_t = 256, env = "GIT_XET_SERVER_MAX_WAITING_SHARDS")]
     max_waiting_shards: usize,
     /// Seconds a client has to send a request's headers.
