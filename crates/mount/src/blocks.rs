@@ -37,7 +37,8 @@ pub const SEQUENTIAL_AFTER: u64 = 2 * BLOCK_SIZE;
 const STREAMS: usize = 16;
 
 /// Where a streaming fetch puts its bytes: `(offset from the fetch's start, bytes)`, in
-/// order; a fetch that is retried starts again at offset 0.
+/// order, except that a piece's first bytes may come after the rest of it (the gap is
+/// filled later); a fetch that is retried starts again at offset 0.
 pub type Sink = Box<dyn FnMut(u64, &[u8]) + Send>;
 
 /// Where blocks come from: `len` bytes of the object at `start` (fewer only at its end);
@@ -229,14 +230,7 @@ impl<S: RangeSource> BlockCache<S> {
         std::thread::spawn(move || {
             let start = run[0].0 * BLOCK_SIZE;
             let end = ((run[run.len() - 1].0 + 1) * BLOCK_SIZE).min(object.size);
-            let filler = Arc::new(Mutex::new(Filler {
-                run,
-                filled: 0,
-                received: 0,
-                buf: Vec::new(),
-                len: end - start,
-                pool,
-            }));
+            let filler = Arc::new(Mutex::new(Filler::new(run, end - start, pool)));
             let into = filler.clone();
             let sink: Sink = Box::new(move |at, data| into.lock().expect("filler").push(at, data));
             let result = source.fetch_streaming(&object, start, end - start, sink);
@@ -244,8 +238,9 @@ impl<S: RangeSource> BlockCache<S> {
             let result = result.and_then(|()| filler.finish(&object));
             if let Err(e) = result {
                 // Not kept: the next read fetches again.
+                let failed: Vec<_> = filler.unfilled().cloned().collect();
                 let mut state = shared.lock().expect("block state");
-                for (b, slot) in &filler.run[filler.filled..] {
+                for (b, slot) in &failed {
                     let key = (object.oid.0, *b);
                     if state
                         .slots
@@ -256,11 +251,11 @@ impl<S: RangeSource> BlockCache<S> {
                     }
                 }
                 drop(state);
-                for (_, slot) in &filler.run[filler.filled..] {
+                for (_, slot) in &failed {
                     *slot.result.lock().expect("slot") = Some(Err(e.clone()));
                     slot.done.notify_all();
                 }
-                filler.filled = filler.run.len();
+                filler.filled.iter_mut().for_each(|f| *f = true);
             }
         });
     }
@@ -285,59 +280,134 @@ impl<S: RangeSource> BlockCache<S> {
     }
 }
 
-/// Cuts the bytes of a streaming fetch into the blocks of its run.
+/// Cuts the bytes of a streaming fetch into the blocks of its run. Bytes come in order,
+/// except that a piece's first bytes may come after the rest of it (they wait for the
+/// read before it, `crate::edges`): the gap is held as a hole and its block is filled once
+/// the hole is, while the blocks after it are filled as their bytes arrive.
 struct Filler {
     run: Vec<(u64, Arc<Slot>)>,
-    /// Blocks of the run filled so far.
-    filled: usize,
-    /// Bytes taken so far (those of the filled blocks and `buf`).
+    /// Per block of the run: its bytes so far, while it is not filled.
+    bufs: Vec<Option<Vec<u8>>>,
+    filled: Vec<bool>,
+    /// Bytes of the run taken so far from its start, holes included.
     received: u64,
-    buf: Vec<u8>,
+    /// Ranges `start..end` below `received` whose bytes come later (zeros until then).
+    holes: Vec<(u64, u64)>,
     /// Bytes the run should get.
     len: u64,
     pool: Arc<Pool>,
 }
 
 impl Filler {
-    fn push(&mut self, at: u64, data: &[u8]) {
-        // A retried fetch sends again from its start: skip what was taken.
-        let skip = self.received.saturating_sub(at).min(data.len() as u64) as usize;
-        if at > self.received {
-            return; // never happens: bytes come in order
-        }
-        let mut data = &data[skip..];
-        while !data.is_empty() && self.filled < self.run.len() {
-            let want = BLOCK_SIZE as usize - self.buf.len();
-            let take = want.min(data.len());
-            if self.buf.capacity() == 0 {
-                self.buf = self.pool.take(BLOCK_SIZE as usize);
-            }
-            self.buf.extend_from_slice(&data[..take]);
-            self.received += take as u64;
-            data = &data[take..];
-            if self.buf.len() == BLOCK_SIZE as usize || self.received == self.len {
-                self.fill();
-            }
+    fn new(run: Vec<(u64, Arc<Slot>)>, len: u64, pool: Arc<Pool>) -> Filler {
+        let n = run.len();
+        Filler {
+            run,
+            bufs: (0..n).map(|_| None).collect(),
+            filled: vec![false; n],
+            received: 0,
+            holes: Vec::new(),
+            len,
+            pool,
         }
     }
 
-    fn fill(&mut self) {
-        let block = Arc::new(Block::new(std::mem::take(&mut self.buf), &self.pool));
-        let slot = &self.run[self.filled].1;
+    fn push(&mut self, at: u64, data: &[u8]) {
+        let end = (at + data.len() as u64).min(self.len);
+        if end <= at {
+            return;
+        }
+        // Below `received`: only the holes take bytes (the rest is a retry's repetition).
+        let mut i = 0;
+        while i < self.holes.len() {
+            let (hs, he) = self.holes[i];
+            let (s, e) = (hs.max(at), he.min(end));
+            if s >= e {
+                i += 1;
+                continue;
+            }
+            self.holes.remove(i);
+            for part in [(hs, s), (e, he)] {
+                if part.0 < part.1 {
+                    self.holes.insert(i, part);
+                    i += 1;
+                }
+            }
+            self.put(s, Some(&data[(s - at) as usize..(e - at) as usize]), e - s);
+        }
+        if end <= self.received {
+            return;
+        }
+        if at > self.received {
+            let gap = at - self.received;
+            self.holes.push((self.received, at));
+            self.put(self.received, None, gap);
+        }
+        let from = self.received.max(at);
+        self.put(from, Some(&data[(from - at) as usize..(end - at) as usize]), end - from);
+    }
+
+    /// Bytes `data` (None: `len` zeros, a hole) at `pos` of the run: appended past
+    /// `received`, written in place below it; fills the blocks that became whole.
+    fn put(&mut self, mut pos: u64, data: Option<&[u8]>, len: u64) {
+        let mut done = 0u64;
+        while done < len {
+            let b = (pos / BLOCK_SIZE) as usize;
+            let o = (pos % BLOCK_SIZE) as usize;
+            let n = (BLOCK_SIZE - pos % BLOCK_SIZE).min(len - done) as usize;
+            if self.filled[b] {
+                (pos, done) = (pos + n as u64, done + n as u64);
+                continue;
+            }
+            let pool = &self.pool;
+            let buf = self.bufs[b].get_or_insert_with(|| pool.take(BLOCK_SIZE as usize));
+            let part = data.map(|d| &d[done as usize..done as usize + n]);
+            match part {
+                Some(p) if o < buf.len() => buf[o..o + n].copy_from_slice(p),
+                Some(p) => buf.extend_from_slice(p),
+                None => buf.resize(o + n, 0),
+            }
+            (pos, done) = (pos + n as u64, done + n as u64);
+            self.received = self.received.max(pos);
+            self.fill_if_whole(b);
+        }
+    }
+
+    fn fill_if_whole(&mut self, b: usize) {
+        let start = b as u64 * BLOCK_SIZE;
+        let end = (start + BLOCK_SIZE).min(self.len);
+        let whole = self.bufs[b]
+            .as_ref()
+            .is_some_and(|buf| buf.len() as u64 == end - start);
+        if !whole || self.holes.iter().any(|&(s, e)| s < end && start < e) {
+            return;
+        }
+        let buf = self.bufs[b].take().expect("checked above");
+        let block = Arc::new(Block::new(buf, &self.pool));
+        let slot = &self.run[b].1;
         *slot.result.lock().expect("slot") = Some(Ok(block));
         slot.done.notify_all();
-        self.filled += 1;
+        self.filled[b] = true;
+    }
+
+    /// The blocks not filled (all of them filled after a fetch that succeeded).
+    fn unfilled(&self) -> impl Iterator<Item = &(u64, Arc<Slot>)> {
+        self.run
+            .iter()
+            .zip(&self.filled)
+            .filter(|(_, f)| !**f)
+            .map(|(r, _)| r)
     }
 
     /// After a fetch that succeeded: every block must have been filled.
     fn finish(&mut self, object: &Pointer) -> Result<(), MountError> {
-        if self.filled == self.run.len() {
-            return Ok(());
+        match self.filled.iter().position(|f| !f) {
+            None => Ok(()),
+            Some(b) => Err(MountError::Short {
+                oid: object.oid.to_string(),
+                offset: (self.run[0].0 + b as u64) * BLOCK_SIZE,
+            }),
         }
-        Err(MountError::Short {
-            oid: object.oid.to_string(),
-            offset: self.run[0].0 * BLOCK_SIZE + self.received,
-        })
     }
 }
 

@@ -447,9 +447,15 @@ impl RangeSource for XetRemote {
         let out = Arc::new(Mutex::new(Vec::new()));
         let into = out.clone();
         let sink: Sink = Box::new(move |at, data| {
+            // In place below what it holds (a gap filled, or a retry's repetition).
             let mut out = into.lock().expect("range buffer");
-            out.truncate(at as usize);
-            out.extend_from_slice(data);
+            let at = at as usize;
+            if out.len() < at {
+                out.resize(at, 0);
+            }
+            let inside = (out.len() - at).min(data.len());
+            out[at..at + inside].copy_from_slice(&data[..inside]);
+            out.extend_from_slice(&data[inside..]);
         });
         self.fetch_streaming(object, start, len, sink)?;
         let data = std::mem::take(&mut *out.lock().expect("range buffer"));

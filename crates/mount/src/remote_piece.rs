@@ -42,7 +42,7 @@ impl XetRemote {
             .claim(keys, ends_of(&sliced, s), deadline.into_std());
         // The first chunk is another read's last (or the last another's first), in flight:
         // left out of this fetch now, its bytes taken once that read kept it (for a first
-        // chunk, this piece's bytes wait until then).
+        // chunk, the sink gets them after the rest of the piece).
         let placeholder = [FIRST, LAST].map(|i| match (&claimed.kept[i], claimed.pending[i]) {
             (None, Some(p)) => placeholder_edge(&sliced, s, i, p),
             _ => None,
@@ -51,21 +51,15 @@ impl XetRemote {
         let last = claimed.kept[1].as_ref().or(placeholder[1].as_ref());
         let mut plan = trim(&sliced, (s, e), first, last);
         let waits = placeholder[0].is_some() && !plan.prefix.is_empty();
-        let buffer = Arc::new(std::sync::Mutex::new(Vec::new()));
         if !waits {
             (sink.lock().expect("sink"))(s - base, &plan.prefix);
         }
         let mut decoded = Vec::new();
         let mut result = Ok(None);
         if let Some((middle, s2, e2)) = &plan.middle {
-            let piece: Sink = if waits {
-                let to = buffer.clone();
-                Box::new(move |a, d| {
-                    let mut b = to.lock().expect("buffer");
-                    b.truncate(a as usize);
-                    b.extend_from_slice(d);
-                })
-            } else {
+            // Into the sink as it comes, a prefix that waits included: the sink holds the
+            // gap and takes the prefix later.
+            let piece: Sink = {
                 let (to, offset) = (sink.clone(), s2 - base);
                 Box::new(move |a, d| (to.lock().expect("sink"))(offset + a, d))
             };
@@ -129,9 +123,7 @@ impl XetRemote {
                     self.read_alone(client, hash, &sliced, s, (s, s + len as u64 - 1), deadline)?
                 }
             };
-            let mut sink = sink.lock().expect("sink");
-            sink(s - base, &prefix);
-            sink(s - base + len as u64, &buffer.lock().expect("buffer"));
+            (sink.lock().expect("sink"))(s - base, &prefix);
         }
         let after = plan
             .middle

@@ -5,8 +5,6 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
-
 use super::fetch::{Context, Counters, DecodedChunk};
 use super::plan::{self, LocalMap};
 use super::DownloadOutcome;
@@ -156,14 +154,13 @@ impl CasClient {
             sources: Vec::new(),
             shared: None,
             counters: Counters::default(),
+            hash_chunks: false,
         });
-        let (wtx, mut wrx) = mpsc::channel::<DecodedChunk>(64);
         let mut skip = sliced.offset_into_first_range;
-        let first = first.clone();
-        let collect = tokio::spawn(async move {
-            let (mut done, mut edges) = (0u64, RangeEdges::default());
-            let mut last = None;
-            while let Some(chunk) = wrx.recv().await {
+        let (mut done, mut edges) = (0u64, RangeEdges::default());
+        let mut last: Option<DecodedChunk> = None;
+        let produced = self
+            .produce_each(ctx.clone(), segments, |chunk| {
                 let dropped = skip.min(chunk.data.len() as u64) as usize;
                 skip -= dropped as u64;
                 let take = (chunk.data.len() - dropped).min((len - done) as usize);
@@ -178,18 +175,9 @@ impl CasClient {
                     }
                     last = Some(chunk);
                 }
-            }
-            edges.last = last.map(|c| (c.data.to_vec(), c.stored_len));
-            (done, edges, sink)
-        });
-        let produced = self.produce_all(ctx.clone(), segments, wtx).await;
-        let (done, edges, sink) = match collect.await {
-            Ok(r) => r,
-            Err(e) => {
-                let e = ClientError::Aborted(format!("the range reader failed: {e}"));
-                return Err((e, Box::new(|_, _| {})));
-            }
-        };
+            })
+            .await;
+        edges.last = last.map(|c| (c.data.to_vec(), c.stored_len));
         if let (Err(ClientError::Corrupt { .. }), Some(cache)) = (&produced, &self.chunk_cache) {
             for path in ctx.counters.cache_paths.lock().expect("cache paths").iter() {
                 cache.remove(path);

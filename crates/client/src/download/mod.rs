@@ -323,6 +323,7 @@ impl CasClient {
             sources,
             shared: options.shared.clone(),
             counters: Counters::default(),
+            hash_chunks: true,
         });
 
         let (wtx, wrx) = mpsc::channel::<DecodedChunk>(64);
@@ -431,6 +432,31 @@ impl CasClient {
                 if wtx.send(chunk).await.is_err() {
                     return Err(ClientError::Aborted("the output writer stopped".into()));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// As [`produce_all`](Self::produce_all), handing each chunk to `each` on this task
+    /// (no hop through another task and channel per chunk: a range read into memory).
+    async fn produce_each(
+        &self,
+        ctx: Arc<Context>,
+        segments: Vec<plan::Segment>,
+        mut each: impl FnMut(DecodedChunk),
+    ) -> Result<()> {
+        let mut running = futures::stream::iter(segments.into_iter().map(|segment| {
+            let ctx = ctx.clone();
+            async move {
+                let (tx, rx) = mpsc::channel(SEGMENT_QUEUE);
+                tokio::spawn(fetch::produce(ctx, segment, tx));
+                rx
+            }
+        }))
+        .buffered(self.config.download_concurrency.max(1));
+        while let Some(mut rx) = running.next().await {
+            while let Some(item) = rx.recv().await {
+                each(item?);
             }
         }
         Ok(())
