@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::block_data::{Block, Data, Pool};
 use crate::MountError;
+use filler::Filler;
 use git_xet_core::lfs::pointer::Pointer;
 
 /// 2 MiB: about 32 chunks, so the chunks cut at a block's ends are a small part of it,
@@ -60,6 +61,9 @@ pub trait RangeSource: Send + Sync + 'static {
         Ok(())
     }
 }
+
+#[path = "blocks_filler.rs"]
+mod filler;
 
 type Key = ([u8; 32], u64);
 
@@ -276,137 +280,6 @@ impl<S: RangeSource> BlockCache<S> {
                 });
             }
             result = slot.done.wait_timeout(result, left).expect("slot").0;
-        }
-    }
-}
-
-/// Cuts the bytes of a streaming fetch into the blocks of its run. Bytes come in order,
-/// except that a piece's first bytes may come after the rest of it (they wait for the
-/// read before it, `crate::edges`): the gap is held as a hole and its block is filled once
-/// the hole is, while the blocks after it are filled as their bytes arrive.
-struct Filler {
-    run: Vec<(u64, Arc<Slot>)>,
-    /// Per block of the run: its bytes so far, while it is not filled.
-    bufs: Vec<Option<Vec<u8>>>,
-    filled: Vec<bool>,
-    /// Bytes of the run taken so far from its start, holes included.
-    received: u64,
-    /// Ranges `start..end` below `received` whose bytes come later (zeros until then).
-    holes: Vec<(u64, u64)>,
-    /// Bytes the run should get.
-    len: u64,
-    pool: Arc<Pool>,
-}
-
-impl Filler {
-    fn new(run: Vec<(u64, Arc<Slot>)>, len: u64, pool: Arc<Pool>) -> Filler {
-        let n = run.len();
-        Filler {
-            run,
-            bufs: (0..n).map(|_| None).collect(),
-            filled: vec![false; n],
-            received: 0,
-            holes: Vec::new(),
-            len,
-            pool,
-        }
-    }
-
-    fn push(&mut self, at: u64, data: &[u8]) {
-        let end = (at + data.len() as u64).min(self.len);
-        if end <= at {
-            return;
-        }
-        // Below `received`: only the holes take bytes (the rest is a retry's repetition).
-        let mut i = 0;
-        while i < self.holes.len() {
-            let (hs, he) = self.holes[i];
-            let (s, e) = (hs.max(at), he.min(end));
-            if s >= e {
-                i += 1;
-                continue;
-            }
-            self.holes.remove(i);
-            for part in [(hs, s), (e, he)] {
-                if part.0 < part.1 {
-                    self.holes.insert(i, part);
-                    i += 1;
-                }
-            }
-            self.put(s, Some(&data[(s - at) as usize..(e - at) as usize]), e - s);
-        }
-        if end <= self.received {
-            return;
-        }
-        if at > self.received {
-            let gap = at - self.received;
-            self.holes.push((self.received, at));
-            self.put(self.received, None, gap);
-        }
-        let from = self.received.max(at);
-        self.put(from, Some(&data[(from - at) as usize..(end - at) as usize]), end - from);
-    }
-
-    /// Bytes `data` (None: `len` zeros, a hole) at `pos` of the run: appended past
-    /// `received`, written in place below it; fills the blocks that became whole.
-    fn put(&mut self, mut pos: u64, data: Option<&[u8]>, len: u64) {
-        let mut done = 0u64;
-        while done < len {
-            let b = (pos / BLOCK_SIZE) as usize;
-            let o = (pos % BLOCK_SIZE) as usize;
-            let n = (BLOCK_SIZE - pos % BLOCK_SIZE).min(len - done) as usize;
-            if self.filled[b] {
-                (pos, done) = (pos + n as u64, done + n as u64);
-                continue;
-            }
-            let pool = &self.pool;
-            let buf = self.bufs[b].get_or_insert_with(|| pool.take(BLOCK_SIZE as usize));
-            let part = data.map(|d| &d[done as usize..done as usize + n]);
-            match part {
-                Some(p) if o < buf.len() => buf[o..o + n].copy_from_slice(p),
-                Some(p) => buf.extend_from_slice(p),
-                None => buf.resize(o + n, 0),
-            }
-            (pos, done) = (pos + n as u64, done + n as u64);
-            self.received = self.received.max(pos);
-            self.fill_if_whole(b);
-        }
-    }
-
-    fn fill_if_whole(&mut self, b: usize) {
-        let start = b as u64 * BLOCK_SIZE;
-        let end = (start + BLOCK_SIZE).min(self.len);
-        let whole = self.bufs[b]
-            .as_ref()
-            .is_some_and(|buf| buf.len() as u64 == end - start);
-        if !whole || self.holes.iter().any(|&(s, e)| s < end && start < e) {
-            return;
-        }
-        let buf = self.bufs[b].take().expect("checked above");
-        let block = Arc::new(Block::new(buf, &self.pool));
-        let slot = &self.run[b].1;
-        *slot.result.lock().expect("slot") = Some(Ok(block));
-        slot.done.notify_all();
-        self.filled[b] = true;
-    }
-
-    /// The blocks not filled (all of them filled after a fetch that succeeded).
-    fn unfilled(&self) -> impl Iterator<Item = &(u64, Arc<Slot>)> {
-        self.run
-            .iter()
-            .zip(&self.filled)
-            .filter(|(_, f)| !**f)
-            .map(|(r, _)| r)
-    }
-
-    /// After a fetch that succeeded: every block must have been filled.
-    fn finish(&mut self, object: &Pointer) -> Result<(), MountError> {
-        match self.filled.iter().position(|f| !f) {
-            None => Ok(()),
-            Some(b) => Err(MountError::Short {
-                oid: object.oid.to_string(),
-                offset: (self.run[0].0 + b as u64) * BLOCK_SIZE,
-            }),
         }
     }
 }

@@ -73,21 +73,28 @@ impl XetRemote {
                         edges.keep(k, (Arc::new(data.to_vec()), stored))
                     }) as git_xet_client::FirstChunk
                 });
-            let read = client.read_range_streaming(
-                hash,
-                middle,
-                Some((*s2, *e2)),
-                (*s2, *e2),
-                piece,
-                first,
-            );
-            result = match self
-                .runtime
-                .block_on(async { tokio::time::timeout_at(deadline, read).await })
-            {
-                Err(_) => Err(None),
-                Ok(Err(e)) => Err(Some(e)),
-                Ok(Ok((done, edges))) => {
+            // On the runtime's workers rather than this thread: each decoded chunk then
+            // passes to the task that hands it to the sink without waking another thread.
+            let (client2, hash2, middle2, range) =
+                (client.clone(), *hash, middle.clone(), (*s2, *e2));
+            let read = self.runtime.spawn(async move {
+                let read = client2.read_range_streaming(
+                    &hash2,
+                    &middle2,
+                    Some(range),
+                    range,
+                    piece,
+                    first,
+                );
+                tokio::time::timeout_at(deadline, read).await
+            });
+            result = match self.runtime.block_on(read) {
+                Err(e) => Err(Some(ClientError::Aborted(format!(
+                    "the range read failed: {e}"
+                )))),
+                Ok(Err(_)) => Err(None),
+                Ok(Ok(Err(e))) => Err(Some(e)),
+                Ok(Ok(Ok((done, edges)))) => {
                     tracing::debug!(
                         %hash, s2, e2, network = done.network_bytes, cache = done.cache_bytes,
                         "range read"
