@@ -11,7 +11,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::env::{ok, remote_url, stderr, GitEnv};
-use crate::support::{random_bytes, write_file, TestServer};
+use crate::support::{lfs_objects, random_bytes, write_file, TestServer};
 
 pub(super) const XORB_SERVED: &str = "git_xet_xorb_bytes_served_total";
 
@@ -118,24 +118,6 @@ pub(super) fn fixture_on(server: TestServer, remote: &str, env: GitEnv) -> Fixtu
         v2,
         small,
     }
-}
-
-pub(super) fn lfs_objects(repo: &Path) -> usize {
-    fn count(dir: &Path) -> usize {
-        std::fs::read_dir(dir).map_or(0, |entries| {
-            entries
-                .filter_map(|e| e.ok())
-                .map(|e| {
-                    if e.path().is_dir() {
-                        count(&e.path())
-                    } else {
-                        1
-                    }
-                })
-                .sum()
-        })
-    }
-    count(&repo.join(".git/lfs/objects"))
 }
 
 pub(super) fn mount(f: &Fixture, name: &str, extra: &[&str]) -> Mounted {

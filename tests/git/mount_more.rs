@@ -7,11 +7,11 @@ use std::process::{Child, Stdio};
 
 use crate::env::{ok, remote_url, GitEnv};
 use crate::mount::{
-    fixture, fixture_on, have_fuse, lfs_objects, mount, mount_foreground, mounted, read_range,
-    Fixture, Mounted, XORB_SERVED,
+    fixture, fixture_on, have_fuse, mount, mount_foreground, mounted, read_range, Fixture, Mounted,
+    XORB_SERVED,
 };
 use crate::sshd::{self, Sshd};
-use crate::support::TestServer;
+use crate::support::{lfs_objects, TestServer};
 
 /// Requests the server answered, its metrics scrapes left out.
 pub(super) fn requests(server: &TestServer) -> u64 {

@@ -5,9 +5,9 @@
 use std::process::Stdio;
 
 use crate::env::{ok, remote_url, GitEnv};
-use crate::mount::{fixture, have_fuse, lfs_objects, mount, mount_foreground, XORB_SERVED};
+use crate::mount::{fixture, have_fuse, mount, mount_foreground, XORB_SERVED};
 use crate::mount_more::unmount;
-use crate::support::{random_bytes, write_file, TestServer};
+use crate::support::{lfs_objects, random_bytes, write_file, TestServer};
 
 #[test]
 fn a_cold_sequential_read_fetches_every_chunk_once() {
