@@ -27,6 +27,8 @@ struct Fuse<S: RangeSource> {
     fs: Arc<MountFs<S>>,
     uid: u32,
     gid: u32,
+    /// Whether files are opened for direct I/O (the kernel can still map them).
+    direct: bool,
 }
 
 impl<S: RangeSource> Fuse<S> {
@@ -66,6 +68,17 @@ fn file_type(kind: Kind) -> FileType {
 }
 
 impl<S: RangeSource> fuser::Filesystem for Fuse<S> {
+    /// Reads answered straight into the reader's buffer, not through the page cache: the
+    /// blocks are this process's cache already, and a cold read of a large file would
+    /// otherwise copy every byte twice and fill the page cache with it. Only where the
+    /// kernel also lets such files be mapped (`safetensors` maps them; Linux 6.6 on).
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        self.direct = config
+            .add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+            .is_ok();
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.fs.lookup(parent.0, name) {
             Some(a) => reply.entry(&TTL, &self.attr(a), Generation(0)),
@@ -92,6 +105,7 @@ impl<S: RangeSource> fuser::Filesystem for Fuse<S> {
             return reply.error(Errno::EROFS);
         }
         match self.fs.attr(ino.0) {
+            Some(_) if self.direct => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
             // The content never changes: the kernel's page cache may keep it.
             Some(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
             None => reply.error(Errno::ENOENT),
@@ -196,6 +210,7 @@ pub fn serve<S: RangeSource>(
         fs: Arc::new(fs),
         uid,
         gid,
+        direct: false,
     };
     let mut session =
         fuser::Session::new(fuse, dir, &config).map_err(|e| MountError::io(dir, e))?;
@@ -225,13 +240,16 @@ pub fn serve<S: RangeSource>(
     session.run().map_err(|e| MountError::io(dir, e))
 }
 
-/// A cold read frees and allocates a chunk's buffer for every 64 KiB it reads: glibc
-/// would give the memory back and fault it in again each time (a few per cent of the
-/// read's CPU). The process's peak is bounded by the blocks it keeps anyway.
+/// A cold read frees and allocates a chunk's buffer for every 64 KiB it reads and a
+/// block's for every 2 MiB: glibc would give the memory back (or map and unmap it) and
+/// fault it in again each time (a few per cent of the read's CPU). Setting one threshold
+/// turns off glibc's adaptive ones, so both are set. The process's peak is bounded by
+/// the blocks it keeps anyway.
 fn keep_freed_memory() {
     #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only sets a tunable of the allocator.
+    // SAFETY: mallopt only sets tunables of the allocator.
     unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
     }
 }
