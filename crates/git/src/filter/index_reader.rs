@@ -26,7 +26,7 @@ pub enum IndexReader {
         child: Child,
         stdin: ChildStdin,
         stdout: BufReader<ChildStdout>,
-        ahead: Ahead,
+        ahead: Box<Ahead>,
     },
     Broken,
 }
@@ -56,7 +56,7 @@ impl IndexReader {
                         child,
                         stdin,
                         stdout: BufReader::new(stdout),
-                        ahead: Ahead::default(),
+                        ahead: Box::default(),
                     },
                     _ => IndexReader::Broken,
                 },
@@ -100,13 +100,16 @@ const READ_AHEAD: usize = 64;
 /// cat-file (a pipe holds at least a page) while cat-file waits for its answers to be read.
 const READ_AHEAD_BYTES: usize = 4096;
 
+/// The index's stage-0 paths in order, and each one's place.
+type IndexOrder = (Vec<String>, HashMap<String, usize>);
+
 /// Pointers of the paths that follow a re-cleaned one in the index, read ahead.
 #[derive(Default)]
 pub struct Ahead {
     asked: usize,
     /// Each stage-0 path's place in the index (`git ls-files -z`), once many were asked;
     /// `Some(None)` when it could not be read.
-    order: Option<Option<(Vec<String>, HashMap<String, usize>)>>,
+    order: Option<Option<IndexOrder>>,
     known: HashMap<String, Indexed>,
 }
 
@@ -149,7 +152,7 @@ impl Ahead {
 
 /// The index's stage-0 paths in order, with each one's place (paths cat-file cannot be
 /// asked for, with a newline or not UTF-8, are left out).
-fn index_order(repo: &Repo) -> Option<(Vec<String>, HashMap<String, usize>)> {
+fn index_order(repo: &Repo) -> Option<IndexOrder> {
     let listed = repo.git().run_bytes(["ls-files", "-z"], None).ok()?;
     let paths: Vec<String> = listed
         .split(|&b| b == 0)
