@@ -3,13 +3,7 @@
 //! every file it re-cleans, and two git commands per file made a pull of many small files
 //! several times slower than git-lfs. cat-file reads the index once: a filter process lives
 //! for one git command, whose own index update is written only when it ends.
-//!
-//! git re-cleans in the index's order, so once a process has asked for many re-cleans'
-//! pointers ([`READ_AHEAD_AFTER`]), the paths that follow in the index are asked for with
-//! the one asked, up to [`READ_AHEAD`] in one write (`info` for all, then `contents` for
-//! those small enough to be a pointer): two round trips per window instead of one per file.
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
@@ -26,7 +20,6 @@ pub enum IndexReader {
         child: Child,
         stdin: ChildStdin,
         stdout: BufReader<ChildStdout>,
-        ahead: Box<Ahead>,
     },
     Broken,
 }
@@ -56,32 +49,16 @@ impl IndexReader {
                         child,
                         stdin,
                         stdout: BufReader::new(stdout),
-                        ahead: Box::default(),
                     },
                     _ => IndexReader::Broken,
                 },
                 Err(_) => IndexReader::Broken,
             };
         }
-        let IndexReader::Running {
-            stdin,
-            stdout,
-            ahead,
-            ..
-        } = self
-        else {
+        let IndexReader::Running { stdin, stdout, .. } = self else {
             return Indexed::Unknown;
         };
-        let answer = match how {
-            Ask::Contents => ahead.answer(repo, stdin, stdout, pathname),
-            Ask::SizeFirst => Ok(None),
-        };
-        let answer = match answer {
-            Ok(Some(known)) => Ok(known),
-            Ok(None) => ask(stdin, stdout, pathname, how),
-            Err(e) => Err(e),
-        };
-        match answer {
+        match ask(stdin, stdout, pathname, how) {
             Ok(answer) => answer,
             Err(e) => {
                 tracing::debug!("git cat-file --batch-command: {e}");
@@ -90,120 +67,6 @@ impl IndexReader {
             }
         }
     }
-}
-
-/// Re-cleans asked for one by one before the paths after them are read ahead.
-const READ_AHEAD_AFTER: usize = 32;
-/// Paths read ahead in one window ...
-const READ_AHEAD: usize = 64;
-/// ... and at most this many bytes of commands, so that a write of them never waits for
-/// cat-file (a pipe holds at least a page) while cat-file waits for its answers to be read.
-const READ_AHEAD_BYTES: usize = 4096;
-
-/// The index's stage-0 paths in order, and each one's place.
-type IndexOrder = (Vec<String>, HashMap<String, usize>);
-
-/// Pointers of the paths that follow a re-cleaned one in the index, read ahead.
-#[derive(Default)]
-pub struct Ahead {
-    asked: usize,
-    /// Each stage-0 path's place in the index (`git ls-files -z`), once many were asked;
-    /// `Some(None)` when it could not be read.
-    order: Option<Option<IndexOrder>>,
-    known: HashMap<String, Indexed>,
-}
-
-impl Ahead {
-    /// The answer for `pathname` read ahead, or read now with those that follow it;
-    /// `None`: ask for it alone.
-    fn answer(
-        &mut self,
-        repo: &Repo,
-        stdin: &mut ChildStdin,
-        stdout: &mut BufReader<ChildStdout>,
-        pathname: &str,
-    ) -> std::io::Result<Option<Indexed>> {
-        if let Some(known) = self.known.remove(pathname) {
-            return Ok(Some(known));
-        }
-        self.asked += 1;
-        if self.asked < READ_AHEAD_AFTER {
-            return Ok(None);
-        }
-        let Some((paths, place)) = self.order.get_or_insert_with(|| index_order(repo)) else {
-            return Ok(None);
-        };
-        let Some(&at) = place.get(pathname) else {
-            return Ok(None);
-        };
-        let mut window = Vec::new();
-        let mut bytes = 0;
-        for path in &paths[at..] {
-            bytes += path.len() + "contents :0:\n".len();
-            if window.len() == READ_AHEAD || (bytes > READ_AHEAD_BYTES && !window.is_empty()) {
-                break;
-            }
-            window.push(path.as_str());
-        }
-        self.known = read_window(stdin, stdout, &window)?;
-        Ok(self.known.remove(pathname))
-    }
-}
-
-/// The index's stage-0 paths in order, with each one's place (paths cat-file cannot be
-/// asked for, with a newline or not UTF-8, are left out).
-fn index_order(repo: &Repo) -> Option<IndexOrder> {
-    let listed = repo.git().run_bytes(["ls-files", "-z"], None).ok()?;
-    let paths: Vec<String> = listed
-        .split(|&b| b == 0)
-        .filter(|p| !p.is_empty() && !p.contains(&b'\n'))
-        .filter_map(|p| String::from_utf8(p.to_vec()).ok())
-        .collect();
-    let place = paths
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.clone(), i))
-        .collect();
-    Some((paths, place))
-}
-
-/// The pointers of `window`'s paths: `info` of all in one write, then `contents` of those
-/// small enough to be a pointer in another.
-fn read_window(
-    stdin: &mut ChildStdin,
-    stdout: &mut BufReader<ChildStdout>,
-    window: &[&str],
-) -> std::io::Result<HashMap<String, Indexed>> {
-    let commands = |verb: &str, paths: &[&str]| -> String {
-        paths.iter().map(|p| format!("{verb} :0:{p}\n")).collect()
-    };
-    stdin.write_all(commands("info", window).as_bytes())?;
-    let mut found = HashMap::new();
-    let mut small = Vec::new();
-    for &path in window {
-        match header(stdout)? {
-            Header::Blob(size) if size <= MAX_POINTER_SIZE as u64 => small.push(path),
-            Header::Blob(_) | Header::Other(_) | Header::Missing => {
-                found.insert(path.to_string(), Indexed::Other);
-            }
-        }
-    }
-    if small.is_empty() {
-        return Ok(found);
-    }
-    stdin.write_all(commands("contents", &small).as_bytes())?;
-    for path in small {
-        let size = match header(stdout)? {
-            Header::Blob(size) if size <= MAX_POINTER_SIZE as u64 => size,
-            _ => {
-                return Err(std::io::Error::other(
-                    "the index changed between two questions",
-                ))
-            }
-        };
-        found.insert(path.to_string(), body(stdout, size)?);
-    }
-    Ok(found)
 }
 
 /// How many questions a pointer costs.
@@ -251,12 +114,7 @@ fn ask(
             ))
         }
     };
-    body(stdout, size)
-}
-
-/// A `contents` answer's body of `size` bytes (at most MAX_POINTER_SIZE, checked by the
-/// caller), plus git's newline after it.
-fn body(stdout: &mut BufReader<ChildStdout>, size: u64) -> std::io::Result<Indexed> {
+    // `size` is at most MAX_POINTER_SIZE (checked above), plus git's newline after it.
     let mut body = vec![0; size as usize + 1];
     stdout.read_exact(&mut body)?;
     body.pop();
@@ -356,67 +214,5 @@ mod tests {
             ));
         }
         assert!(matches!(reader, IndexReader::Running { .. }));
-    }
-
-    /// Past the first re-cleans, the paths that follow are read ahead in windows, and each
-    /// gets the answer it would get alone: pointers, other files (small and large), paths
-    /// asked out of order or not in the index.
-    #[test]
-    fn re_cleans_in_the_index_s_order_are_read_ahead_with_the_same_answers() {
-        let dir = tempfile::tempdir().unwrap();
-        let top = std::fs::canonicalize(dir.path()).unwrap().join("work");
-        Git::new()
-            .run(["init", "-q", top.to_str().unwrap()])
-            .unwrap();
-        let mut expected = Vec::new();
-        for i in 0..300u32 {
-            let name = format!("d/f {i:03}.bin");
-            let path = top.join(&name);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            let size = match i % 7 {
-                0 => {
-                    std::fs::write(&path, format!("plain {i}\n")).unwrap();
-                    None
-                }
-                1 => {
-                    std::fs::write(&path, vec![b'x'; 3000 + i as usize]).unwrap();
-                    None
-                }
-                _ => {
-                    let pointer = format!(
-                        "version https://git-lfs.github.com/spec/v1\noid sha256:{:064x}\nsize {}\n",
-                        i,
-                        1000 + i
-                    );
-                    std::fs::write(&path, pointer).unwrap();
-                    Some(1000 + i as u64)
-                }
-            };
-            expected.push((name, size));
-        }
-        let repo = Repo::discover(&top).unwrap();
-        repo.git().run(["add", "."]).unwrap();
-
-        let mut reader = IndexReader::default();
-        let mut asks: Vec<&(String, Option<u64>)> = expected.iter().collect();
-        // Out of order now and then, and a path the index does not have.
-        asks.swap(100, 180);
-        let absent = ("d/absent.bin".to_string(), None);
-        asks.insert(150, &absent);
-        for (name, size) in asks {
-            let got = match reader.pointer(&repo, name, Ask::Contents) {
-                Indexed::Pointer(p) => Some(p.size),
-                Indexed::Other => None,
-                Indexed::Unknown => panic!("{name}: no answer"),
-            };
-            assert_eq!(got, *size, "{name}");
-        }
-        let IndexReader::Running { ahead, .. } = &reader else {
-            panic!("cat-file stopped");
-        };
-        assert!(
-            matches!(&ahead.order, Some(Some((paths, _))) if paths.len() == 300),
-            "the index's order was read"
-        );
     }
 }
