@@ -2,8 +2,8 @@
 //! another branch): asked for with the LFS Batch API offering `xet`, and reconstructed with
 //! the same backend the transfer agent uses, so local data and the chunk cache are reused
 //! and the sha256 is checked once, as the file is written. Small objects are fetched many at
-//! a time ([`Fetcher::fetch_many`]); a large one alone, with its bytes handed to the filter
-//! as they are written ([`Fetcher::fetch_tapped`]).
+//! a time, each answered as it finishes ([`Fetcher::fetch_each`]); a large one alone, with
+//! its bytes handed to the filter as they are written ([`Fetcher::fetch_tapped`]).
 //!
 //! One fetcher lives for the whole filter process: the batch client, the credentials, the
 //! async runtime and the CAS client with its caches are set up on the first missing object
@@ -17,7 +17,8 @@ use crate::endpoint;
 use crate::repo::Repo;
 use crate::ssh::SshFailure;
 use crate::GitError;
-use git_xet_client::{CasClient, ContentTap, ProgressFn};
+use git_xet_client::{CasClient, ContentTap, DownloadOptions, ProgressFn, SharedFetches};
+use git_xet_core::reconstruction::Reconstruction;
 use git_xet_core::MerkleHash;
 use git_xet_lfs::batch::{BatchClient, BatchResponse, BATCH_SIZE};
 use git_xet_lfs::objects::{ObjectDownload, ObjectService};
@@ -140,13 +141,46 @@ impl Fetcher {
         files: &[(&str, &Pointer)],
         store: &LfsStore,
     ) -> Vec<Result<Fetched, GitError>> {
+        let mut results: Vec<Option<Result<Fetched, GitError>>> =
+            files.iter().map(|_| None).collect();
+        self.fetch_each(files, store, &mut |i, result| results[i] = Some(result));
+        results
+            .into_iter()
+            .map(|r| r.expect("fetch_each answers every file"))
+            .collect()
+    }
+
+    /// [`Self::fetch_many`], handing each file's result to `done` (with the file's index)
+    /// as soon as its object is settled: the filter lists delayed files to git as they
+    /// finish. Every file gets exactly one answer.
+    pub fn fetch_each(
+        &mut self,
+        files: &[(&str, &Pointer)],
+        store: &LfsStore,
+        done: &mut dyn FnMut(usize, Result<Fetched, GitError>),
+    ) {
         let mut unique: Vec<(&str, &Pointer)> = Vec::new();
-        for &(path, pointer) in files {
-            if !unique.iter().any(|(_, p)| p.oid == pointer.oid) {
+        let mut sharing: HashMap<Oid, Vec<usize>> = HashMap::new();
+        for (i, &(path, pointer)) in files.iter().enumerate() {
+            let same = sharing.entry(pointer.oid).or_default();
+            if same.is_empty() {
                 unique.push((path, pointer));
             }
+            same.push(i);
         }
-        let mut outcome: HashMap<Oid, Result<Fetched, Arc<GitError>>> = HashMap::new();
+        // An object's result, to every file that has it.
+        let mut settle = |oid: &Oid, result: Result<Fetched, GitError>| {
+            let result = result.map_err(Arc::new);
+            for &i in sharing.get(oid).into_iter().flatten() {
+                done(
+                    i,
+                    match &result {
+                        Ok(f) => Ok(f.clone()),
+                        Err(e) => Err(GitError::Shared(e.clone())),
+                    },
+                );
+            }
+        };
         for group in unique.chunks(BATCH_SIZE * BATCHES_AT_ONCE) {
             let mut requests = Vec::new();
             let mut requested = Vec::new();
@@ -156,32 +190,98 @@ impl Fetcher {
                         requests.push(r);
                         requested.push((path, pointer));
                     }
-                    Ok(Err(why)) => {
-                        outcome.insert(pointer.oid, Ok(Fetched::GitLfs(why)));
-                    }
-                    Err(e) => {
-                        outcome.insert(pointer.oid, Err(e));
-                    }
+                    Ok(Err(why)) => settle(&pointer.oid, Ok(Fetched::GitLfs(why))),
+                    Err(e) => settle(&pointer.oid, Err(GitError::Shared(e))),
                 }
             }
-            let parallel = if requested.iter().all(|(_, p)| p.size <= SMALL_OBJECT) {
-                PARALLEL_SMALL_DOWNLOADS
-            } else {
-                PARALLEL_DOWNLOADS
+            let mut finished = |j: usize, result: Result<PathBuf, LfsError>| {
+                let (path, pointer) = requested[j];
+                settle(&pointer.oid, stored(store, path, pointer, result));
             };
-            let results = self.service.download_many(&requests, parallel);
-            for ((path, pointer), result) in requested.into_iter().zip(results) {
-                let result = stored(store, path, pointer, result).map_err(Arc::new);
-                outcome.insert(pointer.oid, result);
+            if requested.iter().all(|(_, p)| p.size <= SMALL_OBJECT) {
+                self.download_small(&requests, &mut finished);
+            } else {
+                let results = self.service.download_many(&requests, PARALLEL_DOWNLOADS);
+                for (j, result) in results.into_iter().enumerate() {
+                    finished(j, result);
+                }
             }
         }
-        files
-            .iter()
-            .map(|(_, p)| match &outcome[&p.oid] {
-                Ok(f) => Ok(f.clone()),
-                Err(e) => Err(GitError::Shared(e.clone())),
-            })
-            .collect()
+    }
+
+    /// Downloads small objects, [`PARALLEL_SMALL_DOWNLOADS`] at once, handing each to
+    /// `done` (with its index in `wants`) as it finishes. Unlike the object service's
+    /// `download_many`, no local objects are offered as sources of chunks (a walk of
+    /// `.git/lfs/objects` per call): an object of a few chunks shares next to none with
+    /// another version.
+    fn download_small(
+        &mut self,
+        wants: &[ObjectDownload],
+        done: &mut dyn FnMut(usize, Result<PathBuf, LfsError>),
+    ) {
+        let mut jobs = Vec::new();
+        for (j, want) in wants.iter().enumerate() {
+            // Objects the chunk store holds are rebuilt from it; the rest are downloaded.
+            if let Some(path) = self.service.rebuild_local(&want.oid, want.size) {
+                done(j, Ok(path));
+                continue;
+            }
+            match self.small_job(want) {
+                Ok(job) => jobs.push((j, job)),
+                Err(e) => done(j, Err(e)),
+            }
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        use futures::StreamExt;
+        self.runtime.block_on(async {
+            // One reconstruction query per hundred files of a server: files side by side
+            // in a xorb then share one ranged GET (the answer's runs).
+            let mut by_server: HashMap<&str, (&CasClient, Vec<MerkleHash>)> = HashMap::new();
+            for (_, job) in &jobs {
+                let entry = by_server
+                    .entry(job.client.api().base_url())
+                    .or_insert_with(|| (&job.client, Vec::new()));
+                if !entry.1.contains(&job.file_hash) {
+                    entry.1.push(job.file_hash);
+                }
+            }
+            let answers: HashMap<&str, _> = futures::future::join_all(by_server.into_iter().map(
+                |(url, (client, files))| async move { (url, client.reconstructions(&files).await) },
+            ))
+            .await
+            .into_iter()
+            .collect();
+            let mut running = futures::stream::iter(jobs.iter().map(|(j, job)| {
+                let known = answers
+                    .get(job.client.api().base_url())
+                    .and_then(|a| a.get(&job.file_hash))
+                    .cloned();
+                async move { (*j, job.run(known).await) }
+            }))
+            .buffer_unordered(PARALLEL_SMALL_DOWNLOADS);
+            while let Some((j, result)) = running.next().await {
+                done(j, result);
+            }
+        });
+    }
+
+    fn small_job(&mut self, want: &ObjectDownload) -> Result<SmallJob, LfsError> {
+        let file_hash = want
+            .access
+            .file_hash
+            .ok_or_else(|| LfsError::Action("download action without X-Xet-Hash".into()))?;
+        let client = self.service.client(&want.access)?;
+        let store = &self.service.env().store;
+        store.create_tmp_dir()?;
+        Ok(SmallJob {
+            client,
+            file_hash,
+            oid: want.oid,
+            size: want.size,
+            output: store.temp_path("download"),
+        })
     }
 
     /// Brings `pointer`'s object into `store`, handing its bytes to `tap` while they are
@@ -306,6 +406,52 @@ impl Fetcher {
 type Wanted = Result<Result<ObjectDownload, Handoff>, Arc<GitError>>;
 /// A batch answer offering `xet`, or why git-lfs gets its objects.
 type BatchAnswer = Result<BatchResponse, Handoff>;
+
+/// One small object's download (see [`Fetcher::download_small`]).
+struct SmallJob {
+    client: CasClient,
+    file_hash: MerkleHash,
+    oid: Oid,
+    size: u64,
+    output: PathBuf,
+}
+
+impl SmallJob {
+    /// Downloads into the temp file, verified against the XET hash and the oid; with its
+    /// reconstruction (and the runs its batch shares) when a batch query brought it.
+    async fn run(
+        &self,
+        known: Option<(Reconstruction, Option<Arc<SharedFetches>>)>,
+    ) -> Result<PathBuf, LfsError> {
+        let mut options = DownloadOptions {
+            expected_sha256: Some(self.oid.0),
+            ..Default::default()
+        };
+        let outcome = match known {
+            Some((recon, shared)) => {
+                options.shared = shared;
+                self.client
+                    .download_reconstructed(&self.file_hash, recon, &self.output, options)
+                    .await?
+            }
+            None => {
+                self.client
+                    .download(&self.file_hash, &self.output, options)
+                    .await?
+            }
+        };
+        if outcome.bytes_written != self.size {
+            let _ = std::fs::remove_file(&self.output);
+            return Err(LfsError::WrongSize {
+                oid: self.oid,
+                got: outcome.bytes_written,
+                expected: self.size,
+            });
+        }
+        tracing::debug!(oid = %self.oid, network = outcome.network_bytes, "downloaded");
+        Ok(self.output.clone())
+    }
+}
 
 /// A finished download moved into the store.
 fn stored(

@@ -13,6 +13,7 @@
 //! | [`pktline`] | pkt-line framing (gix-packetline), content spliced into git's pipe  |
 //! | [`clean`]   | content -> pointer, storing the object                              |
 //! | [`smudge`]  | pointer -> content; pass-through and the `git lfs smudge` fallback |
+//! | `delayed`   | delayed smudging: files listed to git as their downloads finish     |
 //! | [`fetch`]   | missing objects through the Batch API and XET                       |
 //! | `recheck`   | whether a clean is git re-checking an unchanged, stored file        |
 //! | [`store`]   | `.git/lfs/objects` and its temp directory                           |
@@ -22,14 +23,16 @@
 //! whole blob first), and a failure of one file is answered `status=error` for that file
 //! only; just a broken pipe to git or a protocol violation ends the process.
 //!
-//! Checkouts of many files use git's delayed smudging: a missing object is answered
-//! `status=delayed`, and when git asks which delayed files are available, all of them are
-//! fetched together (one Batch API request per hundred objects, shared objects once).
+//! Checkouts of many files use git's delayed smudging (`delayed`): a missing object is
+//! answered `status=delayed`, and when git first asks which delayed files are available,
+//! all of them start downloading together (one Batch API request per hundred objects,
+//! shared objects once); each answer lists those finished since the last.
 //! Large missing objects are not delayed but streamed: git receives each chunk as it is
 //! written to the store, and the final status says whether the whole object verified.
 
 pub mod clean;
 mod compare;
+mod delayed;
 pub mod fetch;
 mod index_reader;
 mod local;
@@ -38,12 +41,10 @@ mod recheck;
 pub mod smudge;
 mod stream;
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use crate::repo::Repo;
 use crate::GitError;
@@ -200,10 +201,8 @@ pub struct Filter {
     fetcher: Option<Fetcher>,
     /// git and the filter agreed on delayed smudging.
     delay: bool,
-    /// Files answered `status=delayed`, not fetched yet: path, pointer text, pointer.
-    delayed: Vec<(String, Vec<u8>, Pointer)>,
-    /// Delayed files fetched and listed to git, until git asks for their content.
-    available: HashMap<String, Result<Smudged, GitError>>,
+    /// Files answered `status=delayed`, their fetch and what is listed (delayed.rs).
+    delayed: delayed::Delayed,
     /// Missing objects from this size on are streamed, never delayed.
     stream_threshold: u64,
     /// The per-user chunk store, opened when first needed (`None` inside: turned off).
@@ -227,8 +226,7 @@ impl Filter {
             fetch_filters,
             fetcher: None,
             delay: false,
-            delayed: Vec::new(),
-            available: HashMap::new(),
+            delayed: Default::default(),
             stream_threshold: std::env::var("GIT_XET_STREAM_THRESHOLD")
                 .ok()
                 .and_then(|v| v.trim().parse().ok())
@@ -281,7 +279,7 @@ impl Filter {
                     // The second request for a delayed file comes with empty content.
                     let delayed = match &input {
                         Ok(Input::Other(Smudged::Bytes(b))) if b.is_empty() => {
-                            self.available.remove(&request.pathname)
+                            self.delayed.take_available(&request.pathname)
                         }
                         _ => None,
                     };
@@ -310,6 +308,7 @@ impl Filter {
                 "answered"
             );
         }
+        self.end_delayed();
         self.settle_wholes();
         Ok(())
     }
@@ -338,7 +337,7 @@ impl Filter {
             return Ok(Smudged::File { path, temp: false });
         }
         if self.delay && request.can_delay && pointer.size < self.stream_threshold {
-            self.delayed.push((pathname.to_string(), text, pointer));
+            self.delayed.queue((pathname.to_string(), text, pointer));
             return Ok(Smudged::Delayed);
         }
         Ok(Smudged::Fetch { text, pointer })
@@ -415,64 +414,17 @@ impl Filter {
         }
         output.send()
     }
-
-    fn fetcher(&mut self) -> Result<&mut Fetcher, GitError> {
-        if self.fetcher.is_none() {
-            self.fetcher = Some(Fetcher::new(&self.repo)?);
-        }
-        Ok(self.fetcher.as_mut().expect("fetcher was just created"))
-    }
-
-    /// Fetches every delayed file and lists them (an empty list: nothing more to wait for).
-    /// A file that failed is listed too; its error is the answer when git asks for it.
-    fn list_available<W: Write>(&mut self, output: &mut PktWriter<W>) -> Result<(), GitError> {
-        let delayed = std::mem::take(&mut self.delayed);
-        if !delayed.is_empty() {
-            let bytes: u64 = delayed.iter().map(|(_, _, p)| p.size).sum();
-            self.downloads.batch(delayed.len(), bytes);
-            let store = self.store.clone();
-            let results = match self.fetcher() {
-                Ok(fetcher) => {
-                    let files: Vec<(&str, &Pointer)> = delayed
-                        .iter()
-                        .map(|(path, _, p)| (path.as_str(), p))
-                        .collect();
-                    fetcher.fetch_many(&files, &store)
-                }
-                Err(e) => {
-                    let shared = Arc::new(e);
-                    delayed
-                        .iter()
-                        .map(|_| Err(GitError::Shared(shared.clone())))
-                        .collect()
-                }
-            };
-            for ((path, text, pointer), result) in delayed.into_iter().zip(results) {
-                // Several paths may share the object: settled when git is done.
-                if let Ok(Fetched::Stored(whole)) = &result {
-                    self.note_whole(&path, &pointer, whole.clone());
-                }
-                let answer = after_fetch(result, text, &path);
-                self.available.insert(path, Ok(answer));
-            }
-        }
-        let mut paths: Vec<&String> = self.available.keys().collect();
-        paths.sort();
-        for path in paths {
-            output.line(&format!("pathname={path}"))?;
-        }
-        output.flush_packet()?;
-        output.line("status=success")?;
-        output.flush_packet()?;
-        output.send()
-    }
 }
 
 /// Where a fetch that sent git nothing leaves the file: the stored object, else git-lfs's
 /// turn, whatever failed (an unreachable or refusing server, a failed ssh login, a failed
 /// download): git-lfs may still get the object its own way, and does what it would have
 /// done without git-xet.
-fn after_fetch(result: Result<Fetched, GitError>, pointer_text: Vec<u8>, path: &str) -> Smudged {
+pub(super) fn after_fetch(
+    result: Result<Fetched, GitError>,
+    pointer_text: Vec<u8>,
+    path: &str,
+) -> Smudged {
     match result {
         Ok(Fetched::Stored(path)) => Smudged::File { path, temp: false },
         Ok(Fetched::GitLfs(why)) => {
