@@ -99,6 +99,8 @@ mod runtimes;
 mod backup;
 #[path = "server/hostile.rs"]
 mod hostile;
+#[path = "server/hub_commit.rs"]
+mod hub_commit;
 #[path = "server/isolation.rs"]
 mod isolation;
 #[path = "server/lock_paths.rs"]

@@ -115,65 +115,70 @@ impl CasApi {
         &self.http
     }
 
+    /// GET `url` (bytes `range.0..=range.1` of it when given), status checked and the body
+    /// read whole, refusing more than `limit` bytes.
+    async fn get_limited(
+        &self,
+        what: &str,
+        url: &str,
+        range: Option<(u64, u64)>,
+        limit: usize,
+    ) -> Result<Bytes> {
+        self.http
+            .request(
+                what,
+                url,
+                |c| {
+                    let req = c.get(url);
+                    Ok(match range {
+                        Some((s, e)) => req.header(RANGE, format!("bytes={s}-{e}")),
+                        None => req,
+                    })
+                },
+                |r| read_body_limited(r, limit, what),
+            )
+            .await
+    }
+
+    /// A reconstruction answer ([`get_limited`](Self::get_limited)), its JSON decoded.
+    async fn get_reconstruction<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &str,
+        path: &str,
+        range: Option<(u64, u64)>,
+    ) -> Result<T> {
+        let url = format!("{}{path}", self.base);
+        let body = self
+            .get_limited(what, &url, range, MAX_RECONSTRUCTION_JSON)
+            .await?;
+        serde_json::from_slice(&body)
+            .map_err(|e| ClientError::protocol(what, format!("reconstruction JSON: {e}")))
+    }
+
     /// The reconstruction of a file, or of bytes `range.0..=range.1` of it.
     pub async fn reconstruction(
         &self,
         file: &MerkleHash,
         range: Option<(u64, u64)>,
     ) -> Result<Reconstruction> {
-        let url = format!("{}{}", self.base, routes::reconstruction_path(file));
         let what = format!("querying the reconstruction of {file}");
-        let body = self
-            .http
-            .request(
-                &what,
-                &url,
-                |c| {
-                    let req = c.get(&url);
-                    Ok(match range {
-                        Some((s, e)) => req.header(RANGE, format!("bytes={s}-{e}")),
-                        None => req,
-                    })
-                },
-                |r| read_body_limited(r, MAX_RECONSTRUCTION_JSON, &what),
-            )
-            .await?;
-        serde_json::from_slice(&body)
-            .map_err(|e| ClientError::protocol(&what, format!("reconstruction JSON: {e}")))
+        let path = routes::reconstruction_path(file);
+        self.get_reconstruction(&what, &path, range).await
     }
 
     /// The whole-file reconstructions of many files in one request (the batch query);
     /// files the server does not show are left out of the answer.
     pub async fn reconstructions(&self, files: &[MerkleHash]) -> Result<BatchReconstruction> {
-        let url = format!("{}{}", self.base, routes::reconstruction_batch_path(files));
         let what = format!("querying the reconstructions of {} files", files.len());
-        let body = self
-            .http
-            .request(
-                &what,
-                &url,
-                |c| Ok(c.get(&url)),
-                |r| read_body_limited(r, MAX_RECONSTRUCTION_JSON, &what),
-            )
-            .await?;
-        serde_json::from_slice(&body)
-            .map_err(|e| ClientError::protocol(&what, format!("reconstruction JSON: {e}")))
+        let path = routes::reconstruction_batch_path(files);
+        self.get_reconstruction(&what, &path, None).await
     }
 
     /// Global dedup: the shard describing xorbs that hold this chunk, if the server knows it.
     pub async fn query_chunk(&self, chunk: &MerkleHash) -> Result<Option<Bytes>> {
         let url = format!("{}{}", self.base, routes::dedup_query_path(chunk));
         let what = format!("global dedup query for chunk {chunk}");
-        let result = self
-            .http
-            .request(
-                &what,
-                &url,
-                |c| Ok(c.get(&url)),
-                |r| read_body_limited(r, MAX_DEDUP_SHARD, &what),
-            )
-            .await;
-        match result {
+        match self.get_limited(&what, &url, None, MAX_DEDUP_SHARD).await {
             Ok(body) => Ok(Some(body)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),

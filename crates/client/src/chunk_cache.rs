@@ -44,6 +44,11 @@ pub struct CacheHit {
     pub range: ChunkRange,
 }
 
+/// An entry's file name: `<start>-<end>` (chunk indices, end exclusive).
+fn entry_name(range: ChunkRange) -> String {
+    format!("{}-{}", range.start, range.end)
+}
+
 fn parse_entry_name(name: &str) -> Option<ChunkRange> {
     let (s, e) = name.split_once('-')?;
     let range = ChunkRange::new(s.parse().ok()?, e.parse().ok()?);
@@ -123,6 +128,14 @@ impl ChunkCache {
     /// An entry holding chunks `range` of `xorb` (or a superset of them).
     pub fn get(&self, xorb: &MerkleHash, range: ChunkRange) -> Option<CacheHit> {
         let xorb_dir = self.dir.join(xorb.to_hex());
+        // An entry of exactly this range (a file's own range, as its download stored it) is
+        // the smallest that covers it: one open, which refreshes its recency too, instead of
+        // listing every range of the xorb.
+        let exact = xorb_dir.join(entry_name(range));
+        if let Ok(f) = fs::File::options().append(true).open(&exact) {
+            let _ = f.set_modified(SystemTime::now());
+            return Some(CacheHit { path: exact, range });
+        }
         let entries = fs::read_dir(&xorb_dir).ok()?;
         let best = entries
             .filter_map(|e| e.ok())
@@ -155,7 +168,7 @@ impl ChunkCache {
             .map_err(|e| ClientError::io("creating a chunk cache entry", &self.dir, e))?;
         Ok(CacheWriter {
             file,
-            target: xorb_dir.join(format!("{}-{}", range.start, range.end)),
+            target: xorb_dir.join(entry_name(range)),
             len: 0,
         })
     }
@@ -317,6 +330,15 @@ mod tests {
             cache.get(&x, ChunkRange::new(4, 8)).unwrap().range,
             ChunkRange::new(0, 10)
         );
+        // An entry of exactly the range asked for is found without listing the others.
+        for range in [ChunkRange::new(2, 5), ChunkRange::new(0, 10)] {
+            let hit = cache.get(&x, range).unwrap();
+            assert_eq!(hit.range, range);
+            assert_eq!(
+                hit.path,
+                dir.path().join(x.to_hex()).join(entry_name(range))
+            );
+        }
         assert!(cache.get(&x, ChunkRange::new(8, 11)).is_none());
         assert!(cache
             .get(&chunk_hash(b"y"), ChunkRange::new(0, 1))

@@ -35,6 +35,18 @@ pub(super) struct Wholes {
     seen: Vec<(String, Pointer, PathBuf)>,
     /// `.git/xet/checked-out`, read when first needed.
     kept: Option<BTreeMap<PathBuf, Oid>>,
+    /// The objects of `kept` and the objects marked pushed (`.git/xet/pushed`), each read
+    /// once per process: a checkout asks for every file it writes from `.git/lfs/objects`.
+    found_noted: Option<FoundNoted>,
+    /// `.git/lfs/tmp` exists (made once, not per rebuilt file).
+    tmp_made: bool,
+}
+
+/// What makes an object found whole a candidate to settle (see [`Filter::note_found`]).
+#[derive(Debug, Default)]
+struct FoundNoted {
+    kept: HashSet<Oid>,
+    pushed: HashSet<Oid>,
 }
 
 impl Wholes {
@@ -64,8 +76,11 @@ impl Filter {
     /// with the others at the end.
     pub(super) fn rebuild_local(&mut self, pathname: &str, pointer: &Pointer) -> Option<PathBuf> {
         let lfs = self.store.clone();
+        if !self.wholes.tmp_made {
+            lfs.create_tmp_dir().ok()?;
+            self.wholes.tmp_made = true;
+        }
         let store = self.chunks()?;
-        lfs.create_tmp_dir().ok()?;
         let tmp = lfs.temp_path("rebuild");
         match store.rebuild(&pointer.oid.0, pointer.size, &tmp) {
             Ok(Rebuilt::Done) => {}
@@ -104,10 +119,27 @@ impl Filter {
         if self.wholes.keep_objects {
             return;
         }
-        let pushed = pushed_marker(&self.repo.xet_dir(), &pointer.oid).exists();
-        if pushed || self.kept().values().any(|o| *o == pointer.oid) {
+        if self.found_noted_mut().has(&pointer.oid) {
             self.note_whole(pathname, pointer, object);
         }
+    }
+
+    /// Read once per process, not once per file: a marker a push adds meanwhile is not seen,
+    /// which only leaves that whole copy in place until the next checkout settles it.
+    fn found_noted_mut(&mut self) -> &mut FoundNoted {
+        if self.wholes.found_noted.is_none() {
+            let kept = self.kept().values().copied().collect();
+            // Every marker is a file named by its oid in one directory.
+            let marker = pushed_marker(&self.repo.xet_dir(), &Oid([0; 32]));
+            let pushed = std::fs::read_dir(marker.parent().unwrap_or(Path::new("")))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<Oid>().ok())
+                .collect();
+            self.wholes.found_noted = Some(FoundNoted { kept, pushed });
+        }
+        self.wholes.found_noted.as_mut().expect("set above")
     }
 
     fn kept_path(&self) -> PathBuf {
@@ -172,12 +204,15 @@ impl Filter {
             }
         }
         let xet_dir = self.repo.xet_dir();
+        let marked = std::mem::take(&mut self.found_noted_mut().pushed);
         for (oid, object) in drop {
             if keep.contains(&oid) || still.contains(&oid) {
                 continue;
             }
             let _ = std::fs::remove_file(&object);
-            let _ = std::fs::remove_file(pushed_marker(&xet_dir, &oid));
+            if marked.contains(&oid) {
+                let _ = std::fs::remove_file(pushed_marker(&xet_dir, &oid));
+            }
             remove_empty_fan_out(&object);
         }
         if kept != before {
@@ -186,6 +221,13 @@ impl Filter {
             }
         }
         self.wholes.kept = Some(kept);
+        self.wholes.found_noted = None;
+    }
+}
+
+impl FoundNoted {
+    fn has(&self, oid: &Oid) -> bool {
+        self.pushed.contains(oid) || self.kept.contains(oid)
     }
 }
 

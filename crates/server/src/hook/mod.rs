@@ -268,10 +268,14 @@ fn pointer_sized_blobs(git: &Git, rev_list: &[&str]) -> Result<Vec<String>, Hook
     )?;
     let mut candidates = Vec::new();
     let out = BufReader::new(check.stdout.take().expect("piped stdout"));
-    for line in out.lines() {
+    // Lines of bytes: the path after the fields is any bytes git allows (Latin-1, say).
+    for line in out.split(b'\n') {
         let line = line.map_err(|e| HookError::io("reading git cat-file --batch-check", e))?;
-        let mut fields = line.split(' ');
-        if let (Some("blob"), Some(oid), Some(size)) = (fields.next(), fields.next(), fields.next())
+        let mut fields = line
+            .split(|&b| b == b' ')
+            .map(|f| std::str::from_utf8(f).ok());
+        if let (Some(Some("blob")), Some(Some(oid)), Some(Some(size))) =
+            (fields.next(), fields.next(), fields.next())
         {
             if size.parse().is_ok_and(|s: u64| POINTER_SIZES.contains(&s)) {
                 candidates.push(oid.to_string());

@@ -151,7 +151,7 @@ pub async fn commit(
             }
             "deletedFile" => {
                 let op: PathOp = parse(line.value, "deletedFile")?;
-                if files.remove(&op.path).is_none() {
+                if files.remove(op.path.as_bytes()).is_none() {
                     return Err(HubError::EntryNotFound {
                         message: format!("A file with this name doesn't exist: {}", op.path),
                         commit: None,
@@ -162,7 +162,7 @@ pub async fn commit(
                 let op: PathOp = parse(line.value, "deletedFolder")?;
                 let prefix = format!("{}/", op.path.trim_end_matches('/'));
                 let before = files.len();
-                files.retain(|p, _| !p.starts_with(&prefix));
+                files.retain(|p, _| !p.starts_with(prefix.as_bytes()));
                 if files.len() == before {
                     return Err(HubError::EntryNotFound {
                         message: format!("A folder with this name doesn't exist: {}", op.path),
@@ -258,14 +258,15 @@ pub async fn ref_locked(
 
 fn add(files: &mut Files, path: &str, oid: String) {
     // A file replacing a directory, or the other way round, drops what was in the way.
-    let dir_prefix = format!("{path}/");
-    files.retain(|p, _| !p.starts_with(&dir_prefix) && !path.starts_with(&format!("{p}/")));
+    let path = path.as_bytes();
+    let under = |p: &[u8], dir: &[u8]| p.strip_prefix(dir).is_some_and(|r| r.starts_with(b"/"));
+    files.retain(|p, _| !under(p, path) && !under(path, p));
     let mode = files
         .get(path)
         .map(|(m, _)| m.clone())
         .filter(|m| m == "100755")
         .unwrap_or_else(|| REGULAR.to_string());
-    files.insert(path.to_string(), (mode, oid));
+    files.insert(path.to_vec(), (mode, oid));
 }
 
 /// The pointer of an `lfsFile` line, if this repository holds that object (with that size).
@@ -306,7 +307,7 @@ async fn cover_lfs_paths(
     if missing.is_empty() {
         return Ok(false);
     }
-    let mut text = match files.get(".gitattributes") {
+    let mut text = match files.get(&b".gitattributes"[..]) {
         Some((_, oid)) => gitread::blob(&repo.dir, oid).await?,
         None => Vec::new(),
     };
@@ -353,11 +354,19 @@ mod tests {
     #[test]
     fn a_file_replaces_a_directory_in_its_way() {
         let mut files = Files::new();
-        files.insert("a/b".into(), ("100644".into(), "1".into()));
-        files.insert("run.sh".into(), ("100755".into(), "2".into()));
+        files.insert(b"a/b".to_vec(), ("100644".into(), "1".into()));
+        files.insert(b"run.sh".to_vec(), ("100755".into(), "2".into()));
+        files.insert(b"ab".to_vec(), ("100644".into(), "5".into()));
         add(&mut files, "a", "3".into());
         add(&mut files, "run.sh", "4".into());
-        assert_eq!(files.len(), 2);
-        assert_eq!(files["run.sh"], ("100755".to_string(), "4".to_string()));
+        assert_eq!(files.len(), 3, "{files:?}");
+        assert_eq!(
+            files[&b"run.sh"[..]],
+            ("100755".to_string(), "4".to_string())
+        );
+        // A directory in the way of a file goes, whatever bytes its files are named by.
+        files.insert(b"d/caf\xe9".to_vec(), ("100644".into(), "6".into()));
+        add(&mut files, "d", "7".into());
+        assert!(files.keys().all(|p| !p.starts_with(b"d/")), "{files:?}");
     }
 }

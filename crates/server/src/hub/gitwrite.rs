@@ -14,8 +14,10 @@ use crate::git::ls_tree;
 use crate::git::repos::FSYNC_CONFIG;
 use crate::hub::gitread;
 
-/// A file of the tree being built: mode (`100644`, `100755`, `120000`) and blob id.
-pub type Files = BTreeMap<String, (String, String)>;
+/// The files of the tree being built, by path as git stores it (any bytes but NUL: a name
+/// that is not UTF-8 is kept as it is, never rewritten): mode (`100644`, `100755`,
+/// `120000`) and blob id.
+pub type Files = BTreeMap<Vec<u8>, (String, String)>;
 
 fn git(dir: &Path) -> Command {
     let mut cmd = gitread::git(dir);
@@ -58,13 +60,9 @@ pub async fn files_of(dir: &Path, commit: Option<&str>) -> ServerResult<Files> {
         return Ok(Files::new());
     };
     let out = output(dir, &["ls-tree", "-r", "-z", commit], b"", &[]).await?;
-    // Known limit: a path that is not UTF-8 is taken lossily, so a Hub commit renames it.
     let files = ls_tree::records(&out)
         .filter(|r| r.kind == "blob")
-        .map(|r| {
-            let path = String::from_utf8_lossy(r.path).into_owned();
-            (path, (r.mode.to_string(), r.oid.to_string()))
-        })
+        .map(|r| (r.path.to_vec(), (r.mode.to_string(), r.oid.to_string())))
         .collect();
     Ok(files)
 }
@@ -77,7 +75,9 @@ pub async fn write_tree(dir: &Path, tmp: &Path, files: &Files) -> ServerResult<S
     let env = [("GIT_INDEX_FILE", index_s.as_str())];
     let mut info = Vec::new();
     for (path, (mode, oid)) in files {
-        info.extend_from_slice(format!("{mode} {oid}\t{path}\0").as_bytes());
+        info.extend_from_slice(format!("{mode} {oid}\t").as_bytes());
+        info.extend_from_slice(path);
+        info.push(0);
     }
     let result = async {
         run(dir, &["update-index", "-z", "--index-info"], &info, &env).await?;

@@ -107,7 +107,7 @@ async fn create(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
     };
     let blob = gitwrite::write_blob(&repo.dir, initial_gitattributes().as_bytes()).await?;
     let mut files = Files::new();
-    files.insert(".gitattributes".into(), ("100644".into(), blob));
+    files.insert(b".gitattributes".to_vec(), ("100644".into(), blob));
     let tree = gitwrite::write_tree(&repo.dir, &state.config.tmp_dir(), &files).await?;
     let user = repo.access.user().unwrap_or("git-xet").to_string();
     let author = Author {
