@@ -22,7 +22,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::action::XetAction;
-use crate::objects::{AgentEnv, ObjectService, UploadJob};
+use crate::objects::{AgentEnv, ObjectService, RegisteredBatch, UploadJob};
 use crate::pointer::Oid;
 use crate::protocol::{read_line, Action, Line, Operation};
 use git_xet_client::ProgressFn;
@@ -302,7 +302,7 @@ fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
         }
         q.busy = true;
         drop(q);
-        let (batch, outcomes) = run_batch(shared, &mut service);
+        let (batch, outcomes, registered) = run_batch(shared, &mut service);
         batches += 1;
         if abort_after.is_some_and(|n| batches >= n) {
             tracing::error!("{ENV_TEST_ABORT}: aborting after {batches} batches");
@@ -310,6 +310,11 @@ fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
         }
         for (p, outcome) in batch.into_iter().zip(outcomes) {
             let _ = p.reply.send(outcome);
+        }
+        // The bookkeeping after registration (records, marks) while git-lfs hands out the
+        // next objects: registered is all an answer needs.
+        if let Some(registered) = registered {
+            service.settle_batch(registered);
         }
         lock.lock().expect("queue lock").busy = false;
         cv.notify_all();
@@ -337,7 +342,7 @@ fn take_for(q: &mut Queue, url: &str, max: usize) -> Vec<Pending> {
 fn run_batch(
     shared: &(Mutex<Queue>, Condvar),
     service: &mut ObjectService,
-) -> (Vec<Pending>, Vec<Outcome>) {
+) -> (Vec<Pending>, Vec<Outcome>, Option<RegisteredBatch>) {
     let (lock, cv) = shared;
     let started = Instant::now();
     let (mut batch, url, mut agents) = {
@@ -350,6 +355,8 @@ fn run_batch(
     let mut packed = 0;
     // Time spent waiting for objects (not packing them), bounded by MAX_GATHER.
     let mut waited = Duration::ZERO;
+    // When the last object of the batch came.
+    let mut last_came = started;
     loop {
         while packed < batch.len() {
             let Ok(s) = &mut session else { break };
@@ -378,17 +385,26 @@ fn run_batch(
         if more.is_empty() {
             break;
         }
+        last_came = Instant::now();
         batch.extend(more);
     }
+    let packed_at = Instant::now();
     let finished = session.and_then(|s| service.finish_batch(s));
-    let outcomes = match finished {
-        Ok(stats) => {
+    let ms = |from: Instant, to: Instant| to.duration_since(from).as_secs_f64() * 1e3;
+    let (outcomes, registered) = match finished {
+        Ok(registered) => {
+            let now = Instant::now();
+            // Where a round goes: objects coming in, packing the last, the upload.
             tracing::info!(
                 files = batch.len(),
                 secs = started.elapsed().as_secs_f64(),
-                "batch registered: {stats}"
+                gather_ms = ms(started, last_came),
+                pack_ms = ms(last_came, packed_at),
+                upload_ms = ms(packed_at, now),
+                "batch registered: {}",
+                registered.stats()
             );
-            vec![None; batch.len()]
+            (vec![None; batch.len()], Some(registered))
         }
         Err(e) => {
             tracing::warn!(
@@ -396,17 +412,18 @@ fn run_batch(
                 batch.len(),
                 crate::agent::chain(&e)
             );
-            batch
+            let outcomes = batch
                 .iter()
                 .map(|p| {
                     let job = &p.job;
                     let one = service.upload(job.oid, job.size, &job.path, &job.access, None);
                     one.err().map(|e| crate::agent::chain(&e))
                 })
-                .collect()
+                .collect();
+            (outcomes, None)
         }
     };
-    (batch, outcomes)
+    (batch, outcomes, registered)
 }
 
 /// An agent's connection to the push's coordinator.

@@ -9,7 +9,9 @@ use crate::action::XetAction;
 use crate::pointer::Oid;
 use crate::LfsError;
 use git_xet_client::chunk_lists::ChunkListStore;
-use git_xet_client::{CasClient, ClientError, Mapper, ProgressFn, SessionStats, UploadSession};
+use git_xet_client::{
+    CasClient, ClientError, Mapper, ProgressFn, Registered, SessionStats, UploadSession,
+};
 
 /// Small objects being packed into one upload session (see
 /// [`ObjectService::start_batch`]).
@@ -19,6 +21,21 @@ pub struct BatchUpload {
     session: Option<UploadSession>,
     lists: ChunkListStore,
     oids: Vec<Oid>,
+}
+
+/// A batch the server has registered, its local bookkeeping still to do.
+pub struct RegisteredBatch {
+    runtime: tokio::runtime::Handle,
+    registered: Registered,
+    lists: ChunkListStore,
+    oids: Vec<Oid>,
+}
+
+impl RegisteredBatch {
+    /// What the batch sent.
+    pub fn stats(&self) -> &SessionStats {
+        self.registered.stats()
+    }
 }
 
 impl BatchUpload {
@@ -140,8 +157,10 @@ impl ObjectService {
         Ok(())
     }
 
-    /// Uploads what remains of `batch` and registers it; done when the server has.
-    pub fn finish_batch(&mut self, batch: BatchUpload) -> Result<SessionStats, LfsError> {
+    /// Uploads what remains of `batch` and registers it; done when the server has. What
+    /// is left is local bookkeeping ([`settle_batch`](Self::settle_batch)), for after the
+    /// objects are answered.
+    pub fn finish_batch(&mut self, batch: BatchUpload) -> Result<RegisteredBatch, LfsError> {
         let BatchUpload {
             runtime,
             session,
@@ -151,17 +170,34 @@ impl ObjectService {
         let session = session.ok_or_else(|| {
             LfsError::Client(ClientError::Aborted("the batch failed earlier".into()))
         })?;
-        let summary = runtime.block_on(session.finish())?;
+        let registered = runtime.block_on(session.register())?;
+        Ok(RegisteredBatch {
+            runtime,
+            registered,
+            lists,
+            oids,
+        })
+    }
+
+    /// Records how the registered batch's files are stored, drops their chunk lists and
+    /// marks them pushed.
+    pub fn settle_batch(&mut self, done: RegisteredBatch) {
+        let RegisteredBatch {
+            runtime,
+            registered,
+            lists,
+            oids,
+        } = done;
+        let summary = runtime.block_on(registered.settle());
         for oid in &oids {
             lists.remove(&oid.0);
             self.mark_pushed(oid);
         }
-        tracing::info!(
+        tracing::debug!(
             "uploaded {} objects as one session: {}",
             oids.len(),
             summary.stats
         );
-        Ok(summary.stats)
     }
 
     /// Maps `path` only if it is `oid`'s object in the store: written once under its oid and

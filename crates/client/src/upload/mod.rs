@@ -308,7 +308,14 @@ impl UploadSession {
 
     /// Uploads what remains, then the shard; returns per-file results and session totals.
     /// Only after this returns Ok are the files registered on the server.
-    pub async fn finish(mut self) -> Result<UploadSummary> {
+    pub async fn finish(self) -> Result<UploadSummary> {
+        Ok(self.register().await?.settle().await)
+    }
+
+    /// [`UploadSession::finish`] up to the server's registration of the shard: once this
+    /// returns Ok the files are registered; what is left ([`Registered::settle`]) is local
+    /// bookkeeping, which a caller answering others may do after answering them.
+    pub async fn register(mut self) -> Result<Registered> {
         let mut planner = self
             .planner
             .take()
@@ -321,7 +328,7 @@ impl UploadSession {
         })
         .await
         .map_err(|e| ClientError::Aborted(format!("packing failed: {e}")))?;
-        let (mut planner, flushed) = flushed;
+        let (planner, flushed) = flushed;
         if let Err(e) = flushed {
             return Err(self.explain(e).await);
         }
@@ -362,9 +369,50 @@ impl UploadSession {
         for (upload, _) in &self.planned {
             stats.dedup.merge(&upload.stats);
         }
-        let mut files = Vec::with_capacity(self.planned.len());
-        for (upload, planned) in self.planned {
-            if let (Some(store), Some(log)) = (&self.client.records, planned.chunks) {
+        Ok(Registered {
+            stats,
+            planner,
+            planned: self.planned,
+            saved_shards: std::mem::take(&mut totals.saved_shards),
+            queries: self.queries.take(),
+            shard_dir: self.shard_dir.clone(),
+            client: self.client.clone(),
+        })
+    }
+}
+
+/// A session whose shard the server registered (see [`UploadSession::register`]).
+pub struct Registered {
+    stats: SessionStats,
+    planner: SessionPlanner,
+    planned: Vec<(FileUpload, PlannedFile)>,
+    saved_shards: Vec<PathBuf>,
+    queries: Option<GlobalQueries>,
+    shard_dir: Option<PathBuf>,
+    client: CasClient,
+}
+
+impl Registered {
+    /// What the session sent.
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
+    /// Writes how each file is stored (the reconstruction records) and hands the shard
+    /// index, with this session's shards, to the client's next session.
+    pub async fn settle(self) -> UploadSummary {
+        let Registered {
+            stats,
+            mut planner,
+            planned,
+            saved_shards,
+            queries,
+            shard_dir,
+            client,
+        } = self;
+        let mut files = Vec::with_capacity(planned.len());
+        for (upload, planned) in planned {
+            if let (Some(store), Some(log)) = (&client.records, planned.chunks) {
                 let terms: Vec<_> = planned
                     .terms
                     .iter()
@@ -378,11 +426,9 @@ impl UploadSession {
             }
             files.push(upload);
         }
-        if self.shard_dir.is_some() {
+        if shard_dir.is_some() {
             // Hand the index (with this session's shards and dedup answers) to the next
             // session.
-            let saved = std::mem::take(&mut totals.saved_shards);
-            let queries = self.queries.take();
             let index = tokio::task::spawn_blocking(move || {
                 for answer in queries
                     .map(|mut q| q.answers(FINISH_WAIT))
@@ -391,7 +437,7 @@ impl UploadSession {
                     planner.add_dedup_answer(&answer);
                 }
                 let mut index = std::mem::take(&mut planner.shards);
-                for path in &saved {
+                for path in &saved_shards {
                     index.add_own_shard_file(path);
                 }
                 index.unload();
@@ -399,10 +445,10 @@ impl UploadSession {
             })
             .await;
             if let Ok(index) = index {
-                *self.client.shard_index.lock().expect("shard index lock") = Some(index);
+                *client.shard_index.lock().expect("shard index lock") = Some(index);
             }
         }
-        Ok(UploadSummary { files, stats })
+        UploadSummary { files, stats }
     }
 }
 

@@ -181,6 +181,19 @@ pub async fn run(
                 let keep = keep.clone();
                 running.spawn(async move {
                     let len = xorb.body.len();
+                    // Kept while it is sent, not after: the session's answer waits for
+                    // this task.
+                    let kept = keep.map(|cache| {
+                        let copy = StagedXorb {
+                            hash: xorb.hash,
+                            body: xorb.body.clone(),
+                            num_chunks: xorb.num_chunks,
+                            data_len: xorb.data_len,
+                        };
+                        // Before the shard registers it: the file's record, written after
+                        // that, is what makes the range count (ChunkStore::has).
+                        tokio::task::spawn_blocking(move || keep_xorb(&cache, &copy))
+                    });
                     let body = || reqwest::Body::wrap_stream(xorb.body.stream());
                     let inserted =
                         api.upload_xorb(&xorb.hash, len, body)
@@ -208,10 +221,8 @@ pub async fn run(
                         xorb.hash,
                         xorb.num_chunks
                     );
-                    if let Some(cache) = keep {
-                        // Before the shard registers it: the file's record, written after
-                        // that, is what makes the range count (ChunkStore::has).
-                        let _ = tokio::task::spawn_blocking(move || keep_xorb(&cache, &xorb)).await;
+                    if let Some(kept) = kept {
+                        let _ = kept.await;
                     }
                     drop(permit);
                     Ok((len, inserted)) // any staging file is deleted as `xorb` drops

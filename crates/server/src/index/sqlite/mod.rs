@@ -415,6 +415,30 @@ impl Index for SqliteIndex {
         })
     }
 
+    fn repo_files_by_sha256(
+        &self,
+        repo: &RepoName,
+        sha256s: &[[u8; 32]],
+    ) -> IndexResult<Vec<Option<FileRecord>>> {
+        // One connection and one prepared statement for all: SQLite answers each lookup
+        // in microseconds, preparing and fetching a connection cost more.
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT f.hash, f.size, r.sha256, COALESCE(r.terms, f.terms) FROM repo_files r JOIN files f ON f.hash = r.file_hash
+                 WHERE r.repo = ?1 AND r.sha256 = ?2 LIMIT 1",
+            )?;
+            sha256s
+                .iter()
+                .map(|sha256| {
+                    stmt.query_row(params![repo.as_str(), &sha256[..]], Self::load_file)
+                        .optional()?
+                        .map(file_record)
+                        .transpose()
+                })
+                .collect()
+        })
+    }
+
     fn chunk_location(
         &self,
         chunk_hash: &MerkleHash,
