@@ -60,6 +60,8 @@ struct Queue {
     /// Agents that may send objects: connected followers and this process.
     agents: usize,
     busy: bool,
+    /// Registered batches whose bookkeeping is not done yet.
+    settling: usize,
 }
 
 /// The coordinator running in this process: a batcher thread and a socket listener.
@@ -93,7 +95,7 @@ impl Coordinator {
         let (lock, cv) = &*self.shared;
         let deadline = Instant::now() + DRAIN_WAIT;
         let mut q = lock.lock().expect("queue lock");
-        while (q.busy || !q.pending.is_empty()) && Instant::now() < deadline {
+        while (q.busy || !q.pending.is_empty() || q.settling > 0) && Instant::now() < deadline {
             q = cv
                 .wait_timeout(q, Duration::from_millis(50))
                 .expect("queue lock")
@@ -188,10 +190,22 @@ fn elect(env: &AgentEnv, remote: &str) -> std::io::Result<Role> {
         Condvar::new(),
     ));
     let service = ObjectService::new(env.clone());
+    let (settle_tx, settle_rx) = mpsc::channel::<RegisteredBatch>();
+    let settler = shared.clone();
+    std::thread::Builder::new()
+        .name("xet-settle".into())
+        .spawn(move || {
+            for registered in settle_rx {
+                registered.settle();
+                let (lock, cv) = &*settler;
+                lock.lock().expect("queue lock").settling -= 1;
+                cv.notify_all();
+            }
+        })?;
     let batcher = shared.clone();
     std::thread::Builder::new()
         .name("xet-batcher".into())
-        .spawn(move || batch_loop(&batcher, service))?;
+        .spawn(move || batch_loop(&batcher, service, &settle_tx))?;
     let accepting = shared.clone();
     std::thread::Builder::new()
         .name("xet-coordinator".into())
@@ -287,7 +301,11 @@ fn serve_follower(stream: std::os::unix::net::UnixStream, shared: &(Mutex<Queue>
 /// Takes what is in flight, uploads it as one session, answers. Objects are packed as they
 /// come, while the batch gathers more: the round's reading and packing overlap git-lfs
 /// handing out its objects.
-fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
+fn batch_loop(
+    shared: &(Mutex<Queue>, Condvar),
+    mut service: ObjectService,
+    settle: &mpsc::Sender<RegisteredBatch>,
+) {
     // A test hook of debug builds only.
     let abort_after: Option<u64> = std::env::var(ENV_TEST_ABORT)
         .ok()
@@ -308,13 +326,17 @@ fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
             tracing::error!("{ENV_TEST_ABORT}: aborting after {batches} batches");
             std::process::abort();
         }
+        // The bookkeeping after registration (records, marks) on another thread, while
+        // this one packs the next objects: registered is all an answer needs.
+        if let Some(registered) = registered {
+            lock.lock().expect("queue lock").settling += 1;
+            if let Err(unsent) = settle.send(registered) {
+                unsent.0.settle();
+                lock.lock().expect("queue lock").settling -= 1;
+            }
+        }
         for (p, outcome) in batch.into_iter().zip(outcomes) {
             let _ = p.reply.send(outcome);
-        }
-        // The bookkeeping after registration (records, marks) while git-lfs hands out the
-        // next objects: registered is all an answer needs.
-        if let Some(registered) = registered {
-            service.settle_batch(registered);
         }
         lock.lock().expect("queue lock").busy = false;
         cv.notify_all();

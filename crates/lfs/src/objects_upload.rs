@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{pushed_marker, ObjectService, UploadJob};
+use super::{pushed_marker, AgentEnv, ObjectService, UploadJob};
 use crate::action::XetAction;
 use crate::pointer::Oid;
 use crate::LfsError;
@@ -23,18 +23,35 @@ pub struct BatchUpload {
     oids: Vec<Oid>,
 }
 
-/// A batch the server has registered, its local bookkeeping still to do.
+/// A batch the server has registered, its local bookkeeping still to do
+/// ([`RegisteredBatch::settle`]).
 pub struct RegisteredBatch {
-    runtime: tokio::runtime::Handle,
     registered: Registered,
     lists: ChunkListStore,
     oids: Vec<Oid>,
+    env: AgentEnv,
 }
 
 impl RegisteredBatch {
     /// What the batch sent.
     pub fn stats(&self) -> &SessionStats {
         self.registered.stats()
+    }
+
+    /// Records how the batch's files are stored, drops their chunk lists and marks them
+    /// pushed, in that order (a mark says the chunks are kept). Blocking file writes, none
+    /// of which an answer to git-lfs needs to wait for.
+    pub fn settle(self) {
+        let summary = self.registered.settle();
+        for oid in &self.oids {
+            self.lists.remove(&oid.0);
+            mark_pushed(&self.env, oid);
+        }
+        tracing::debug!(
+            "uploaded {} objects as one session: {}",
+            self.oids.len(),
+            summary.stats
+        );
     }
 }
 
@@ -81,20 +98,8 @@ impl ObjectService {
         Ok(stats)
     }
 
-    /// Notes that `oid` is registered on a server and its chunks went to the chunk store:
-    /// its whole copy in `.git/lfs/objects` may then leave like a fetched one's
-    /// ([`pushed_marker`]). Objects never pushed have no mark and stay whole.
     fn mark_pushed(&self, oid: &Oid) {
-        if self.env.chunk_store.is_none() {
-            return;
-        }
-        let marker = pushed_marker(&self.env.xet_dir, oid);
-        if let Some(dir) = marker.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        if let Err(e) = std::fs::write(&marker, b"") {
-            tracing::debug!("could not mark {oid} as pushed: {e}");
-        }
+        mark_pushed(&self.env, oid);
     }
 
     /// Starts a session for small objects of `first`'s CAS URL, to which the coordinator
@@ -158,8 +163,8 @@ impl ObjectService {
     }
 
     /// Uploads what remains of `batch` and registers it; done when the server has. What
-    /// is left is local bookkeeping ([`settle_batch`](Self::settle_batch)), for after the
-    /// objects are answered.
+    /// is left is local bookkeeping ([`RegisteredBatch::settle`]), for after the objects
+    /// are answered.
     pub fn finish_batch(&mut self, batch: BatchUpload) -> Result<RegisteredBatch, LfsError> {
         let BatchUpload {
             runtime,
@@ -172,32 +177,11 @@ impl ObjectService {
         })?;
         let registered = runtime.block_on(session.register())?;
         Ok(RegisteredBatch {
-            runtime,
             registered,
             lists,
             oids,
+            env: self.env.clone(),
         })
-    }
-
-    /// Records how the registered batch's files are stored, drops their chunk lists and
-    /// marks them pushed.
-    pub fn settle_batch(&mut self, done: RegisteredBatch) {
-        let RegisteredBatch {
-            runtime,
-            registered,
-            lists,
-            oids,
-        } = done;
-        let summary = runtime.block_on(registered.settle());
-        for oid in &oids {
-            lists.remove(&oid.0);
-            self.mark_pushed(oid);
-        }
-        tracing::debug!(
-            "uploaded {} objects as one session: {}",
-            oids.len(),
-            summary.stats
-        );
     }
 
     /// Maps `path` only if it is `oid`'s object in the store: written once under its oid and
@@ -209,6 +193,22 @@ impl ObjectService {
             (Ok(a), Ok(b)) if a == b => unsafe { Mapper::new() },
             _ => Mapper::reading(),
         }
+    }
+}
+
+/// Notes that `oid` is registered on a server and its chunks went to the chunk store:
+/// its whole copy in `.git/lfs/objects` may then leave like a fetched one's
+/// ([`pushed_marker`]). Objects never pushed have no mark and stay whole.
+fn mark_pushed(env: &AgentEnv, oid: &Oid) {
+    if env.chunk_store.is_none() {
+        return;
+    }
+    let marker = pushed_marker(&env.xet_dir, oid);
+    if let Some(dir) = marker.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Err(e) = std::fs::write(&marker, b"") {
+        tracing::debug!("could not mark {oid} as pushed: {e}");
     }
 }
 

@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::cas::CasApi;
 use crate::chunk_lists::ChunkList;
+use crate::records::ChunkLog;
 use crate::error::{ClientError, Result};
 use crate::progress::{ProgressFn, Throttled};
 use crate::shard_cache::{self, ShardIndex};
@@ -309,13 +310,14 @@ impl UploadSession {
     /// Uploads what remains, then the shard; returns per-file results and session totals.
     /// Only after this returns Ok are the files registered on the server.
     pub async fn finish(self) -> Result<UploadSummary> {
-        Ok(self.register().await?.settle().await)
+        Ok(self.register().await?.settle())
     }
 
     /// [`UploadSession::finish`] up to the server's registration of the shard: once this
     /// returns Ok the files are registered; what is left ([`Registered::settle`]) is local
     /// bookkeeping, which a caller answering others may do after answering them.
     pub async fn register(mut self) -> Result<Registered> {
+        let started = std::time::Instant::now();
         let mut planner = self
             .planner
             .take()
@@ -328,10 +330,11 @@ impl UploadSession {
         })
         .await
         .map_err(|e| ClientError::Aborted(format!("packing failed: {e}")))?;
-        let (planner, flushed) = flushed;
+        let (mut planner, flushed) = flushed;
         if let Err(e) = flushed {
             return Err(self.explain(e).await);
         }
+        let flushed_at = std::time::Instant::now();
         let uploader = self.uploader.take().expect("uploader runs until finish");
         let shard = build_shard(&planner, &self.planned);
         let upload = (!shard.files.is_empty() || !shard.xorbs.is_empty()).then(|| ShardUpload {
@@ -369,13 +372,58 @@ impl UploadSession {
         for (upload, _) in &self.planned {
             stats.dedup.merge(&upload.stats);
         }
+        tracing::debug!(
+            flush_ms = (flushed_at - started).as_secs_f64() * 1e3,
+            send_ms = flushed_at.elapsed().as_secs_f64() * 1e3,
+            "session registered"
+        );
+        if self.shard_dir.is_some() {
+            // Hand the index (with this session's shards and dedup answers) to the next
+            // session, which may start as soon as this returns.
+            let saved = std::mem::take(&mut totals.saved_shards);
+            let queries = self.queries.take();
+            let index = tokio::task::spawn_blocking(move || {
+                for answer in queries
+                    .map(|mut q| q.answers(FINISH_WAIT))
+                    .unwrap_or_default()
+                {
+                    planner.add_dedup_answer(&answer);
+                }
+                let mut index = std::mem::take(&mut planner.shards);
+                for path in &saved {
+                    index.add_own_shard_file(path);
+                }
+                index.unload();
+                (planner, index)
+            })
+            .await;
+            match index {
+                Ok((back, index)) => {
+                    planner = back;
+                    *self.client.shard_index.lock().expect("shard index lock") = Some(index);
+                }
+                Err(e) => {
+                    return Err(ClientError::Aborted(format!(
+                        "indexing the session's shards failed: {e}"
+                    )))
+                }
+            }
+        }
+        let terms = self
+            .planned
+            .into_iter()
+            .map(|(upload, planned)| {
+                let terms = planned
+                    .terms
+                    .iter()
+                    .map(|t| (planner.resolve(t.xorb), t.start, t.end - t.start))
+                    .collect();
+                (upload, terms, planned.chunks)
+            })
+            .collect();
         Ok(Registered {
             stats,
-            planner,
-            planned: self.planned,
-            saved_shards: std::mem::take(&mut totals.saved_shards),
-            queries: self.queries.take(),
-            shard_dir: self.shard_dir.clone(),
+            files: terms,
             client: self.client.clone(),
         })
     }
@@ -384,11 +432,8 @@ impl UploadSession {
 /// A session whose shard the server registered (see [`UploadSession::register`]).
 pub struct Registered {
     stats: SessionStats,
-    planner: SessionPlanner,
-    planned: Vec<(FileUpload, PlannedFile)>,
-    saved_shards: Vec<PathBuf>,
-    queries: Option<GlobalQueries>,
-    shard_dir: Option<PathBuf>,
+    /// Per file: its upload, its terms (xorb, first chunk, chunks) and its chunk log.
+    files: Vec<(FileUpload, Vec<(MerkleHash, u32, u32)>, Option<ChunkLog>)>,
     client: CasClient,
 }
 
@@ -398,57 +443,28 @@ impl Registered {
         &self.stats
     }
 
-    /// Writes how each file is stored (the reconstruction records) and hands the shard
-    /// index, with this session's shards, to the client's next session.
-    pub async fn settle(self) -> UploadSummary {
+    /// Writes how each file is stored (the reconstruction records): what a later session
+    /// or download of this client reuses. Blocking file writes.
+    pub fn settle(self) -> UploadSummary {
         let Registered {
             stats,
-            mut planner,
-            planned,
-            saved_shards,
-            queries,
-            shard_dir,
+            files,
             client,
         } = self;
-        let mut files = Vec::with_capacity(planned.len());
-        for (upload, planned) in planned {
-            if let (Some(store), Some(log)) = (&client.records, planned.chunks) {
-                let terms: Vec<_> = planned
-                    .terms
-                    .iter()
-                    .map(|t| (planner.resolve(t.xorb), t.start, t.end - t.start))
-                    .collect();
-                let saved =
-                    store.save_from_log(&upload.file_hash, Some(upload.sha256), &terms, log);
+        let mut uploads = Vec::with_capacity(files.len());
+        for (upload, terms, log) in files {
+            if let (Some(store), Some(log)) = (&client.records, log) {
+                let saved = store.save_from_log(&upload.file_hash, Some(upload.sha256), &terms, log);
                 if let Err(e) = saved {
                     tracing::warn!("could not record how {} is stored: {e}", upload.name);
                 }
             }
-            files.push(upload);
+            uploads.push(upload);
         }
-        if shard_dir.is_some() {
-            // Hand the index (with this session's shards and dedup answers) to the next
-            // session.
-            let index = tokio::task::spawn_blocking(move || {
-                for answer in queries
-                    .map(|mut q| q.answers(FINISH_WAIT))
-                    .unwrap_or_default()
-                {
-                    planner.add_dedup_answer(&answer);
-                }
-                let mut index = std::mem::take(&mut planner.shards);
-                for path in &saved_shards {
-                    index.add_own_shard_file(path);
-                }
-                index.unload();
-                index
-            })
-            .await;
-            if let Ok(index) = index {
-                *client.shard_index.lock().expect("shard index lock") = Some(index);
-            }
+        UploadSummary {
+            files: uploads,
+            stats,
         }
-        UploadSummary { files, stats }
     }
 }
 

@@ -104,7 +104,10 @@ pub async fn send_shard(
     let mut totals = loop {
         tokio::select! {
             done = &mut uploader => break xorbs_done(done)?,
-            sent = &mut sent_early, if early_outcome.is_none() => early_outcome = Some(sent),
+            sent = &mut sent_early, if early_outcome.is_none() => {
+                tracing::debug!(ok = sent.is_ok(), "the shard sent with its xorbs answered");
+                early_outcome = Some(sent)
+            }
         }
     };
     let early_outcome = match early_outcome {
