@@ -225,8 +225,10 @@ impl SqliteIndex {
     }
 
     fn insert_file(tx: &rusqlite::Transaction, file: &FileRecord, now: i64) -> IndexResult<bool> {
-        let n = tx.execute(
+        // Cached statements: a shard of many small files runs these once per file.
+        let n = tx.prepare_cached(
             "INSERT OR IGNORE INTO files (hash, size, sha256, terms, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?.execute(
             params![blob(&file.file_hash), file.size as i64, &file.sha256[..], encode_terms(&file.terms), now],
         )?;
         Ok(n == 1)
@@ -242,9 +244,10 @@ impl SqliteIndex {
         now: i64,
     ) -> IndexResult<bool> {
         let own = scoped.then(|| encode_terms(&file.terms));
-        let n = tx.execute(
+        let n = tx.prepare_cached(
             "INSERT OR IGNORE INTO repo_files (repo, file_hash, sha256, created_at, terms)
              VALUES (?1, ?2, ?3, ?4, CASE WHEN ?5 IS NULL OR ?5 = (SELECT terms FROM files WHERE hash = ?2) THEN NULL ELSE ?5 END)",
+        )?.execute(
             params![repo.as_str(), blob(&file.file_hash), &file.sha256[..], now, own],
         )?;
         Ok(n == 1)
