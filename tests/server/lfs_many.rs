@@ -15,7 +15,9 @@ fn a_batch_of_many_objects_is_answered_object_by_object() {
     let server = TestServer::start();
     let a = server.token("org/many-a", "write");
     let b = server.token("org/many-b", "write");
-    let ours: Vec<Vec<u8>> = (0..3).map(|i| random_bytes(3000 + i, 90 + i as u8)).collect();
+    let ours: Vec<Vec<u8>> = (0..3)
+        .map(|i| random_bytes(3000 + i, 90 + i as u64))
+        .collect();
     for data in &ours {
         basic_upload(&server, "org/many-a", &a, data);
     }
@@ -32,7 +34,14 @@ fn a_batch_of_many_objects_is_answered_object_by_object() {
     }
     objects.push(("xyz".into(), 1));
     let asked: Vec<(&str, u64)> = objects.iter().map(|(o, s)| (o.as_str(), *s)).collect();
-    let (status, answer) = batch(&server, "org/many-a", Some(&a), "upload", &["basic"], &asked);
+    let (status, answer) = batch(
+        &server,
+        "org/many-a",
+        Some(&a),
+        "upload",
+        &["basic"],
+        &asked,
+    );
     assert_eq!(status, 200, "{answer}");
     let answers = answer["objects"].as_array().unwrap();
     assert_eq!(answers.len(), asked.len());
@@ -51,11 +60,28 @@ fn a_batch_of_many_objects_is_answered_object_by_object() {
         }
     }
     // Downloads: another repository's object is not found here.
-    let (_, answer) = batch(&server, "org/many-a", Some(&a), "download", &["basic"], &asked);
-    assert_eq!(answer["objects"][0]["actions"]["download"].is_object(), true);
+    let (_, answer) = batch(
+        &server,
+        "org/many-a",
+        Some(&a),
+        "download",
+        &["basic"],
+        &asked,
+    );
+    assert!(
+        answer["objects"][0]["actions"]["download"].is_object(),
+        "{answer}"
+    );
     assert_eq!(answer["objects"][1]["error"]["code"], 404, "{answer}");
     // A token of another repository gets no answer about these objects at all.
-    let (status, answer) = batch(&server, "org/many-a", Some(&b), "upload", &["basic"], &asked);
+    let (status, answer) = batch(
+        &server,
+        "org/many-a",
+        Some(&b),
+        "upload",
+        &["basic"],
+        &asked,
+    );
     assert_eq!(status, 403, "{answer}");
     assert!(answer.get("objects").is_none(), "{answer}");
 }
@@ -81,7 +107,10 @@ fn missing_objects_of_thousands_of_objects() {
         }
     }
     let r = client()
-        .post(format!("{}/org/thousands.git/info/xet/missing-objects", server.url))
+        .post(format!(
+            "{}/org/thousands.git/info/xet/missing-objects",
+            server.url
+        ))
         .bearer_auth(&token)
         .body(body)
         .send()

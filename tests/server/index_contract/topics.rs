@@ -149,17 +149,23 @@ fn tokens(open: &Opener) {
 /// what one lookup per object answers; other repositories' files are not found.
 fn lookups_of_many_objects(open: &Opener) {
     let (a, b) = (open(), open());
-    let x = xorb(70, &[hash(7, 1), hash(7, 2)]);
+    let x = xorb(190, &[hash(19, 1), hash(19, 2)]);
     a.register_xorb(&x).unwrap();
-    let (f1, f2, f3) = (file(71, &x), file(72, &x), file(73, &x));
-    a.register_shard(&shard(74, "many/one", &[f1.clone(), f2.clone()]))
+    let (f1, f2, f3) = (file(191, &x), file(192, &x), file(193, &x));
+    a.register_shard(&shard(194, "many/one", &[f1.clone(), f2.clone()]))
         .unwrap();
-    a.register_shard(&shard(75, "many/two", std::slice::from_ref(&f3)))
+    a.register_shard(&shard(195, "many/two", std::slice::from_ref(&f3)))
         .unwrap();
     let one = RepoName::parse("many/one").unwrap();
-    let asked = [f2.sha256, [0x7f; 32], f1.sha256, f3.sha256, f2.sha256];
+    let asked = [f2.sha256, [198; 32], f1.sha256, f3.sha256, f2.sha256];
     let found = b.repo_files_by_sha256(&one, &asked).unwrap();
-    let expected = vec![Some(f2.clone()), None, Some(f1.clone()), None, Some(f2.clone())];
+    let expected = vec![
+        Some(f2.clone()),
+        None,
+        Some(f1.clone()),
+        None,
+        Some(f2.clone()),
+    ];
     assert_eq!(found, expected);
     let one_by_one: Vec<_> = asked
         .iter()
@@ -169,7 +175,7 @@ fn lookups_of_many_objects(open: &Opener) {
     assert!(b.repo_files_by_sha256(&one, &[]).unwrap().is_empty());
 
     b.record_verified_sha256(&f2.file_hash, &[8; 32]).unwrap();
-    let hashes = [f1.file_hash, f2.file_hash, hash(79, 0), f2.file_hash];
+    let hashes = [f1.file_hash, f2.file_hash, hash(199, 0), f2.file_hash];
     assert_eq!(
         a.verified_sha256s(&hashes).unwrap(),
         vec![None, Some([8; 32]), None, Some([8; 32])]

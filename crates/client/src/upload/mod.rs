@@ -21,9 +21,9 @@ use tokio::sync::mpsc;
 
 use crate::cas::CasApi;
 use crate::chunk_lists::ChunkList;
-use crate::records::ChunkLog;
 use crate::error::{ClientError, Result};
 use crate::progress::{ProgressFn, Throttled};
+use crate::records::ChunkLog;
 use crate::shard_cache::{self, ShardIndex};
 use crate::stats::{DedupStats, SessionStats};
 use crate::CasClient;
@@ -429,11 +429,13 @@ impl UploadSession {
     }
 }
 
+/// A registered file: its upload, its terms (xorb, first chunk, chunks) and its chunk log.
+type RegisteredFile = (FileUpload, Vec<(MerkleHash, u32, u32)>, Option<ChunkLog>);
+
 /// A session whose shard the server registered (see [`UploadSession::register`]).
 pub struct Registered {
     stats: SessionStats,
-    /// Per file: its upload, its terms (xorb, first chunk, chunks) and its chunk log.
-    files: Vec<(FileUpload, Vec<(MerkleHash, u32, u32)>, Option<ChunkLog>)>,
+    files: Vec<RegisteredFile>,
     client: CasClient,
 }
 
@@ -454,7 +456,8 @@ impl Registered {
         let mut uploads = Vec::with_capacity(files.len());
         for (upload, terms, log) in files {
             if let (Some(store), Some(log)) = (&client.records, log) {
-                let saved = store.save_from_log(&upload.file_hash, Some(upload.sha256), &terms, log);
+                let saved =
+                    store.save_from_log(&upload.file_hash, Some(upload.sha256), &terms, log);
                 if let Err(e) = saved {
                     tracing::warn!("could not record how {} is stored: {e}", upload.name);
                 }

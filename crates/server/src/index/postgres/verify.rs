@@ -30,7 +30,10 @@ impl Sha256Index for PgIndex {
     }
 
     fn verified_sha256s(&self, file_hashes: &[MerkleHash]) -> IndexResult<Vec<Option<[u8; 32]>>> {
-        let blobs: Vec<&[u8]> = file_hashes.iter().map(|h| h.as_bytes().as_slice()).collect();
+        let blobs: Vec<&[u8]> = file_hashes
+            .iter()
+            .map(|h| h.as_bytes().as_slice())
+            .collect();
         let rows = self.pool.run(|c| {
             wait(c.query(
                 "SELECT file_hash, sha256 FROM verified_sha256 WHERE file_hash = ANY($1)",

@@ -33,7 +33,8 @@ impl Sha256Index for SqliteIndex {
 
     fn verified_sha256s(&self, file_hashes: &[MerkleHash]) -> IndexResult<Vec<Option<[u8; 32]>>> {
         let found: Vec<Option<Vec<u8>>> = self.read(|c| {
-            let mut stmt = c.prepare_cached("SELECT sha256 FROM verified_sha256 WHERE file_hash = ?1")?;
+            let mut stmt =
+                c.prepare_cached("SELECT sha256 FROM verified_sha256 WHERE file_hash = ?1")?;
             file_hashes
                 .iter()
                 .map(|h| Ok(stmt.query_row([blob(h)], |r| r.get(0)).optional()?))
