@@ -45,6 +45,9 @@ mod lfs;
 #[path = "server/lfs_basic.rs"]
 mod lfs_basic;
 
+#[path = "server/lfs_many.rs"]
+mod lfs_many;
+
 #[path = "server/git.rs"]
 mod git;
 

@@ -106,5 +106,6 @@ pub use stats::{DedupStats, SessionStats};
 pub use token::{RefreshFn, RefreshFuture, Token, TokenSource};
 pub use transport::{HttpFactory, HttpSettings, TransportError};
 pub use upload::{
-    compress_parallel, FileUpload, UploadSession, UploadSummary, MIN_RUN_BYTES, MIN_RUN_CHUNKS,
+    compress_parallel, FileUpload, Registered, UploadSession, UploadSummary, MIN_RUN_BYTES,
+    MIN_RUN_CHUNKS,
 };

@@ -22,7 +22,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::action::XetAction;
-use crate::objects::{AgentEnv, ObjectService, UploadJob};
+use crate::objects::{AgentEnv, ObjectService, RegisteredBatch, UploadJob};
 use crate::pointer::Oid;
 use crate::protocol::{read_line, Action, Line, Operation};
 use git_xet_client::ProgressFn;
@@ -60,6 +60,8 @@ struct Queue {
     /// Agents that may send objects: connected followers and this process.
     agents: usize,
     busy: bool,
+    /// Registered batches whose bookkeeping is not done yet.
+    settling: usize,
 }
 
 /// The coordinator running in this process: a batcher thread and a socket listener.
@@ -93,7 +95,7 @@ impl Coordinator {
         let (lock, cv) = &*self.shared;
         let deadline = Instant::now() + DRAIN_WAIT;
         let mut q = lock.lock().expect("queue lock");
-        while (q.busy || !q.pending.is_empty()) && Instant::now() < deadline {
+        while (q.busy || !q.pending.is_empty() || q.settling > 0) && Instant::now() < deadline {
             q = cv
                 .wait_timeout(q, Duration::from_millis(50))
                 .expect("queue lock")
@@ -188,10 +190,22 @@ fn elect(env: &AgentEnv, remote: &str) -> std::io::Result<Role> {
         Condvar::new(),
     ));
     let service = ObjectService::new(env.clone());
+    let (settle_tx, settle_rx) = mpsc::channel::<RegisteredBatch>();
+    let settler = shared.clone();
+    std::thread::Builder::new()
+        .name("xet-settle".into())
+        .spawn(move || {
+            for registered in settle_rx {
+                registered.settle();
+                let (lock, cv) = &*settler;
+                lock.lock().expect("queue lock").settling -= 1;
+                cv.notify_all();
+            }
+        })?;
     let batcher = shared.clone();
     std::thread::Builder::new()
         .name("xet-batcher".into())
-        .spawn(move || batch_loop(&batcher, service))?;
+        .spawn(move || batch_loop(&batcher, service, &settle_tx))?;
     let accepting = shared.clone();
     std::thread::Builder::new()
         .name("xet-coordinator".into())
@@ -287,7 +301,11 @@ fn serve_follower(stream: std::os::unix::net::UnixStream, shared: &(Mutex<Queue>
 /// Takes what is in flight, uploads it as one session, answers. Objects are packed as they
 /// come, while the batch gathers more: the round's reading and packing overlap git-lfs
 /// handing out its objects.
-fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
+fn batch_loop(
+    shared: &(Mutex<Queue>, Condvar),
+    mut service: ObjectService,
+    settle: &mpsc::Sender<RegisteredBatch>,
+) {
     // A test hook of debug builds only.
     let abort_after: Option<u64> = std::env::var(ENV_TEST_ABORT)
         .ok()
@@ -302,11 +320,20 @@ fn batch_loop(shared: &(Mutex<Queue>, Condvar), mut service: ObjectService) {
         }
         q.busy = true;
         drop(q);
-        let (batch, outcomes) = run_batch(shared, &mut service);
+        let (batch, outcomes, registered) = run_batch(shared, &mut service);
         batches += 1;
         if abort_after.is_some_and(|n| batches >= n) {
             tracing::error!("{ENV_TEST_ABORT}: aborting after {batches} batches");
             std::process::abort();
+        }
+        // The bookkeeping after registration (records, marks) on another thread, while
+        // this one packs the next objects: registered is all an answer needs.
+        if let Some(registered) = registered {
+            lock.lock().expect("queue lock").settling += 1;
+            if let Err(unsent) = settle.send(registered) {
+                unsent.0.settle();
+                lock.lock().expect("queue lock").settling -= 1;
+            }
         }
         for (p, outcome) in batch.into_iter().zip(outcomes) {
             let _ = p.reply.send(outcome);
@@ -337,7 +364,7 @@ fn take_for(q: &mut Queue, url: &str, max: usize) -> Vec<Pending> {
 fn run_batch(
     shared: &(Mutex<Queue>, Condvar),
     service: &mut ObjectService,
-) -> (Vec<Pending>, Vec<Outcome>) {
+) -> (Vec<Pending>, Vec<Outcome>, Option<RegisteredBatch>) {
     let (lock, cv) = shared;
     let started = Instant::now();
     let (mut batch, url, mut agents) = {
@@ -350,6 +377,8 @@ fn run_batch(
     let mut packed = 0;
     // Time spent waiting for objects (not packing them), bounded by MAX_GATHER.
     let mut waited = Duration::ZERO;
+    // When the last object of the batch came.
+    let mut last_came = started;
     loop {
         while packed < batch.len() {
             let Ok(s) = &mut session else { break };
@@ -378,17 +407,26 @@ fn run_batch(
         if more.is_empty() {
             break;
         }
+        last_came = Instant::now();
         batch.extend(more);
     }
+    let packed_at = Instant::now();
     let finished = session.and_then(|s| service.finish_batch(s));
-    let outcomes = match finished {
-        Ok(stats) => {
+    let ms = |from: Instant, to: Instant| to.duration_since(from).as_secs_f64() * 1e3;
+    let (outcomes, registered) = match finished {
+        Ok(registered) => {
+            let now = Instant::now();
+            // Where a round goes: objects coming in, packing the last, the upload.
             tracing::info!(
                 files = batch.len(),
                 secs = started.elapsed().as_secs_f64(),
-                "batch registered: {stats}"
+                gather_ms = ms(started, last_came),
+                pack_ms = ms(last_came, packed_at),
+                upload_ms = ms(packed_at, now),
+                "batch registered: {}",
+                registered.stats()
             );
-            vec![None; batch.len()]
+            (vec![None; batch.len()], Some(registered))
         }
         Err(e) => {
             tracing::warn!(
@@ -396,17 +434,18 @@ fn run_batch(
                 batch.len(),
                 crate::agent::chain(&e)
             );
-            batch
+            let outcomes = batch
                 .iter()
                 .map(|p| {
                     let job = &p.job;
                     let one = service.upload(job.oid, job.size, &job.path, &job.access, None);
                     one.err().map(|e| crate::agent::chain(&e))
                 })
-                .collect()
+                .collect();
+            (outcomes, None)
         }
     };
-    (batch, outcomes)
+    (batch, outcomes, registered)
 }
 
 /// An agent's connection to the push's coordinator.

@@ -466,7 +466,7 @@ fn sources_for(local: &[(Oid, PathBuf)], client: &CasClient, wanted: &Oid) -> Ve
 
 #[path = "objects_upload.rs"]
 mod upload;
-pub use upload::BatchUpload;
+pub use upload::{BatchUpload, RegisteredBatch};
 
 #[cfg(test)]
 #[path = "objects_tests.rs"]

@@ -4,12 +4,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{pushed_marker, ObjectService, UploadJob};
+use super::{pushed_marker, AgentEnv, ObjectService, UploadJob};
 use crate::action::XetAction;
 use crate::pointer::Oid;
 use crate::LfsError;
 use git_xet_client::chunk_lists::ChunkListStore;
-use git_xet_client::{CasClient, ClientError, Mapper, ProgressFn, SessionStats, UploadSession};
+use git_xet_client::{
+    CasClient, ClientError, Mapper, ProgressFn, Registered, SessionStats, UploadSession,
+};
 
 /// Small objects being packed into one upload session (see
 /// [`ObjectService::start_batch`]).
@@ -19,6 +21,38 @@ pub struct BatchUpload {
     session: Option<UploadSession>,
     lists: ChunkListStore,
     oids: Vec<Oid>,
+}
+
+/// A batch the server has registered, its local bookkeeping still to do
+/// ([`RegisteredBatch::settle`]).
+pub struct RegisteredBatch {
+    registered: Registered,
+    lists: ChunkListStore,
+    oids: Vec<Oid>,
+    env: AgentEnv,
+}
+
+impl RegisteredBatch {
+    /// What the batch sent.
+    pub fn stats(&self) -> &SessionStats {
+        self.registered.stats()
+    }
+
+    /// Records how the batch's files are stored, drops their chunk lists and marks them
+    /// pushed, in that order (a mark says the chunks are kept). Blocking file writes, none
+    /// of which an answer to git-lfs needs to wait for.
+    pub fn settle(self) {
+        let summary = self.registered.settle();
+        for oid in &self.oids {
+            self.lists.remove(&oid.0);
+            mark_pushed(&self.env, oid);
+        }
+        tracing::debug!(
+            "uploaded {} objects as one session: {}",
+            self.oids.len(),
+            summary.stats
+        );
+    }
 }
 
 impl BatchUpload {
@@ -64,20 +98,8 @@ impl ObjectService {
         Ok(stats)
     }
 
-    /// Notes that `oid` is registered on a server and its chunks went to the chunk store:
-    /// its whole copy in `.git/lfs/objects` may then leave like a fetched one's
-    /// ([`pushed_marker`]). Objects never pushed have no mark and stay whole.
     fn mark_pushed(&self, oid: &Oid) {
-        if self.env.chunk_store.is_none() {
-            return;
-        }
-        let marker = pushed_marker(&self.env.xet_dir, oid);
-        if let Some(dir) = marker.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        if let Err(e) = std::fs::write(&marker, b"") {
-            tracing::debug!("could not mark {oid} as pushed: {e}");
-        }
+        mark_pushed(&self.env, oid);
     }
 
     /// Starts a session for small objects of `first`'s CAS URL, to which the coordinator
@@ -140,8 +162,10 @@ impl ObjectService {
         Ok(())
     }
 
-    /// Uploads what remains of `batch` and registers it; done when the server has.
-    pub fn finish_batch(&mut self, batch: BatchUpload) -> Result<SessionStats, LfsError> {
+    /// Uploads what remains of `batch` and registers it; done when the server has. What
+    /// is left is local bookkeeping ([`RegisteredBatch::settle`]), for after the objects
+    /// are answered.
+    pub fn finish_batch(&mut self, batch: BatchUpload) -> Result<RegisteredBatch, LfsError> {
         let BatchUpload {
             runtime,
             session,
@@ -151,17 +175,13 @@ impl ObjectService {
         let session = session.ok_or_else(|| {
             LfsError::Client(ClientError::Aborted("the batch failed earlier".into()))
         })?;
-        let summary = runtime.block_on(session.finish())?;
-        for oid in &oids {
-            lists.remove(&oid.0);
-            self.mark_pushed(oid);
-        }
-        tracing::info!(
-            "uploaded {} objects as one session: {}",
-            oids.len(),
-            summary.stats
-        );
-        Ok(summary.stats)
+        let registered = runtime.block_on(session.register())?;
+        Ok(RegisteredBatch {
+            registered,
+            lists,
+            oids,
+            env: self.env.clone(),
+        })
     }
 
     /// Maps `path` only if it is `oid`'s object in the store: written once under its oid and
@@ -173,6 +193,22 @@ impl ObjectService {
             (Ok(a), Ok(b)) if a == b => unsafe { Mapper::new() },
             _ => Mapper::reading(),
         }
+    }
+}
+
+/// Notes that `oid` is registered on a server and its chunks went to the chunk store:
+/// its whole copy in `.git/lfs/objects` may then leave like a fetched one's
+/// ([`pushed_marker`]). Objects never pushed have no mark and stay whole.
+fn mark_pushed(env: &AgentEnv, oid: &Oid) {
+    if env.chunk_store.is_none() {
+        return;
+    }
+    let marker = pushed_marker(&env.xet_dir, oid);
+    if let Some(dir) = marker.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Err(e) = std::fs::write(&marker, b"") {
+        tracing::debug!("could not mark {oid} as pushed: {e}");
     }
 }
 

@@ -8,11 +8,12 @@ use git_xet_server::repo_name::RepoName;
 use super::{file, hash, shard, xorb, Opener};
 
 /// The topics' cases, by name.
-pub(super) const CASES: [super::Case; 6] = [
+pub(super) const CASES: [super::Case; 7] = [
     ("locks", locks),
     ("concurrent_locks", concurrent_locks),
     ("tokens", tokens),
     ("sha256_claims", sha256_claims),
+    ("lookups_of_many_objects", lookups_of_many_objects),
     ("gc_condemn_refuse_delete", gc_condemn_refuse_delete),
     ("gc_races_registrations", gc_races_registrations),
 ];
@@ -142,6 +143,44 @@ fn tokens(open: &Opener) {
     assert!(!a.token_revoked("tok-none").unwrap());
     let revoked = a.tokens().unwrap();
     assert!(revoked.iter().any(|t| t.id == "tok-a" && t.revoked));
+}
+
+/// The Batch API's lookups of many objects in one query answer, in order (repeats too),
+/// what one lookup per object answers; other repositories' files are not found.
+fn lookups_of_many_objects(open: &Opener) {
+    let (a, b) = (open(), open());
+    let x = xorb(190, &[hash(19, 1), hash(19, 2)]);
+    a.register_xorb(&x).unwrap();
+    let (f1, f2, f3) = (file(191, &x), file(192, &x), file(193, &x));
+    a.register_shard(&shard(194, "many/one", &[f1.clone(), f2.clone()]))
+        .unwrap();
+    a.register_shard(&shard(195, "many/two", std::slice::from_ref(&f3)))
+        .unwrap();
+    let one = RepoName::parse("many/one").unwrap();
+    let asked = [f2.sha256, [198; 32], f1.sha256, f3.sha256, f2.sha256];
+    let found = b.repo_files_by_sha256(&one, &asked).unwrap();
+    let expected = vec![
+        Some(f2.clone()),
+        None,
+        Some(f1.clone()),
+        None,
+        Some(f2.clone()),
+    ];
+    assert_eq!(found, expected);
+    let one_by_one: Vec<_> = asked
+        .iter()
+        .map(|s| b.repo_file_by_sha256(&one, s).unwrap())
+        .collect();
+    assert_eq!(found, one_by_one);
+    assert!(b.repo_files_by_sha256(&one, &[]).unwrap().is_empty());
+
+    b.record_verified_sha256(&f2.file_hash, &[8; 32]).unwrap();
+    let hashes = [f1.file_hash, f2.file_hash, hash(199, 0), f2.file_hash];
+    assert_eq!(
+        a.verified_sha256s(&hashes).unwrap(),
+        vec![None, Some([8; 32]), None, Some([8; 32])]
+    );
+    assert!(a.verified_sha256s(&[]).unwrap().is_empty());
 }
 
 /// A verified sha256 is recorded once (the first stays); a false claim is dropped in its

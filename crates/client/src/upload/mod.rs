@@ -23,6 +23,7 @@ use crate::cas::CasApi;
 use crate::chunk_lists::ChunkList;
 use crate::error::{ClientError, Result};
 use crate::progress::{ProgressFn, Throttled};
+use crate::records::ChunkLog;
 use crate::shard_cache::{self, ShardIndex};
 use crate::stats::{DedupStats, SessionStats};
 use crate::CasClient;
@@ -308,7 +309,15 @@ impl UploadSession {
 
     /// Uploads what remains, then the shard; returns per-file results and session totals.
     /// Only after this returns Ok are the files registered on the server.
-    pub async fn finish(mut self) -> Result<UploadSummary> {
+    pub async fn finish(self) -> Result<UploadSummary> {
+        Ok(self.register().await?.settle())
+    }
+
+    /// [`UploadSession::finish`] up to the server's registration of the shard: once this
+    /// returns Ok the files are registered; what is left ([`Registered::settle`]) is local
+    /// bookkeeping, which a caller answering others may do after answering them.
+    pub async fn register(mut self) -> Result<Registered> {
+        let started = std::time::Instant::now();
         let mut planner = self
             .planner
             .take()
@@ -325,6 +334,7 @@ impl UploadSession {
         if let Err(e) = flushed {
             return Err(self.explain(e).await);
         }
+        let flushed_at = std::time::Instant::now();
         let uploader = self.uploader.take().expect("uploader runs until finish");
         let shard = build_shard(&planner, &self.planned);
         let upload = (!shard.files.is_empty() || !shard.xorbs.is_empty()).then(|| ShardUpload {
@@ -362,25 +372,14 @@ impl UploadSession {
         for (upload, _) in &self.planned {
             stats.dedup.merge(&upload.stats);
         }
-        let mut files = Vec::with_capacity(self.planned.len());
-        for (upload, planned) in self.planned {
-            if let (Some(store), Some(log)) = (&self.client.records, planned.chunks) {
-                let terms: Vec<_> = planned
-                    .terms
-                    .iter()
-                    .map(|t| (planner.resolve(t.xorb), t.start, t.end - t.start))
-                    .collect();
-                let saved =
-                    store.save_from_log(&upload.file_hash, Some(upload.sha256), &terms, log);
-                if let Err(e) = saved {
-                    tracing::warn!("could not record how {} is stored: {e}", upload.name);
-                }
-            }
-            files.push(upload);
-        }
+        tracing::debug!(
+            flush_ms = (flushed_at - started).as_secs_f64() * 1e3,
+            send_ms = flushed_at.elapsed().as_secs_f64() * 1e3,
+            "session registered"
+        );
         if self.shard_dir.is_some() {
             // Hand the index (with this session's shards and dedup answers) to the next
-            // session.
+            // session, which may start as soon as this returns.
             let saved = std::mem::take(&mut totals.saved_shards);
             let queries = self.queries.take();
             let index = tokio::task::spawn_blocking(move || {
@@ -395,14 +394,80 @@ impl UploadSession {
                     index.add_own_shard_file(path);
                 }
                 index.unload();
-                index
+                (planner, index)
             })
             .await;
-            if let Ok(index) = index {
-                *self.client.shard_index.lock().expect("shard index lock") = Some(index);
+            match index {
+                Ok((back, index)) => {
+                    planner = back;
+                    *self.client.shard_index.lock().expect("shard index lock") = Some(index);
+                }
+                Err(e) => {
+                    return Err(ClientError::Aborted(format!(
+                        "indexing the session's shards failed: {e}"
+                    )))
+                }
             }
         }
-        Ok(UploadSummary { files, stats })
+        let terms = self
+            .planned
+            .into_iter()
+            .map(|(upload, planned)| {
+                let terms = planned
+                    .terms
+                    .iter()
+                    .map(|t| (planner.resolve(t.xorb), t.start, t.end - t.start))
+                    .collect();
+                (upload, terms, planned.chunks)
+            })
+            .collect();
+        Ok(Registered {
+            stats,
+            files: terms,
+            client: self.client.clone(),
+        })
+    }
+}
+
+/// A registered file: its upload, its terms (xorb, first chunk, chunks) and its chunk log.
+type RegisteredFile = (FileUpload, Vec<(MerkleHash, u32, u32)>, Option<ChunkLog>);
+
+/// A session whose shard the server registered (see [`UploadSession::register`]).
+pub struct Registered {
+    stats: SessionStats,
+    files: Vec<RegisteredFile>,
+    client: CasClient,
+}
+
+impl Registered {
+    /// What the session sent.
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
+    /// Writes how each file is stored (the reconstruction records): what a later session
+    /// or download of this client reuses. Blocking file writes.
+    pub fn settle(self) -> UploadSummary {
+        let Registered {
+            stats,
+            files,
+            client,
+        } = self;
+        let mut uploads = Vec::with_capacity(files.len());
+        for (upload, terms, log) in files {
+            if let (Some(store), Some(log)) = (&client.records, log) {
+                let saved =
+                    store.save_from_log(&upload.file_hash, Some(upload.sha256), &terms, log);
+                if let Err(e) = saved {
+                    tracing::warn!("could not record how {} is stored: {e}", upload.name);
+                }
+            }
+            uploads.push(upload);
+        }
+        UploadSummary {
+            files: uploads,
+            stats,
+        }
     }
 }
 

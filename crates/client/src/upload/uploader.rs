@@ -104,7 +104,10 @@ pub async fn send_shard(
     let mut totals = loop {
         tokio::select! {
             done = &mut uploader => break xorbs_done(done)?,
-            sent = &mut sent_early, if early_outcome.is_none() => early_outcome = Some(sent),
+            sent = &mut sent_early, if early_outcome.is_none() => {
+                tracing::debug!(ok = sent.is_ok(), "the shard sent with its xorbs answered");
+                early_outcome = Some(sent)
+            }
         }
     };
     let early_outcome = match early_outcome {
@@ -181,6 +184,19 @@ pub async fn run(
                 let keep = keep.clone();
                 running.spawn(async move {
                     let len = xorb.body.len();
+                    // Kept while it is sent, not after: the session's answer waits for
+                    // this task.
+                    let kept = keep.map(|cache| {
+                        let copy = StagedXorb {
+                            hash: xorb.hash,
+                            body: xorb.body.clone(),
+                            num_chunks: xorb.num_chunks,
+                            data_len: xorb.data_len,
+                        };
+                        // Before the shard registers it: the file's record, written after
+                        // that, is what makes the range count (ChunkStore::has).
+                        tokio::task::spawn_blocking(move || keep_xorb(&cache, &copy))
+                    });
                     let body = || reqwest::Body::wrap_stream(xorb.body.stream());
                     let inserted =
                         api.upload_xorb(&xorb.hash, len, body)
@@ -208,10 +224,8 @@ pub async fn run(
                         xorb.hash,
                         xorb.num_chunks
                     );
-                    if let Some(cache) = keep {
-                        // Before the shard registers it: the file's record, written after
-                        // that, is what makes the range count (ChunkStore::has).
-                        let _ = tokio::task::spawn_blocking(move || keep_xorb(&cache, &xorb)).await;
+                    if let Some(kept) = kept {
+                        let _ = kept.await;
                     }
                     drop(permit);
                     Ok((len, inserted)) // any staging file is deleted as `xorb` drops

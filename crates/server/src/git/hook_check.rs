@@ -26,6 +26,8 @@ use git_xet_core::api::locks::{LockedPath, LockedPaths};
 const MAX_BODY: usize = 16 * 1024 * 1024;
 /// Paths asked about in one `locked-paths` request (the hook sends batches of this many).
 pub const MAX_LOCK_PATHS: usize = 4096;
+/// Objects looked up in one index query by `missing-objects`.
+const LOOKUPS_PER_QUERY: usize = 1000;
 
 pub async fn missing_objects(
     state: SharedState,
@@ -59,15 +61,19 @@ pub async fn missing_objects(
     let index = state.index.clone();
     let missing = blocking(move || {
         let mut out = String::new();
-        for (oid, sha256, size) in wanted {
-            let stored = index.repo_file_by_sha256(&repo, &sha256)?;
-            let held = stored.is_some_and(|f| size.is_none_or(|s| s == f.size));
-            if !held {
-                out.push_str(&oid);
-                if let Some(s) = size {
-                    out.push_str(&format!(" {s}"));
+        // A push's objects are asked about together, a bounded number per index query.
+        for part in wanted.chunks(LOOKUPS_PER_QUERY) {
+            let sha256s: Vec<[u8; 32]> = part.iter().map(|w| w.1).collect();
+            let stored = index.repo_files_by_sha256(&repo, &sha256s)?;
+            for ((oid, _, size), stored) in part.iter().zip(stored) {
+                let held = stored.is_some_and(|f| size.is_none_or(|s| s == f.size));
+                if !held {
+                    out.push_str(oid);
+                    if let Some(s) = size {
+                        out.push_str(&format!(" {s}"));
+                    }
+                    out.push('\n');
                 }
-                out.push('\n');
             }
         }
         Ok(out)

@@ -254,6 +254,15 @@ pub trait Index:
         sha256: &[u8; 32],
     ) -> IndexResult<Option<FileRecord>>;
 
+    /// [`Index::repo_file_by_sha256`] for many objects at once, one answer per sha256 in
+    /// their order: the Batch API and the pre-receive check ask about a push's objects
+    /// together, and one query per object was most of their time.
+    fn repo_files_by_sha256(
+        &self,
+        repo: &RepoName,
+        sha256s: &[[u8; 32]],
+    ) -> IndexResult<Vec<Option<FileRecord>>>;
+
     /// A stored xorb of `domain` holding this chunk, and its index there (the oldest such
     /// xorb).
     fn chunk_location(

@@ -12,6 +12,9 @@ pub trait Sha256Index {
     /// The sha256 of the file's content, once some download has computed it.
     fn verified_sha256(&self, file_hash: &MerkleHash) -> IndexResult<Option<[u8; 32]>>;
 
+    /// [`Sha256Index::verified_sha256`] of many files at once, one answer per file in order.
+    fn verified_sha256s(&self, file_hashes: &[MerkleHash]) -> IndexResult<Vec<Option<[u8; 32]>>>;
+
     /// Records the sha256 computed from the file's content.
     fn record_verified_sha256(&self, file_hash: &MerkleHash, sha256: &[u8; 32]) -> IndexResult<()>;
 

@@ -15,7 +15,7 @@ use axum::response::Response;
 use crate::auth::Scope;
 use crate::body::{read_limited, ANONYMOUS_BODY_MAX};
 use crate::error::ServerError;
-use crate::lfs::objects::{claim_status, Claim};
+use crate::lfs::objects::{claim_statuses, Claim};
 use crate::lfs::{lfs_base, lfs_json, parse_oid, LfsResult};
 use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
@@ -34,6 +34,50 @@ enum Known {
     Invalid(String),
     Missing,
     Present { size: u64, file_hash: String },
+}
+
+/// What the index says about each requested object: one query for all objects, one for
+/// the claims of those found (a push asks about 100 objects per request).
+fn known_objects(
+    index: &dyn crate::index::Index,
+    repo: &RepoName,
+    lookups: &[(String, i64)],
+) -> Result<Vec<Known>, ServerError> {
+    let mut out: Vec<Known> = Vec::with_capacity(lookups.len());
+    // (position in `out`, sha256) of the well-formed requests.
+    let mut asked = Vec::with_capacity(lookups.len());
+    for (oid, size) in lookups {
+        if *size < 0 {
+            out.push(Known::Invalid(format!("invalid size {size}")));
+            continue;
+        }
+        match parse_oid(oid) {
+            Ok(sha256) => {
+                asked.push((out.len(), sha256));
+                out.push(Known::Missing);
+            }
+            Err(e) => out.push(Known::Invalid(e.to_string())),
+        }
+    }
+    let sha256s: Vec<[u8; 32]> = asked.iter().map(|a| a.1).collect();
+    let found = index.repo_files_by_sha256(repo, &sha256s)?;
+    let records: Vec<(usize, crate::index::FileRecord)> = asked
+        .iter()
+        .zip(found)
+        .filter_map(|((at, _), f)| f.map(|f| (*at, f)))
+        .collect();
+    let files: Vec<&crate::index::FileRecord> = records.iter().map(|r| &r.1).collect();
+    // A claim already known false is dropped here, so the object can be sent again.
+    let claims = claim_statuses(index, repo, &files)?;
+    for ((at, f), claim) in records.iter().zip(claims) {
+        if claim != Claim::False {
+            out[*at] = Known::Present {
+                size: f.size,
+                file_hash: f.file_hash.to_hex(),
+            };
+        }
+    }
+    Ok(out)
 }
 
 /// Parses and checks a batch request body; returns it and whether it is an upload.
@@ -96,37 +140,7 @@ pub async fn batch(
     let index = state.index.clone();
     let owned_repo = repo.clone();
     let lookups: Vec<(String, i64)> = specs.clone();
-    let known = blocking(move || {
-        let mut out = Vec::with_capacity(lookups.len());
-        for (oid, size) in &lookups {
-            if *size < 0 {
-                out.push(Known::Invalid(format!("invalid size {size}")));
-                continue;
-            }
-            let sha256 = match parse_oid(oid) {
-                Ok(s) => s,
-                Err(e) => {
-                    out.push(Known::Invalid(e.to_string()));
-                    continue;
-                }
-            };
-            let found = index.repo_file_by_sha256(&owned_repo, &sha256)?;
-            // A claim already known false is dropped here, so the object can be sent again.
-            let found = match found {
-                Some(f) if claim_status(&*index, &owned_repo, &f)? == Claim::False => None,
-                found => found,
-            };
-            out.push(match found {
-                Some(f) => Known::Present {
-                    size: f.size,
-                    file_hash: f.file_hash.to_hex(),
-                },
-                None => Known::Missing,
-            });
-        }
-        Ok(out)
-    })
-    .await?;
+    let known = blocking(move || known_objects(&*index, &owned_repo, &lookups)).await?;
 
     let base = state.base_url(headers);
     let lfs = lfs_base(&base, repo);

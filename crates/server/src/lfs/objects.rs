@@ -265,7 +265,33 @@ pub fn claim_status(
     repo: &RepoName,
     file: &crate::index::FileRecord,
 ) -> ServerResult<Claim> {
-    Ok(match index.verified_sha256(&file.file_hash)? {
+    let verified = index.verified_sha256(&file.file_hash)?;
+    settle_claim(index, repo, file, verified)
+}
+
+/// [`claim_status`] of many files, with one index query for all.
+pub fn claim_statuses(
+    index: &dyn crate::index::Index,
+    repo: &RepoName,
+    files: &[&crate::index::FileRecord],
+) -> ServerResult<Vec<Claim>> {
+    let hashes: Vec<_> = files.iter().map(|f| f.file_hash).collect();
+    let verified = index.verified_sha256s(&hashes)?;
+    files
+        .iter()
+        .zip(verified)
+        .map(|(file, verified)| settle_claim(index, repo, file, verified))
+        .collect()
+}
+
+/// The claim `file.sha256` given the content's sha256 (`verified`) if known.
+fn settle_claim(
+    index: &dyn crate::index::Index,
+    repo: &RepoName,
+    file: &crate::index::FileRecord,
+    verified: Option<[u8; 32]>,
+) -> ServerResult<Claim> {
+    Ok(match verified {
         Some(actual) if actual == file.sha256 => Claim::Verified,
         Some(_) => {
             index.drop_sha256_claim(repo, &file.file_hash, &file.sha256)?;

@@ -330,6 +330,30 @@ impl Index for PgIndex {
         )
     }
 
+    fn repo_files_by_sha256(
+        &self,
+        repo: &RepoName,
+        sha256s: &[[u8; 32]],
+    ) -> IndexResult<Vec<Option<FileRecord>>> {
+        // One round trip to PostgreSQL for all of them (any one record per sha256, as
+        // `LIMIT 1` picks one above).
+        let blobs: Vec<&[u8]> = sha256s.iter().map(|s| s.as_slice()).collect();
+        let rows = self.pool.run(|c| {
+            wait(c.query(
+                "SELECT DISTINCT ON (r.sha256) f.hash, f.size, r.sha256, COALESCE(r.terms, f.terms)
+                 FROM repo_files r JOIN files f ON f.hash = r.file_hash
+                 WHERE r.repo = $1 AND r.sha256 = ANY($2)",
+                &[&repo.as_str(), &blobs],
+            ))
+        })?;
+        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        for r in rows {
+            let file = file_record((r.get(0), r.get(1), r.get(2), r.get(3)))?;
+            found.insert(file.sha256, file);
+        }
+        Ok(sha256s.iter().map(|s| found.get(s).cloned()).collect())
+    }
+
     fn chunk_location(
         &self,
         chunk_hash: &MerkleHash,

@@ -29,6 +29,28 @@ impl Sha256Index for PgIndex {
         row.map(|r| sha256_from(r.get(0))).transpose()
     }
 
+    fn verified_sha256s(&self, file_hashes: &[MerkleHash]) -> IndexResult<Vec<Option<[u8; 32]>>> {
+        let blobs: Vec<&[u8]> = file_hashes
+            .iter()
+            .map(|h| h.as_bytes().as_slice())
+            .collect();
+        let rows = self.pool.run(|c| {
+            wait(c.query(
+                "SELECT file_hash, sha256 FROM verified_sha256 WHERE file_hash = ANY($1)",
+                &[&blobs],
+            ))
+        })?;
+        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        for r in rows {
+            let hash: Vec<u8> = r.get(0);
+            found.insert(hash, sha256_from(r.get(1))?);
+        }
+        Ok(file_hashes
+            .iter()
+            .map(|h| found.get(h.as_bytes().as_slice()).copied())
+            .collect())
+    }
+
     fn record_verified_sha256(&self, file_hash: &MerkleHash, sha256: &[u8; 32]) -> IndexResult<()> {
         // The content decides the sha256: two processes computing it agree, the first stays.
         self.pool.run(|c| {

@@ -31,6 +31,21 @@ impl Sha256Index for SqliteIndex {
         found.as_deref().map(sha256_from).transpose()
     }
 
+    fn verified_sha256s(&self, file_hashes: &[MerkleHash]) -> IndexResult<Vec<Option<[u8; 32]>>> {
+        let found: Vec<Option<Vec<u8>>> = self.read(|c| {
+            let mut stmt =
+                c.prepare_cached("SELECT sha256 FROM verified_sha256 WHERE file_hash = ?1")?;
+            file_hashes
+                .iter()
+                .map(|h| Ok(stmt.query_row([blob(h)], |r| r.get(0)).optional()?))
+                .collect()
+        })?;
+        found
+            .iter()
+            .map(|f| f.as_deref().map(sha256_from).transpose())
+            .collect()
+    }
+
     fn record_verified_sha256(&self, file_hash: &MerkleHash, sha256: &[u8; 32]) -> IndexResult<()> {
         self.write(|tx| {
             tx.execute(
