@@ -175,6 +175,7 @@ impl CasClient {
                     }
                     last = Some(chunk);
                 }
+                std::future::ready(Ok(()))
             })
             .await;
         edges.last = last.map(|c| (c.data.to_vec(), c.stored_len));

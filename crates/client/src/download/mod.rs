@@ -417,34 +417,28 @@ impl CasClient {
         segments: Vec<plan::Segment>,
         wtx: mpsc::Sender<DecodedChunk>,
     ) -> Result<()> {
-        let mut running = futures::stream::iter(segments.into_iter().map(|segment| {
-            let ctx = ctx.clone();
-            async move {
-                let (tx, rx) = mpsc::channel(SEGMENT_QUEUE);
-                tokio::spawn(fetch::produce(ctx, segment, tx));
-                rx
-            }
-        }))
-        .buffered(self.config.download_concurrency.max(1));
-        while let Some(mut rx) = running.next().await {
-            while let Some(item) = rx.recv().await {
-                let chunk = item?;
-                if wtx.send(chunk).await.is_err() {
-                    return Err(ClientError::Aborted("the output writer stopped".into()));
-                }
-            }
-        }
-        Ok(())
+        let wtx = &wtx;
+        self.produce_each(ctx, segments, move |chunk| async move {
+            wtx.send(chunk)
+                .await
+                .map_err(|_| ClientError::Aborted("the output writer stopped".into()))
+        })
+        .await
     }
 
-    /// As [`produce_all`](Self::produce_all), handing each chunk to `each` on this task
-    /// (no hop through another task and channel per chunk: a range read into memory).
-    async fn produce_each(
+    /// Runs up to `download_concurrency` segments ahead and hands their chunks, in order,
+    /// to `each` on this task (a range read into memory takes them without a hop through
+    /// another task and channel per chunk); stops at the first error of either.
+    async fn produce_each<F, Fut>(
         &self,
         ctx: Arc<Context>,
         segments: Vec<plan::Segment>,
-        mut each: impl FnMut(DecodedChunk),
-    ) -> Result<()> {
+        mut each: F,
+    ) -> Result<()>
+    where
+        F: FnMut(DecodedChunk) -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
         let mut running = futures::stream::iter(segments.into_iter().map(|segment| {
             let ctx = ctx.clone();
             async move {
@@ -456,7 +450,7 @@ impl CasClient {
         .buffered(self.config.download_concurrency.max(1));
         while let Some(mut rx) = running.next().await {
             while let Some(item) = rx.recv().await {
-                each(item?);
+                each(item?).await?;
             }
         }
         Ok(())
