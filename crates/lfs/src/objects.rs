@@ -409,26 +409,16 @@ struct DownloadJob {
 
 impl DownloadJob {
     async fn run(self) -> Result<PathBuf, LfsError> {
-        let outcome = match self.recon {
-            Some(recon) => {
-                self.client
-                    .download_reconstructed(&self.file_hash, recon, &self.output, self.options)
-                    .await?
-            }
-            None => {
-                self.client
-                    .download(&self.file_hash, &self.output, self.options)
-                    .await?
-            }
-        };
-        if outcome.bytes_written != self.size {
-            let _ = std::fs::remove_file(&self.output);
-            return Err(LfsError::WrongSize {
-                oid: self.oid,
-                got: outcome.bytes_written,
-                expected: self.size,
-            });
-        }
+        let outcome = download_object(
+            &self.client,
+            &self.file_hash,
+            self.recon,
+            &self.output,
+            self.options,
+            self.oid,
+            self.size,
+        )
+        .await?;
         tracing::info!(
             oid = %self.oid,
             network = outcome.network_bytes,
@@ -438,6 +428,37 @@ impl DownloadJob {
         );
         Ok(self.output)
     }
+}
+
+/// Downloads object `oid` of `size` bytes into `output` (with its reconstruction when a
+/// batch query brought it); a download of another size is removed and an error, whatever
+/// the hashes said.
+pub async fn download_object(
+    client: &CasClient,
+    file_hash: &git_xet_core::hash::MerkleHash,
+    recon: Option<git_xet_core::reconstruction::Reconstruction>,
+    output: &Path,
+    options: DownloadOptions,
+    oid: Oid,
+    size: u64,
+) -> Result<git_xet_client::DownloadOutcome, LfsError> {
+    let outcome = match recon {
+        Some(recon) => {
+            client
+                .download_reconstructed(file_hash, recon, output, options)
+                .await?
+        }
+        None => client.download(file_hash, output, options).await?,
+    };
+    if outcome.bytes_written != size {
+        let _ = std::fs::remove_file(output);
+        return Err(LfsError::WrongSize {
+            oid,
+            got: outcome.bytes_written,
+            expected: size,
+        });
+    }
+    Ok(outcome)
 }
 
 /// The mark an object gets once this clone pushed it and the chunk store holds what rebuilds

@@ -21,7 +21,7 @@ use git_xet_client::{CasClient, ContentTap, DownloadOptions, ProgressFn, SharedF
 use git_xet_core::reconstruction::Reconstruction;
 use git_xet_core::MerkleHash;
 use git_xet_lfs::batch::{BatchClient, BatchResponse, BATCH_SIZE};
-use git_xet_lfs::objects::{ObjectDownload, ObjectService};
+use git_xet_lfs::objects::{download_object, ObjectDownload, ObjectService};
 use git_xet_lfs::pointer::{Oid, Pointer};
 use git_xet_lfs::protocol::Operation;
 use git_xet_lfs::store::LfsStore;
@@ -427,27 +427,20 @@ impl SmallJob {
             expected_sha256: Some(self.oid.0),
             ..Default::default()
         };
-        let outcome = match known {
-            Some((recon, shared)) => {
-                options.shared = shared;
-                self.client
-                    .download_reconstructed(&self.file_hash, recon, &self.output, options)
-                    .await?
-            }
-            None => {
-                self.client
-                    .download(&self.file_hash, &self.output, options)
-                    .await?
-            }
-        };
-        if outcome.bytes_written != self.size {
-            let _ = std::fs::remove_file(&self.output);
-            return Err(LfsError::WrongSize {
-                oid: self.oid,
-                got: outcome.bytes_written,
-                expected: self.size,
-            });
-        }
+        let recon = known.map(|(recon, shared)| {
+            options.shared = shared;
+            recon
+        });
+        let outcome = download_object(
+            &self.client,
+            &self.file_hash,
+            recon,
+            &self.output,
+            options,
+            self.oid,
+            self.size,
+        )
+        .await?;
         tracing::debug!(oid = %self.oid, network = outcome.network_bytes, "downloaded");
         Ok(self.output.clone())
     }
