@@ -115,15 +115,19 @@ fn stored_xorbs(data: &Path) -> Vec<PathBuf> {
     found
 }
 
-#[test]
-fn a_damaged_small_object_of_a_batched_clone_is_refused_and_the_rest_are_stored() {
-    let server = TestServer::start();
-    let remote = remote_url(&server, "org/damaged", "write");
-    // Pushed without shared upload sessions, so each file is its own xorb: damaging one xorb
-    // damages exactly one file.
+/// Pushes `count` small files (content from `seed`) to `repo`, each its own xorb (no shared
+/// upload sessions, so damaging one xorb damages exactly one file and each download is a
+/// GET of its own), then damages the first stored xorb. Returns the remote and the files.
+fn push_with_one_damaged_xorb(
+    server: &TestServer,
+    repo: &str,
+    count: usize,
+    seed: u64,
+) -> (String, Vec<(String, Vec<u8>)>) {
+    let remote = remote_url(server, repo, "write");
     let alice = GitEnv::with_agent(&[]).with_env("GIT_XET_SHARED_UPLOADS", "0");
     let a = alice.lfs_repo("a", &remote);
-    let files = small_files(40, 7000);
+    let files = small_files(count, seed);
     for (name, bytes) in &files {
         write_file(&a.join(name), bytes);
     }
@@ -136,6 +140,13 @@ fn a_damaged_small_object_of_a_batched_clone_is_refused_and_the_rest_are_stored(
         *b ^= 0xA5;
     }
     std::fs::write(&xorbs[0], bytes).unwrap();
+    (remote, files)
+}
+
+#[test]
+fn a_damaged_small_object_of_a_batched_clone_is_refused_and_the_rest_are_stored() {
+    let server = TestServer::start();
+    let (remote, files) = push_with_one_damaged_xorb(&server, "org/damaged", 40, 7000);
 
     let bob = GitEnv::with_agent(&[]);
     let b = bob.dir("b");
@@ -255,24 +266,7 @@ fn delayed_lists(trace: &str) -> Vec<Vec<String>> {
 #[test]
 fn a_delayed_checkout_lists_files_as_their_downloads_finish() {
     let server = TestServer::start();
-    let remote = remote_url(&server, "org/waves", "write");
-    // Each file its own xorb (no shared upload sessions): damaging one xorb damages one
-    // file, and each download is a GET of its own.
-    let alice = GitEnv::with_agent(&[]).with_env("GIT_XET_SHARED_UPLOADS", "0");
-    let a = alice.lfs_repo("a", &remote);
-    let files = small_files(120, 11000);
-    for (name, bytes) in &files {
-        write_file(&a.join(name), bytes);
-    }
-    alice.commit_all_and_push(&a, "many");
-    let xorbs = stored_xorbs(&server.data);
-    assert_eq!(xorbs.len(), files.len(), "one xorb per pushed file");
-    let mut bytes = std::fs::read(&xorbs[0]).unwrap();
-    let mid = bytes.len() / 2;
-    for b in &mut bytes[mid..mid + 16] {
-        *b ^= 0xA5;
-    }
-    std::fs::write(&xorbs[0], bytes).unwrap();
+    let (remote, files) = push_with_one_damaged_xorb(&server, "org/waves", 120, 11000);
 
     // Whether a download finishes before git asks again is a matter of timing. A filter
     // that lists everything at the end never gives git two lists; one that lists files as
