@@ -5,26 +5,15 @@
 use std::path::{Path, PathBuf};
 
 use crate::env::{assert_file_is, ok, remote_url, stderr, stdout, GitEnv};
-use crate::support::{lfs_object_path, lfs_objects, random_bytes, write_file, TestServer};
+use crate::support::{
+    lfs_object_path, lfs_objects, random_bytes, sum_over_files, write_file, TestServer,
+};
 
 pub(crate) const XORB_SERVED: &str = "git_xet_xorb_bytes_served_total";
 const XORB_RECEIVED: &str = "git_xet_xorb_bytes_received_total";
 
 fn bytes_under(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| {
-            let p = e.path();
-            if p.is_dir() {
-                bytes_under(&p)
-            } else {
-                e.metadata().map(|m| m.len()).unwrap_or(0)
-            }
-        })
-        .sum()
+    sum_over_files(dir, &|e| e.metadata().map(|m| m.len()).unwrap_or(0))
 }
 
 /// `xorb/range size` of every stored range, for failure messages.
@@ -93,18 +82,6 @@ pub(crate) fn push_versions(
     (a, commits)
 }
 
-pub(crate) fn clone(env: &GitEnv, remote: &str, name: &str) -> PathBuf {
-    let dir = env.root.path().join(name);
-    ok(
-        env.git_logged(
-            &env.dir("."),
-            &["clone", "-q", remote, dir.to_str().unwrap()],
-        ),
-        "clone",
-    );
-    dir
-}
-
 #[test]
 fn pulled_versions_live_as_chunks_and_check_out_offline() {
     let mut server = TestServer::start();
@@ -114,7 +91,7 @@ fn pulled_versions_live_as_chunks_and_check_out_offline() {
     let a = alice.lfs_repo("a", &remote);
     commit_version(&alice, &a, 0);
     push(&alice, &a);
-    let b = clone(&bob, &remote, "b");
+    let b = bob.clone_ok(&remote, "b");
     assert_file_is(&b.join("model.bin"), &version(0));
     // Pull every version as it is pushed.
     for n in 1..4 {
@@ -189,7 +166,7 @@ fn pushed_versions_fill_the_store_for_a_second_clone_and_offline_checkouts() {
 
     // A second clone on the same machine (same store) transfers no xorb bytes.
     let served = server.metric(XORB_SERVED);
-    let b = clone(&alice, &remote, "b");
+    let b = alice.clone_ok(&remote, "b");
     assert_file_is(&b.join("model.bin"), &version(2));
     for (n, c) in commits.iter().enumerate() {
         ok(
@@ -260,7 +237,7 @@ fn a_damaged_chunk_is_fetched_again_never_served() {
     let alice = GitEnv::with_agent(&[]);
     let bob = GitEnv::with_agent(&[]);
     let (_, commits) = push_versions(&alice, &remote, 2);
-    let b = clone(&bob, &remote, "b");
+    let b = bob.clone_ok(&remote, "b");
     ok(
         bob.git_logged(&b, &["checkout", "-q", &commits[0]]),
         "checkout v0",
@@ -320,7 +297,7 @@ fn a_second_clone_takes_its_objects_from_the_store_even_two_at_once() {
     let alice = GitEnv::with_agent(&[]);
     let bob = GitEnv::with_agent(&[]);
     push_versions(&alice, &remote, 2);
-    let first = clone(&bob, &remote, "first");
+    let first = bob.clone_ok(&remote, "first");
     let served = server.metric(XORB_SERVED);
     let store = bytes_under(&bob.store_dir().join("chunks"));
     // Two more clones at once, sharing the store with the first.
@@ -361,7 +338,7 @@ fn git_lfs_commands_and_uninstalling_after_materialize() {
     let alice = GitEnv::with_agent(&[]);
     let bob = GitEnv::with_agent(&[]);
     let (_, commits) = push_versions(&alice, &remote, 3);
-    let b = clone(&bob, &remote, "b");
+    let b = bob.clone_ok(&remote, "b");
     for c in &commits {
         bob.git(&b, &["checkout", "-q", c]);
     }
@@ -448,7 +425,7 @@ fn prune_keeps_what_live_clones_reference_and_drops_vanished_ones() {
     let alice = GitEnv::with_agent(&[]);
     let bob = GitEnv::with_agent(&[]);
     let (_, commits) = push_versions(&alice, &remote, 2);
-    let b = clone(&bob, &remote, "b");
+    let b = bob.clone_ok(&remote, "b");
     ok(
         bob.git_logged(&b, &["checkout", "-q", &commits[0]]),
         "checkout v0",
@@ -459,7 +436,7 @@ fn prune_keeps_what_live_clones_reference_and_drops_vanished_ones() {
     let o = carol.lfs_repo("o", &other_remote);
     write_file(&o.join("other.bin"), &random_bytes(2 << 20, 900));
     carol.commit_all_and_push(&o, "other");
-    let gone = clone(&bob, &other_remote, "gone");
+    let gone = bob.clone_ok(&other_remote, "gone");
     let before = bytes_under(&bob.store_dir().join("chunks"));
     assert!(before > (5 << 20), "both repositories are stored: {before}");
     std::fs::remove_dir_all(&gone).unwrap();

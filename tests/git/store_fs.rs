@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::env::{assert_file_is, ok, remote_url, stderr, GitEnv};
-use crate::store::{clone, has_whole, object_of, push_versions, version};
+use crate::store::{has_whole, object_of, push_versions, version};
 use crate::support::{lfs_objects, TestServer};
 
 /// A 1 GiB XFS (reflink on) mounted from an image file; unmounted and deleted on drop,
@@ -115,7 +115,7 @@ fn on_xfs_the_checked_out_objects_stay_whole_sharing_extents_elsewhere_none() {
     let model = version(1).len() as u64;
 
     // On the temporary directory's file system (ext4 or tmpfs here): nothing whole stays.
-    let plain = clone(&bob, &remote, "plain");
+    let plain = bob.clone_ok(&remote, "plain");
     assert_file_is(&plain.join("model.bin"), &version(1));
     assert_eq!(lfs_objects(&plain), 0, "auto keeps nothing whole there");
     // tmpfs, the same.

@@ -557,8 +557,8 @@ fn dechunk(body: &str) -> String {
 
 pub use random::random_bytes;
 
-/// Files under `dir`, recursively (0 when it does not exist).
-pub fn count_files(dir: &Path) -> usize {
+/// The sum of `per_file` over the files under `dir`, recursively (0 when it does not exist).
+pub fn sum_over_files(dir: &Path, per_file: &dyn Fn(&std::fs::DirEntry) -> u64) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
@@ -567,12 +567,17 @@ pub fn count_files(dir: &Path) -> usize {
         .map(|e| {
             let path = e.path();
             if path.is_dir() {
-                count_files(&path)
+                sum_over_files(&path, per_file)
             } else {
-                1
+                per_file(&e)
             }
         })
         .sum()
+}
+
+/// Files under `dir`, recursively (0 when it does not exist).
+pub fn count_files(dir: &Path) -> usize {
+    sum_over_files(dir, &|_| 1) as usize
 }
 
 /// Whole objects in a clone's `.git/lfs/objects`.
