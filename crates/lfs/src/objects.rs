@@ -276,45 +276,67 @@ impl ObjectService {
         wants: &[ObjectDownload],
         parallel: usize,
     ) -> Vec<Result<PathBuf, LfsError>> {
-        let local = self.env.store.newest_objects();
-        // Objects the chunk store holds are rebuilt from it; the rest are downloaded.
-        let rebuilt: Vec<Option<PathBuf>> = wants
-            .iter()
-            .map(|w| self.rebuild_local(&w.oid, w.size))
-            .collect();
-        let jobs: Vec<Result<DownloadJob, LfsError>> = wants
-            .iter()
-            .zip(&rebuilt)
-            .filter(|(_, r)| r.is_none())
-            .map(|(w, _)| self.prepare_download(w, &local))
-            .collect();
+        let mut results: Vec<Option<Result<PathBuf, LfsError>>> =
+            wants.iter().map(|_| None).collect();
+        self.download_each(wants, parallel, true, &mut |i, r| results[i] = Some(r));
+        results
+            .into_iter()
+            .map(|r| r.expect("download_each answers every object"))
+            .collect()
+    }
+
+    /// [`Self::download_many`], handing each object's result to `done` (with its index in
+    /// `wants`) as soon as it is downloaded (the filter lists delayed files to git as they
+    /// finish). With `local_sources`, local objects are offered as sources of chunks (a
+    /// walk of `.git/lfs/objects`: worth it for large objects, whose previous version
+    /// shares most chunks; an object of a few chunks shares next to none).
+    pub fn download_each(
+        &mut self,
+        wants: &[ObjectDownload],
+        parallel: usize,
+        local_sources: bool,
+        done: &mut dyn FnMut(usize, Result<PathBuf, LfsError>),
+    ) {
+        let local = if local_sources {
+            self.env.store.newest_objects()
+        } else {
+            Vec::new()
+        };
+        let mut jobs = Vec::new();
+        for (i, want) in wants.iter().enumerate() {
+            // Objects the chunk store holds are rebuilt from it; the rest are downloaded.
+            if let Some(path) = self.rebuild_local(&want.oid, want.size) {
+                done(i, Ok(path));
+                continue;
+            }
+            match self.prepare_download(want, &local) {
+                Ok(job) => jobs.push((i, job)),
+                Err(e) => done(i, Err(e)),
+            }
+        }
+        if jobs.is_empty() {
+            return;
+        }
         let runtime = match self.runtime() {
             Ok(rt) => rt,
             Err(LfsError::Runtime(e)) => {
-                return wants
-                    .iter()
-                    .map(|_| Err(LfsError::Runtime(e.clone())))
-                    .collect()
+                for (i, _) in jobs {
+                    done(i, Err(LfsError::Runtime(e.clone())));
+                }
+                return;
             }
             Err(e) => unreachable!("runtime() fails only with Runtime: {e}"),
         };
         use futures::StreamExt;
-        let downloaded: Vec<Result<PathBuf, LfsError>> = runtime.block_on(async move {
+        runtime.block_on(async move {
             let jobs = with_reconstructions(jobs).await;
-            futures::stream::iter(jobs)
-                .map(|job| async move { job?.run().await })
-                .buffered(parallel.max(1))
-                .collect()
-                .await
+            let mut running = futures::stream::iter(jobs)
+                .map(|(i, job)| async move { (i, job.run().await) })
+                .buffer_unordered(parallel.max(1));
+            while let Some((i, result)) = running.next().await {
+                done(i, result);
+            }
         });
-        let mut downloaded = downloaded.into_iter();
-        rebuilt
-            .into_iter()
-            .map(|r| match r {
-                Some(path) => Ok(path),
-                None => downloaded.next().expect("one result per download"),
-            })
-            .collect()
     }
 
     fn prepare_download(
@@ -360,11 +382,9 @@ impl Drop for ObjectService {
 /// The jobs, each with its file's reconstruction when a batch query of its CAS server
 /// answered it: many small files then cost one round trip each (the xorb bytes), not two,
 /// and files side by side in a xorb share one (the runs of the answer).
-async fn with_reconstructions(
-    mut jobs: Vec<Result<DownloadJob, LfsError>>,
-) -> Vec<Result<DownloadJob, LfsError>> {
+async fn with_reconstructions(mut jobs: Vec<(usize, DownloadJob)>) -> Vec<(usize, DownloadJob)> {
     let mut by_server: HashMap<String, (CasClient, Vec<git_xet_core::MerkleHash>)> = HashMap::new();
-    for job in jobs.iter().flatten() {
+    for (_, job) in &jobs {
         by_server
             .entry(job.client.api().base_url().to_string())
             .or_insert_with(|| (job.client.clone(), Vec::new()))
@@ -385,7 +405,7 @@ async fn with_reconstructions(
     ))
     .await;
     let answers: HashMap<String, _> = answers.into_iter().collect();
-    for job in jobs.iter_mut().flatten() {
+    for (_, job) in &mut jobs {
         let url = job.client.api().base_url();
         if let Some((recon, shared)) = answers.get(url).and_then(|f| f.get(&job.file_hash)) {
             job.recon = Some(recon.clone());
@@ -433,7 +453,7 @@ impl DownloadJob {
 /// Downloads object `oid` of `size` bytes into `output` (with its reconstruction when a
 /// batch query brought it); a download of another size is removed and an error, whatever
 /// the hashes said.
-pub async fn download_object(
+async fn download_object(
     client: &CasClient,
     file_hash: &git_xet_core::hash::MerkleHash,
     recon: Option<git_xet_core::reconstruction::Reconstruction>,
@@ -464,7 +484,12 @@ pub async fn download_object(
 /// The mark an object gets once this clone pushed it and the chunk store holds what rebuilds
 /// it (`.git/xet/pushed/<oid>`): the filter drops such a whole copy like a fetched one.
 pub fn pushed_marker(xet_dir: &Path, oid: &Oid) -> PathBuf {
-    xet_dir.join("pushed").join(oid.to_string())
+    pushed_dir(xet_dir).join(oid.to_string())
+}
+
+/// The directory of the [`pushed_marker`]s, one file named by its oid per object.
+pub fn pushed_dir(xet_dir: &Path) -> PathBuf {
+    xet_dir.join("pushed")
 }
 
 /// The most recent local objects whose reconstruction the client knows: typically the

@@ -17,11 +17,10 @@ use crate::endpoint;
 use crate::repo::Repo;
 use crate::ssh::SshFailure;
 use crate::GitError;
-use git_xet_client::{CasClient, ContentTap, DownloadOptions, ProgressFn, SharedFetches};
-use git_xet_core::reconstruction::Reconstruction;
+use git_xet_client::{CasClient, ContentTap, ProgressFn};
 use git_xet_core::MerkleHash;
 use git_xet_lfs::batch::{BatchClient, BatchResponse, BATCH_SIZE};
-use git_xet_lfs::objects::{download_object, ObjectDownload, ObjectService};
+use git_xet_lfs::objects::{ObjectDownload, ObjectService};
 use git_xet_lfs::pointer::{Oid, Pointer};
 use git_xet_lfs::protocol::Operation;
 use git_xet_lfs::store::LfsStore;
@@ -198,90 +197,16 @@ impl Fetcher {
                 let (path, pointer) = requested[j];
                 settle(&pointer.oid, stored(store, path, pointer, result));
             };
-            if requested.iter().all(|(_, p)| p.size <= SMALL_OBJECT) {
-                self.download_small(&requests, &mut finished);
+            // Small objects: more at once, and no local objects offered as chunk sources.
+            let small = requested.iter().all(|(_, p)| p.size <= SMALL_OBJECT);
+            let parallel = if small {
+                PARALLEL_SMALL_DOWNLOADS
             } else {
-                let results = self.service.download_many(&requests, PARALLEL_DOWNLOADS);
-                for (j, result) in results.into_iter().enumerate() {
-                    finished(j, result);
-                }
-            }
+                PARALLEL_DOWNLOADS
+            };
+            self.service
+                .download_each(&requests, parallel, !small, &mut finished);
         }
-    }
-
-    /// Downloads small objects, [`PARALLEL_SMALL_DOWNLOADS`] at once, handing each to
-    /// `done` (with its index in `wants`) as it finishes. Unlike the object service's
-    /// `download_many`, no local objects are offered as sources of chunks (a walk of
-    /// `.git/lfs/objects` per call): an object of a few chunks shares next to none with
-    /// another version.
-    fn download_small(
-        &mut self,
-        wants: &[ObjectDownload],
-        done: &mut dyn FnMut(usize, Result<PathBuf, LfsError>),
-    ) {
-        let mut jobs = Vec::new();
-        for (j, want) in wants.iter().enumerate() {
-            // Objects the chunk store holds are rebuilt from it; the rest are downloaded.
-            if let Some(path) = self.service.rebuild_local(&want.oid, want.size) {
-                done(j, Ok(path));
-                continue;
-            }
-            match self.small_job(want) {
-                Ok(job) => jobs.push((j, job)),
-                Err(e) => done(j, Err(e)),
-            }
-        }
-        if jobs.is_empty() {
-            return;
-        }
-        use futures::StreamExt;
-        self.runtime.block_on(async {
-            // One reconstruction query per hundred files of a server: files side by side
-            // in a xorb then share one ranged GET (the answer's runs).
-            let mut by_server: HashMap<&str, (&CasClient, Vec<MerkleHash>)> = HashMap::new();
-            for (_, job) in &jobs {
-                let entry = by_server
-                    .entry(job.client.api().base_url())
-                    .or_insert_with(|| (&job.client, Vec::new()));
-                if !entry.1.contains(&job.file_hash) {
-                    entry.1.push(job.file_hash);
-                }
-            }
-            let answers: HashMap<&str, _> = futures::future::join_all(by_server.into_iter().map(
-                |(url, (client, files))| async move { (url, client.reconstructions(&files).await) },
-            ))
-            .await
-            .into_iter()
-            .collect();
-            let mut running = futures::stream::iter(jobs.iter().map(|(j, job)| {
-                let known = answers
-                    .get(job.client.api().base_url())
-                    .and_then(|a| a.get(&job.file_hash))
-                    .cloned();
-                async move { (*j, job.run(known).await) }
-            }))
-            .buffer_unordered(PARALLEL_SMALL_DOWNLOADS);
-            while let Some((j, result)) = running.next().await {
-                done(j, result);
-            }
-        });
-    }
-
-    fn small_job(&mut self, want: &ObjectDownload) -> Result<SmallJob, LfsError> {
-        let file_hash = want
-            .access
-            .file_hash
-            .ok_or_else(|| LfsError::Action("download action without X-Xet-Hash".into()))?;
-        let client = self.service.client(&want.access)?;
-        let store = &self.service.env().store;
-        store.create_tmp_dir()?;
-        Ok(SmallJob {
-            client,
-            file_hash,
-            oid: want.oid,
-            size: want.size,
-            output: store.temp_path("download"),
-        })
     }
 
     /// Brings `pointer`'s object into `store`, handing its bytes to `tap` while they are
@@ -406,45 +331,6 @@ impl Fetcher {
 type Wanted = Result<Result<ObjectDownload, Handoff>, Arc<GitError>>;
 /// A batch answer offering `xet`, or why git-lfs gets its objects.
 type BatchAnswer = Result<BatchResponse, Handoff>;
-
-/// One small object's download (see [`Fetcher::download_small`]).
-struct SmallJob {
-    client: CasClient,
-    file_hash: MerkleHash,
-    oid: Oid,
-    size: u64,
-    output: PathBuf,
-}
-
-impl SmallJob {
-    /// Downloads into the temp file, verified against the XET hash and the oid; with its
-    /// reconstruction (and the runs its batch shares) when a batch query brought it.
-    async fn run(
-        &self,
-        known: Option<(Reconstruction, Option<Arc<SharedFetches>>)>,
-    ) -> Result<PathBuf, LfsError> {
-        let mut options = DownloadOptions {
-            expected_sha256: Some(self.oid.0),
-            ..Default::default()
-        };
-        let recon = known.map(|(recon, shared)| {
-            options.shared = shared;
-            recon
-        });
-        let outcome = download_object(
-            &self.client,
-            &self.file_hash,
-            recon,
-            &self.output,
-            options,
-            self.oid,
-            self.size,
-        )
-        .await?;
-        tracing::debug!(oid = %self.oid, network = outcome.network_bytes, "downloaded");
-        Ok(self.output.clone())
-    }
-}
 
 /// A finished download moved into the store.
 fn stored(

@@ -22,7 +22,7 @@ use super::Filter;
 use crate::store::KeepCheckedOut;
 use git_xet_client::store::{ChunkStore, Rebuilt};
 use git_xet_io::platform::extents::{dedupe, Shared};
-use git_xet_lfs::objects::pushed_marker;
+use git_xet_lfs::objects::{pushed_dir, pushed_marker};
 use git_xet_lfs::pointer::{Oid, Pointer};
 
 /// Whole objects of this filter session, settled at its end.
@@ -129,9 +129,7 @@ impl Filter {
     fn found_noted_mut(&mut self) -> &mut FoundNoted {
         if self.wholes.found_noted.is_none() {
             let kept = self.kept().values().copied().collect();
-            // Every marker is a file named by its oid in one directory.
-            let marker = pushed_marker(&self.repo.xet_dir(), &Oid([0; 32]));
-            let pushed = std::fs::read_dir(marker.parent().unwrap_or(Path::new("")))
+            let pushed = std::fs::read_dir(pushed_dir(&self.repo.xet_dir()))
                 .into_iter()
                 .flatten()
                 .flatten()
