@@ -29,7 +29,7 @@ fn global_install_registers_the_agent_and_uninstall_restores_the_config() {
     assert_eq!(get("lfs.customtransfer.xet.args"), "transfer");
     assert_eq!(get("lfs.customtransfer.xet.concurrent"), "true");
     // More agents than git-lfs's 8: small uploads of a push share a session.
-    assert_eq!(get("lfs.concurrenttransfers"), "34");
+    assert_eq!(get("lfs.concurrenttransfers"), "50");
     // git-lfs filters were missing, so install ran `git lfs install` globally, then made
     // git-xet the filter process (git-lfs's single-file clean/smudge stay as they were)...
     assert_eq!(

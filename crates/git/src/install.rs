@@ -26,10 +26,11 @@ pub const KEY_DL_DIRECTION: &str = "lfs.customtransfer.xet-download.direction";
 pub const KEY_CONCURRENT_TRANSFERS: &str = "lfs.concurrenttransfers";
 /// `lfs.concurrenttransfers` when install is not told (git-lfs's own default is 8). git-lfs
 /// hands objects over in Batch API groups of 100 and waits for a group to finish before
-/// asking for the next; the agents' shared upload rounds take one object per agent, so 34
-/// makes a group three rounds (34+33+33) where 32 made four (32+32+32+4), for two more
-/// agent starts. See docs/benchmarks.md for the measurements behind it.
-pub const DEFAULT_CONCURRENCY: u32 = 34;
+/// asking for the next, and each agent holds one object until it is registered, so a group
+/// takes at least 100 / agents round trips: 50 makes it two (34 made three, 100 one), for
+/// about 5 ms per agent that git-lfs starts one after another at every push. See
+/// docs/benchmarks.md for the measurements behind it.
+pub const DEFAULT_CONCURRENCY: u32 = 50;
 pub const KEY_FILTER_PROCESS: &str = "filter.lfs.process";
 /// What follows the program in `filter.lfs.process`.
 const FILTER_ARG: &str = "filter-process";

@@ -9,6 +9,11 @@
 //! Each object is answered only once that shard is registered; an object whose batch
 //! failed is uploaded again on its own, so one bad file fails only itself.
 //!
+//! Batches overlap: while one registers (a round trip), the next gathers and packs what
+//! the other agents hand over, and when none registers a batch waits for half of the idle
+//! agents' objects only, so that two halves alternate instead of every agent waiting for
+//! one round trip after the last object came ([`batch_target`]).
+//!
 //! A follower that cannot reach the coordinator, or loses it mid-object, uploads the object
 //! itself (uploads are idempotent: what the dead coordinator sent is merely sent again).
 //! One socket per repository and remote: objects of different repositories or remotes are
@@ -25,7 +30,10 @@ use crate::action::XetAction;
 use crate::objects::{AgentEnv, ObjectService, RegisteredBatch, UploadJob};
 use crate::pointer::Oid;
 use crate::protocol::{read_line, Action, Line, Operation};
+use batches::batch_loop;
 use git_xet_client::ProgressFn;
+
+mod batches;
 
 /// Objects up to this size go through the coordinator (bigger ones are bandwidth, not
 /// round trips, and would hold up the small ones of their batch).
@@ -36,6 +44,8 @@ const MAX_BATCH_FILES: usize = 512;
 const QUIET: Duration = Duration::from_millis(3);
 /// ...or once it waited this long in all for more objects (packing what came meanwhile).
 const MAX_GATHER: Duration = Duration::from_millis(25);
+/// At most this many batches at a time: one gathering while another registers.
+const LANES: usize = 2;
 /// How long `terminate` waits for batches other agents still have in flight.
 const DRAIN_WAIT: Duration = Duration::from_secs(120);
 /// Set to `0` to upload every object from its own agent (today's behaviour before sharing).
@@ -59,9 +69,16 @@ struct Queue {
     pending: Vec<Pending>,
     /// Agents that may send objects: connected followers and this process.
     agents: usize,
+    /// A batch is being gathered.
     busy: bool,
+    /// Objects of batches being registered (their agents wait for the answer).
+    registering: usize,
+    /// Which lanes (batch clients) a batch holds, gathering or registering.
+    lanes: [bool; LANES],
     /// Registered batches whose bookkeeping is not done yet.
     settling: usize,
+    /// Batches registered so far (for the debug builds' test hook).
+    registered_batches: u64,
 }
 
 /// The coordinator running in this process: a batcher thread and a socket listener.
@@ -95,7 +112,9 @@ impl Coordinator {
         let (lock, cv) = &*self.shared;
         let deadline = Instant::now() + DRAIN_WAIT;
         let mut q = lock.lock().expect("queue lock");
-        while (q.busy || !q.pending.is_empty() || q.settling > 0) && Instant::now() < deadline {
+        while (q.busy || !q.pending.is_empty() || q.lanes.iter().any(|b| *b) || q.settling > 0)
+            && Instant::now() < deadline
+        {
             q = cv
                 .wait_timeout(q, Duration::from_millis(50))
                 .expect("queue lock")
@@ -296,156 +315,6 @@ fn serve_follower(stream: std::os::unix::net::UnixStream, shared: &(Mutex<Queue>
     }
     lock.lock().expect("queue lock").agents -= 1;
     cv.notify_all();
-}
-
-/// Takes what is in flight, uploads it as one session, answers. Objects are packed as they
-/// come, while the batch gathers more: the round's reading and packing overlap git-lfs
-/// handing out its objects.
-fn batch_loop(
-    shared: &(Mutex<Queue>, Condvar),
-    mut service: ObjectService,
-    settle: &mpsc::Sender<RegisteredBatch>,
-) {
-    // A test hook of debug builds only.
-    let abort_after: Option<u64> = std::env::var(ENV_TEST_ABORT)
-        .ok()
-        .filter(|_| cfg!(debug_assertions))
-        .and_then(|v| v.parse().ok());
-    let mut batches = 0u64;
-    let (lock, cv) = shared;
-    loop {
-        let mut q = lock.lock().expect("queue lock");
-        while q.pending.is_empty() {
-            q = cv.wait(q).expect("queue lock");
-        }
-        q.busy = true;
-        drop(q);
-        let (batch, outcomes, registered) = run_batch(shared, &mut service);
-        batches += 1;
-        if abort_after.is_some_and(|n| batches >= n) {
-            tracing::error!("{ENV_TEST_ABORT}: aborting after {batches} batches");
-            std::process::abort();
-        }
-        // The bookkeeping after registration (records, marks) on another thread, while
-        // this one packs the next objects: registered is all an answer needs.
-        if let Some(registered) = registered {
-            lock.lock().expect("queue lock").settling += 1;
-            if let Err(unsent) = settle.send(registered) {
-                unsent.0.settle();
-                lock.lock().expect("queue lock").settling -= 1;
-            }
-        }
-        for (p, outcome) in batch.into_iter().zip(outcomes) {
-            let _ = p.reply.send(outcome);
-        }
-        lock.lock().expect("queue lock").busy = false;
-        cv.notify_all();
-    }
-}
-
-/// Takes up to `max` pending objects of CAS URL `url` (a batch holds one URL's objects).
-fn take_for(q: &mut Queue, url: &str, max: usize) -> Vec<Pending> {
-    let mut taken = Vec::new();
-    let mut i = 0;
-    while i < q.pending.len() && taken.len() < max {
-        if q.pending[i].job.access.cas_url == url {
-            taken.push(q.pending.remove(i));
-        } else {
-            i += 1;
-        }
-    }
-    taken
-}
-
-/// Gathers and packs one batch until every agent has sent its object, or none came for a
-/// moment, or it waited long enough in all; then registers it. Returns the batch and one outcome per
-/// object. A batch that fails is uploaded object by object, so that each object gets its
-/// own verdict.
-fn run_batch(
-    shared: &(Mutex<Queue>, Condvar),
-    service: &mut ObjectService,
-) -> (Vec<Pending>, Vec<Outcome>, Option<RegisteredBatch>) {
-    let (lock, cv) = shared;
-    let started = Instant::now();
-    let (mut batch, url, mut agents) = {
-        let mut q = lock.lock().expect("queue lock");
-        let url = q.pending[0].job.access.cas_url.clone();
-        let batch = take_for(&mut q, &url, MAX_BATCH_FILES);
-        (batch, url, q.agents)
-    };
-    let mut session = service.start_batch(&batch[0].job);
-    let mut packed = 0;
-    // Time spent waiting for objects (not packing them), bounded by MAX_GATHER.
-    let mut waited = Duration::ZERO;
-    // When the last object of the batch came.
-    let mut last_came = started;
-    loop {
-        while packed < batch.len() {
-            let Ok(s) = &mut session else { break };
-            if let Err(e) = service.add_to_batch(s, &batch[packed].job) {
-                session = Err(e);
-                break;
-            }
-            let p = &batch[packed];
-            if let Some(tell) = &p.packed {
-                tell(p.job.size, p.job.size);
-            }
-            packed += 1;
-        }
-        if session.is_err() || batch.len() >= agents.min(MAX_BATCH_FILES) || waited >= MAX_GATHER {
-            break;
-        }
-        let mut q = lock.lock().expect("queue lock");
-        if !q.pending.iter().any(|p| p.job.access.cas_url == url) {
-            let before = Instant::now();
-            q = cv.wait_timeout(q, QUIET).expect("queue lock").0;
-            waited += before.elapsed();
-        }
-        let more = take_for(&mut q, &url, MAX_BATCH_FILES - batch.len());
-        agents = q.agents;
-        drop(q);
-        if more.is_empty() {
-            break;
-        }
-        last_came = Instant::now();
-        batch.extend(more);
-    }
-    let packed_at = Instant::now();
-    let finished = session.and_then(|s| service.finish_batch(s));
-    let ms = |from: Instant, to: Instant| to.duration_since(from).as_secs_f64() * 1e3;
-    let (outcomes, registered) = match finished {
-        Ok(registered) => {
-            let now = Instant::now();
-            // Where a round goes: objects coming in, packing the last, the upload.
-            tracing::info!(
-                files = batch.len(),
-                secs = started.elapsed().as_secs_f64(),
-                gather_ms = ms(started, last_came),
-                pack_ms = ms(last_came, packed_at),
-                upload_ms = ms(packed_at, now),
-                "batch registered: {}",
-                registered.stats()
-            );
-            (vec![None; batch.len()], Some(registered))
-        }
-        Err(e) => {
-            tracing::warn!(
-                "a batch of {} objects failed ({}); uploading them one by one",
-                batch.len(),
-                crate::agent::chain(&e)
-            );
-            let outcomes = batch
-                .iter()
-                .map(|p| {
-                    let job = &p.job;
-                    let one = service.upload(job.oid, job.size, &job.path, &job.access, None);
-                    one.err().map(|e| crate::agent::chain(&e))
-                })
-                .collect();
-            (outcomes, None)
-        }
-    };
-    (batch, outcomes, registered)
 }
 
 /// An agent's connection to the push's coordinator.

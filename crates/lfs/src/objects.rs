@@ -184,20 +184,27 @@ impl ObjectService {
     /// The client for the CAS server `access` names, created on first use; a newer token
     /// for it is kept for its next refresh.
     fn client_for(&mut self, access: &XetAction) -> Result<CasClient, LfsError> {
-        self.client_with(access, true)
+        self.client_with(access, true, 0)
+    }
+
+    /// The client of the coordinator's batches of `lane` (no global dedup queries: see
+    /// [`start_batch`](Self::start_batch)).
+    fn batch_client(&mut self, access: &XetAction, lane: usize) -> Result<CasClient, LfsError> {
+        self.client_with(access, false, lane)
     }
 
     /// [`client_for`](Self::client_for), with or without global dedup queries (a client
-    /// of each kind per CAS URL).
+    /// of each kind and lane per CAS URL).
     fn client_with(
         &mut self,
         access: &XetAction,
         global_dedup: bool,
+        lane: usize,
     ) -> Result<CasClient, LfsError> {
         let key = if global_dedup {
             access.cas_url.clone()
         } else {
-            format!("{}\0no-global-dedup", access.cas_url)
+            format!("{}\0no-global-dedup\0{lane}", access.cas_url)
         };
         if let Some((client, tokens)) = self.clients.get(&key) {
             tokens.offer(access);

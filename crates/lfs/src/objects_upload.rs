@@ -21,6 +21,10 @@ pub struct BatchUpload {
     session: Option<UploadSession>,
     lists: ChunkListStore,
     oids: Vec<Oid>,
+    /// Which of the service's batch clients the session runs on (see
+    /// [`ObjectService::start_batch`]).
+    lane: usize,
+    env: AgentEnv,
 }
 
 /// A batch the server has registered, its local bookkeeping still to do
@@ -64,6 +68,31 @@ impl BatchUpload {
     pub fn is_empty(&self) -> bool {
         self.oids.is_empty()
     }
+
+    /// Uploads what remains of the batch and registers it; done when the server has. What
+    /// is left is local bookkeeping ([`RegisteredBatch::settle`]), for after the objects
+    /// are answered. Needs nothing of the service, so it may run on a thread of its own
+    /// while the service packs the next batch.
+    pub fn register(self) -> Result<RegisteredBatch, LfsError> {
+        let BatchUpload {
+            runtime,
+            session,
+            lists,
+            oids,
+            env,
+            ..
+        } = self;
+        let session = session.ok_or_else(|| {
+            LfsError::Client(ClientError::Aborted("the batch failed earlier".into()))
+        })?;
+        let registered = runtime.block_on(session.register())?;
+        Ok(RegisteredBatch {
+            registered,
+            lists,
+            oids,
+            env,
+        })
+    }
 }
 
 impl ObjectService {
@@ -104,14 +133,18 @@ impl ObjectService {
 
     /// Starts a session for small objects of `first`'s CAS URL, to which the coordinator
     /// adds objects as they come ([`add_to_batch`](Self::add_to_batch)) and which one shard
-    /// registers ([`finish_batch`](Self::finish_batch)). Without global dedup queries: for
+    /// registers ([`BatchUpload::register`]). Without global dedup queries: for
     /// files this small the query was already not waited for (the client packs the file as
     /// new data meanwhile), so its answer could serve only a later file of the same session,
     /// and a miss costs at most the file's own bytes sent again; local dedup (the shard
     /// cache, chunk lists from the clean filter) still applies. Any error fails the whole
     /// batch and nothing of it is registered.
-    pub fn start_batch(&mut self, first: &UploadJob) -> Result<BatchUpload, LfsError> {
-        let client = self.client_with(&first.access, false)?;
+    ///
+    /// `lane` picks one of several clients of the CAS URL, so that batches registering at
+    /// the same time each have a client of their own: a client lends its shard index to
+    /// one session at a time, and a second session would load the shard cache from disk.
+    pub fn start_batch(&mut self, first: &UploadJob, lane: usize) -> Result<BatchUpload, LfsError> {
+        let client = self.batch_client(&first.access, lane)?;
         let runtime = self.runtime()?;
         let session = runtime.block_on(client.start_upload())?;
         Ok(BatchUpload {
@@ -119,6 +152,8 @@ impl ObjectService {
             session: Some(session),
             lists: ChunkListStore::new(&self.env.xet_dir),
             oids: Vec::new(),
+            lane,
+            env: self.env.clone(),
         })
     }
 
@@ -131,7 +166,7 @@ impl ObjectService {
     ) -> Result<(), LfsError> {
         check_upload_file(&job.path, job.size)?;
         // The newest token is the last job's.
-        self.client_with(&job.access, false)?;
+        self.batch_client(&job.access, batch.lane)?;
         let mapper = self.mapper_for(&job.path, &job.oid);
         let Some(mut session) = batch.session.take() else {
             return Err(LfsError::Client(ClientError::Aborted(
@@ -160,28 +195,6 @@ impl ObjectService {
         batch.session = Some(session);
         batch.oids.push(job.oid);
         Ok(())
-    }
-
-    /// Uploads what remains of `batch` and registers it; done when the server has. What
-    /// is left is local bookkeeping ([`RegisteredBatch::settle`]), for after the objects
-    /// are answered.
-    pub fn finish_batch(&mut self, batch: BatchUpload) -> Result<RegisteredBatch, LfsError> {
-        let BatchUpload {
-            runtime,
-            session,
-            lists,
-            oids,
-        } = batch;
-        let session = session.ok_or_else(|| {
-            LfsError::Client(ClientError::Aborted("the batch failed earlier".into()))
-        })?;
-        let registered = runtime.block_on(session.register())?;
-        Ok(RegisteredBatch {
-            registered,
-            lists,
-            oids,
-            env: self.env.clone(),
-        })
     }
 
     /// Maps `path` only if it is `oid`'s object in the store: written once under its oid and
