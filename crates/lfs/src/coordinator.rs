@@ -69,6 +69,9 @@ struct Queue {
     pending: Vec<Pending>,
     /// Agents that may send objects: connected followers and this process.
     agents: usize,
+    /// Agents git-lfs started: followers connect only when they get their first object,
+    /// so at a push's start most are not connected yet.
+    expected: usize,
     /// A batch is being gathered.
     busy: bool,
     /// Objects of batches being registered (their agents wait for the answer).
@@ -146,12 +149,13 @@ pub enum Role {
 }
 
 impl Role {
-    /// Joins the push's coordinator for `remote`, or becomes it.
-    pub fn settle(env: &AgentEnv, remote: &str) -> Role {
+    /// Joins the push's coordinator for `remote`, or becomes it. `agents` is how many agents
+    /// git-lfs started (its `init` says): a coordinator expects an object from each.
+    pub fn settle(env: &AgentEnv, remote: &str, agents: u32) -> Role {
         if std::env::var(ENV_SHARE).is_ok_and(|v| v == "0") {
             return Role::Alone;
         }
-        match elect(env, remote) {
+        match elect(env, remote, agents) {
             Ok(role) => role,
             Err(e) => {
                 tracing::debug!("uploading alone: cannot share uploads: {e}");
@@ -172,12 +176,12 @@ pub fn socket_path(xet_dir: &Path, remote: &str) -> PathBuf {
 }
 
 #[cfg(not(unix))]
-fn elect(_env: &AgentEnv, _remote: &str) -> std::io::Result<Role> {
+fn elect(_env: &AgentEnv, _remote: &str, _agents: u32) -> std::io::Result<Role> {
     Ok(Role::Alone)
 }
 
 #[cfg(unix)]
-fn elect(env: &AgentEnv, remote: &str) -> std::io::Result<Role> {
+fn elect(env: &AgentEnv, remote: &str, agents: u32) -> std::io::Result<Role> {
     use std::io::ErrorKind;
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     use std::os::unix::net::{UnixListener, UnixStream};
@@ -204,6 +208,7 @@ fn elect(env: &AgentEnv, remote: &str) -> std::io::Result<Role> {
     let shared = Arc::new((
         Mutex::new(Queue {
             agents: 1,
+            expected: agents as usize,
             ..Queue::default()
         }),
         Condvar::new(),

@@ -47,6 +47,8 @@ pub struct XetBackend {
     env: EnvState,
     /// `init`'s remote: the push's coordinator is per remote.
     remote: String,
+    /// `init`'s count of agents git-lfs runs.
+    agents: u32,
     /// How small objects are uploaded (see `coordinator`).
     role: Role,
 }
@@ -58,6 +60,7 @@ impl XetBackend {
             operation: None,
             env: EnvState::None,
             remote: String::new(),
+            agents: 1,
             role: Role::Undecided,
         }
     }
@@ -103,7 +106,7 @@ impl XetBackend {
     ) -> Option<Result<(), LfsError>> {
         if matches!(self.role, Role::Undecided) {
             let env = self.service().ok()?.env().clone();
-            self.role = Role::settle(&env, &self.remote);
+            self.role = Role::settle(&env, &self.remote, self.agents);
         }
         let verdict = match &mut self.role {
             Role::Coordinator(c) => c.submit(job.clone(), Some(progress_callback(progress))),
@@ -134,6 +137,11 @@ impl TransferBackend for XetBackend {
         let start = (self.factory)(init)?;
         self.operation = Some(init.operation);
         self.remote = init.remote.clone();
+        self.agents = if init.concurrent {
+            init.concurrent_transfers.max(1)
+        } else {
+            1
+        };
         match start {
             EnvStart::Ready(env) => self.adopt(env)?,
             EnvStart::Later(lookup) => self.env = EnvState::Pending(lookup),

@@ -185,9 +185,14 @@ fn take_for(q: &mut Queue, url: &str, max: usize) -> Vec<Pending> {
 /// How many objects the batch being gathered waits for: one from each agent not waiting
 /// on a batch that registers, or half of them when none registers (so that the first half's
 /// round trip overlaps the second half's gathering and packing, and the halves then
-/// alternate).
+/// alternate). Agents git-lfs started count before they connect; when fewer objects come
+/// (a push's last ones), the quiet ends the batch.
 fn batch_target(q: &Queue) -> usize {
-    let free = q.agents.saturating_sub(q.registering).max(1);
+    let free = q
+        .agents
+        .max(q.expected)
+        .saturating_sub(q.registering)
+        .max(1);
     let target = if q.registering == 0 {
         free.div_ceil(2)
     } else {
@@ -284,6 +289,19 @@ mod tests {
             registering,
             ..Queue::default()
         }
+    }
+
+    #[test]
+    fn agents_git_lfs_started_count_before_they_connect() {
+        let mut q = queue(1, 0);
+        q.expected = 50;
+        assert_eq!(batch_target(&q), 25);
+        q.registering = 1;
+        assert_eq!(batch_target(&q), 49);
+        // More connected than git-lfs said (two pushes' agents): the connected ones count.
+        q.agents = 60;
+        q.registering = 0;
+        assert_eq!(batch_target(&q), 30);
     }
 
     #[test]
