@@ -229,6 +229,31 @@ fn install_errors_are_clear() {
 
 /// Without `--concurrency`, a `lfs.concurrenttransfers` the user set (at any scope) stays.
 #[test]
+fn a_new_install_moves_the_agent_count_an_earlier_install_set_but_not_one_the_user_chose() {
+    let env = GitEnv::new();
+    let repo = env.init_repo("repo");
+    env.xet(&repo, &["install"]);
+    // As an earlier version left it (34 agents, recorded as added by install).
+    env.git(
+        &repo,
+        &["config", "--global", "lfs.concurrenttransfers", "34"],
+    );
+    env.xet(&repo, &["install"]);
+    assert_eq!(env.git(&repo, &["config", "lfs.concurrenttransfers"]), "50");
+    // A value the user chose since is theirs.
+    env.git(
+        &repo,
+        &["config", "--global", "lfs.concurrenttransfers", "16"],
+    );
+    env.xet(&repo, &["install"]);
+    assert_eq!(env.git(&repo, &["config", "lfs.concurrenttransfers"]), "16");
+    // uninstall still removes it (recorded once).
+    env.xet(&repo, &["uninstall"]);
+    let left = env.git_output(&repo, &["config", "--global", "lfs.concurrenttransfers"]);
+    assert!(!left.status.success(), "uninstall left the agent count");
+}
+
+#[test]
 fn install_keeps_the_users_concurrent_transfers() {
     let env = GitEnv::new();
     let repo = env.init_repo("repo");

@@ -31,6 +31,8 @@ pub const KEY_CONCURRENT_TRANSFERS: &str = "lfs.concurrenttransfers";
 /// about 5 ms per agent that git-lfs starts one after another at every push. See
 /// docs/benchmarks.md for the measurements behind it.
 pub const DEFAULT_CONCURRENCY: u32 = 50;
+/// What earlier versions' install set: a re-install moves these to the default.
+const EARLIER_DEFAULTS: [&str; 2] = ["32", "34"];
 pub const KEY_FILTER_PROCESS: &str = "filter.lfs.process";
 /// What follows the program in `filter.lfs.process`.
 const FILTER_ARG: &str = "filter-process";
@@ -116,9 +118,17 @@ pub fn install(config: &Config, opts: &InstallOptions) -> Result<Vec<Change>, Gi
         Some(_) => {}
         // git-lfs hands each agent one object at a time, so agents in flight bound a push
         // of small files; agents are cheap (small uploads of one push share one session:
-        // the lfs crate's `coordinator`). A value the user set anywhere is kept.
+        // the lfs crate's `coordinator`). A value the user set anywhere is kept; an earlier
+        // default that an earlier install set in this scope (recorded as added) moves.
         None => {
-            if config.get(None, KEY_CONCURRENT_TRANSFERS)?.is_none() {
+            let earlier_default = config
+                .get(Some(scope), KEY_CONCURRENT_TRANSFERS)?
+                .is_some_and(|v| EARLIER_DEFAULTS.contains(&v.as_str()))
+                && config
+                    .get_all(Some(scope), RECORD_ADDED)?
+                    .iter()
+                    .any(|k| k == KEY_CONCURRENT_TRANSFERS);
+            if earlier_default || config.get(None, KEY_CONCURRENT_TRANSFERS)?.is_none() {
                 wanted.push((KEY_CONCURRENT_TRANSFERS, DEFAULT_CONCURRENCY.to_string()));
             }
         }
