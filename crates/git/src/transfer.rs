@@ -2,7 +2,7 @@
 //! state machine and gives the XET backend what it needs from git: repository paths and
 //! credentials.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use crate::command::Git;
 use crate::repo::Repo;
 use crate::GitError;
 use git_xet_lfs::agent::{self, Ending};
+use git_xet_lfs::coordinator::{self, Follower};
 use git_xet_lfs::progress::AnswerSink;
 use git_xet_lfs::protocol::InitRequest;
 use git_xet_lfs::xet_backend::{EnvStart, XetBackend};
@@ -17,7 +18,8 @@ use git_xet_lfs::LfsError;
 
 /// Runs the agent on stdin/stdout until git-lfs sends `terminate`.
 pub fn run_stdio() -> anyhow::Result<ExitCode> {
-    let mut backend = XetBackend::new(Box::new(env_for_session));
+    let mut backend =
+        XetBackend::new(Box::new(env_for_session)).with_quick_follow(Box::new(quick_follow));
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let sink = AnswerSink::new(std::io::stdout());
@@ -50,6 +52,41 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
     } else {
         discover().map(EnvStart::Ready)
     }
+}
+
+/// Joins the push's coordinator for `remote` when the current directory's repository plainly
+/// has its git directory at `.git` here (see [`plain_xet_dir`]), without running git.
+fn quick_follow(remote: &str) -> Option<Follower> {
+    let cwd = std::env::current_dir().ok()?;
+    let xet_dir = plain_xet_dir(&cwd)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    coordinator::follow(&xet_dir, remote, me)
+}
+
+/// The xet directory of the repository in `dir`, when it is beyond doubt without asking git:
+/// no environment variable moves the git directory, and `dir/.git` is a directory owned by
+/// this user (git refuses another's) that is not a worktree's (no `commondir`). Then git's
+/// `--git-common-dir` is `dir/.git` and [`Repo::xet_dir`] is `dir/.git/xet` (no setting
+/// moves it). Anything else: `None`, and git is asked as usual.
+fn plain_xet_dir(dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    if ["GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+    {
+        return None;
+    }
+    let git_dir = dir.join(".git");
+    let meta = std::fs::symlink_metadata(&git_dir).ok()?;
+    // SAFETY: geteuid has no preconditions.
+    if !meta.is_dir() || meta.uid() != unsafe { libc::geteuid() } {
+        return None;
+    }
+    if std::fs::symlink_metadata(git_dir.join("commondir")).is_ok() {
+        return None;
+    }
+    Some(git_dir.join("xet"))
 }
 
 /// What git said when the agent's environment was worked out, as the lfs layer carries it
