@@ -105,3 +105,46 @@ fn looks_like_repository(dir: &Path) -> bool {
         || (dir.join("HEAD").is_file() && dir.join("objects").is_dir())
         || dir.ancestors().any(|d| d.join(".git").exists())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where the quick path answers, it names the xet directory git's discovery finds (the
+    /// socket the coordinator listens on); a linked worktree, a gitfile or a subdirectory
+    /// leave it to git.
+    #[test]
+    fn a_plain_xet_dir_is_the_one_git_finds() {
+        if ["GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some())
+        {
+            return; // the quick path is off, as it should be
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let top = root.join("r");
+        let git = |at: &Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(at)
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+        };
+        git(&root, &["init", "-q", "r"]);
+        git(&top, &["commit", "-q", "--allow-empty", "-m", "x"]);
+        let quick = plain_xet_dir(&top).expect("a plain repository");
+        assert_eq!(quick, Repo::discover(&top).unwrap().xet_dir());
+        std::fs::create_dir(top.join("sub")).unwrap();
+        assert_eq!(plain_xet_dir(&top.join("sub")), None);
+        git(&top, &["worktree", "add", "-q", "../wt"]);
+        assert_eq!(plain_xet_dir(&root.join("wt")), None);
+        // A `.git` directory with a `commondir` (a worktree's layout) is not plain either.
+        let odd = root.join("odd");
+        std::fs::create_dir_all(odd.join(".git")).unwrap();
+        std::fs::write(odd.join(".git/commondir"), "../r/.git\n").unwrap();
+        assert_eq!(plain_xet_dir(&odd), None);
+    }
+}

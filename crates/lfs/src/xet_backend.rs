@@ -178,7 +178,8 @@ impl TransferBackend for XetBackend {
         }
         // An environment that could not be set up is the first thing to say (to an agent
         // that needs it).
-        if !(small && matches!(self.role, Role::Follower(_))) {
+        let follows = small && matches!(self.role, Role::Follower(_));
+        if !follows {
             self.service()?;
         }
         let access = XetAction::from_action(req.action.as_ref(), Operation::Upload)?;
