@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::env::{assert_file_is, stderr, GitEnv};
@@ -58,11 +58,11 @@ fn a_push_of_many_small_files_shares_xorbs_and_shards_and_clones_bit_exact() {
         env.agent_log()
     );
     assert!(env.agent_log().contains("batch registered"));
-    // After the first round told the agent that the server waits for xorbs, each round's
-    // shard went with its xorb (one round trip, not two).
+    // The upload action told the agent that the server waits for xorbs: each round's shard,
+    // the first one's too, went with its xorb (one round trip, not two).
     let pipelined = server.metric("git_xet_shards_awaiting_xorbs_total");
-    assert!(
-        pipelined >= 1.0 && pipelined < shards as f64,
+    assert_eq!(
+        pipelined, shards as f64,
         "{pipelined} of {shards} shards sent with their xorbs"
     );
     assert_cloned(&remote, &files);
@@ -234,14 +234,90 @@ fn seconds_of_day(stamp: &str) -> Option<f64> {
     Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
 }
 
+/// The agents of a push other than the coordinator hand it their objects without running
+/// git (the socket's path is plain when `.git` is a directory in the agent's directory): in
+/// a push of 100 small files through eight agents, one agent (the coordinator) asked git
+/// for the repository while several others uploaded through it.
+#[test]
+fn followers_join_the_coordinator_without_running_git() {
+    let server = TestServer::start();
+    let remote = crate::env::remote_url(&server, "org/quick", "write");
+    let env = GitEnv::with_agent(&["--concurrency", "8"]);
+    let a = env.lfs_repo("a", &remote);
+    let files = small_files(&a, 100, 6);
+    env.git(&a, &["add", "."]);
+    env.git(&a, &["commit", "-qm", "quick"]);
+    let _ = std::fs::remove_file(env.root.path().join("agent.log"));
+    let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "push: {}", stderr(&out));
+    let log = env.agent_log();
+    let count = |what: &str| log.lines().filter(|l| l.contains(what)).count();
+    let rev_parses = count("running command=git rev-parse");
+    let configs = count("config --list");
+    let followers = count("following the push's coordinator (no environment lookup)");
+    let registered: usize = log
+        .lines()
+        .filter_map(|l| l.split("batch registered: ").nth(1))
+        .filter_map(|rest| rest.split(' ').next()?.parse::<usize>().ok())
+        .sum();
+    eprintln!("{rev_parses} rev-parse, {configs} config --list, {followers} quick followers");
+    assert_eq!(rev_parses, 1, "only the coordinator asks git\n{log}");
+    assert_eq!(configs, 1, "only the coordinator asks git\n{log}");
+    assert!(followers >= 2, "{followers} agents followed\n{log}");
+    assert_eq!(
+        registered, 100,
+        "every object went through the coordinator\n{log}"
+    );
+    assert!(!log.contains("uploading from this agent"), "{log}");
+    assert_cloned(&remote, &files);
+}
+
+/// The server says in its `xet` upload action that it waits for xorbs, so a fresh agent's
+/// first shard goes with its xorb: with the xorb's answer held up by a proxy, the shard is
+/// sent (and waits at the server) before that answer. (Learning it only from the first
+/// upload answer, the first shard waited for the xorb's answer.)
+#[test]
+fn the_first_upload_of_a_fresh_agent_sends_its_shard_with_its_xorb() {
+    let proxy = ShardProxy::delaying("/xorbs/", Duration::from_millis(800));
+    let public = format!("http://{}", proxy.addr);
+    let server = TestServer::start_with(&["--public-url", &public]);
+    proxy.serve(server.listen_addr());
+    let remote = format!(
+        "http://x:{}@{}/org/first.git",
+        server.token("org/first", "write"),
+        server.listen_addr()
+    );
+    let env = GitEnv::with_agent(&[]);
+    let a = env.lfs_repo("a", &remote);
+    let files = small_files(&a, 1, 7);
+    env.git(&a, &["add", "."]);
+    env.git(&a, &["commit", "-qm", "one"]);
+    let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "push: {}", stderr(&out));
+    let events = proxy.events.lock().unwrap().clone();
+    eprintln!("proxy events: {events:?}");
+    let at = |what: &str| events.iter().position(|e| e == what);
+    let (shard_sent, xorb_answered) = (at("shard received"), at("xorb answered"));
+    assert!(
+        shard_sent.is_some() && xorb_answered.is_some() && shard_sent < xorb_answered,
+        "the shard waited for its xorb's answer: {events:?}"
+    );
+    assert_eq!(server.metric("git_xet_shards_awaiting_xorbs_total"), 1.0);
+    assert_eq!(server.requests("shard_upload"), 1, "{events:?}");
+    assert_cloned(&remote, &files);
+}
+
 /// Forwards each request to the server on a connection of its own (`Connection: close`
 /// both ways), except shard uploads, which it answers 403 (`delay` None) or forwards after
-/// `delay`.
+/// `delay` (requests whose line holds `delayed`: shards unless told otherwise). Notes when
+/// shards and xorbs are received and answered, in order.
 struct ShardProxy {
     listener: Option<TcpListener>,
     addr: String,
     refused: Arc<AtomicU64>,
     delay: Option<Duration>,
+    delayed: &'static str,
+    events: Arc<Mutex<Vec<String>>>,
 }
 
 impl ShardProxy {
@@ -253,6 +329,16 @@ impl ShardProxy {
             addr,
             refused: Arc::new(AtomicU64::new(0)),
             delay,
+            delayed: "/shards",
+            events: Arc::default(),
+        }
+    }
+
+    /// Forwards everything, requests whose line holds `path` after `delay`.
+    fn delaying(path: &'static str, delay: Duration) -> Self {
+        ShardProxy {
+            delayed: path,
+            ..ShardProxy::bind(Some(delay))
         }
     }
 
@@ -260,22 +346,36 @@ impl ShardProxy {
     fn serve(&self, upstream: String) {
         let listener = self.listener.as_ref().unwrap().try_clone().unwrap();
         let (refused, delay) = (self.refused.clone(), self.delay);
+        let (delayed, events) = (self.delayed, self.events.clone());
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
                 let (upstream, refused) = (upstream.clone(), refused.clone());
+                let events = events.clone();
                 std::thread::spawn(move || {
-                    let _ = relay(client, &upstream, &refused, delay);
+                    let hold = Hold {
+                        delay,
+                        delayed,
+                        events: &events,
+                    };
+                    let _ = relay(client, &upstream, &refused, &hold);
                 });
             }
         });
     }
 }
 
+/// What the proxy holds up, and where it notes what passed.
+struct Hold<'a> {
+    delay: Option<Duration>,
+    delayed: &'static str,
+    events: &'a Mutex<Vec<String>>,
+}
+
 fn relay(
     client: TcpStream,
     upstream: &str,
     refused: &AtomicU64,
-    delay: Option<Duration>,
+    hold: &Hold,
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(client.try_clone()?);
     let mut head = Vec::new();
@@ -304,10 +404,23 @@ fn relay(
         .next()
         .unwrap_or("")
         .to_string();
-    let shard = request_line.starts_with("POST") && request_line.contains("/shards");
-    if let (true, Some(delay)) = (shard, delay) {
+    let post = request_line.starts_with("POST");
+    let shard = post && request_line.contains("/shards");
+    let kind = match (shard, post && request_line.contains("/xorbs/")) {
+        (true, _) => Some("shard"),
+        (_, true) => Some("xorb"),
+        _ => None,
+    };
+    let note = |what: &str| {
+        if let Some(kind) = kind {
+            hold.events.lock().unwrap().push(format!("{kind} {what}"));
+        }
+    };
+    note("received");
+    let held = post && request_line.contains(hold.delayed);
+    if let (true, Some(delay)) = (held, hold.delay) {
         std::thread::sleep(delay);
-    } else if shard {
+    } else if shard && hold.delay.is_none() {
         refused.fetch_add(1, Ordering::SeqCst);
         let msg = "shards refused by the test proxy";
         write!(
@@ -322,5 +435,6 @@ fn relay(
     server.write_all(&head)?;
     server.write_all(&body)?;
     std::io::copy(&mut server, &mut client)?;
+    note("answered");
     Ok(())
 }

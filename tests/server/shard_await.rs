@@ -222,3 +222,59 @@ fn the_await_header_is_checked_and_only_offered_when_honoured() {
     let r = cas.post_xorb_raw(&other.xorbs[0].hash.to_hex(), other.xorbs[0].bytes.clone());
     assert!(r.headers().get(LIMIT).is_none());
 }
+
+/// The `xet` upload action says the limit up front (`X-Xet-Await-Xorbs-Limit`, named after
+/// the upload answers' header), so that a client's first shard can go with its xorbs; a
+/// server that does not wait leaves it out, and another repository's token gets no action.
+#[test]
+fn upload_actions_say_the_await_limit_up_front() {
+    use crate::lfs::batch;
+    const ACTION_LIMIT: &str = "X-Xet-Await-Xorbs-Limit";
+    let data = crate::support::random_bytes(5000, 41);
+    let oid = sha256_hex(&data);
+    let asked = [(oid.as_str(), data.len() as u64)];
+    let upload_action = |server: &TestServer| {
+        let token = server.token("org/ahead", "write");
+        let (status, answer) = batch(
+            server,
+            "org/ahead",
+            Some(&token),
+            "upload",
+            &["basic", "xet"],
+            &asked,
+        );
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["transfer"], "xet", "{answer}");
+        answer["objects"][0]["actions"]["upload"].clone()
+    };
+    // Header names only in messages: the action holds a token.
+    let names = |action: &serde_json::Value| {
+        let header = action["header"].as_object().cloned().unwrap_or_default();
+        header.keys().cloned().collect::<Vec<_>>()
+    };
+    let server = TestServer::start();
+    let action = upload_action(&server);
+    assert_eq!(action["header"][ACTION_LIMIT], "16", "{:?}", names(&action));
+    assert!(action["header"]["X-Xet-Access-Token"].is_string());
+
+    let other = server.token("org/elsewhere", "write");
+    let (status, answer) = batch(
+        &server,
+        "org/ahead",
+        Some(&other),
+        "upload",
+        &["basic", "xet"],
+        &asked,
+    );
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.get("objects").is_none(), "{answer}");
+
+    let off = TestServer::start_with(&["--shard-xorb-wait-ms", "0"]);
+    let action = upload_action(&off);
+    assert!(
+        action["header"].get(ACTION_LIMIT).is_none(),
+        "{:?}",
+        names(&action)
+    );
+    assert!(action["header"]["X-Xet-Access-Token"].is_string());
+}

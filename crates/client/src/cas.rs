@@ -96,6 +96,13 @@ impl CasApi {
         self.await_limit.load(Ordering::Relaxed)
     }
 
+    /// Takes the server's word, given before any upload (the `xet` action of a git-xet
+    /// server), that it honours [`AWAIT_XORBS`] for `limit` xorbs: the first session's shard
+    /// can then go with its xorbs. Every upload answer still updates it.
+    pub fn assume_await_limit(&self, limit: usize) {
+        self.await_limit.store(limit, Ordering::Relaxed);
+    }
+
     /// Learns from an upload answer whether the server honours [`AWAIT_XORBS`].
     fn learn(&self, response: &Response) {
         let limit = response

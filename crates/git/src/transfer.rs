@@ -2,7 +2,7 @@
 //! state machine and gives the XET backend what it needs from git: repository paths and
 //! credentials.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use crate::command::Git;
 use crate::repo::Repo;
 use crate::GitError;
 use git_xet_lfs::agent::{self, Ending};
+use git_xet_lfs::coordinator::{self, Follower};
 use git_xet_lfs::progress::AnswerSink;
 use git_xet_lfs::protocol::InitRequest;
 use git_xet_lfs::xet_backend::{EnvStart, XetBackend};
@@ -17,7 +18,8 @@ use git_xet_lfs::LfsError;
 
 /// Runs the agent on stdin/stdout until git-lfs sends `terminate`.
 pub fn run_stdio() -> anyhow::Result<ExitCode> {
-    let mut backend = XetBackend::new(Box::new(env_for_session));
+    let mut backend =
+        XetBackend::new(Box::new(env_for_session)).with_quick_follow(Box::new(quick_follow));
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let sink = AnswerSink::new(std::io::stdout());
@@ -52,6 +54,41 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
     }
 }
 
+/// Joins the push's coordinator for `remote` when the current directory's repository plainly
+/// has its git directory at `.git` here (see [`plain_xet_dir`]), without running git.
+fn quick_follow(remote: &str) -> Option<Follower> {
+    let cwd = std::env::current_dir().ok()?;
+    let xet_dir = plain_xet_dir(&cwd)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    coordinator::follow(&xet_dir, remote, me)
+}
+
+/// The xet directory of the repository in `dir`, when it is beyond doubt without asking git:
+/// no environment variable moves the git directory, and `dir/.git` is a directory owned by
+/// this user (git refuses another's) that is not a worktree's (no `commondir`). Then git's
+/// `--git-common-dir` is `dir/.git` and [`Repo::xet_dir`] is `dir/.git/xet` (no setting
+/// moves it). Anything else: `None`, and git is asked as usual.
+fn plain_xet_dir(dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    if ["GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+    {
+        return None;
+    }
+    let git_dir = dir.join(".git");
+    let meta = std::fs::symlink_metadata(&git_dir).ok()?;
+    // SAFETY: geteuid has no preconditions.
+    if !meta.is_dir() || meta.uid() != unsafe { libc::geteuid() } {
+        return None;
+    }
+    if std::fs::symlink_metadata(git_dir.join("commondir")).is_ok() {
+        return None;
+    }
+    Some(git_dir.join("xet"))
+}
+
 /// What git said when the agent's environment was worked out, as the lfs layer carries it
 /// (an lfs error git passed on stays itself).
 fn setup_failed(e: GitError) -> LfsError {
@@ -67,4 +104,47 @@ fn looks_like_repository(dir: &Path) -> bool {
     std::env::var_os("GIT_DIR").is_some()
         || (dir.join("HEAD").is_file() && dir.join("objects").is_dir())
         || dir.ancestors().any(|d| d.join(".git").exists())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where the quick path answers, it names the xet directory git's discovery finds (the
+    /// socket the coordinator listens on); a linked worktree, a gitfile or a subdirectory
+    /// leave it to git.
+    #[test]
+    fn a_plain_xet_dir_is_the_one_git_finds() {
+        if ["GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some())
+        {
+            return; // the quick path is off, as it should be
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let top = root.join("r");
+        let git = |at: &Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(at)
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+        };
+        git(&root, &["init", "-q", "r"]);
+        git(&top, &["commit", "-q", "--allow-empty", "-m", "x"]);
+        let quick = plain_xet_dir(&top).expect("a plain repository");
+        assert_eq!(quick, Repo::discover(&top).unwrap().xet_dir());
+        std::fs::create_dir(top.join("sub")).unwrap();
+        assert_eq!(plain_xet_dir(&top.join("sub")), None);
+        git(&top, &["worktree", "add", "-q", "../wt"]);
+        assert_eq!(plain_xet_dir(&root.join("wt")), None);
+        // A `.git` directory with a `commondir` (a worktree's layout) is not plain either.
+        let odd = root.join("odd");
+        std::fs::create_dir_all(odd.join(".git")).unwrap();
+        std::fs::write(odd.join(".git/commondir"), "../r/.git\n").unwrap();
+        assert_eq!(plain_xet_dir(&odd), None);
+    }
 }

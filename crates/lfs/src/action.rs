@@ -10,8 +10,8 @@ use crate::LfsError;
 use git_xet_core::MerkleHash;
 
 pub use git_xet_core::lfs::{
-    HEADER_ACCESS_TOKEN, HEADER_CAS_URL, HEADER_FILE_HASH, HEADER_SESSION_ID,
-    HEADER_TOKEN_EXPIRATION,
+    HEADER_ACCESS_TOKEN, HEADER_AWAIT_XORBS_LIMIT, HEADER_CAS_URL, HEADER_FILE_HASH,
+    HEADER_SESSION_ID, HEADER_TOKEN_EXPIRATION,
 };
 
 /// What the agent needs from one object's action.
@@ -30,6 +30,10 @@ pub struct XetAction {
     /// An `Authorization` header the server put in the action, used for token refresh in
     /// preference to asking git's credential helpers.
     pub authorization: Option<String>,
+    /// Upload actions of a git-xet server: how many still-uploading xorbs a shard may name
+    /// ([`HEADER_AWAIT_XORBS_LIMIT`]; `None` when not said or not a number: learnt from
+    /// the first upload answer instead).
+    pub await_xorbs_limit: Option<usize>,
 }
 
 impl fmt::Debug for XetAction {
@@ -42,6 +46,7 @@ impl fmt::Debug for XetAction {
             .field("session_id", &self.session_id)
             .field("refresh_url", &self.refresh_url)
             .field("file_hash", &self.file_hash)
+            .field("await_xorbs_limit", &self.await_xorbs_limit)
             .finish()
     }
 }
@@ -100,6 +105,9 @@ impl XetAction {
             refresh_url: action.href.trim().to_string(),
             file_hash,
             authorization: action.header("Authorization").map(str::to_string),
+            await_xorbs_limit: action
+                .header(HEADER_AWAIT_XORBS_LIMIT)
+                .and_then(|v| v.trim().parse().ok()),
         })
     }
 }
@@ -142,7 +150,15 @@ mod tests {
         assert_eq!(a.session_id.as_deref(), Some("s1"));
         assert_eq!(a.file_hash.unwrap().to_hex(), HASH);
         assert_eq!(a.refresh_url, "http://h/org/r.git/info/lfs/xet-token");
+        assert_eq!(a.await_xorbs_limit, None, "an older server's action");
         assert!(!format!("{a:?}").contains("tok\""));
+        let mut headers = full();
+        headers.push(("x-xet-await-xorbs-limit", " 16 "));
+        let a = XetAction::from_action(Some(&action(&headers)), Operation::Upload).unwrap();
+        assert_eq!(a.await_xorbs_limit, Some(16));
+        headers.last_mut().unwrap().1 = "many";
+        let a = XetAction::from_action(Some(&action(&headers)), Operation::Upload).unwrap();
+        assert_eq!(a.await_xorbs_limit, None, "not a number: learnt as before");
     }
 
     #[test]

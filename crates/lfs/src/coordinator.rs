@@ -175,6 +175,30 @@ pub fn socket_path(xet_dir: &Path, remote: &str) -> PathBuf {
     xet_dir.join("agents").join(format!("up-{h:016x}.sock"))
 }
 
+/// Joins the push's coordinator for `remote` in `xet_dir` without the agent's environment
+/// (no git asked): `None` when sharing is off, nobody listens, or the socket's directory is not
+/// private to `owner` (a uid), the directory a coordinator makes. Only the elected agent
+/// needs the repository's environment; the caller handles `None` the usual way.
+#[cfg(unix)]
+pub fn follow(xet_dir: &Path, remote: &str, owner: u32) -> Option<Follower> {
+    use std::os::unix::fs::MetadataExt;
+    if std::env::var(ENV_SHARE).is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let path = socket_path(xet_dir, remote);
+    let dir = std::fs::symlink_metadata(path.parent()?).ok()?;
+    if !dir.is_dir() || dir.uid() != owner || dir.mode() & 0o077 != 0 {
+        return None;
+    }
+    let stream = std::os::unix::net::UnixStream::connect(&path).ok()?;
+    Follower::new(stream).ok()
+}
+
+#[cfg(not(unix))]
+pub fn follow(_xet_dir: &Path, _remote: &str, _owner: u32) -> Option<Follower> {
+    None
+}
+
 #[cfg(not(unix))]
 fn elect(_env: &AgentEnv, _remote: &str, _agents: u32) -> std::io::Result<Role> {
     Ok(Role::Alone)

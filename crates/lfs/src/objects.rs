@@ -233,6 +233,9 @@ impl ObjectService {
         }
         config.global_dedup = global_dedup;
         let client = CasClient::new(config)?;
+        if let Some(limit) = access.await_xorbs_limit {
+            client.api().assume_await_limit(limit);
+        }
         self.clients.insert(key, (client.clone(), tokens));
         Ok(client)
     }

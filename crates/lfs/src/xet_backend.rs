@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::action::XetAction;
 use crate::agent::TransferBackend;
-use crate::coordinator::{Role, SHARED_MAX_BYTES};
+use crate::coordinator::{Follower, Role, SHARED_MAX_BYTES};
 use crate::objects::{AgentEnv, ObjectDownload, ObjectService, UploadJob};
 use crate::progress::Progress;
 use crate::protocol::{InitRequest, Operation, TransferRequest};
@@ -31,6 +31,10 @@ pub enum EnvStart {
 /// Starts the environment at `init` (an error is answered with code 32).
 pub type EnvFactory = Box<dyn FnMut(&InitRequest) -> Result<EnvStart, LfsError>>;
 
+/// Joins the push's coordinator for a remote without working out the environment, when
+/// the repository's layout makes its socket plain (the git layer knows when).
+pub type QuickFollow = Box<dyn FnOnce(&str) -> Option<Follower>>;
+
 /// Where the session's environment stands.
 enum EnvState {
     /// No successful `init` yet.
@@ -51,6 +55,8 @@ pub struct XetBackend {
     agents: u32,
     /// How small objects are uploaded (see `coordinator`).
     role: Role,
+    /// Tried once, at the first small object while the environment is still to be looked up.
+    quick_follow: Option<QuickFollow>,
 }
 
 impl XetBackend {
@@ -62,6 +68,30 @@ impl XetBackend {
             remote: String::new(),
             agents: 1,
             role: Role::Undecided,
+            quick_follow: None,
+        }
+    }
+
+    /// Small objects first try `quick`: an agent that joins the push's coordinator that way
+    /// never asks git for its environment (unless the coordinator goes away).
+    pub fn with_quick_follow(mut self, quick: QuickFollow) -> XetBackend {
+        self.quick_follow = Some(quick);
+        self
+    }
+
+    /// Becomes a follower through [`QuickFollow`] if this is the agent's first small object
+    /// and the environment is not looked up yet (git-lfs gives most agents of a push only
+    /// small objects, after the coordinator's first: each would otherwise start git twice).
+    fn try_quick_follow(&mut self) {
+        if !matches!(self.role, Role::Undecided) || !matches!(self.env, EnvState::Pending(_)) {
+            return;
+        }
+        let Some(quick) = self.quick_follow.take() else {
+            return;
+        };
+        if let Some(follower) = quick(&self.remote) {
+            tracing::debug!("following the push's coordinator (no environment lookup)");
+            self.role = Role::Follower(follower);
         }
     }
 
@@ -150,14 +180,22 @@ impl TransferBackend for XetBackend {
     }
 
     fn upload(&mut self, req: &TransferRequest, progress: &Progress) -> Result<(), LfsError> {
-        // An environment that could not be set up is the first thing to say.
-        self.service()?;
+        let small = req.size <= SHARED_MAX_BYTES;
+        if small {
+            self.try_quick_follow();
+        }
+        // An environment that could not be set up is the first thing to say (to an agent
+        // that needs it).
+        let follows = small && matches!(self.role, Role::Follower(_));
+        if !follows {
+            self.service()?;
+        }
         let access = XetAction::from_action(req.action.as_ref(), Operation::Upload)?;
         let path = req
             .path
             .clone()
             .ok_or_else(|| LfsError::Protocol("upload without a path".into()))?;
-        if req.size <= SHARED_MAX_BYTES {
+        if small {
             let job = UploadJob {
                 oid: req.oid,
                 size: req.size,

@@ -164,7 +164,7 @@ pub async fn batch(
         rand::random::<u64>()
     );
     let auth_header = BTreeMap::from([("Authorization".to_string(), format!("Bearer {token}"))]);
-    let xet_headers = BTreeMap::from([
+    let mut xet_headers = BTreeMap::from([
         (
             lfs::HEADER_CAS_URL.to_string(),
             state.cas_url(headers, repo),
@@ -173,6 +173,13 @@ pub async fn batch(
         (lfs::HEADER_TOKEN_EXPIRATION.to_string(), exp.to_string()),
         (lfs::HEADER_SESSION_ID.to_string(), session),
     ]);
+    if upload && crate::cas::xorb_waits::enabled(state) {
+        // Said up front, so that a client's first shard can go with its xorbs.
+        xet_headers.insert(
+            lfs::HEADER_AWAIT_XORBS_LIMIT.to_string(),
+            crate::cas::xorb_waits::MAX_AWAITED.to_string(),
+        );
+    }
     let token_route = if upload {
         routes::LFS_XET_WRITE_TOKEN
     } else {
