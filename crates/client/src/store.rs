@@ -490,7 +490,11 @@ mod tests {
         let (store, sha, content) = fixture(&dir.path().join("store"));
         assert!(store.has(&sha, content.len() as u64));
         // A check leaves the ranges' recency as it was.
-        let range = store.chunks.dir().join(chunk_hash(b"y").to_hex()).join("0-1");
+        let range = store
+            .chunks
+            .dir()
+            .join(chunk_hash(b"y").to_hex())
+            .join("0-1");
         let past = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
         File::options()
             .append(true)

@@ -144,7 +144,10 @@ impl IndexFile {
         if trailer.iter().any(|&b| b != 0) && format.digest(&[body]) != trailer {
             return Err(Unreadable::Checksum);
         }
-        let mut r = Reader { bytes: body, pos: 0 };
+        let mut r = Reader {
+            bytes: body,
+            pos: 0,
+        };
         if r.take(4, "signature")? != b"DIRC" {
             return Err(Unreadable::Signature);
         }

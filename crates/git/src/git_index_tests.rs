@@ -102,18 +102,27 @@ fn versions_2_3_and_4_read_as_git_lists_them() {
         let index = assert_matches_git(&top, kind);
         assert_eq!(index.get(b"both.txt"), Some(&Entry::Conflicted));
         assert_eq!(index.get(b"absent"), None);
-        assert_eq!(&std::fs::read(top.join(".git/index")).unwrap()[4..8], [0, 0, 0, 2]);
+        assert_eq!(
+            &std::fs::read(top.join(".git/index")).unwrap()[4..8],
+            [0, 0, 0, 2]
+        );
 
         // Version 3: extended flags (skip-worktree, intent-to-add).
         std::fs::write(top.join("new.txt"), "new\n").unwrap();
         git(&top, &["add", "-N", "new.txt"]);
         git(&top, &["update-index", "--skip-worktree", "plain.txt"]);
-        assert_eq!(&std::fs::read(top.join(".git/index")).unwrap()[4..8], [0, 0, 0, 3]);
+        assert_eq!(
+            &std::fs::read(top.join(".git/index")).unwrap()[4..8],
+            [0, 0, 0, 3]
+        );
         assert_matches_git(&top, kind);
 
         // Version 4: paths prefix-compressed.
         git(&top, &["update-index", "--index-version", "4"]);
-        assert_eq!(&std::fs::read(top.join(".git/index")).unwrap()[4..8], [0, 0, 0, 4]);
+        assert_eq!(
+            &std::fs::read(top.join(".git/index")).unwrap()[4..8],
+            [0, 0, 0, 4]
+        );
         assert_matches_git(&top, kind);
     }
 }
@@ -124,14 +133,25 @@ fn a_blob_id_is_git_s() {
         let dir = tempfile::tempdir().unwrap();
         let top = repo(dir.path(), format);
         let kind = ObjectFormat::from_config(Some(format)).unwrap();
-        for content in [&b""[..], b"version https://git-lfs.github.com/spec/v1\n", &[7; 300]] {
+        for content in [
+            &b""[..],
+            b"version https://git-lfs.github.com/spec/v1\n",
+            &[7; 300],
+        ] {
             std::fs::write(top.join("f"), content).unwrap();
             let id = String::from_utf8(git(&top, &["hash-object", "f"])).unwrap();
-            let ours: String = kind.blob_id(content).iter().map(|b| format!("{b:02x}")).collect();
+            let ours: String = kind
+                .blob_id(content)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
             assert_eq!(ours, id.trim());
         }
     }
-    assert_eq!(ObjectFormat::from_config(Some("SHA256")), Some(ObjectFormat::Sha256));
+    assert_eq!(
+        ObjectFormat::from_config(Some("SHA256")),
+        Some(ObjectFormat::Sha256)
+    );
     assert_eq!(ObjectFormat::from_config(Some("md5")), None);
 }
 

@@ -13,7 +13,13 @@ pub struct Sha1 {
 impl Sha1 {
     pub fn new() -> Sha1 {
         Sha1 {
-            state: [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0],
+            state: [
+                0x6745_2301,
+                0xEFCD_AB89,
+                0x98BA_DCFE,
+                0x1032_5476,
+                0xC3D2_E1F0,
+            ],
             block: [0; 64],
             filled: 0,
             len: 0,
@@ -114,7 +120,10 @@ mod tests {
             h.update(piece);
         }
         assert_eq!(
-            h.finish().iter().map(|b| format!("{b:02x}")).collect::<String>(),
+            h.finish()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>(),
             hex(&data)
         );
     }
