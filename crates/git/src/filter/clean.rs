@@ -324,3 +324,59 @@ fn spool_matched(
     .map_err(|e| GitError::io("reading the stored LFS object", e))?;
     added.map(|()| spool)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// Counts the probe's looks at the work tree file (each is a stat).
+    struct Counting(Cell<usize>, std::path::PathBuf);
+
+    impl Recheck for Counting {
+        fn indexed_pointer(&self) -> Option<Pointer> {
+            None
+        }
+        fn work_tree_file(&self) -> Option<std::path::PathBuf> {
+            self.0.set(self.0.get() + 1);
+            Some(self.1.clone())
+        }
+    }
+
+    /// Content in pkt-lines of at most 65516 bytes, then a flush.
+    fn packets(content: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for piece in content.chunks(65516) {
+            out.extend_from_slice(format!("{:04x}", piece.len() + 4).as_bytes());
+            out.extend_from_slice(piece);
+        }
+        out.extend_from_slice(b"0000");
+        out
+    }
+
+    /// Content below RECHECK_MIN never looks at the work tree file; larger content does,
+    /// once; both give the pointer of their sha256 and are stored.
+    #[test]
+    fn the_work_tree_file_is_looked_at_only_for_content_of_recheck_min() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LfsStore::in_dir(&dir.path().join("lfs"));
+        let lists = ChunkListStore::new(&dir.path().join("xet"));
+        let file = dir.path().join("file");
+        for (len, looks) in [(1, 0), (16 << 10, 0), (RECHECK_MIN as usize - 1, 0)]
+            .into_iter()
+            .chain([(RECHECK_MIN as usize, 1), (3 << 20, 1)])
+        {
+            let content: Vec<u8> = (0..len).map(|i| (i * 31 % 253) as u8).collect();
+            std::fs::write(&file, &content).unwrap();
+            let recheck = Counting(Cell::new(0), file.clone());
+            let input = packets(&content);
+            let out = clean(&mut PktReader::new(&input[..]), &store, &lists, &recheck)
+                .unwrap()
+                .unwrap();
+            let oid = Oid(Sha256::digest(&content).into());
+            assert_eq!(out, Pointer::new(oid, len as u64).to_text().into_bytes());
+            assert_eq!(recheck.0.get(), looks, "{len} bytes");
+            assert_eq!(std::fs::read(store.path(&oid)).unwrap(), content);
+        }
+    }
+}
