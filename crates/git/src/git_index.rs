@@ -159,6 +159,7 @@ impl IndexFile {
         // The smallest entry takes more than 40 bytes: the count cannot ask for more.
         let mut entries = HashMap::with_capacity(count.min(body.len() / 40));
         let mut path = Vec::new();
+        let mut nameless = false;
         for _ in 0..count {
             let start = r.pos;
             let stat = r.take(40, "entry")?;
@@ -196,7 +197,10 @@ impl IndexFile {
                 return Err(Unreadable::BadEntry("path length"));
             }
             if path.is_empty() {
-                return Err(Unreadable::BadEntry("empty path"));
+                // A split index strips the names of entries that replace the shared
+                // index's: refused below, at its `link` extension.
+                nameless = true;
+                continue;
             }
             if mode & 0o170000 == 0o040000 {
                 return Err(Unreadable::Sparse); // a sparse index's directory entry
@@ -225,6 +229,9 @@ impl IndexFile {
                     ))
                 }
             }
+        }
+        if nameless {
+            return Err(Unreadable::BadEntry("empty path"));
         }
         Ok(IndexFile { format, entries })
     }

@@ -197,4 +197,11 @@ fn damaged_and_unsupported_indexes_are_errors_never_answers() {
         IndexFile::load(&top.join(".git/index"), ObjectFormat::Sha1).unwrap_err(),
         Unreadable::Split
     );
+    // Its entries that replace shared ones have no names: still refused as split.
+    std::fs::write(top.join("plain.txt"), "changed\n").unwrap();
+    git(&top, &["add", "plain.txt"]);
+    assert_eq!(
+        IndexFile::load(&top.join(".git/index"), ObjectFormat::Sha1).unwrap_err(),
+        Unreadable::Split
+    );
 }
