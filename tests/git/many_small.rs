@@ -211,21 +211,8 @@ fn re_cleans_of_small_checked_out_files_write_nothing_and_leave_no_empty_directo
         .unwrap_or_default();
     assert!(left.is_empty(), "left in .git/lfs/objects: {left:?}");
 
-    // New stat data, same content: git cleans every file again to compare.
     let tmp = b.join(".git/lfs/tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let past = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_500_000_000);
-    std::fs::File::open(&tmp)
-        .unwrap()
-        .set_modified(past)
-        .unwrap();
-    for (name, _) in &files {
-        let file = std::fs::File::options()
-            .write(true)
-            .open(b.join(name))
-            .unwrap();
-        file.set_modified(past).unwrap();
-    }
+    let past = age_files(&b, &files, 1_500_000_000);
     ok(
         bob.git_logged(&b, &["update-index", "--refresh"]),
         "refresh",
@@ -238,6 +225,81 @@ fn re_cleans_of_small_checked_out_files_write_nothing_and_leave_no_empty_directo
     }
     // The re-cleans stored no whole copies either: the chunk store holds the objects.
     assert_eq!(count_files(&objects), 0);
+}
+
+/// New stat data, same content: git cleans every file again to compare. Sets the files'
+/// (and `.git/lfs/tmp`'s) modification time to `secs` after 1970, which it returns.
+fn age_files(repo: &Path, files: &[(String, Vec<u8>)], secs: u64) -> std::time::SystemTime {
+    let tmp = repo.join(".git/lfs/tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let past = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    std::fs::File::open(&tmp)
+        .unwrap()
+        .set_modified(past)
+        .unwrap();
+    for (name, _) in files {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(repo.join(name))
+            .unwrap();
+        file.set_modified(past).unwrap();
+    }
+    past
+}
+
+/// Whether a re-clean's object is the index's is read from git's index file by the filter
+/// itself: no `git cat-file` starts (`GIT_TRACE` lists every git command the filter runs).
+/// A split index, which that reader leaves to git, gets the same answer through cat-file.
+#[test]
+fn re_cleans_of_checked_out_files_read_the_index_file_not_cat_file() {
+    let server = TestServer::start();
+    let remote = remote_url(&server, "org/reclean-index", "write");
+    let alice = GitEnv::with_agent(&[]);
+    let a = alice.lfs_repo("a", &remote);
+    let files = small_files(30, 12000);
+    for (name, bytes) in &files {
+        write_file(&a.join(name), bytes);
+    }
+    alice.commit_all_and_push(&a, "many");
+
+    let bob = GitEnv::with_agent(&[]);
+    let b = bob.clone_ok(&remote, "b");
+    let objects = b.join(".git/lfs/objects");
+    for split in [false, true] {
+        if split {
+            bob.git(&b, &["update-index", "--split-index"]);
+            assert!(std::fs::read_dir(b.join(".git"))
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("sharedindex.")));
+        }
+        age_files(&b, &files, 1_500_000_000 + 1000 * u64::from(split));
+        let trace = bob.dir(".").join(format!("trace-{split}"));
+        let out = bob
+            .command("git", &b)
+            .args(["update-index", "--refresh"])
+            .env("GIT_TRACE", &trace)
+            .output()
+            .unwrap();
+        ok(out, "refresh");
+        let trace = std::fs::read_to_string(&trace).unwrap();
+        let lines = |what: &str| trace.lines().filter(|l| l.contains(what)).count();
+        assert!(lines("filter-process") > 0, "no filter ran:\n{trace}");
+        match split {
+            false => assert_eq!(lines("cat-file"), 0, "the filter asked git:\n{trace}"),
+            true => assert!(lines("cat-file") > 0, "no fallback:\n{trace}"),
+        }
+        assert_eq!(
+            bob.git(&b, &["status", "--porcelain"]),
+            "",
+            "split: {split}"
+        );
+        for (name, bytes) in &files {
+            assert_file_is(&b.join(name), bytes);
+        }
+        // The chunk store holds the objects: no whole copies were written.
+        assert_eq!(count_files(&objects), 0, "split: {split}");
+    }
 }
 
 /// The delayed files listed in each `list_available_blobs` answer git received, from a

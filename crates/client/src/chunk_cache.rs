@@ -45,6 +45,21 @@ pub struct CacheHit {
 }
 
 /// An entry's file name: `<start>-<end>` (chunk indices, end exclusive).
+/// The smallest entry of a xorb's directory holding `range`, and its range.
+fn smallest_covering(xorb_dir: &Path, range: ChunkRange) -> Option<(PathBuf, ChunkRange)> {
+    fs::read_dir(xorb_dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            Some((
+                e.path(),
+                parse_entry_name(&e.file_name().to_string_lossy())?,
+            ))
+        })
+        .filter(|(_, r)| r.contains_range(&range))
+        .min_by_key(|(_, r)| r.len())
+}
+
 fn entry_name(range: ChunkRange) -> String {
     format!("{}-{}", range.start, range.end)
 }
@@ -136,17 +151,7 @@ impl ChunkCache {
             let _ = f.set_modified(SystemTime::now());
             return Some(CacheHit { path: exact, range });
         }
-        let entries = fs::read_dir(&xorb_dir).ok()?;
-        let best = entries
-            .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                Some((
-                    e.path(),
-                    parse_entry_name(&e.file_name().to_string_lossy())?,
-                ))
-            })
-            .filter(|(_, r)| r.contains_range(&range))
-            .min_by_key(|(_, r)| r.len())?;
+        let best = smallest_covering(&xorb_dir, range)?;
         // Refresh recency; failing to is harmless.
         if let Ok(f) = fs::File::options().append(true).open(&best.0) {
             let _ = f.set_modified(SystemTime::now());
@@ -155,6 +160,14 @@ impl ChunkCache {
             path: best.0,
             range: best.1,
         })
+    }
+
+    /// Whether an entry holds chunks `range` of `xorb`, without refreshing its recency (a
+    /// check, not a use: one stat when the exact range is stored).
+    pub fn contains(&self, xorb: &MerkleHash, range: ChunkRange) -> bool {
+        let xorb_dir = self.dir.join(xorb.to_hex());
+        fs::symlink_metadata(xorb_dir.join(entry_name(range))).is_ok_and(|m| m.is_file())
+            || smallest_covering(&xorb_dir, range).is_some()
     }
 
     /// Starts a new entry; bytes are written to a temporary file until `commit`.

@@ -109,6 +109,19 @@ impl ChunkStore {
             .is_some_and(|r| r.size() == size && self.covers(&r))
     }
 
+    /// [`ChunkStore::has`] without refreshing the recency of the chunks: for a check that
+    /// does not use them (the filter's re-clean of a file its checkout just wrote, which
+    /// refreshed them then).
+    pub fn holds(&self, sha256: &[u8; 32], size: u64) -> bool {
+        self.record_for_sha256(sha256).is_some_and(|r| {
+            r.size() == size
+                && r.terms.iter().all(|t| {
+                    let range = ChunkRange::new(t.start, t.start + t.chunks.len() as u32);
+                    self.chunks.contains(&t.xorb, range)
+                })
+        })
+    }
+
     /// Rebuilds the file with this sha256 and size into `output` from local chunks only:
     /// written to a temporary file beside it, each chunk checked against the record, the
     /// whole against the sha256, then renamed over `output`.
@@ -476,6 +489,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (store, sha, content) = fixture(&dir.path().join("store"));
         assert!(store.has(&sha, content.len() as u64));
+        // A check leaves the ranges' recency as it was.
+        let range = store
+            .chunks
+            .dir()
+            .join(chunk_hash(b"y").to_hex())
+            .join("0-1");
+        let past = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        File::options()
+            .append(true)
+            .open(&range)
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+        assert!(store.holds(&sha, content.len() as u64));
+        assert!(!store.holds(&sha, content.len() as u64 + 1));
+        assert!(!store.holds(&[0; 32], 3));
+        assert_eq!(std::fs::metadata(&range).unwrap().modified().unwrap(), past);
         let out = dir.path().join("out");
         assert_eq!(
             store.rebuild(&sha, content.len() as u64, &out).unwrap(),

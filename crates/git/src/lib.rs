@@ -16,6 +16,7 @@
 //! | [`endpoint`]    | a remote's Batch API endpoint, its headers and the way it authenticates |
 //! | [`install`]     | registering the transfer agent, and taking it back            |
 //! | [`filter`]      | `git xet filter-process`: clean/smudge for `filter=lfs` files |
+//! | `git_index`     | git's index file read without git (the filter's re-cleans)    |
 //! | [`transfer`]    | `git xet transfer`: the agent process git-lfs starts          |
 //! | [`objects`]     | the object service's environment (store, credentials, HTTP) |
 
@@ -25,6 +26,7 @@ pub mod credentials;
 pub mod endpoint;
 mod error;
 pub mod filter;
+mod git_index;
 pub mod http;
 pub mod install;
 pub mod lfs_objects;
@@ -32,6 +34,7 @@ pub mod migrate;
 pub mod objects;
 pub mod quickstart;
 pub mod repo;
+mod sha1;
 pub mod ssh;
 pub mod status;
 pub mod store;

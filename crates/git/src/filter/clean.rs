@@ -32,7 +32,8 @@ use git_xet_io::pipeline::ChunkFeed;
 use git_xet_lfs::pointer::{Oid, Pointer, MAX_POINTER_SIZE};
 use git_xet_lfs::store::{LfsStore, TempGuard};
 
-/// Smaller files are hashed and stored again, never compared. The probe is a stat and one
+/// Smaller content is hashed and stored again, never compared (nor the work tree file
+/// looked at: the probe waits until this much content came). The probe is a stat and one
 /// round trip on the filter's `git cat-file --batch-command`
 /// (crates/git/src/filter/index_reader.rs; two git commands only in its fallback): lowered
 /// from 16 MiB, `git status` re-cleaning 200 touched 2 MiB files took 0.44x the time, and
@@ -64,6 +65,8 @@ enum Mode {
 /// written in the second its index was written), whose object is already stored, and a temp
 /// file written and deleted per file was most of their cost.
 const HELD_MAX: usize = 1 << 20;
+// Content held before the probe becomes a spool's held content.
+const _: () = assert!(RECHECK_MIN as usize <= HELD_MAX);
 
 /// New content on its way into the store.
 struct Spool {
@@ -88,6 +91,15 @@ impl Spool {
             feed: ChunkFeed::new(),
             differs_from: None,
         }
+    }
+
+    /// A spool of content already in memory (at most [`HELD_MAX`]).
+    fn holding(content: Vec<u8>) -> Spool {
+        let mut spool = Spool::new();
+        spool.hasher.update(&content);
+        spool.feed.feed(&content);
+        spool.held = content;
+        spool
     }
 
     fn add(&mut self, store: &LfsStore, data: &[u8]) -> Result<(), GitError> {
@@ -191,26 +203,28 @@ pub fn clean<R: Read>(
     let mut head = Vec::with_capacity(MAX_POINTER_SIZE + 1);
     let mut size = 0u64;
     let mut mode = None;
+    // Content before the mode is chosen: the probe (a stat of the work tree file) only
+    // matters for content of at least RECHECK_MIN, so smaller content never pays for it.
+    let mut early = Vec::new();
     let read = input.read_content(|data| {
         if head.len() <= MAX_POINTER_SIZE {
             let take = data.len().min(MAX_POINTER_SIZE + 1 - head.len());
             head.extend_from_slice(&data[..take]);
         }
         size += data.len() as u64;
-        match mode.get_or_insert_with(|| probe(recheck, store)) {
-            Mode::Compare(cmp, pointer) => {
-                let reading = |e| GitError::io("reading the stored LFS object", e);
-                if cmp.matches(data).map_err(reading)? {
-                    return Ok(());
-                }
-                tracing::debug!("the file differs from its stored version: storing it");
-                let mut spool = spool_matched(cmp, store, Some(pointer.oid))?;
-                spool.add(store, data)?;
-                mode = Some(Mode::Store(spool));
-                Ok(())
+        let mode = match &mut mode {
+            Some(mode) => mode,
+            None if size < RECHECK_MIN => {
+                early.extend_from_slice(data);
+                return Ok(());
             }
-            Mode::Store(spool) => spool.add(store, data),
-        }
+            None => {
+                let mode = mode.insert(probe(recheck, store));
+                take(mode, store, &std::mem::take(&mut early))?;
+                mode
+            }
+        };
+        take(mode, store, data)
     })?;
     if let Err(e) = read {
         return Ok(Err(e));
@@ -218,11 +232,12 @@ pub fn clean<R: Read>(
     if size == 0 {
         return Ok(Ok(Vec::new()));
     }
+    let mode = mode.unwrap_or_else(|| Mode::Store(Spool::holding(early)));
     if head.len() <= MAX_POINTER_SIZE && Pointer::detect(&head).is_some() {
         // Already a pointer (e.g. a file checked out with smudging skipped): keep it.
         return Ok(Ok(head));
     }
-    let spool = match mode.expect("non-empty content chose a mode") {
+    let spool = match mode {
         Mode::Compare(cmp, pointer) if cmp.complete() => {
             if store.find(&pointer.oid, size).is_some() {
                 return Ok(Ok(pointer.to_text().into_bytes()));
@@ -237,6 +252,27 @@ pub fn clean<R: Read>(
     Ok(spool
         .and_then(|s| s.finish(store, chunk_lists, size, recheck))
         .map(|p| p.to_text().into_bytes()))
+}
+
+/// Takes one piece of content in `mode`; a comparison that fails turns into storing.
+fn take(mode: &mut Mode, store: &LfsStore, data: &[u8]) -> Result<(), GitError> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    match mode {
+        Mode::Compare(cmp, pointer) => {
+            let reading = |e| GitError::io("reading the stored LFS object", e);
+            if cmp.matches(data).map_err(reading)? {
+                return Ok(());
+            }
+            tracing::debug!("the file differs from its stored version: storing it");
+            let mut spool = spool_matched(cmp, store, Some(pointer.oid))?;
+            spool.add(store, data)?;
+            *mode = Mode::Store(spool);
+            Ok(())
+        }
+        Mode::Store(spool) => spool.add(store, data),
+    }
 }
 
 /// Held content written to a temp file of the store, to be moved into place.
@@ -287,4 +323,60 @@ fn spool_matched(
     })
     .map_err(|e| GitError::io("reading the stored LFS object", e))?;
     added.map(|()| spool)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// Counts the probe's looks at the work tree file (each is a stat).
+    struct Counting(Cell<usize>, std::path::PathBuf);
+
+    impl Recheck for Counting {
+        fn indexed_pointer(&self) -> Option<Pointer> {
+            None
+        }
+        fn work_tree_file(&self) -> Option<std::path::PathBuf> {
+            self.0.set(self.0.get() + 1);
+            Some(self.1.clone())
+        }
+    }
+
+    /// Content in pkt-lines of at most 65516 bytes, then a flush.
+    fn packets(content: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for piece in content.chunks(65516) {
+            out.extend_from_slice(format!("{:04x}", piece.len() + 4).as_bytes());
+            out.extend_from_slice(piece);
+        }
+        out.extend_from_slice(b"0000");
+        out
+    }
+
+    /// Content below RECHECK_MIN never looks at the work tree file; larger content does,
+    /// once; both give the pointer of their sha256 and are stored.
+    #[test]
+    fn the_work_tree_file_is_looked_at_only_for_content_of_recheck_min() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LfsStore::in_dir(&dir.path().join("lfs"));
+        let lists = ChunkListStore::new(&dir.path().join("xet"));
+        let file = dir.path().join("file");
+        for (len, looks) in [(1, 0), (16 << 10, 0), (RECHECK_MIN as usize - 1, 0)]
+            .into_iter()
+            .chain([(RECHECK_MIN as usize, 1), (3 << 20, 1)])
+        {
+            let content: Vec<u8> = (0..len).map(|i| (i * 31 % 253) as u8).collect();
+            std::fs::write(&file, &content).unwrap();
+            let recheck = Counting(Cell::new(0), file.clone());
+            let input = packets(&content);
+            let out = clean(&mut PktReader::new(&input[..]), &store, &lists, &recheck)
+                .unwrap()
+                .unwrap();
+            let oid = Oid(Sha256::digest(&content).into());
+            assert_eq!(out, Pointer::new(oid, len as u64).to_text().into_bytes());
+            assert_eq!(recheck.0.get(), looks, "{len} bytes");
+            assert_eq!(std::fs::read(store.path(&oid)).unwrap(), content);
+        }
+    }
 }

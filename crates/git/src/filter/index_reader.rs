@@ -2,7 +2,9 @@
 //! the filter process's life: a re-clean after a checkout (git refreshing its index) asks for
 //! every file it re-cleans, and two git commands per file made a pull of many small files
 //! several times slower than git-lfs. cat-file reads the index once: a filter process lives
-//! for one git command, whose own index update is written only when it ends.
+//! for one git command, whose own index update is written only when it ends. Whether a
+//! re-clean's content is the index's is asked of git's index file first (recheck.rs,
+//! `crate::git_index`): cat-file answers what that reader cannot and the large files' probe.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};

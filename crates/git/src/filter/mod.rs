@@ -211,6 +211,8 @@ pub struct Filter {
     wholes: local::Wholes,
     /// The index's pointers for re-cleans, one `git cat-file` for the process's life.
     index: std::cell::RefCell<index_reader::IndexReader>,
+    /// git's index file, read at the first re-clean that needs it.
+    index_file: std::cell::RefCell<recheck::IndexFileState>,
     downloads: Box<dyn Downloads>,
 }
 
@@ -234,6 +236,7 @@ impl Filter {
             downloads: Box::new(Quiet),
             chunk_store: None,
             index: Default::default(),
+            index_file: Default::default(),
             wholes: local::Wholes::new(
                 crate::store::keep_objects(&repo),
                 crate::store::keep_checked_out(&repo),
@@ -269,6 +272,7 @@ impl Filter {
                         pathname: &request.pathname,
                         chunks: chunks.as_ref(),
                         index: &self.index,
+                        index_file: &self.index_file,
                     };
                     let result =
                         clean::clean(&mut input, &self.store, &self.chunk_lists, &recheck)?;
