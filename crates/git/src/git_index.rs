@@ -40,9 +40,9 @@ impl ObjectFormat {
     fn digest(self, parts: &[&[u8]]) -> Vec<u8> {
         match self {
             ObjectFormat::Sha1 => {
-                let mut h = crate::sha1::Sha1::new();
+                let mut h = sha1::Sha1::new();
                 parts.iter().for_each(|p| h.update(p));
-                h.finish().to_vec()
+                h.finalize().to_vec()
             }
             ObjectFormat::Sha256 => {
                 let mut h = sha2::Sha256::new();

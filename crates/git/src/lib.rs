@@ -34,7 +34,6 @@ pub mod migrate;
 pub mod objects;
 pub mod quickstart;
 pub mod repo;
-mod sha1;
 pub mod ssh;
 pub mod status;
 pub mod store;
