@@ -59,9 +59,7 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
 fn quick_follow(remote: &str) -> Option<Follower> {
     let cwd = std::env::current_dir().ok()?;
     let xet_dir = plain_xet_dir(&cwd)?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    coordinator::follow(&xet_dir, remote, me)
+    coordinator::follow(&xet_dir, remote)
 }
 
 /// The xet directory of the repository in `dir`, when it is beyond doubt without asking git:
@@ -70,7 +68,6 @@ fn quick_follow(remote: &str) -> Option<Follower> {
 /// `--git-common-dir` is `dir/.git` and [`Repo::xet_dir`] is `dir/.git/xet` (no setting
 /// moves it). Anything else: `None`, and git is asked as usual.
 fn plain_xet_dir(dir: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
     if ["GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"]
         .iter()
         .any(|v| std::env::var_os(v).is_some())
@@ -79,8 +76,7 @@ fn plain_xet_dir(dir: &Path) -> Option<PathBuf> {
     }
     let git_dir = dir.join(".git");
     let meta = std::fs::symlink_metadata(&git_dir).ok()?;
-    // SAFETY: geteuid has no preconditions.
-    if !meta.is_dir() || meta.uid() != unsafe { libc::geteuid() } {
+    if !meta.is_dir() || !git_xet_io::platform::file::owned_by_this_user(&meta) {
         return None;
     }
     if std::fs::symlink_metadata(git_dir.join("commondir")).is_ok() {

@@ -177,17 +177,16 @@ pub fn socket_path(xet_dir: &Path, remote: &str) -> PathBuf {
 
 /// Joins the push's coordinator for `remote` in `xet_dir` without the agent's environment
 /// (no git asked): `None` when sharing is off, nobody listens, or the socket's directory is not
-/// private to `owner` (a uid), the directory a coordinator makes. Only the elected agent
+/// private to this user, as the directory a coordinator makes is. Only the elected agent
 /// needs the repository's environment; the caller handles `None` the usual way.
 #[cfg(unix)]
-pub fn follow(xet_dir: &Path, remote: &str, owner: u32) -> Option<Follower> {
-    use std::os::unix::fs::MetadataExt;
+pub fn follow(xet_dir: &Path, remote: &str) -> Option<Follower> {
     if std::env::var(ENV_SHARE).is_ok_and(|v| v == "0") {
         return None;
     }
     let path = socket_path(xet_dir, remote);
     let dir = std::fs::symlink_metadata(path.parent()?).ok()?;
-    if !dir.is_dir() || dir.uid() != owner || dir.mode() & 0o077 != 0 {
+    if !git_xet_io::platform::file::private_to_this_user(&dir) {
         return None;
     }
     let stream = std::os::unix::net::UnixStream::connect(&path).ok()?;
@@ -195,7 +194,7 @@ pub fn follow(xet_dir: &Path, remote: &str, owner: u32) -> Option<Follower> {
 }
 
 #[cfg(not(unix))]
-pub fn follow(_xet_dir: &Path, _remote: &str, _owner: u32) -> Option<Follower> {
+pub fn follow(_xet_dir: &Path, _remote: &str) -> Option<Follower> {
     None
 }
 
