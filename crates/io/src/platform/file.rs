@@ -93,6 +93,37 @@ pub fn lock(file: &File, how: Lock) -> io::Result<()> {
     }
 }
 
+/// Whether the file `meta` describes belongs to the user this process runs as. Elsewhere
+/// than unix: never (callers then take their slower, general path).
+pub fn owned_by_this_user(meta: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions.
+        meta.uid() == unsafe { libc::geteuid() }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        false
+    }
+}
+
+/// Whether `meta` describes a directory of this user that no one else may enter or list
+/// (no group or other permission bits). Elsewhere than unix: never.
+pub fn private_to_this_user(meta: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        meta.is_dir() && owned_by_this_user(meta) && meta.mode() & 0o077 == 0
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,36 +172,5 @@ mod tests {
                 Err(e) => panic!("{e}"),
             }
         }
-    }
-}
-
-/// Whether the file `meta` describes belongs to the user this process runs as. Elsewhere
-/// than unix: never (callers then take their slower, general path).
-pub fn owned_by_this_user(meta: &std::fs::Metadata) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        // SAFETY: geteuid has no preconditions.
-        meta.uid() == unsafe { libc::geteuid() }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        false
-    }
-}
-
-/// Whether `meta` describes a directory of this user that no one else may enter or list
-/// (no group or other permission bits). Elsewhere than unix: never.
-pub fn private_to_this_user(meta: &std::fs::Metadata) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        meta.is_dir() && owned_by_this_user(meta) && meta.mode() & 0o077 == 0
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        false
     }
 }
