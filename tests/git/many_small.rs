@@ -193,18 +193,7 @@ fn a_damaged_small_object_of_a_batched_clone_is_refused_and_the_rest_are_stored(
 /// later download to walk.
 #[test]
 fn re_cleans_of_small_checked_out_files_write_nothing_and_leave_no_empty_directories() {
-    let server = TestServer::start();
-    let remote = remote_url(&server, "org/reclean", "write");
-    let alice = GitEnv::with_agent(&[]);
-    let a = alice.lfs_repo("a", &remote);
-    let files = small_files(40, 9000);
-    for (name, bytes) in &files {
-        write_file(&a.join(name), bytes);
-    }
-    alice.commit_all_and_push(&a, "many");
-
-    let bob = GitEnv::with_agent(&[]);
-    let b = bob.clone_ok(&remote, "b");
+    let (_server, files, bob, b) = pushed_and_cloned("org/reclean", 40, 9000);
     let objects = b.join(".git/lfs/objects");
     let left: Vec<_> = std::fs::read_dir(&objects)
         .map(|d| d.flatten().map(|e| e.path()).collect())
@@ -225,6 +214,33 @@ fn re_cleans_of_small_checked_out_files_write_nothing_and_leave_no_empty_directo
     }
     // The re-cleans stored no whole copies either: the chunk store holds the objects.
     assert_eq!(count_files(&objects), 0);
+}
+
+/// `count` small files (from `seed`) pushed to a new repository `name` of a new server by
+/// one user and cloned by another: the server (keep it alive), the files, the cloning user's
+/// environment and clone.
+fn pushed_and_cloned(
+    name: &str,
+    count: usize,
+    seed: u64,
+) -> (
+    TestServer,
+    Vec<(String, Vec<u8>)>,
+    GitEnv,
+    std::path::PathBuf,
+) {
+    let server = TestServer::start();
+    let remote = remote_url(&server, name, "write");
+    let alice = GitEnv::with_agent(&[]);
+    let a = alice.lfs_repo("a", &remote);
+    let files = small_files(count, seed);
+    for (name, bytes) in &files {
+        write_file(&a.join(name), bytes);
+    }
+    alice.commit_all_and_push(&a, "many");
+    let bob = GitEnv::with_agent(&[]);
+    let b = bob.clone_ok(&remote, "b");
+    (server, files, bob, b)
 }
 
 /// New stat data, same content: git cleans every file again to compare. Sets the files'
@@ -252,18 +268,7 @@ fn age_files(repo: &Path, files: &[(String, Vec<u8>)], secs: u64) -> std::time::
 /// A split index, which that reader leaves to git, gets the same answer through cat-file.
 #[test]
 fn re_cleans_of_checked_out_files_read_the_index_file_not_cat_file() {
-    let server = TestServer::start();
-    let remote = remote_url(&server, "org/reclean-index", "write");
-    let alice = GitEnv::with_agent(&[]);
-    let a = alice.lfs_repo("a", &remote);
-    let files = small_files(30, 12000);
-    for (name, bytes) in &files {
-        write_file(&a.join(name), bytes);
-    }
-    alice.commit_all_and_push(&a, "many");
-
-    let bob = GitEnv::with_agent(&[]);
-    let b = bob.clone_ok(&remote, "b");
+    let (_server, files, bob, b) = pushed_and_cloned("org/reclean-index", 30, 12000);
     let objects = b.join(".git/lfs/objects");
     for split in [false, true] {
         if split {
