@@ -22,12 +22,7 @@ const MAX_DEDUP_SHARD: usize = 64 * 1024 * 1024;
 /// Largest reconstruction answer we accept (millions of terms).
 const MAX_RECONSTRUCTION_JSON: usize = 256 * 1024 * 1024;
 
-/// Request header of a shard upload naming xorbs still being uploaded (a git-xet server
-/// extension: docs/server.md, "Pipelined shard uploads").
-pub const AWAIT_XORBS: &str = "x-xet-await-xorbs";
-/// Response header by which a git-xet server says it honours [`AWAIT_XORBS`], and for how
-/// many xorbs per shard. Other servers never send it, and are never sent [`AWAIT_XORBS`].
-pub const AWAIT_XORBS_LIMIT: &str = "x-xet-await-xorbs-limit";
+pub use git_xet_core::api::cas::{AWAIT_XORBS, AWAIT_XORBS_LIMIT};
 
 /// Typed access to one CAS server.
 #[derive(Debug, Clone)]

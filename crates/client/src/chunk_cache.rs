@@ -44,7 +44,6 @@ pub struct CacheHit {
     pub range: ChunkRange,
 }
 
-/// An entry's file name: `<start>-<end>` (chunk indices, end exclusive).
 /// The smallest entry of a xorb's directory holding `range`, and its range.
 fn smallest_covering(xorb_dir: &Path, range: ChunkRange) -> Option<(PathBuf, ChunkRange)> {
     fs::read_dir(xorb_dir)
@@ -60,6 +59,7 @@ fn smallest_covering(xorb_dir: &Path, range: ChunkRange) -> Option<(PathBuf, Chu
         .min_by_key(|(_, r)| r.len())
 }
 
+/// An entry's file name: `<start>-<end>` (chunk indices, end exclusive).
 fn entry_name(range: ChunkRange) -> String {
     format!("{}-{}", range.start, range.end)
 }

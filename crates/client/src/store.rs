@@ -25,6 +25,7 @@ use crate::records::{FileRecord, RecordStore, RecordTerm};
 use git_xet_core::hash::chunk_hash;
 use git_xet_core::reconstruction::ChunkRange;
 use git_xet_core::xorb::{decode_chunk, ChunkHeader, CHUNK_HEADER_LEN};
+use git_xet_core::MerkleHash;
 
 /// 50 GiB: the store is the only local copy of old versions, so it is bounded generously.
 pub const DEFAULT_STORE_BYTES: u64 = 50 * 1024 * 1024 * 1024;
@@ -97,10 +98,7 @@ impl ChunkStore {
 
     /// Whether every chunk of `record` is in the store.
     pub fn covers(&self, record: &FileRecord) -> bool {
-        record.terms.iter().all(|t| {
-            let range = ChunkRange::new(t.start, t.start + t.chunks.len() as u32);
-            self.chunks.get(&t.xorb, range).is_some()
-        })
+        every_term(record, |xorb, range| self.chunks.get(xorb, range).is_some())
     }
 
     /// Whether the object with this sha256 and size can be rebuilt from the store alone.
@@ -114,11 +112,7 @@ impl ChunkStore {
     /// refreshed them then).
     pub fn holds(&self, sha256: &[u8; 32], size: u64) -> bool {
         self.record_for_sha256(sha256).is_some_and(|r| {
-            r.size() == size
-                && r.terms.iter().all(|t| {
-                    let range = ChunkRange::new(t.start, t.start + t.chunks.len() as u32);
-                    self.chunks.contains(&t.xorb, range)
-                })
+            r.size() == size && every_term(&r, |xorb, range| self.chunks.contains(xorb, range))
         })
     }
 
@@ -429,6 +423,14 @@ fn read_term(
         index += 1;
     }
     Ok(())
+}
+
+/// Whether `present` says yes for the chunk range of every term of `record`.
+fn every_term(record: &FileRecord, present: impl Fn(&MerkleHash, ChunkRange) -> bool) -> bool {
+    record.terms.iter().all(|t| {
+        let range = ChunkRange::new(t.start, t.start + t.chunks.len() as u32);
+        present(&t.xorb, range)
+    })
 }
 
 #[cfg(test)]

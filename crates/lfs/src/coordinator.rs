@@ -72,8 +72,6 @@ struct Queue {
     /// Agents git-lfs started: followers connect only when they get their first object,
     /// so at a push's start most are not connected yet.
     expected: usize,
-    /// A batch is being gathered.
-    busy: bool,
     /// Objects of batches being registered (their agents wait for the answer).
     registering: usize,
     /// Which lanes (batch clients) a batch holds, gathering or registering.
@@ -115,7 +113,7 @@ impl Coordinator {
         let (lock, cv) = &*self.shared;
         let deadline = Instant::now() + DRAIN_WAIT;
         let mut q = lock.lock().expect("queue lock");
-        while (q.busy || !q.pending.is_empty() || q.lanes.iter().any(|b| *b) || q.settling > 0)
+        while (!q.pending.is_empty() || q.lanes.iter().any(|b| *b) || q.settling > 0)
             && Instant::now() < deadline
         {
             q = cv

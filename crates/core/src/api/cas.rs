@@ -5,6 +5,16 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// Request header of `POST /v1/shards`: comma-separated hex hashes of xorbs still being
+/// uploaded, which the server waits for before validating the shard (a git-xet server
+/// extension: docs/server.md, "Pipelined shard uploads").
+pub const AWAIT_XORBS: &str = "x-xet-await-xorbs";
+/// Response header of the xorb and shard uploads of a server that honours [`AWAIT_XORBS`]:
+/// how many xorbs one shard may name. Other servers never send it and are never sent
+/// [`AWAIT_XORBS`]. A git-xet server's `xet` upload actions carry it too, under
+/// [`crate::lfs::HEADER_AWAIT_XORBS_LIMIT`].
+pub const AWAIT_XORBS_LIMIT: &str = "x-xet-await-xorbs-limit";
+
 /// The answer to `POST /v1/xorbs/default/{hash}`: `{"was_inserted":true}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UploadXorbResponse {

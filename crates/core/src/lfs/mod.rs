@@ -18,8 +18,9 @@ pub const HEADER_SESSION_ID: &str = "X-Xet-Session-Id";
 /// Download actions: the XET file hash of the object.
 pub const HEADER_FILE_HASH: &str = "X-Xet-Hash";
 /// Upload actions of a git-xet server that honours pipelined shard uploads: how many
-/// still-uploading xorbs one shard may name (the CAS upload answers' `X-Xet-Await-Xorbs-Limit`,
-/// said up front so that a client's first upload needs one round trip, not two).
+/// still-uploading xorbs one shard may name ([`crate::api::cas::AWAIT_XORBS_LIMIT`] of the CAS
+/// upload answers, spelt as the other action headers are, said up front so that a client's
+/// first upload needs one round trip, not two).
 pub const HEADER_AWAIT_XORBS_LIMIT: &str = "X-Xet-Await-Xorbs-Limit";
 
 /// Why a string is not an LFS object id.

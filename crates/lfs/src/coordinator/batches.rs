@@ -26,7 +26,6 @@ pub(super) fn batch_loop(
             while q.pending.is_empty() || q.lanes.iter().all(|busy| *busy) {
                 q = cv.wait(q).expect("queue lock");
             }
-            q.busy = true;
             let lane = q.lanes.iter().position(|busy| !busy).expect("a free lane");
             q.lanes[lane] = true;
             lane
@@ -35,11 +34,7 @@ pub(super) fn batch_loop(
         let count = gathered.batch.len();
         match gathered.session {
             Ok(session) => {
-                {
-                    let mut q = lock.lock().expect("queue lock");
-                    q.registering += count;
-                    q.busy = false;
-                }
+                lock.lock().expect("queue lock").registering += count;
                 let shared = shared.clone();
                 let settle = settle.clone();
                 let env = service.env().clone();
@@ -62,7 +57,6 @@ pub(super) fn batch_loop(
             }
             Err(e) => {
                 let outcomes = one_by_one(&mut service, &gathered.batch, &e);
-                lock.lock().expect("queue lock").busy = false;
                 finish(shared, gathered.batch, outcomes, lane);
             }
         }

@@ -22,11 +22,7 @@ use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
 use git_xet_core::MerkleHash;
 
-/// Request header of `POST /v1/shards`: comma-separated hex hashes of xorbs still on their way.
-pub const AWAIT_XORBS: &str = "x-xet-await-xorbs";
-/// Response header of the xorb and shard uploads of a server that honours [`AWAIT_XORBS`]:
-/// how many xorbs one shard may name.
-pub const AWAIT_XORBS_LIMIT: &str = "x-xet-await-xorbs-limit";
+pub use git_xet_core::api::cas::{AWAIT_XORBS, AWAIT_XORBS_LIMIT};
 /// Xorbs one shard may name (the client's small-file rounds send one or two).
 pub const MAX_AWAITED: usize = 16;
 /// How often a waiting shard looks for xorbs another server instance stored.
