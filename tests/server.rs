@@ -15,6 +15,9 @@ mod cas_shards;
 #[path = "server/shard_await.rs"]
 mod shard_await;
 
+#[path = "server/upload_batches.rs"]
+mod upload_batches;
+
 #[path = "server/cas_reconstruction.rs"]
 mod cas_reconstruction;
 

@@ -182,7 +182,11 @@ fn no_object_is_reported_done_before_its_shard_is_registered() {
 /// first agent's next object alone.)
 #[test]
 fn the_other_agents_start_while_the_first_round_is_registered() {
-    let proxy = ShardProxy::bind(Some(Duration::from_millis(1500)));
+    // Without reading ahead (which would register the whole push at once).
+    let proxy = ShardProxy {
+        forgets_batches: true,
+        ..ShardProxy::bind(Some(Duration::from_millis(1500)))
+    };
     let public = format!("http://{}", proxy.addr);
     let server = TestServer::start_with(&["--public-url", &public]);
     proxy.serve(server.listen_addr());
@@ -224,6 +228,103 @@ fn the_other_agents_start_while_the_first_round_is_registered() {
         "no two batches registered at once: {ended:?}\n{log}"
     );
     assert_cloned(&remote, &files);
+}
+
+/// The coordinator reads ahead of git-lfs: for each Batch API answer it asks the server which
+/// objects the answer announced and registers those no agent has handed over yet, so that
+/// git-lfs's next objects are answered as soon as they are handed over. Two Batch API
+/// answers (git-lfs asks for 100 objects at a time), both read ahead; a bit-exact clone.
+#[test]
+fn the_coordinator_reads_ahead_of_git_lfs() {
+    let server = TestServer::start();
+    let remote = crate::env::remote_url(&server, "org/ahead", "write");
+    let env = GitEnv::with_agent(&["--concurrency", "8"]);
+    let a = env.lfs_repo("a", &remote);
+    let files = small_files(&a, 150, 8);
+    env.git(&a, &["add", "."]);
+    env.git(&a, &["commit", "-qm", "ahead"]);
+    let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "push: {}", stderr(&out));
+    let log = env.agent_log();
+    let queued: Vec<usize> = log
+        .lines()
+        .filter_map(|l| l.split("read ahead of git-lfs: ").nth(1))
+        .filter_map(|rest| rest.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(server.requests("upload_batch"), 2, "{log}");
+    // Eight agents hold eight objects at a time: most of each answer's objects were read
+    // ahead of them.
+    assert!(
+        queued.len() == 2 && queued.iter().sum::<usize>() >= 100,
+        "read ahead {queued:?}\n{log}"
+    );
+    assert_cloned(&remote, &files);
+}
+
+/// An object whose stored copy no longer matches its oid (same size, other bytes), read
+/// ahead or handed over: the push fails naming it, the server registers nothing under its
+/// oid, and once the copy is right again the push completes.
+#[test]
+fn a_damaged_stored_object_fails_alone_when_read_ahead() {
+    let server = TestServer::start();
+    let remote = crate::env::remote_url(&server, "org/damaged", "write");
+    let env = GitEnv::with_agent(&["--concurrency", "4"]);
+    let a = env.lfs_repo("a", &remote);
+    let files = small_files(&a, 120, 9);
+    env.git(&a, &["add", "."]);
+    env.git(&a, &["commit", "-qm", "damaged"]);
+    // The last file of the second Batch API answer: read ahead while four agents hold others.
+    let oid = oid_of(&files[119]);
+    let stored = a
+        .join(".git/lfs/objects")
+        .join(&oid[..2])
+        .join(&oid[2..4])
+        .join(&oid);
+    let original = std::fs::read(&stored).unwrap();
+    std::fs::write(&stored, random_bytes(original.len(), 999)).unwrap();
+    let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
+    assert!(!out.status.success(), "the push must fail");
+    assert!(stderr(&out).contains(&oid[..12]), "{}", stderr(&out));
+    assert!(!stored_on(&server, "org/damaged", &oid, original.len()));
+    assert!(stored_on(
+        &server,
+        "org/damaged",
+        &oid_of(&files[0]),
+        files[0].len()
+    ));
+
+    std::fs::write(&stored, &original).unwrap();
+    let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "push: {}", stderr(&out));
+    assert_cloned(&remote, &files);
+}
+
+fn oid_of(data: &[u8]) -> String {
+    use sha2::Digest;
+    git_xet_core::hash::sha256_hex(&sha2::Sha256::digest(data).into())
+}
+
+/// Whether the server has `oid` registered in `repo` (its Batch API offers a download).
+fn stored_on(server: &TestServer, repo: &str, oid: &str, size: usize) -> bool {
+    let body = serde_json::json!({
+        "operation": "download",
+        "transfers": ["basic"],
+        "objects": [{"oid": oid, "size": size}],
+    });
+    let answer: serde_json::Value = reqwest::blocking::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{}/{repo}.git/info/lfs/objects/batch", server.url))
+        .header("Accept", "application/vnd.git-lfs+json")
+        .header("Content-Type", "application/vnd.git-lfs+json")
+        .basic_auth("x", Some(server.token(repo, "read")))
+        .body(body.to_string())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    answer["objects"][0]["actions"].get("download").is_some()
 }
 
 /// Seconds since midnight of a log line's RFC 3339 timestamp (`2026-11-27T21:59:56.843176Z`).
@@ -318,6 +419,9 @@ struct ShardProxy {
     delay: Option<Duration>,
     delayed: &'static str,
     events: Arc<Mutex<Vec<String>>>,
+    /// Answers the read-ahead route 404, as a server that keeps no Batch API answers
+    /// (another process behind a balancer).
+    forgets_batches: bool,
 }
 
 impl ShardProxy {
@@ -331,6 +435,7 @@ impl ShardProxy {
             delay,
             delayed: "/shards",
             events: Arc::default(),
+            forgets_batches: false,
         }
     }
 
@@ -347,6 +452,7 @@ impl ShardProxy {
         let listener = self.listener.as_ref().unwrap().try_clone().unwrap();
         let (refused, delay) = (self.refused.clone(), self.delay);
         let (delayed, events) = (self.delayed, self.events.clone());
+        let forgets_batches = self.forgets_batches;
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
                 let (upstream, refused) = (upstream.clone(), refused.clone());
@@ -356,6 +462,7 @@ impl ShardProxy {
                         delay,
                         delayed,
                         events: &events,
+                        forgets_batches,
                     };
                     let _ = relay(client, &upstream, &refused, &hold);
                 });
@@ -369,6 +476,7 @@ struct Hold<'a> {
     delay: Option<Duration>,
     delayed: &'static str,
     events: &'a Mutex<Vec<String>>,
+    forgets_batches: bool,
 }
 
 fn relay(
@@ -417,6 +525,15 @@ fn relay(
         }
     };
     note("received");
+    if hold.forgets_batches && request_line.contains("/upload-batches/") {
+        let msg = "no such upload batch here";
+        write!(
+            client,
+            "HTTP/1.1 404 Not Found\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{msg}",
+            msg.len()
+        )?;
+        return Ok(());
+    }
     let held = post && request_line.contains(hold.delayed);
     if let (true, Some(delay)) = (held, hold.delay) {
         std::thread::sleep(delay);

@@ -363,6 +363,7 @@ fn a_revoked_token_is_refused_on_every_route() {
         ("POST", format!("/v1/xorb-grants/default/{x}"), ""),
         ("POST", "/v1/shards".into(), ""),
         ("POST", "/v2/shards".into(), ""),
+        ("GET", format!("/v1/upload-batches/{h}"), ""),
         (
             "GET",
             "/org/a.git/info/refs?service=git-upload-pack".into(),

@@ -12,7 +12,9 @@ use reqwest::Response;
 
 use crate::error::{ClientError, Result};
 use crate::http::{describe_transport_error, AttemptError, Http};
-use git_xet_core::api::cas::{UploadShardResponse, UploadXorbResponse};
+use git_xet_core::api::cas::{
+    AnnouncedObject, UploadBatchAnswer, UploadShardResponse, UploadXorbResponse,
+};
 use git_xet_core::api::routes;
 use git_xet_core::reconstruction::{BatchReconstruction, HttpRange, Reconstruction};
 use git_xet_core::MerkleHash;
@@ -21,6 +23,8 @@ use git_xet_core::MerkleHash;
 const MAX_DEDUP_SHARD: usize = 64 * 1024 * 1024;
 /// Largest reconstruction answer we accept (millions of terms).
 const MAX_RECONSTRUCTION_JSON: usize = 256 * 1024 * 1024;
+/// Largest answer of the upload-batch read-ahead route (1000 objects of about 90 bytes).
+const MAX_UPLOAD_BATCH_JSON: usize = 256 * 1024;
 
 pub use git_xet_core::api::cas::{AWAIT_XORBS, AWAIT_XORBS_LIMIT};
 
@@ -182,6 +186,29 @@ impl CasApi {
         let what = format!("global dedup query for chunk {chunk}");
         match self.get_limited(&what, &url, None, MAX_DEDUP_SHARD).await {
             Ok(body) => Ok(Some(body)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The objects the upload Batch API answer with session id `session` gave `xet` actions
+    /// (a git-xet server extension, for reading ahead of git-lfs); `None` when the server
+    /// keeps no such list (another server, another instance, too old) or the id cannot be
+    /// a git-xet server's.
+    pub async fn announced_uploads(&self, session: &str) -> Result<Option<Vec<AnnouncedObject>>> {
+        let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+        if session.is_empty() || session.len() > 128 || !session.bytes().all(plain) {
+            return Ok(None);
+        }
+        let url = format!("{}{}", self.base, routes::upload_batch_path(session));
+        let what = "asking which objects the push's Batch API answer announced";
+        match self
+            .get_limited(what, &url, None, MAX_UPLOAD_BATCH_JSON)
+            .await
+        {
+            Ok(body) => serde_json::from_slice::<UploadBatchAnswer>(&body)
+                .map(|answer| Some(answer.objects))
+                .map_err(|e| ClientError::protocol(what, format!("upload batch JSON: {e}"))),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
         }

@@ -19,7 +19,7 @@
 //! One socket per repository and remote: objects of different repositories or remotes are
 //! never mixed; within one, a batch holds objects of one CAS URL only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -44,8 +44,9 @@ const MAX_BATCH_FILES: usize = 512;
 const QUIET: Duration = Duration::from_millis(3);
 /// ...or once it waited this long in all for more objects (packing what came meanwhile).
 const MAX_GATHER: Duration = Duration::from_millis(25);
-/// At most this many batches at a time: one gathering while another registers.
-const LANES: usize = 2;
+/// At most this many batches at a time: one gathering while another registers, and one
+/// more of objects read ahead (see [`read_ahead`]).
+const LANES: usize = 3;
 /// How long `terminate` waits for batches other agents still have in flight.
 const DRAIN_WAIT: Duration = Duration::from_secs(120);
 /// Set to `0` to upload every object from its own agent (today's behaviour before sharing).
@@ -59,9 +60,18 @@ type Outcome = Option<String>;
 
 struct Pending {
     job: UploadJob,
-    reply: mpsc::Sender<Outcome>,
+    /// The agent waiting for it; `None` for an object read ahead (see [`read_ahead`]).
+    reply: Option<mpsc::Sender<Outcome>>,
     /// Told (bytes, bytes) once the object's bytes are packed into the batch's session.
     packed: Option<ProgressFn>,
+}
+
+/// What the coordinator knows of an object of this push.
+enum Seen {
+    /// Pending or in a batch: these agents wait for it besides the one that handed it over.
+    InFlight(Vec<mpsc::Sender<Outcome>>),
+    /// Registered by a batch of this push.
+    Registered,
 }
 
 #[derive(Default)]
@@ -80,6 +90,12 @@ struct Queue {
     settling: usize,
     /// Batches registered so far (for the debug builds' test hook).
     registered_batches: u64,
+    /// Every object handed over or read ahead, by oid.
+    seen: HashMap<[u8; 32], Seen>,
+    /// Batch API answers (session ids) whose objects were asked for.
+    asked: HashSet<String>,
+    /// Where objects to read ahead of are sent (see [`read_ahead`]).
+    ahead: Option<mpsc::Sender<UploadJob>>,
 }
 
 /// The coordinator running in this process: a batcher thread and a socket listener.
@@ -127,14 +143,87 @@ impl Coordinator {
 fn submit(shared: &(Mutex<Queue>, Condvar), job: UploadJob, packed: Option<ProgressFn>) -> Outcome {
     let (tx, rx) = mpsc::channel();
     let (lock, cv) = shared;
-    lock.lock().expect("queue lock").pending.push(Pending {
-        job,
-        reply: tx,
-        packed,
-    });
+    {
+        let mut q = lock.lock().expect("queue lock");
+        let q = &mut *q;
+        if let (Some(session), Some(ahead)) = (&job.access.session_id, &q.ahead) {
+            // A git-xet server (it says the await limit) keeps the answer's object list.
+            if job.access.await_xorbs_limit.is_some() && q.asked.insert(session.clone()) {
+                let _ = ahead.send(job.clone());
+            }
+        }
+        match q.seen.get_mut(&job.oid.0) {
+            // Read ahead and registered already: nothing to wait for.
+            Some(Seen::Registered) => return None,
+            Some(Seen::InFlight(waiters)) => waiters.push(tx),
+            None => {
+                q.seen.insert(job.oid.0, Seen::InFlight(Vec::new()));
+                q.pending.push(Pending {
+                    job,
+                    reply: Some(tx),
+                    packed,
+                });
+            }
+        }
+    }
     cv.notify_all();
     rx.recv()
         .unwrap_or_else(|_| Some("internal error (please report): the batch thread ended".into()))
+}
+
+/// Reads ahead of git-lfs, on a thread of its own: for the first object of each Batch API
+/// answer (session id), asks the server which objects that answer announced (a git-xet
+/// extension) and queues those not seen yet, from this repository's object store, as if
+/// their agents had handed them over. git-lfs hands each agent one object at a time and
+/// waits for its answer, so the objects it hands over next are then registered already, or
+/// on their way. Objects the store lacks, or holds with another size, are left to their
+/// agents; nothing is answered to git-lfs before its registration, as for any object.
+fn read_ahead(
+    shared: &(Mutex<Queue>, Condvar),
+    mut service: ObjectService,
+    asks: mpsc::Receiver<UploadJob>,
+) {
+    let (lock, cv) = shared;
+    for first in asks {
+        let announced = match service.announced_uploads(&first.access) {
+            Ok(Some(list)) => list,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::debug!("not reading ahead: {}", crate::agent::chain(&e));
+                continue;
+            }
+        };
+        let mut queued = 0;
+        let mut q = lock.lock().expect("queue lock");
+        for object in announced {
+            let Some(oid) = hex32(&object.oid) else {
+                continue;
+            };
+            if object.size > SHARED_MAX_BYTES || q.seen.contains_key(&oid) {
+                continue;
+            }
+            let path = service.env().store.path(&Oid(oid));
+            if !std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == object.size) {
+                continue;
+            }
+            q.seen.insert(oid, Seen::InFlight(Vec::new()));
+            q.pending.push(Pending {
+                job: UploadJob {
+                    oid: Oid(oid),
+                    size: object.size,
+                    path,
+                    access: first.access.clone(),
+                    action: first.action.clone(),
+                },
+                reply: None,
+                packed: None,
+            });
+            queued += 1;
+        }
+        drop(q);
+        tracing::info!("read ahead of git-lfs: {queued} objects queued");
+        cv.notify_all();
+    }
 }
 
 /// How this agent uploads small objects, settled at its first one.
@@ -226,14 +315,21 @@ fn elect(env: &AgentEnv, remote: &str, agents: u32) -> std::io::Result<Role> {
         Err(e) => return Err(e),
     };
     let ino = std::fs::metadata(&path)?.ino();
+    let (ahead_tx, ahead_rx) = mpsc::channel::<UploadJob>();
     let shared = Arc::new((
         Mutex::new(Queue {
             agents: 1,
             expected: agents as usize,
+            ahead: Some(ahead_tx),
             ..Queue::default()
         }),
         Condvar::new(),
     ));
+    let reader = shared.clone();
+    let reading_service = ObjectService::new(env.clone());
+    std::thread::Builder::new()
+        .name("xet-read-ahead".into())
+        .spawn(move || read_ahead(&reader, reading_service, ahead_rx))?;
     let service = ObjectService::new(env.clone());
     let (settle_tx, settle_rx) = mpsc::channel::<RegisteredBatch>();
     let settler = shared.clone();

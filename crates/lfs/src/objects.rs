@@ -23,6 +23,7 @@ use git_xet_client::transport::{Authenticator, HttpFactory};
 use git_xet_client::{
     CasClient, ClientConfig, ContentTap, DownloadOptions, LocalSource, ProgressFn, RefreshFn, Token,
 };
+use git_xet_core::api::cas::AnnouncedObject;
 
 /// Recent local objects offered to the client as sources of chunks on download.
 const MAX_LOCAL_SOURCES: usize = 16;
@@ -173,6 +174,22 @@ impl ObjectService {
     /// same credentials, token refresh and HTTP settings), for callers that read ranges.
     pub fn client(&mut self, access: &XetAction) -> Result<CasClient, LfsError> {
         self.client_for(access)
+    }
+
+    /// The objects the Batch API answer of `access` (its session id) gave upload actions,
+    /// where its server keeps that list (a git-xet extension; `None` elsewhere).
+    pub fn announced_uploads(
+        &mut self,
+        access: &XetAction,
+    ) -> Result<Option<Vec<AnnouncedObject>>, LfsError> {
+        let Some(session) = access.session_id.clone() else {
+            return Ok(None);
+        };
+        let client = self.client_for(access)?;
+        let runtime = self.runtime()?;
+        let announced =
+            runtime.block_on(async move { client.api().announced_uploads(&session).await });
+        Ok(announced?)
     }
 
     /// The process's runtime, started by the first transfer (git-lfs starts agents that

@@ -173,24 +173,21 @@ impl ObjectService {
                 "the batch failed earlier".into(),
             )));
         };
-        let lists = &batch.lists;
-        let added = batch.runtime.block_on(async {
-            let file = match lists.load(&job.oid.0, job.size) {
-                Some(list) => {
-                    session
-                        .add_chunked_file(&job.path, list, mapper, None)
-                        .await?
+        // Planned here, not on a blocking thread: for small files the hand-over costs more
+        // than the chunking.
+        let list = batch.lists.load(&job.oid.0, job.size);
+        let added = session
+            .add_file_here(&batch.runtime, &job.path, list, mapper)
+            .map_err(LfsError::from)
+            .and_then(|file| {
+                if file.sha256 != job.oid.0 || file.size != job.size {
+                    return Err(LfsError::UploadChanged {
+                        path: job.path.clone(),
+                        now: Oid(file.sha256),
+                    });
                 }
-                None => session.add_file_with(&job.path, mapper, None).await?,
-            };
-            if file.sha256 != job.oid.0 || file.size != job.size {
-                return Err(LfsError::UploadChanged {
-                    path: job.path.clone(),
-                    now: Oid(file.sha256),
-                });
-            }
-            Ok::<_, LfsError>(())
-        });
+                Ok(())
+            });
         added?;
         batch.session = Some(session);
         batch.oids.push(job.oid);
@@ -201,6 +198,12 @@ impl ObjectService {
     /// replaced only by rename, never truncated in place. Any other file is read.
     fn mapper_for(&self, path: &Path, oid: &Oid) -> Mapper {
         let stored = self.env.store.path(oid);
+        // git-lfs names the store's own path: no need to resolve both (a readlink per
+        // component, twice per object).
+        if path == stored {
+            // SAFETY: the store's object, as said above.
+            return unsafe { Mapper::new() };
+        }
         match (std::fs::canonicalize(path), std::fs::canonicalize(stored)) {
             // SAFETY: the store's object, as said above.
             (Ok(a), Ok(b)) if a == b => unsafe { Mapper::new() },

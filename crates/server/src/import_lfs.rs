@@ -249,6 +249,7 @@ fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportErro
         upload_slots: tokio::sync::Semaphore::new(slots),
         conversion_slots: tokio::sync::Semaphore::new(slots),
         xorb_waits: crate::cas::xorb_waits::XorbWaits::new(max_waiting),
+        upload_batches: Default::default(),
         internal_url: "http://127.0.0.1:0".into(),
         listen_url: "http://127.0.0.1:0".into(),
         data_lock: None,

@@ -188,6 +188,7 @@ fn open_state(
         upload_slots: tokio::sync::Semaphore::new(max_uploads),
         conversion_slots: tokio::sync::Semaphore::new(max_uploads),
         xorb_waits: crate::cas::xorb_waits::XorbWaits::new(max_waiting),
+        upload_batches: Default::default(),
         internal_url,
         listen_url,
         data_lock: Some(data_lock),

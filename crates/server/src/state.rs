@@ -29,6 +29,9 @@ pub struct AppState {
     pub conversion_slots: tokio::sync::Semaphore,
     /// Shards waiting for the xorbs their client is still sending (cas/xorb_waits.rs).
     pub xorb_waits: crate::cas::xorb_waits::XorbWaits,
+    /// Recent upload Batch API answers' objects, for clients reading ahead
+    /// (cas/upload_batches.rs).
+    pub upload_batches: crate::cas::upload_batches::UploadBatches,
     /// Plain-HTTP base URL on loopback for the server's own helpers (hooks): the listener's,
     /// or with TLS a second, loopback-only listener's (the certificate need not name
     /// 127.0.0.1, nor the hook trust its CA).

@@ -184,12 +184,7 @@ impl UploadSession {
         progress: Option<ProgressFn>,
     ) -> Result<FileUpload> {
         let (file, size) = open_for_upload(path)?;
-        if size != list.size() {
-            return Err(ClientError::corrupt(
-                format!("uploading {}", path.display()),
-                format!("it has {size} bytes, its chunk list {}", list.size()),
-            ));
-        }
+        check_list_size(path, size, &list)?;
         self.add_input(
             &path.display().to_string(),
             Input::Chunked(Arc::new(file), list, mapper),
@@ -216,56 +211,69 @@ impl UploadSession {
         .await
     }
 
+    /// [`UploadSession::add_file_with`], or with the file's chunk list
+    /// [`UploadSession::add_chunked_file`], planned on the calling thread, which must not be
+    /// one of `runtime`'s (the session's). For a caller packing many small files in a row:
+    /// handing each file to a blocking thread and back costs two thread wake-ups, more than
+    /// chunking a small file on a busy machine.
+    pub fn add_file_here(
+        &mut self,
+        runtime: &tokio::runtime::Handle,
+        path: &Path,
+        list: Option<ChunkList>,
+        mapper: Mapper,
+    ) -> Result<FileUpload> {
+        let (file, size) = open_for_upload(path)?;
+        let input = match list {
+            Some(list) => {
+                check_list_size(path, size, &list)?;
+                Input::Chunked(Arc::new(file), list, mapper)
+            }
+            None => Input::Stream(Stream::File(Arc::new(file), mapper)),
+        };
+        let (planner, queries) = self.take_planning()?;
+        let name = path.display().to_string();
+        let planned = plan_input(planner, queries, input, Size::Exact(size), None, name);
+        match self.keep_planned(planned) {
+            Err(e) => Err(runtime.block_on(self.explain(e))),
+            ok => ok,
+        }
+    }
+
     async fn add_input(
         &mut self,
         name: &str,
-        reader: Input,
+        input: Input,
         size: Size,
         progress: Option<ProgressFn>,
     ) -> Result<FileUpload> {
-        let (mut planner, mut queries) = match (self.planner.take(), self.queries.take()) {
-            (Some(planner), Some(queries)) => (planner, queries),
-            _ => return Err(ClientError::Aborted("the session failed earlier".into())),
-        };
-        let background = matches!(size, Size::Exact(n) if n <= BACKGROUND_MAX_BYTES);
-        let size_hint = match size {
-            Size::Exact(n) | Size::Hint(n) => n,
-        };
-        let name_owned = name.to_string();
-        let task = tokio::task::spawn_blocking(move || {
-            for answer in queries.answers(Duration::ZERO) {
-                planner.add_dedup_answer(&answer);
-            }
-            let mut query = |hash: &MerkleHash| queries.ask(hash, background);
-            let result = match reader {
-                Input::Stream(stream) => plan_stream(
-                    &mut planner,
-                    stream,
-                    size_hint,
-                    progress,
-                    &mut query,
-                    &name_owned,
-                ),
-                Input::Chunked(file, list, mapper) => plan_chunked(
-                    &mut planner,
-                    file,
-                    list,
-                    mapper,
-                    size_hint,
-                    progress,
-                    &mut query,
-                    &name_owned,
-                ),
-            };
-            (planner, queries, result)
+        let (planner, queries) = self.take_planning()?;
+        let name = name.to_string();
+        let task = tokio::task::spawn_blocking({
+            let name = name.clone();
+            move || plan_input(planner, queries, input, size, progress, name)
         });
-        let (planner, queries, result) = task
+        let planned = task
             .await
             .map_err(|e| ClientError::Aborted(format!("chunking {name} failed: {e}")))?;
-        let (upload, planned) = match result {
-            Ok(r) => r,
-            Err(e) => return Err(self.explain(e).await),
-        };
+        match self.keep_planned(planned) {
+            Err(e) => Err(self.explain(e).await),
+            ok => ok,
+        }
+    }
+
+    /// The planner and the dedup queries, lent to one file's planning at a time.
+    fn take_planning(&mut self) -> Result<(SessionPlanner, GlobalQueries)> {
+        match (self.planner.take(), self.queries.take()) {
+            (Some(planner), Some(queries)) => Ok((planner, queries)),
+            _ => Err(ClientError::Aborted("the session failed earlier".into())),
+        }
+    }
+
+    /// Takes the planner back after a file's planning and keeps what was planned. After a
+    /// failure the planner stays gone: the session is over.
+    fn keep_planned(&mut self, (planner, queries, result): Planning) -> Result<FileUpload> {
+        let (upload, planned) = result?;
         self.planner = Some(planner);
         self.queries = Some(queries);
         self.planned.push((upload.clone(), planned));
@@ -503,4 +511,57 @@ fn build_shard(planner: &SessionPlanner, planned: &[(FileUpload, PlannedFile)]) 
             .push(XorbBlock::from_chunks(hash, chunks.iter().copied(), 0));
     }
     shard
+}
+
+/// A planner and its queries back from one file's planning, with what it planned.
+type Planning = (
+    SessionPlanner,
+    GlobalQueries,
+    Result<(FileUpload, PlannedFile)>,
+);
+
+/// Plans one input into the session's xorbs (blocking: reads, chunks and hashes it).
+fn plan_input(
+    mut planner: SessionPlanner,
+    mut queries: GlobalQueries,
+    input: Input,
+    size: Size,
+    progress: Option<ProgressFn>,
+    name: String,
+) -> Planning {
+    for answer in queries.answers(Duration::ZERO) {
+        planner.add_dedup_answer(&answer);
+    }
+    let background = matches!(size, Size::Exact(n) if n <= BACKGROUND_MAX_BYTES);
+    let size_hint = match size {
+        Size::Exact(n) | Size::Hint(n) => n,
+    };
+    let mut query = |hash: &MerkleHash| queries.ask(hash, background);
+    let result = match input {
+        Input::Stream(stream) => {
+            plan_stream(&mut planner, stream, size_hint, progress, &mut query, &name)
+        }
+        Input::Chunked(file, list, mapper) => plan_chunked(
+            &mut planner,
+            file,
+            list,
+            mapper,
+            size_hint,
+            progress,
+            &mut query,
+            &name,
+        ),
+    };
+    (planner, queries, result)
+}
+
+/// A chunk list must describe a file of the file's size.
+fn check_list_size(path: &Path, size: u64, list: &ChunkList) -> Result<()> {
+    if size == list.size() {
+        return Ok(());
+    }
+    Err(ClientError::corrupt(
+        format!("uploading {}", path.display()),
+        format!("it has {size} bytes, its chunk list {}", list.size()),
+    ))
 }

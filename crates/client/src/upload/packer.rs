@@ -215,11 +215,17 @@ pub struct PackedChunk {
     pub stored: Bytes,
 }
 
-/// Compresses chunks on all cores, keeping their order.
+/// Batches smaller than this are compressed on the packer's own thread.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
+/// Compresses chunks on all cores (a batch of at least [`PARALLEL_MIN_BYTES`]), keeping
+/// their order.
 pub fn compress_parallel(chunks: &[(MerkleHash, Bytes)]) -> Vec<PackedChunk> {
     // std reads the cgroup files on every call: once per process is enough.
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let workers = if chunks.len() < 2 {
+    let bytes: usize = chunks.iter().map(|(_, d)| d.len()).sum();
+    // Starting threads costs more than compressing a few chunks.
+    let workers = if chunks.len() < 2 || bytes < PARALLEL_MIN_BYTES {
         1
     } else {
         *CORES.get_or_init(|| {
@@ -274,7 +280,24 @@ fn run(
         sources.clear();
         Ok(())
     };
-    for msg in rx {
+    loop {
+        let msg = match rx.try_recv() {
+            Ok(msg) => msg,
+            Err(mpsc::TryRecvError::Empty) => {
+                // Nothing waiting: compress what came now, not at the xorb's close, which
+                // the session's registration waits for (a session of small files
+                // closes its one xorb right before registering). A packer that is the
+                // bottleneck rarely finds its queue empty and keeps compressing in
+                // parallel batches.
+                flush(&mut batch, &mut sources, &mut open)?;
+                batch_bytes = 0;
+                match rx.recv() {
+                    Ok(msg) => msg,
+                    Err(_) => break,
+                }
+            }
+            Err(mpsc::TryRecvError::Disconnected) => break,
+        };
         match msg {
             PackerMsg::Chunk { hash, data, source } => {
                 batch_bytes += data.len();

@@ -15,6 +15,22 @@ pub const AWAIT_XORBS: &str = "x-xet-await-xorbs";
 /// [`crate::lfs::HEADER_AWAIT_XORBS_LIMIT`].
 pub const AWAIT_XORBS_LIMIT: &str = "x-xet-await-xorbs-limit";
 
+/// The answer to `GET /v1/upload-batches/{session}` (a git-xet server extension): the
+/// objects the upload Batch API answer of that session id gave `xet` actions, so that a
+/// client can read ahead of what git-lfs hands its agents one by one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadBatchAnswer {
+    pub objects: Vec<AnnouncedObject>,
+}
+
+/// One object of an [`UploadBatchAnswer`]: its sha256 (hex) and size, as the Batch API
+/// request named it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnnouncedObject {
+    pub oid: String,
+    pub size: u64,
+}
+
 /// The answer to `POST /v1/xorbs/default/{hash}`: `{"was_inserted":true}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UploadXorbResponse {

@@ -29,6 +29,9 @@ pub const DEDUP_QUERY: &str = "/v1/chunks/{namespace}/{hash}";
 pub const XORB_DATA: &str = "/v1/xorb-data/{hash}";
 pub const SHARD_UPLOAD: &str = "/v1/shards";
 pub const SHARD_UPLOAD_V2: &str = "/v2/shards";
+/// The objects one upload Batch API answer gave `xet` actions, by the answer's session id (a
+/// git-xet server extension: docs/server.md, "Read-ahead of a push's objects").
+pub const UPLOAD_BATCH: &str = "/v1/upload-batches/{session}";
 
 pub const STATUS: &str = "/";
 pub const HEALTH: &str = "/health";
@@ -72,6 +75,7 @@ pub enum Route {
     XorbData,
     ShardUpload,
     ShardUploadV2,
+    UploadBatch,
     Health,
     Ready,
     Metrics,
@@ -90,7 +94,7 @@ pub enum Route {
 }
 
 impl Route {
-    pub const ALL: [Route; 25] = [
+    pub const ALL: [Route; 26] = [
         Route::XorbUpload,
         Route::XorbGrant,
         Route::Telemetry,
@@ -101,6 +105,7 @@ impl Route {
         Route::XorbData,
         Route::ShardUpload,
         Route::ShardUploadV2,
+        Route::UploadBatch,
         Route::Health,
         Route::Ready,
         Route::Metrics,
@@ -121,7 +126,7 @@ impl Route {
     /// The CAS API's routes (the server registers each [`Route::cas_template`]). The batch
     /// reconstruction's path is the start of the single one's: it comes after it, so that
     /// [`Route::cas`] tells them apart.
-    pub const CAS: [Route; 10] = [
+    pub const CAS: [Route; 11] = [
         Route::XorbUpload,
         Route::XorbGrant,
         Route::Telemetry,
@@ -132,6 +137,7 @@ impl Route {
         Route::XorbData,
         Route::ShardUpload,
         Route::ShardUploadV2,
+        Route::UploadBatch,
     ];
 
     /// A fixed name per route (metrics keep a bounded cardinality).
@@ -147,6 +153,7 @@ impl Route {
             Route::XorbData => "xorb_data",
             Route::ShardUpload => "shard_upload",
             Route::ShardUploadV2 => "shard_upload_v2",
+            Route::UploadBatch => "upload_batch",
             Route::Health => "health",
             Route::Ready => "ready",
             Route::Metrics => "metrics",
@@ -178,6 +185,7 @@ impl Route {
             Route::XorbData => XORB_DATA,
             Route::ShardUpload => SHARD_UPLOAD,
             Route::ShardUploadV2 => SHARD_UPLOAD_V2,
+            Route::UploadBatch => UPLOAD_BATCH,
             _ => return None,
         })
     }
@@ -282,6 +290,11 @@ pub fn reconstruction_batch_path(files: &[MerkleHash]) -> String {
 }
 
 /// `/v1/chunks/default-merkledb/{chunk}`.
+/// The path of [`UPLOAD_BATCH`] for one Batch API answer's session id.
+pub fn upload_batch_path(session: &str) -> String {
+    fill(UPLOAD_BATCH, &[session])
+}
+
 pub fn dedup_query_path(chunk: &MerkleHash) -> String {
     fill(DEDUP_QUERY, &[DEDUP_NAMESPACE, &chunk.to_hex()])
 }

@@ -289,6 +289,7 @@ fn sample(route: Route) -> (&'static str, String) {
         Route::XorbData => ("GET", xorb_data_path(&h)),
         Route::ShardUpload => ("POST", SHARD_UPLOAD.into()),
         Route::ShardUploadV2 => ("POST", SHARD_UPLOAD_V2.into()),
+        Route::UploadBatch => ("GET", upload_batch_path(&"ab".repeat(16))),
         Route::Health => ("GET", HEALTH.into()),
         Route::Ready => ("GET", READYZ.into()),
         Route::Metrics => ("GET", METRICS.into()),

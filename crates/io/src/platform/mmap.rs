@@ -18,6 +18,9 @@ use std::fs::File;
 
 use bytes::Bytes;
 
+/// Ranges shorter than this are read even by a mapper that maps.
+pub const MAP_MIN_BYTES: usize = 256 * 1024;
+
 /// How a file's bytes are reached: mapped (only through the `unsafe` [`Mapper::new`], for
 /// files git-xet owns, see the module documentation) or read ([`Mapper::reading`], safe,
 /// for everything else).
@@ -56,7 +59,8 @@ impl Mapper {
     /// Bytes `offset..offset + len` of `file` (any offset), read-only. With `populate`, the
     /// pages are read in before this returns (`MAP_POPULATE` on Linux; elsewhere they are read
     /// when touched); without it, slicing a few chunks out of a large range reads only those.
-    /// The caller checks the range against the file's size.
+    /// The caller checks the range against the file's size. Ranges under [`MAP_MIN_BYTES`]
+    /// are read, not mapped.
     pub fn map_range(
         &self,
         file: &File,
@@ -67,7 +71,9 @@ impl Mapper {
         if len == 0 {
             return Ok(Bytes::new());
         }
-        if self.portable {
+        // A small range is cheaper read than mapped: a mapping costs three system calls, and
+        // its unmapping interrupts every core running one of the process's threads.
+        if self.portable || len < MAP_MIN_BYTES {
             return read_range(file, offset, len);
         }
         let mut options = memmap2::MmapOptions::new();
@@ -98,7 +104,8 @@ mod tests {
     #[test]
     fn maps_and_reads_unaligned_ranges_alike() {
         let mut file = tempfile::tempfile().unwrap();
-        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        let total = 3 * MAP_MIN_BYTES + 20_000;
+        let data: Vec<u8> = (0..total as u32).map(|i| (i % 251) as u8).collect();
         file.write_all(&data).unwrap();
         // Constructed directly: a mapping whatever the environment asks (the file is not
         // truncated while the test runs).
@@ -109,9 +116,13 @@ mod tests {
                 (1, 4095),
                 (4095, 2),
                 (5000, 15_000),
-                (0, 20_000),
-                (19_999, 1),
                 (7, 0),
+                // Mapped by a mapper that maps (at least MAP_MIN_BYTES).
+                (4095, MAP_MIN_BYTES),
+                (1, total - 1),
+                (0, total),
+                (total - MAP_MIN_BYTES - 3, MAP_MIN_BYTES + 3),
+                (total - 1, 1),
             ] {
                 for populate in [false, true] {
                     let bytes = m.map_range(&file, offset as u64, len, populate).unwrap();

@@ -5,7 +5,9 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Outcome, Pending, Queue, ENV_TEST_ABORT, MAX_BATCH_FILES, MAX_GATHER, QUIET};
+use super::{
+    Outcome, Pending, Queue, Seen, ENV_TEST_ABORT, LANES, MAX_BATCH_FILES, MAX_GATHER, QUIET,
+};
 use crate::objects::{AgentEnv, BatchUpload, ObjectService, RegisteredBatch};
 use crate::LfsError;
 
@@ -23,15 +25,17 @@ pub(super) fn batch_loop(
     loop {
         let lane = {
             let mut q = lock.lock().expect("queue lock");
-            while q.pending.is_empty() || q.lanes.iter().all(|busy| *busy) {
+            loop {
+                if let Some(lane) = free_lane(&q) {
+                    q.lanes[lane] = true;
+                    break lane;
+                }
                 q = cv.wait(q).expect("queue lock");
             }
-            let lane = q.lanes.iter().position(|busy| !busy).expect("a free lane");
-            q.lanes[lane] = true;
-            lane
         };
         let gathered = gather(shared, &mut service, lane);
-        let count = gathered.batch.len();
+        // Only objects an agent handed over have an agent waiting.
+        let count = gathered.batch.iter().filter(|p| p.reply.is_some()).count();
         match gathered.session {
             Ok(session) => {
                 lock.lock().expect("queue lock").registering += count;
@@ -44,7 +48,7 @@ pub(super) fn batch_loop(
                     .name("xet-register".into())
                     .spawn(move || {
                         let outcomes = register(session, &batch, &timings, &shared, &settle, env);
-                        finish(&shared, batch, outcomes, lane);
+                        finish(&shared, batch, outcomes, lane, count);
                     });
                 if let Err(e) = spawned {
                     // Without a thread the batch is lost: its objects fail (git-lfs retries).
@@ -57,28 +61,59 @@ pub(super) fn batch_loop(
             }
             Err(e) => {
                 let outcomes = one_by_one(&mut service, &gathered.batch, &e);
-                finish(shared, gathered.batch, outcomes, lane);
+                finish(shared, gathered.batch, outcomes, lane, 0);
             }
         }
     }
 }
 
-/// Answers a batch's objects and frees its lane.
+/// The lane the next batch may take, if one may start: with objects pending, one of the
+/// first [`LANES`] - 1 lanes, or the last when the next object was read ahead (so that a
+/// read-ahead batch registers while both halves of the agents' objects do).
+fn free_lane(q: &Queue) -> Option<usize> {
+    let first = q.pending.first()?;
+    let lanes = if first.reply.is_none() {
+        LANES
+    } else {
+        LANES - 1
+    };
+    q.lanes[..lanes].iter().position(|busy| !busy)
+}
+
+/// Answers a batch's objects, and every agent that handed one over meanwhile, and frees
+/// its lane; `registering` is what the batch added to [`Queue::registering`].
 fn finish(
     shared: &(Mutex<Queue>, Condvar),
     batch: Vec<Pending>,
     outcomes: Vec<Outcome>,
     lane: usize,
+    registering: usize,
 ) {
     let (lock, cv) = shared;
-    let count = batch.len();
-    for (p, outcome) in batch.into_iter().zip(outcomes) {
-        let _ = p.reply.send(outcome);
-    }
     let mut q = lock.lock().expect("queue lock");
-    q.registering = q.registering.saturating_sub(count);
+    for (p, outcome) in batch.into_iter().zip(outcomes) {
+        let waiters = match q.seen.remove(&p.job.oid.0) {
+            Some(Seen::InFlight(waiters)) => waiters,
+            _ => Vec::new(),
+        };
+        if outcome.is_none() {
+            q.seen.insert(p.job.oid.0, Seen::Registered);
+        }
+        for reply in p.reply.iter().chain(&waiters) {
+            let _ = reply.send(outcome.clone());
+        }
+    }
+    q.registering = q.registering.saturating_sub(registering);
     q.lanes[lane] = false;
     cv.notify_all();
+}
+
+/// Pending objects of CAS URL `url` that were read ahead (all there: no agent to wait for).
+fn read_ahead_pending(q: &Queue, url: &str) -> usize {
+    q.pending
+        .iter()
+        .filter(|p| p.reply.is_none() && p.job.access.cas_url == url)
+        .count()
 }
 
 /// Registers a packed batch (on its own thread); one outcome per object. The bookkeeping
@@ -216,7 +251,9 @@ fn gather(shared: &(Mutex<Queue>, Condvar), service: &mut ObjectService, lane: u
     let (mut batch, url, mut target) = {
         let mut q = lock.lock().expect("queue lock");
         let url = q.pending[0].job.access.cas_url.clone();
-        let target = batch_target(&q);
+        let target = batch_target(&q)
+            .max(read_ahead_pending(&q, &url))
+            .min(MAX_BATCH_FILES);
         let batch = take_for(&mut q, &url, target);
         (batch, url, target)
     };
@@ -254,7 +291,10 @@ fn gather(shared: &(Mutex<Queue>, Condvar), service: &mut ObjectService, lane: u
             waited += before.elapsed();
         }
         // Agents join as they get their first object, and registered batches free theirs.
-        target = batch_target(&q).max(batch.len());
+        target = batch_target(&q)
+            .max(batch.len() + read_ahead_pending(&q, &url))
+            .min(MAX_BATCH_FILES)
+            .max(batch.len());
         let more = take_for(&mut q, &url, target - batch.len());
         drop(q);
         if !more.is_empty() {

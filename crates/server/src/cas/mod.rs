@@ -10,6 +10,7 @@ mod shards;
 mod shards_v2;
 mod stored_xorb;
 mod telemetry;
+pub(crate) mod upload_batches;
 mod xorb_data;
 pub(crate) mod xorb_waits;
 mod xorbs;
@@ -46,6 +47,7 @@ fn handler(route: Route) -> MethodRouter<SharedState> {
         Route::XorbData => get(xorb_data::get),
         Route::ShardUpload => post(shards::upload),
         Route::ShardUploadV2 => post(shards_v2::upload),
+        Route::UploadBatch => get(upload_batches::get),
         Route::Health
         | Route::Ready
         | Route::Metrics

@@ -19,6 +19,7 @@ use crate::lfs::objects::{claim_statuses, Claim};
 use crate::lfs::{lfs_base, lfs_json, parse_oid, LfsResult};
 use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
+use git_xet_core::api::cas::AnnouncedObject;
 use git_xet_core::api::routes;
 use git_xet_core::constants::{XET_DOWNLOAD_TRANSFER, XET_TRANSFER};
 use git_xet_core::lfs;
@@ -171,7 +172,7 @@ pub async fn batch(
         ),
         (lfs::HEADER_ACCESS_TOKEN.to_string(), token.clone()),
         (lfs::HEADER_TOKEN_EXPIRATION.to_string(), exp.to_string()),
-        (lfs::HEADER_SESSION_ID.to_string(), session),
+        (lfs::HEADER_SESSION_ID.to_string(), session.clone()),
     ]);
     if upload && crate::cas::xorb_waits::enabled(state) {
         // Said up front, so that a client's first shard can go with its xorbs.
@@ -296,6 +297,20 @@ pub async fn batch(
     // the server already has: then name `basic`, which runs inside git-lfs and costs nothing.
     // Only for uploads: a download batch (without actions, errors only) is also how clients
     // ask which transfer the server offers.
+    if upload && xet {
+        // For the agent that reads ahead of git-lfs (cas/upload_batches.rs).
+        let announced = objects
+            .iter()
+            .filter(|o| o.actions.contains_key("upload"))
+            .filter_map(|o| {
+                Some(AnnouncedObject {
+                    oid: o.oid.clone(),
+                    size: u64::try_from(o.size).ok()?,
+                })
+            })
+            .collect();
+        state.upload_batches.remember(&session, repo, announced);
+    }
     let nothing_to_upload = upload && objects.iter().all(|o| o.actions.is_empty());
     let transfer = if xet && !(nothing_to_upload && offers_basic) {
         XET_TRANSFER
