@@ -193,24 +193,28 @@ fn read_ahead(
                 continue;
             }
         };
+        // The store's copies are looked at before the queue is locked.
+        let stored: Vec<([u8; 32], u64, PathBuf)> = announced
+            .into_iter()
+            .filter(|object| object.size <= SHARED_MAX_BYTES)
+            .filter_map(|object| {
+                let oid = hex32(&object.oid)?;
+                let path = service.env().store.path(&Oid(oid));
+                let meta = std::fs::metadata(&path).ok()?;
+                (meta.is_file() && meta.len() == object.size).then_some((oid, object.size, path))
+            })
+            .collect();
         let mut queued = 0;
         let mut q = lock.lock().expect("queue lock");
-        for object in announced {
-            let Some(oid) = hex32(&object.oid) else {
-                continue;
-            };
-            if object.size > SHARED_MAX_BYTES || q.seen.contains_key(&oid) {
-                continue;
-            }
-            let path = service.env().store.path(&Oid(oid));
-            if !std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == object.size) {
+        for (oid, size, path) in stored {
+            if q.seen.contains_key(&oid) {
                 continue;
             }
             q.seen.insert(oid, Seen::InFlight(Vec::new()));
             q.pending.push(Pending {
                 job: UploadJob {
                     oid: Oid(oid),
-                    size: object.size,
+                    size,
                     path,
                     access: first.access.clone(),
                     action: first.action.clone(),

@@ -27,12 +27,13 @@ use crate::repo_name::RepoName;
 use crate::state::SharedState;
 use git_xet_core::api::cas::{AnnouncedObject, UploadBatchAnswer};
 
-/// Answers kept at most (each at most the Batch API's object limit)...
+/// Answers kept at most...
 const MAX_KEPT: usize = 1024;
 /// ...and for at most this long: a push asks within a round trip of its Batch API answer.
 const KEPT_FOR: Duration = Duration::from_secs(600);
-/// Objects of one answer kept at most: a client reads ahead of the first ones only.
-const MAX_OBJECTS: usize = 1000;
+/// Objects of one answer kept at most (git-lfs asks for 100 at a time): with [`MAX_KEPT`],
+/// at most about 20 MiB whatever clients send.
+const MAX_OBJECTS: usize = 200;
 
 struct Kept {
     repo: RepoName,
