@@ -9,6 +9,9 @@
 # Two more columns bound what an agent can do: "floor" is git-lfs with an agent that moves
 # nothing (scripts/lib/floor_agent.c), "git" is git alone (no LFS transfer at all).
 # BENCH_ORDER (default "xet basic floor git") picks and orders the columns.
+# BENCH_SETTLE=1: after the clone, wait for the next second and run `git status` (untimed), so
+# that the pull starts without racily clean files (which git cleans again at its next command:
+# a clone that writes its files fast leaves more of them, see the racy count printed).
 #
 # Steps: `git add` of all files (clean filter), `git push` (git-lfs's pre-push uploads the
 # objects), `git clone`; then a tenth of the files get new content: `git add`, `git push`,
@@ -147,6 +150,10 @@ bench_mode() { # bench_mode MODE SEED: MODE xet, basic, floor or git (git withou
   local index_secs; index_secs=$(stat -c %Y "$b/.git/index")
   racy[$mode]=$(find "$b" -path "$b/.git" -prune -o -type f -printf '%T@\n' |
     awk -v i="$index_secs" 'int($1) >= i' | wc -l)
+  if [ "${BENCH_SETTLE:-0}" = 1 ]; then
+    sleep 1.1
+    run_in "$mode-b" "$b" git status --porcelain >/dev/null
+  fi
 
   fill "$a" $((seed + 100)) 10
   run_in "$mode-a" "$a" git add .

@@ -182,21 +182,18 @@ fn no_object_is_reported_done_before_its_shard_is_registered() {
 /// first agent's next object alone.)
 #[test]
 fn the_other_agents_start_while_the_first_round_is_registered() {
-    // Without reading ahead (which would register the whole push at once).
+    // Without reading ahead (which would register the whole push at once): no list in the
+    // Batch API answers, none to ask for.
     let proxy = ShardProxy {
         forgets_batches: true,
+        strips_lists: true,
         ..ShardProxy::bind(Some(Duration::from_millis(1500)))
     };
     let public = format!("http://{}", proxy.addr);
     let server = TestServer::start_with(&["--public-url", &public]);
     proxy.serve(server.listen_addr());
-    let remote = format!(
-        "http://x:{}@{}/org/ramp.git",
-        server.token("org/ramp", "write"),
-        server.listen_addr()
-    );
     let env = GitEnv::with_agent(&["--concurrency", "8"]);
-    let a = env.lfs_repo("a", &remote);
+    let (a, remote) = repo_behind(&env, &server, &proxy, "org/ramp");
     let files = small_files(&a, 24, 5);
     env.git(&a, &["add", "."]);
     env.git(&a, &["commit", "-qm", "ramp"]);
@@ -230,35 +227,70 @@ fn the_other_agents_start_while_the_first_round_is_registered() {
     assert_cloned(&remote, &files);
 }
 
-/// The coordinator reads ahead of git-lfs: for each Batch API answer it asks the server which
-/// objects the answer announced and registers those no agent has handed over yet, so that
+/// The coordinator reads ahead of git-lfs: for each Batch API answer it learns which objects
+/// the answer announced (from the list its first upload actions carry, or, from a server that
+/// does not send it, by asking) and registers those no agent has handed over yet, so that
 /// git-lfs's next objects are answered as soon as they are handed over. Two Batch API
 /// answers (git-lfs asks for 100 objects at a time), both read ahead; a bit-exact clone.
 #[test]
 fn the_coordinator_reads_ahead_of_git_lfs() {
-    let server = TestServer::start();
-    let remote = crate::env::remote_url(&server, "org/ahead", "write");
-    let env = GitEnv::with_agent(&["--concurrency", "8"]);
+    for strips_lists in [false, true] {
+        let proxy = ShardProxy {
+            strips_lists,
+            ..ShardProxy::delaying("/not-held", Duration::ZERO)
+        };
+        let public = format!("http://{}", proxy.addr);
+        let server = TestServer::start_with(&["--public-url", &public]);
+        proxy.serve(server.listen_addr());
+        let env = GitEnv::with_agent(&["--concurrency", "8"]);
+        let (a, remote) = repo_behind(&env, &server, &proxy, "org/ahead");
+        let files = small_files(&a, 150, 8);
+        env.git(&a, &["add", "."]);
+        env.git(&a, &["commit", "-qm", "ahead"]);
+        let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
+        assert!(out.status.success(), "push: {}", stderr(&out));
+        let log = env.agent_log();
+        let from = if strips_lists {
+            "the server"
+        } else {
+            "the answer"
+        };
+        let queued: Vec<usize> = log
+            .lines()
+            .filter(|l| l.ends_with(&format!("(list from {from})")))
+            .filter_map(|l| l.split("read ahead of git-lfs: ").nth(1))
+            .filter_map(|rest| rest.split(' ').next()?.parse().ok())
+            .collect();
+        let asked = server.requests("upload_batch");
+        match strips_lists {
+            true => assert_eq!(asked, 2, "{log}"),
+            // Asked only when an object without the list reached the coordinator first.
+            false => assert!(asked <= 2, "{asked}\n{log}"),
+        }
+        // Eight agents hold eight objects at a time: most of each answer's objects were read
+        // ahead of them.
+        assert!(
+            queued.len() == 2 && queued.iter().sum::<usize>() >= 100,
+            "read ahead {queued:?} from {from}\n{log}"
+        );
+        assert_cloned(&remote, &files);
+    }
+}
+
+/// A repository `a` whose LFS traffic goes through `proxy` (git's own goes to `server`
+/// directly); its remote URL.
+fn repo_behind(
+    env: &GitEnv,
+    server: &TestServer,
+    proxy: &ShardProxy,
+    name: &str,
+) -> (std::path::PathBuf, String) {
+    let token = server.token(name, "write");
+    let remote = format!("http://x:{token}@{}/{name}.git", server.listen_addr());
     let a = env.lfs_repo("a", &remote);
-    let files = small_files(&a, 150, 8);
-    env.git(&a, &["add", "."]);
-    env.git(&a, &["commit", "-qm", "ahead"]);
-    let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
-    assert!(out.status.success(), "push: {}", stderr(&out));
-    let log = env.agent_log();
-    let queued: Vec<usize> = log
-        .lines()
-        .filter_map(|l| l.split("read ahead of git-lfs: ").nth(1))
-        .filter_map(|rest| rest.split(' ').next()?.parse().ok())
-        .collect();
-    assert_eq!(server.requests("upload_batch"), 2, "{log}");
-    // Eight agents hold eight objects at a time: most of each answer's objects were read
-    // ahead of them.
-    assert!(
-        queued.len() == 2 && queued.iter().sum::<usize>() >= 100,
-        "read ahead {queued:?}\n{log}"
-    );
-    assert_cloned(&remote, &files);
+    let lfs = format!("http://x:{token}@{}/{name}.git/info/lfs", proxy.addr);
+    env.git(&a, &["config", "lfs.url", &lfs]);
+    (a, remote)
 }
 
 /// An object whose stored copy no longer matches its oid (same size, other bytes), read
@@ -422,6 +454,9 @@ struct ShardProxy {
     /// Answers the read-ahead route 404, as a server that keeps no Batch API answers
     /// (another process behind a balancer).
     forgets_batches: bool,
+    /// Takes the object list out of the Batch API answers' actions, as a server that does
+    /// not send it (the remote must then point at the proxy).
+    strips_lists: bool,
 }
 
 impl ShardProxy {
@@ -436,6 +471,7 @@ impl ShardProxy {
             delayed: "/shards",
             events: Arc::default(),
             forgets_batches: false,
+            strips_lists: false,
         }
     }
 
@@ -452,7 +488,7 @@ impl ShardProxy {
         let listener = self.listener.as_ref().unwrap().try_clone().unwrap();
         let (refused, delay) = (self.refused.clone(), self.delay);
         let (delayed, events) = (self.delayed, self.events.clone());
-        let forgets_batches = self.forgets_batches;
+        let (forgets_batches, strips_lists) = (self.forgets_batches, self.strips_lists);
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
                 let (upstream, refused) = (upstream.clone(), refused.clone());
@@ -463,6 +499,7 @@ impl ShardProxy {
                         delayed,
                         events: &events,
                         forgets_batches,
+                        strips_lists,
                     };
                     let _ = relay(client, &upstream, &refused, &hold);
                 });
@@ -477,6 +514,7 @@ struct Hold<'a> {
     delayed: &'static str,
     events: &'a Mutex<Vec<String>>,
     forgets_batches: bool,
+    strips_lists: bool,
 }
 
 fn relay(
@@ -551,7 +589,38 @@ fn relay(
     head.extend_from_slice(b"Connection: close\r\n\r\n");
     server.write_all(&head)?;
     server.write_all(&body)?;
-    std::io::copy(&mut server, &mut client)?;
+    if hold.strips_lists && request_line.contains("/objects/batch") {
+        let mut answer = Vec::new();
+        server.read_to_end(&mut answer)?;
+        client.write_all(&without_lists(&answer))?;
+    } else {
+        std::io::copy(&mut server, &mut client)?;
+    }
     note("answered");
     Ok(())
+}
+
+/// An HTTP answer (whole, `Content-Length` framed) to a Batch API request without the
+/// object list its upload actions carry.
+fn without_lists(answer: &[u8]) -> Vec<u8> {
+    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8(answer[..split].to_vec()).unwrap();
+    assert!(!head.to_ascii_lowercase().contains("chunked"), "{head}");
+    let mut json: serde_json::Value = serde_json::from_slice(&answer[split..]).unwrap();
+    for object in json["objects"].as_array_mut().into_iter().flatten() {
+        if let Some(header) = object["actions"]["upload"]["header"].as_object_mut() {
+            header.remove("X-Xet-Upload-Objects");
+        }
+    }
+    let body = json.to_string();
+    let mut out = String::new();
+    for line in head.split("\r\n").filter(|l| !l.is_empty()) {
+        match line.to_ascii_lowercase().starts_with("content-length:") {
+            true => out.push_str(&format!("Content-Length: {}\r\n", body.len())),
+            false => out.push_str(&format!("{line}\r\n")),
+        }
+    }
+    out.push_str("\r\n");
+    out.push_str(&body);
+    out.into_bytes()
 }

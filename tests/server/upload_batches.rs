@@ -2,7 +2,7 @@
 //! API answer gave `xet` actions, for the agent that reads ahead of git-lfs.
 
 use crate::common::{client, sha256_hex};
-use crate::lfs::batch;
+use crate::lfs::{batch, with_headers};
 use crate::support::{random_bytes, TestServer};
 use serde_json::{json, Value};
 
@@ -94,4 +94,84 @@ fn an_upload_answer_lists_its_objects_to_its_own_repository_only() {
     );
     assert_eq!(status, 200, "{answer}");
     assert!(answer["objects"][0]["actions"].get("download").is_none());
+}
+
+/// The same list goes with the answer itself, on its first upload actions only (saving the
+/// agents' coordinator the round trip of asking): every object given an upload action, none
+/// already stored nor refused; a one-object answer carries none.
+#[test]
+fn an_upload_answer_carries_its_list_on_its_first_actions() {
+    let server = TestServer::start();
+    let repo = "org/carried";
+    let token = server.token(repo, "write");
+    let blobs: Vec<Vec<u8>> = (0..7)
+        .map(|i| random_bytes(1000 + i, 70 + i as u64))
+        .collect();
+    let oids: Vec<String> = blobs.iter().map(|b| sha256_hex(b)).collect();
+    // The first object is stored already: no action, not listed.
+    let (status, answer) = batch(
+        &server,
+        repo,
+        Some(&token),
+        "upload",
+        &["basic"],
+        &[(&oids[0], 1000)],
+    );
+    assert_eq!(status, 200, "{answer}");
+    let action = &answer["objects"][0]["actions"]["upload"];
+    let put = client().put(action["href"].as_str().unwrap());
+    let r = with_headers(put, action)
+        .body(blobs[0].clone())
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+
+    let bad = "z".repeat(64);
+    let mut asked: Vec<(&str, u64)> = oids
+        .iter()
+        .zip(&blobs)
+        .map(|(o, b)| (o.as_str(), b.len() as u64))
+        .collect();
+    asked.insert(2, (bad.as_str(), 5));
+    let (status, answer) = batch(
+        &server,
+        repo,
+        Some(&token),
+        "upload",
+        &["basic", "xet"],
+        &asked,
+    );
+    assert_eq!(status, 200, "{answer}");
+    let expected: Vec<String> = oids[1..]
+        .iter()
+        .zip(&blobs[1..])
+        .map(|(o, b)| format!("{o}:{}", b.len()))
+        .collect();
+    let carried: Vec<Option<&str>> = answer["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["actions"]["upload"]["header"].as_object())
+        .map(|h| h.get("X-Xet-Upload-Objects").and_then(Value::as_str))
+        .collect();
+    assert_eq!(carried.len(), 6, "{answer}");
+    let list = expected.join(" ");
+    assert_eq!(carried[..4], [Some(list.as_str()); 4], "{answer}");
+    assert_eq!(carried[4..], [None, None], "{answer}");
+
+    let (status, answer) = batch(
+        &server,
+        repo,
+        Some(&token),
+        "upload",
+        &["basic", "xet"],
+        &asked[1..2],
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["objects"][0]["actions"]["upload"]["header"]
+            .get("X-Xet-Upload-Objects")
+            .is_none(),
+        "{answer}"
+    );
 }

@@ -11,7 +11,7 @@ use git_xet_core::MerkleHash;
 
 pub use git_xet_core::lfs::{
     HEADER_ACCESS_TOKEN, HEADER_AWAIT_XORBS_LIMIT, HEADER_CAS_URL, HEADER_FILE_HASH,
-    HEADER_SESSION_ID, HEADER_TOKEN_EXPIRATION,
+    HEADER_SESSION_ID, HEADER_TOKEN_EXPIRATION, HEADER_UPLOAD_OBJECTS,
 };
 
 /// What the agent needs from one object's action.

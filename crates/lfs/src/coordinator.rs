@@ -26,12 +26,13 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::action::XetAction;
+use crate::action::{XetAction, HEADER_UPLOAD_OBJECTS};
 use crate::objects::{AgentEnv, ObjectService, RegisteredBatch, UploadJob};
 use crate::pointer::Oid;
 use crate::protocol::{read_line, Action, Line, Operation};
 use batches::batch_loop;
 use git_xet_client::ProgressFn;
+use git_xet_core::lfs::parse_upload_objects;
 
 mod batches;
 
@@ -47,6 +48,9 @@ const MAX_GATHER: Duration = Duration::from_millis(25);
 /// At most this many batches at a time: one gathering while another registers, and one
 /// more of objects read ahead (see [`read_ahead`]).
 const LANES: usize = 3;
+/// How long the read-ahead waits for an answer's list to come with one of its first objects
+/// when another object of the answer came first (asking the server costs a round trip).
+const LIST_GRACE: Duration = Duration::from_millis(10);
 /// How long `terminate` waits for batches other agents still have in flight.
 const DRAIN_WAIT: Duration = Duration::from_secs(120);
 /// Set to `0` to upload every object from its own agent (today's behaviour before sharing).
@@ -84,6 +88,9 @@ struct Queue {
     expected: usize,
     /// Objects of batches being registered (their agents wait for the answer).
     registering: usize,
+    /// Agents waiting on an object that another agent or the read-ahead brought
+    /// ([`Seen::InFlight`]): like those of `registering`, they hand over nothing meanwhile.
+    waiting: usize,
     /// Which lanes (batch clients) a batch holds, gathering or registering.
     lanes: [bool; LANES],
     /// Registered batches whose bookkeeping is not done yet.
@@ -92,8 +99,9 @@ struct Queue {
     registered_batches: u64,
     /// Every object handed over or read ahead, by oid.
     seen: HashMap<[u8; 32], Seen>,
-    /// Batch API answers (session ids) whose objects were asked for.
-    asked: HashSet<String>,
+    /// Batch API answers (session ids) read ahead of: `true` once with the list the answer
+    /// carried, `false` while only asked for at the server.
+    asked: HashMap<String, bool>,
     /// Where objects to read ahead of are sent (see [`read_ahead`]).
     ahead: Option<mpsc::Sender<UploadJob>>,
 }
@@ -147,15 +155,27 @@ fn submit(shared: &(Mutex<Queue>, Condvar), job: UploadJob, packed: Option<Progr
         let mut q = lock.lock().expect("queue lock");
         let q = &mut *q;
         if let (Some(session), Some(ahead)) = (&job.access.session_id, &q.ahead) {
-            // A git-xet server (it says the await limit) keeps the answer's object list.
-            if job.access.await_xorbs_limit.is_some() && q.asked.insert(session.clone()) {
+            // A git-xet server puts the answer's object list on its first objects' actions,
+            // and keeps it to be asked for (it says the await limit) when another object of
+            // the answer comes first. A list already asked for still goes: it is at hand,
+            // and queueing is idempotent.
+            let listed = job.action.header(HEADER_UPLOAD_OBJECTS).is_some();
+            let asks = match q.asked.get(session) {
+                None => listed || job.access.await_xorbs_limit.is_some(),
+                Some(had_list) => listed && !had_list,
+            };
+            if asks {
+                q.asked.insert(session.clone(), listed);
                 let _ = ahead.send(job.clone());
             }
         }
         match q.seen.get_mut(&job.oid.0) {
             // Read ahead and registered already: nothing to wait for.
             Some(Seen::Registered) => return None,
-            Some(Seen::InFlight(waiters)) => waiters.push(tx),
+            Some(Seen::InFlight(waiters)) => {
+                waiters.push(tx);
+                q.waiting += 1;
+            }
             None => {
                 q.seen.insert(job.oid.0, Seen::InFlight(Vec::new()));
                 q.pending.push(Pending {
@@ -172,8 +192,9 @@ fn submit(shared: &(Mutex<Queue>, Condvar), job: UploadJob, packed: Option<Progr
 }
 
 /// Reads ahead of git-lfs, on a thread of its own: for the first object of each Batch API
-/// answer (session id), asks the server which objects that answer announced (a git-xet
-/// extension) and queues those not seen yet, from this repository's object store, as if
+/// answer (session id), learns which objects that answer announced (a git-xet extension: the
+/// list its first objects' actions carry, [`HEADER_UPLOAD_OBJECTS`], else asked for at the
+/// server) and queues those not seen yet, from this repository's object store, as if
 /// their agents had handed them over. git-lfs hands each agent one object at a time and
 /// waits for its answer, so the objects it hands over next are then registered already, or
 /// on their way. Objects the store lacks, or holds with another size, are left to their
@@ -184,15 +205,70 @@ fn read_ahead(
     asks: mpsc::Receiver<UploadJob>,
 ) {
     let (lock, cv) = shared;
-    for first in asks {
-        let announced = match service.announced_uploads(&first.access) {
-            Ok(Some(list)) => list,
-            Ok(None) => continue,
-            Err(e) => {
-                tracing::debug!("not reading ahead: {}", crate::agent::chain(&e));
+    // Asks not taken yet, and the answers whose list came with an object.
+    let mut backlog: Vec<UploadJob> = Vec::new();
+    let mut listed: HashSet<String> = HashSet::new();
+    // Answers whose list was waited for (once each).
+    let mut graced: HashSet<String> = HashSet::new();
+    loop {
+        if backlog.is_empty() {
+            match asks.recv() {
+                Ok(ask) => backlog.push(ask),
+                Err(_) => return,
+            }
+        }
+        backlog.extend(asks.try_iter());
+        // A list at hand goes first: it may make an ask at the server moot.
+        let next = backlog
+            .iter()
+            .position(|ask| ask.action.header(HEADER_UPLOAD_OBJECTS).is_some())
+            .unwrap_or(0);
+        let first = backlog.remove(next);
+        let carried = first.action.header(HEADER_UPLOAD_OBJECTS);
+        let session = first.access.session_id.clone().unwrap_or_default();
+        if carried.is_some() {
+            listed.insert(session);
+        } else if listed.contains(&session) {
+            continue;
+        } else if !listed.is_empty() && graced.insert(session.clone()) {
+            // This server sends lists: the answer's is on its first objects, which git-lfs
+            // handed out first, so one of them is likely a moment behind (agents race to the
+            // socket). Waiting a little for it is cheaper than asking.
+            let deadline = Instant::now() + LIST_GRACE;
+            while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+                let Ok(ask) = asks.recv_timeout(left) else {
+                    break;
+                };
+                let brings_it = ask.access.session_id.as_ref() == Some(&session)
+                    && ask.action.header(HEADER_UPLOAD_OBJECTS).is_some();
+                backlog.push(ask);
+                if brings_it {
+                    break;
+                }
+            }
+            backlog.push(first);
+            continue;
+        }
+        let announced = match carried.map(parse_upload_objects) {
+            Some(Some(list)) => list,
+            Some(None) => {
+                tracing::debug!("not reading ahead: a malformed {HEADER_UPLOAD_OBJECTS}");
                 continue;
             }
+            None => match service.announced_uploads(&first.access) {
+                Ok(Some(list)) => list,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::debug!("not reading ahead: {}", crate::agent::chain(&e));
+                    continue;
+                }
+            },
         };
+        // The objects read ahead act on the first's action, without the list.
+        let mut action = first.action.clone();
+        action
+            .header
+            .retain(|k, _| !k.eq_ignore_ascii_case(HEADER_UPLOAD_OBJECTS));
         // The store's copies are looked at before the queue is locked.
         let stored: Vec<([u8; 32], u64, PathBuf)> = announced
             .into_iter()
@@ -217,7 +293,7 @@ fn read_ahead(
                     size,
                     path,
                     access: first.access.clone(),
-                    action: first.action.clone(),
+                    action: action.clone(),
                 },
                 reply: None,
                 packed: None,
@@ -225,7 +301,12 @@ fn read_ahead(
             queued += 1;
         }
         drop(q);
-        tracing::info!("read ahead of git-lfs: {queued} objects queued");
+        let from = if carried.is_some() {
+            "the answer"
+        } else {
+            "the server"
+        };
+        tracing::info!("read ahead of git-lfs: {queued} objects queued (list from {from})");
         cv.notify_all();
     }
 }

@@ -22,6 +22,48 @@ pub const HEADER_FILE_HASH: &str = "X-Xet-Hash";
 /// upload answers, spelt as the other action headers are, said up front so that a client's
 /// first upload needs one round trip, not two).
 pub const HEADER_AWAIT_XORBS_LIMIT: &str = "X-Xet-Await-Xorbs-Limit";
+/// Upload actions of a git-xet server, on the first few objects of an answer only: every
+/// object of the answer given a `xet` upload action, as `oid:size` separated by single
+/// spaces ([`format_upload_objects`], [`parse_upload_objects`]). The same list as
+/// `GET /v1/upload-batches/{session}` answers, without that round trip: git-lfs hands each
+/// agent one object and waits, and a client reads ahead of it with this.
+pub const HEADER_UPLOAD_OBJECTS: &str = "X-Xet-Upload-Objects";
+/// At most this many objects in [`HEADER_UPLOAD_OBJECTS`] (git-lfs asks for 100 per answer).
+pub const MAX_UPLOAD_OBJECTS: usize = 200;
+
+/// Spells `objects` for [`HEADER_UPLOAD_OBJECTS`].
+pub fn format_upload_objects(objects: &[crate::api::cas::AnnouncedObject]) -> String {
+    let mut out = String::with_capacity(objects.len() * 76);
+    for (i, object) in objects.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(&object.oid);
+        out.push(':');
+        out.push_str(&object.size.to_string());
+    }
+    out
+}
+
+/// Reads a [`HEADER_UPLOAD_OBJECTS`] value: `None` when any entry is malformed (a bad oid or
+/// size) or there are more than [`MAX_UPLOAD_OBJECTS`]: the list is an optimisation, and a
+/// client without it does what it would do without the header.
+pub fn parse_upload_objects(value: &str) -> Option<Vec<crate::api::cas::AnnouncedObject>> {
+    let mut objects = Vec::new();
+    for entry in value.split(' ').filter(|e| !e.is_empty()) {
+        if objects.len() == MAX_UPLOAD_OBJECTS {
+            return None;
+        }
+        let (oid, size) = entry.split_once(':')?;
+        parse_oid(oid).ok()?;
+        let size = size.parse::<u64>().ok()?;
+        objects.push(crate::api::cas::AnnouncedObject {
+            oid: oid.to_string(),
+            size,
+        });
+    }
+    Some(objects)
+}
 
 /// Why a string is not an LFS object id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,6 +100,45 @@ pub fn parse_oid(s: &str) -> Result<[u8; 32], OidError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upload_object_lists_read_back_and_refuse_what_is_not_one() {
+        use crate::api::cas::AnnouncedObject;
+        let objects = vec![
+            AnnouncedObject {
+                oid: "ab".repeat(32),
+                size: 0,
+            },
+            AnnouncedObject {
+                oid: "0f".repeat(32),
+                size: u64::MAX,
+            },
+        ];
+        let value = format_upload_objects(&objects);
+        assert_eq!(
+            value,
+            format!("{}:0 {}:{}", "ab".repeat(32), "0f".repeat(32), u64::MAX)
+        );
+        assert_eq!(parse_upload_objects(&value), Some(objects));
+        assert_eq!(parse_upload_objects(""), Some(Vec::new()));
+        let good = format!("{}:1", "ab".repeat(32));
+        for bad in [
+            format!("{}:1", "AB".repeat(32)),
+            format!("{}:-1", "ab".repeat(32)),
+            format!("{}:", "ab".repeat(32)),
+            "ab".repeat(32),
+            format!("{good} {}:18446744073709551616", "ab".repeat(32)),
+            format!("{good} ../x:1"),
+            vec![good.as_str(); MAX_UPLOAD_OBJECTS + 1].join(" "),
+        ] {
+            assert_eq!(parse_upload_objects(&bad), None, "{bad:.80}");
+        }
+        let most = vec![good.as_str(); MAX_UPLOAD_OBJECTS].join(" ");
+        assert_eq!(
+            parse_upload_objects(&most).map(|l| l.len()),
+            Some(MAX_UPLOAD_OBJECTS)
+        );
+    }
 
     const HEX: &str = "4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393";
 

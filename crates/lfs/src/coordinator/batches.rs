@@ -44,6 +44,7 @@ pub(super) fn batch_loop(
                 let env = service.env().clone();
                 let timings = gathered.timings;
                 let batch = gathered.batch;
+                let oids: Vec<[u8; 32]> = batch.iter().map(|p| p.job.oid.0).collect();
                 let spawned = std::thread::Builder::new()
                     .name("xet-register".into())
                     .spawn(move || {
@@ -51,9 +52,13 @@ pub(super) fn batch_loop(
                         finish(&shared, batch, outcomes, lane, count);
                     });
                 if let Err(e) = spawned {
-                    // Without a thread the batch is lost: its objects fail (git-lfs retries).
+                    // Without a thread the batch is lost: its objects fail (git-lfs retries),
+                    // their own agents through their dropped senders, agents waiting on one of
+                    // them (read ahead, or handed over twice) here.
                     tracing::warn!("cannot start a thread to register a batch: {e}");
+                    let why = format!("cannot start a thread to register this object's batch: {e}");
                     let mut q = lock.lock().expect("queue lock");
+                    abandon(&mut q, &oids, &why);
                     q.registering -= count;
                     q.lanes[lane] = false;
                     cv.notify_all();
@@ -96,6 +101,7 @@ fn finish(
             Some(Seen::InFlight(waiters)) => waiters,
             _ => Vec::new(),
         };
+        q.waiting = q.waiting.saturating_sub(waiters.len());
         if outcome.is_none() {
             q.seen.insert(p.job.oid.0, Seen::Registered);
         }
@@ -106,6 +112,19 @@ fn finish(
     q.registering = q.registering.saturating_sub(registering);
     q.lanes[lane] = false;
     cv.notify_all();
+}
+
+/// Fails the waiters of objects whose batch will not be registered and forgets the objects,
+/// so that a later hand-over of one is uploaded anew instead of waiting for nothing.
+fn abandon(q: &mut Queue, oids: &[[u8; 32]], why: &str) {
+    for oid in oids {
+        if let Some(Seen::InFlight(waiters)) = q.seen.remove(oid) {
+            q.waiting = q.waiting.saturating_sub(waiters.len());
+            for reply in waiters {
+                let _ = reply.send(Some(why.to_string()));
+            }
+        }
+    }
 }
 
 /// Pending objects of CAS URL `url` that were read ahead (all there: no agent to wait for).
@@ -212,21 +231,14 @@ fn take_for(q: &mut Queue, url: &str, max: usize) -> Vec<Pending> {
 }
 
 /// How many objects the batch being gathered waits for: one from each agent not waiting
-/// on a batch that registers, or half of them when none registers (so that the first half's
+/// on a batch that registers (or on an object read ahead), or half of them when none registers (so that the first half's
 /// round trip overlaps the second half's gathering and packing, and the halves then
 /// alternate). Agents git-lfs started count before they connect; when fewer objects come
 /// (a push's last ones), the quiet ends the batch.
 fn batch_target(q: &Queue) -> usize {
-    let free = q
-        .agents
-        .max(q.expected)
-        .saturating_sub(q.registering)
-        .max(1);
-    let target = if q.registering == 0 {
-        free.div_ceil(2)
-    } else {
-        free
-    };
+    let busy = q.registering + q.waiting;
+    let free = q.agents.max(q.expected).saturating_sub(busy).max(1);
+    let target = if busy == 0 { free.div_ceil(2) } else { free };
     target.min(MAX_BATCH_FILES)
 }
 
@@ -326,6 +338,21 @@ mod tests {
     }
 
     #[test]
+    fn an_abandoned_batch_fails_its_waiters_and_is_forgotten() {
+        let mut q = queue(2, 0);
+        let (tx, rx) = mpsc::channel();
+        q.seen.insert([1; 32], Seen::InFlight(vec![tx]));
+        q.waiting = 1;
+        q.seen.insert([2; 32], Seen::Registered);
+        q.seen.insert([3; 32], Seen::InFlight(Vec::new()));
+        abandon(&mut q, &[[1; 32], [3; 32]], "no thread");
+        assert_eq!(rx.recv().unwrap(), Some("no thread".to_string()));
+        assert_eq!(q.waiting, 0);
+        assert!(!q.seen.contains_key(&[1; 32]) && !q.seen.contains_key(&[3; 32]));
+        assert!(matches!(q.seen.get(&[2; 32]), Some(Seen::Registered)));
+    }
+
+    #[test]
     fn agents_git_lfs_started_count_before_they_connect() {
         let mut q = queue(1, 0);
         q.expected = 50;
@@ -353,5 +380,15 @@ mod tests {
         assert_eq!(batch_target(&queue(4, 4)), 1);
         assert_eq!(batch_target(&queue(4, 9)), 1);
         assert_eq!(batch_target(&queue(5000, 0)), MAX_BATCH_FILES);
+    }
+
+    #[test]
+    fn agents_waiting_on_objects_read_ahead_are_not_waited_for() {
+        let mut q = queue(50, 10);
+        q.waiting = 30;
+        assert_eq!(batch_target(&q), 10);
+        // Waiting on read-ahead objects alone is a batch in flight too: all the free agents.
+        q.registering = 0;
+        assert_eq!(batch_target(&q), 20);
     }
 }

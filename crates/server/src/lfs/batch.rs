@@ -29,6 +29,10 @@ use git_xet_core::lfs::batch::{
 
 const MAX_BATCH_BODY: usize = 16 * 1024 * 1024;
 const MAX_OBJECTS: usize = 10_000;
+/// The first this many upload actions of an answer carry its object list
+/// ([`lfs::HEADER_UPLOAD_OBJECTS`]): git-lfs hands objects to its agents in the answer's
+/// order, and whichever of them reaches the agents' coordinator first should bring it.
+const LIST_CARRIERS: usize = 4;
 
 /// What the index says about one requested object.
 enum Known {
@@ -194,7 +198,7 @@ pub async fn batch(
         expires_at: None,
     };
 
-    let objects: Vec<ObjectResponse> = specs
+    let mut objects: Vec<ObjectResponse> = specs
         .into_iter()
         .zip(known)
         .map(|((oid, size), known)| {
@@ -299,7 +303,7 @@ pub async fn batch(
     // ask which transfer the server offers.
     if upload && xet {
         // For the agent that reads ahead of git-lfs (cas/upload_batches.rs).
-        let announced = objects
+        let announced: Vec<AnnouncedObject> = objects
             .iter()
             .filter(|o| o.actions.contains_key("upload"))
             .filter_map(|o| {
@@ -309,6 +313,21 @@ pub async fn batch(
                 })
             })
             .collect();
+        if announced.len() > 1 {
+            // The list goes with the answer too, saving the agent's coordinator the round
+            // trip of asking for it (docs/server.md, "Read-ahead of a push's objects").
+            let listed = &announced[..announced.len().min(lfs::MAX_UPLOAD_OBJECTS)];
+            let list = lfs::format_upload_objects(listed);
+            for action in objects
+                .iter_mut()
+                .filter_map(|o| o.actions.get_mut("upload"))
+                .take(LIST_CARRIERS)
+            {
+                action
+                    .header
+                    .insert(lfs::HEADER_UPLOAD_OBJECTS.to_string(), list.clone());
+            }
+        }
         state.upload_batches.remember(&session, repo, announced);
     }
     let nothing_to_upload = upload && objects.iter().all(|o| o.actions.is_empty());
