@@ -90,10 +90,12 @@ impl Filter {
 
     /// Answers `list_available_blobs`: the delayed files finished since the last answer,
     /// waiting for at least one while any is under way; an empty list when none is left.
+    /// Returns whether it was that empty list: git then has every delayed file of this
+    /// checkout written (it writes each listed file before it asks again).
     pub(super) fn list_available<W: Write>(
         &mut self,
         output: &mut PktWriter<W>,
-    ) -> Result<(), GitError> {
+    ) -> Result<bool, GitError> {
         let mut listed = Vec::new();
         loop {
             listed.extend(std::mem::take(&mut self.delayed.finished));
@@ -117,6 +119,7 @@ impl Filter {
             self.start_delayed();
         }
         listed.sort_by(|a, b| a.0 .0.cmp(&b.0 .0));
+        let done = listed.is_empty() && self.delayed.available.is_empty();
         for (file, result) in listed {
             self.note_fetched(&file, &result);
             let (path, text, _) = file;
@@ -127,7 +130,8 @@ impl Filter {
         output.flush_packet()?;
         output.line("status=success")?;
         output.flush_packet()?;
-        output.send()
+        output.send()?;
+        Ok(done)
     }
 
     /// Starts fetching every queued file on a thread that holds the fetcher meanwhile.

@@ -3,8 +3,10 @@
 //! the files.
 //!
 //! Whole objects this filter wrote or served (fetched, rebuilt, pushed by this clone, or
-//! kept earlier for a checked-out file) are settled when git closes the pipe, once every
-//! working tree file is written. One the chunk store cannot rebuild always stays. Else,
+//! kept earlier for a checked-out file) are settled once every working tree file is written:
+//! at the empty answer that ends a delayed checkout (git writes each listed file before it
+//! asks again), so that git's index and hooks overlap the settling, and when git closes the
+//! pipe for whatever came after. One the chunk store cannot rebuild always stays. Else,
 //! with `xet.keepCheckedOut`:
 //! - `auto`: kept only when it now shares its extents with the working tree file
 //!   (FIDEDUPERANGE: XFS with reflink, btrfs), so it costs no disk; dropped elsewhere;

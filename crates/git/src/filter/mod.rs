@@ -298,7 +298,14 @@ impl Filter {
                         other => respond(&mut output, &request, other)?,
                     }
                 }
-                "list_available_blobs" if self.delay => self.list_available(&mut output)?,
+                "list_available_blobs" if self.delay => {
+                    if self.list_available(&mut output)? {
+                        // Every file of the checkout is written: its whole copies settle
+                        // while git goes on (its index, its hooks), not while it waits for
+                        // this process at its exit.
+                        self.settle_wholes();
+                    }
+                }
                 other => {
                     return Err(GitError::FilterProtocol(format!(
                         "unknown command {other:?} (only clean, smudge and delay were offered)"
