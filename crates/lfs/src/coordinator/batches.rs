@@ -231,9 +231,9 @@ fn take_for(q: &mut Queue, url: &str, max: usize) -> Vec<Pending> {
 }
 
 /// How many objects the batch being gathered waits for: one from each agent not waiting
-/// on a batch that registers (or on an object read ahead), or half of them when none registers (so that the first half's
-/// round trip overlaps the second half's gathering and packing, and the halves then
-/// alternate). Agents git-lfs started count before they connect; when fewer objects come
+/// on a batch that registers (or on an object read ahead), or half of them when none
+/// registers (so that the first half's round trip overlaps the second half's gathering and
+/// packing, and the halves then alternate). Agents git-lfs started count before they connect; when fewer objects come
 /// (a push's last ones), the quiet ends the batch.
 fn batch_target(q: &Queue) -> usize {
     let busy = q.registering + q.waiting;
