@@ -455,6 +455,46 @@ fn hub_commits_may_not_change_files_another_user_has_locked() {
     hub_py(&python, &server, scratch.path(), "locks", &spec, &[]);
 }
 
+/// `upload_folder` of 10,000 small files: one commit through the real client (its
+/// `preupload` calls, 256 paths each, and one NDJSON commit), every file listed, and the same
+/// folder uploaded again makes no commit.
+#[test]
+fn hub_upload_folder_of_ten_thousand_small_files() {
+    let Some(python) = hub_python() else {
+        return;
+    };
+    let server = TestServer::start();
+    let repo = "org/many";
+    let scratch = tempfile::tempdir().unwrap();
+    let folder = scratch.path().join("folder");
+    let count = 10_000;
+    for i in 0..count {
+        let path = folder.join(format!("d{:02}/f{i:05}.txt", i % 100));
+        write_file(&path, format!("file {i}\n").as_bytes());
+    }
+    let spec = serde_json::json!({
+        "repo": repo,
+        "folder": folder,
+        "count": count,
+        "samples": ["d00/f00000.txt", "d34/f01234.txt", "d99/f09999.txt"],
+        "token": server.token(repo, "write"),
+    });
+    let out = hub_py(&python, &server, scratch.path(), "many", &spec, &[]);
+    let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(summary["files"], count + 1, "{summary}");
+    // git sees the one commit.
+    let git = GitEnv::new(Some(&server.token(repo, "read")));
+    let dir = server.data.join(format!("repos/{repo}.git"));
+    let git_dir = dir.to_str().unwrap();
+    let listing = git.git(
+        git.home.path(),
+        &["--git-dir", git_dir, "ls-tree", "-r", "--name-only", "main"],
+    );
+    assert_eq!(listing.lines().count(), count + 1);
+    let log = git.git(git.home.path(), &["--git-dir", git_dir, "log", "--format=%s", "main"]);
+    assert_eq!(log.lines().collect::<Vec<_>>(), ["many files", "initial commit"]);
+}
+
 #[test]
 fn hub_hf_cli_uploads_and_downloads_as_a_user_would() {
     let Some(python) = hub_python() else {

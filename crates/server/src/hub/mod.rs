@@ -9,13 +9,20 @@
 //! is answered as a missing repository (404 `RepoNotFound`), never told apart from one.
 
 mod access;
+mod blob_lookup;
+mod blobs;
 mod commit;
+mod commit_body;
 mod error;
 mod gitread;
 mod gitwrite;
 mod info;
 mod locks;
 mod manage;
+mod ndjson;
+mod push_check;
+mod quarantine;
+mod ref_update;
 mod refs;
 mod resolve;
 mod upload;
