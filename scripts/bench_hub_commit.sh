@@ -148,12 +148,33 @@ EOF
     start_server "$work/data-mem"
     for i in $(seq "$concurrent"); do create_repo "mem$i"; done
     hwm() { awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$server_pid/status"; }
+    # The server and the git processes it runs (`git fast-import` holds a file while it
+    # packs it): their summed RSS, sampled every 50 ms; the largest sum is written to $1.
+    sample_tree() {
+        local peak=0 now
+        while kill -0 "$server_pid" 2>/dev/null && [ ! -e "$work/stop-sampling" ]; do
+            now=$(ps -eo pid=,ppid=,rss= | awk -v root="$server_pid" '
+                { parent[$1] = $2; rss[$1] = $3 }
+                END { for (p in rss) { q = p; while (q != "" && q != 0 && q != root) q = parent[q];
+                      if (q == root) sum += rss[p] } printf "%d", sum / 1024 }')
+            [ "$now" -gt "$peak" ] && peak=$now && echo "$peak" > "$1"
+            sleep 0.05
+        done
+    }
     before=$(hwm)
+    rm -f "$work/stop-sampling"; echo 0 > "$work/tree-peak"
+    sample_tree "$work/tree-peak" & sampler=$!
     start=$(date +%s%N)
-    for i in $(seq "$concurrent"); do post_commit "mem$i" "$work/big.ndjson" "$work/mem$i.out" & done
-    wait $(jobs -p | grep -v "^$server_pid$") 2>/dev/null || true
+    posts=()
+    for i in $(seq "$concurrent"); do post_commit "mem$i" "$work/big.ndjson" "$work/mem$i.out" & posts+=($!); done
+    wait "${posts[@]}" 2>/dev/null || true
     wall=$(( $(date +%s%N) - start ))
+    touch "$work/stop-sampling"; wait "$sampler" 2>/dev/null || true
     statuses=$(for i in $(seq "$concurrent"); do cut -d' ' -f1 "$work/mem$i.out"; done | sort | uniq -c | awk '{printf "%s x HTTP %s, ", $1, $2}')
-    echo "$concurrent concurrent commits of $(du -h --apparent-size "$work/big.ndjson" | cut -f1) each (13 files of 9 MiB): ${statuses}$(seconds "$wall") s in all; server peak RSS $before MiB before, $(hwm) MiB after"
+    echo "$concurrent concurrent commits of $(du -h --apparent-size "$work/big.ndjson" | cut -f1) each (13 files of 9 MiB): ${statuses}$(seconds "$wall") s in all; server peak RSS $before MiB before, $(hwm) MiB after; server and its git processes together at most $(cat "$work/tree-peak") MiB (sampled every 50 ms)"
+    for i in $(seq "$concurrent"); do
+        read -r status _ < "$work/mem$i.out"
+        [ "$status" = 200 ] || echo "  mem$i: HTTP $status: $(head -c 300 "$work/mem$i.out.body")"
+    done
     stop_server
 fi

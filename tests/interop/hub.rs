@@ -455,9 +455,10 @@ fn hub_commits_may_not_change_files_another_user_has_locked() {
     hub_py(&python, &server, scratch.path(), "locks", &spec, &[]);
 }
 
-/// `upload_folder` of 10,000 small files: one commit through the real client (its
-/// `preupload` calls, 256 paths each, and one NDJSON commit), every file listed, and the same
-/// folder uploaded again makes no commit.
+/// `upload_folder` of 10,000 small files through the real client: its `preupload` calls
+/// (256 paths each) and its NDJSON commits (huggingface_hub 2.x commits a large folder in
+/// batches of up to 1,000 files, ` (part N)` after the first's message) all answered, every
+/// file listed, and the same folder uploaded again makes no commit.
 #[test]
 fn hub_upload_folder_of_ten_thousand_small_files() {
     let Some(python) = hub_python() else {
@@ -492,7 +493,16 @@ fn hub_upload_folder_of_ten_thousand_small_files() {
     );
     assert_eq!(listing.lines().count(), count + 1);
     let log = git.git(git.home.path(), &["--git-dir", git_dir, "log", "--format=%s", "main"]);
-    assert_eq!(log.lines().collect::<Vec<_>>(), ["many files", "initial commit"]);
+    let mut subjects: Vec<&str> = log.lines().collect();
+    assert_eq!(subjects.pop(), Some("initial commit"), "{log}");
+    assert_eq!(subjects.pop(), Some("many files"), "{log}");
+    // The client's later batches, newest first: parts 2, 3, ... in order.
+    for (i, subject) in subjects.iter().rev().enumerate() {
+        assert_eq!(*subject, format!("many files (part {})", i + 2), "{log}");
+    }
+    // The commit upload_folder answered with is the branch's head.
+    let head = git.git(git.home.path(), &["--git-dir", git_dir, "rev-parse", "main"]);
+    assert_eq!(summary["commit"].as_str(), Some(head.trim()), "{summary}");
 }
 
 #[test]

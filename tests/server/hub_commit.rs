@@ -209,8 +209,19 @@ pub fn rev_parse(dir: &Path, rev: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-#[test]
-fn a_hub_commit_keeps_submodules_symlinks_and_modes_it_does_not_name() {
+/// A repository pushed with git whose tree has an entry of every kind: executable scripts
+/// (`run.sh`, `tool.sh`), symlinks (`link` to a file, `swap` to a directory), a submodule's
+/// entry (gitlink `vendor/lib`) and regular files; and the clone it was pushed from.
+struct Kinds {
+    server: TestServer,
+    token: String,
+    env: GitEnv,
+    work: PathBuf,
+}
+
+const GITLINK: &str = "1234567890abcdef1234567890abcdef12345678";
+
+fn kinds() -> Kinds {
     use std::os::unix::fs::{symlink, PermissionsExt};
     let server = TestServer::start();
     let token = server.token("org/*", "write");
@@ -232,44 +243,104 @@ fn a_hub_commit_keeps_submodules_symlinks_and_modes_it_does_not_name() {
     symlink("docs", work.join("swap")).unwrap();
     env.git(&work, &["add", "."]);
     // A submodule's entry, as `git submodule add` records it: another repository's commit.
-    let submodule = "160000,1234567890abcdef1234567890abcdef12345678,vendor/lib";
-    env.git(&work, &["update-index", "--add", "--cacheinfo", submodule]);
+    let submodule = format!("160000,{GITLINK},vendor/lib");
+    env.git(&work, &["update-index", "--add", "--cacheinfo", &submodule]);
     env.git(&work, &["commit", "-q", "-m", "a tree of every kind"]);
     let url = format!("{}/org/kinds.git", server.url);
     env.git(&work, &["remote", "add", "origin", &url]);
     env.git(&work, &["push", "-q", "origin", "main"]);
-
-    // Changes the executable script, replaces a symlink with a file, adds one.
-    let body = ndjson(&[
-        header("three paths"),
-        file_line("run.sh", b"#!/bin/sh\necho changed\n"),
-        file_line("swap", b"a file now\n"),
-        file_line("new.txt", b"new\n"),
-    ]);
-    let (status, answer) = hub_commit(&server, &token, "org/kinds", "main", body);
-    assert_eq!(status, 200, "{answer}");
-    env.git(&work, &["fetch", "-q", "origin"]);
-    let before = entries(&env, &work, "main");
-    let after = entries(&env, &work, "origin/main");
-    let named: [&[u8]; 3] = [b"run.sh", b"swap", b"new.txt"];
-    for entry in &before {
-        if !named.contains(&entry.1.as_slice()) {
-            assert!(after.contains(entry), "{entry:?} changed or went: {after:?}");
-        }
+    Kinds {
+        server,
+        token,
+        env,
+        work,
     }
-    assert!(before.iter().any(|e| e.0.starts_with("160000 commit ")), "{before:?}");
-    assert!(before.iter().any(|e| e.0.starts_with("120000 blob ")), "{before:?}");
-    let at = |path: &[u8]| after.iter().find(|e| e.1 == path).unwrap().0.clone();
-    let run_id = blob_id(b"#!/bin/sh\necho changed\n");
-    assert_eq!(at(b"run.sh"), format!("100755 blob {run_id}"), "still executable");
-    assert_eq!(at(b"swap"), format!("100644 blob {}", blob_id(b"a file now\n")));
-    assert_eq!(at(b"new.txt"), format!("100644 blob {}", blob_id(b"new\n")));
+}
+
+impl Kinds {
+    /// Commits `files` (path, content) through the Hub API; the tree's entries before and
+    /// after, as `(mode type id, path)`.
+    #[allow(clippy::type_complexity)]
+    fn commit(&self, files: &[(&str, &[u8])]) -> (Vec<(String, Vec<u8>)>, Vec<(String, Vec<u8>)>) {
+        let mut lines = vec![header("named paths")];
+        lines.extend(files.iter().map(|(path, content)| file_line(path, content)));
+        let (status, answer) = hub_commit(&self.server, &self.token, "org/kinds", "main", ndjson(&lines));
+        assert_eq!(status, 200, "{answer}");
+        self.env.git(&self.work, &["fetch", "-q", "origin"]);
+        let before = entries(&self.env, &self.work, "main");
+        let after = entries(&self.env, &self.work, "origin/main");
+        // Whatever the commit did not name is exactly as it was.
+        for entry in &before {
+            if !files.iter().any(|(path, _)| path.as_bytes() == entry.1.as_slice()) {
+                assert!(after.contains(entry), "{entry:?} changed or went: {after:?}");
+            }
+        }
+        (before, after)
+    }
+
+    /// Checks the Hub's commit out in the clone, as git would its own.
+    fn check_out(&self) {
+        self.env.git(&self.work, &["merge", "-q", "--ff-only", "origin/main"]);
+    }
+}
+
+fn mode_of(entries: &[(String, Vec<u8>)], path: &[u8]) -> String {
+    entries.iter().find(|e| e.1 == path).unwrap().0.clone()
+}
+
+#[test]
+fn a_hub_commit_adding_a_file_keeps_the_submodule_entry() {
+    let k = kinds();
+    let (before, after) = k.commit(&[("new.txt", b"new\n")]);
+    let gitlink = format!("160000 commit {GITLINK}");
+    assert_eq!(mode_of(&before, b"vendor/lib"), gitlink);
+    assert_eq!(mode_of(&after, b"vendor/lib"), gitlink, "the gitlink went: {after:?}");
     assert_eq!(after.len(), before.len() + 1, "{after:?}");
-    // git checks the Hub's commit out as it would its own.
-    env.git(&work, &["merge", "-q", "--ff-only", "origin/main"]);
-    assert_eq!(std::fs::read_link(work.join("link")).unwrap(), Path::new("target.txt"));
-    let mode = std::fs::metadata(work.join("run.sh")).unwrap().permissions().mode();
-    assert_eq!(mode & 0o111, 0o111, "run.sh lost its executable bits");
+    k.check_out();
+}
+
+#[test]
+fn a_hub_commit_keeps_symlinks_and_a_file_it_writes_over_one_is_regular() {
+    let k = kinds();
+    let (before, after) = k.commit(&[("swap", b"a file now\n"), ("new.txt", b"new\n")]);
+    let link = mode_of(&before, b"link");
+    assert!(link.starts_with("120000 blob "), "{before:?}");
+    assert_eq!(mode_of(&after, b"link"), link);
+    assert!(mode_of(&before, b"swap").starts_with("120000 blob "));
+    assert_eq!(mode_of(&after, b"swap"), format!("100644 blob {}", blob_id(b"a file now\n")));
+    k.check_out();
+    assert_eq!(std::fs::read_link(k.work.join("link")).unwrap(), Path::new("target.txt"));
+    assert_eq!(std::fs::read(k.work.join("swap")).unwrap(), b"a file now\n");
+}
+
+#[test]
+fn a_hub_commit_keeps_executable_bits_of_files_it_changes_or_not() {
+    use std::os::unix::fs::PermissionsExt;
+    let k = kinds();
+    let script = b"#!/bin/sh\necho changed\n";
+    let (before, after) = k.commit(&[("run.sh", script)]);
+    assert!(mode_of(&before, b"run.sh").starts_with("100755 "));
+    assert_eq!(mode_of(&after, b"run.sh"), format!("100755 blob {}", blob_id(script)));
+    assert_eq!(mode_of(&after, b"tool.sh"), mode_of(&before, b"tool.sh"));
+    assert!(mode_of(&after, b"tool.sh").starts_with("100755 "));
+    k.check_out();
+    for script in ["run.sh", "tool.sh"] {
+        let mode = std::fs::metadata(k.work.join(script)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o111, 0o111, "{script} lost its executable bits");
+    }
+}
+
+#[test]
+fn a_hub_commit_keeps_every_entry_it_does_not_name() {
+    let k = kinds();
+    let (before, after) = k.commit(&[("docs/readme.md", b"# new docs\n")]);
+    // Every other entry is compared in `commit`; none is added or lost.
+    assert_eq!(after.len(), before.len(), "{after:?}");
+    let changed: Vec<_> = after.iter().filter(|e| !before.contains(e)).collect();
+    let readme = format!("100644 blob {}", blob_id(b"# new docs\n"));
+    assert_eq!(changed, [&(readme, b"docs/readme.md".to_vec())]);
+    k.check_out();
+    assert_eq!(std::fs::read(k.work.join("target.txt")).unwrap(), b"target\n");
 }
 
 #[test]

@@ -237,12 +237,14 @@ fn hub_branches_tags_and_commits_are_checked_as_a_push_of_them_would_be() {
     assert_eq!(post(server, bob, "tag/main", json!({"tag": "v1"})).0, 200);
     let (status, answer) = post(server, bob, "tag/main", json!({"tag": "v2", "message": "m"}));
     assert_eq!(status, 200, "{answer}");
-    let deleted = client()
-        .delete(format!("{}/api/models/{REPO}/branch/ok", server.url))
-        .bearer_auth(bob)
-        .send()
-        .unwrap();
-    assert_eq!(deleted.status().as_u16(), 200);
+    for route in ["branch/ok", "tag/v1"] {
+        let deleted = client()
+            .delete(format!("{}/api/models/{REPO}/{route}", server.url))
+            .bearer_auth(bob)
+            .send()
+            .unwrap();
+        assert_eq!(deleted.status().as_u16(), 200, "DELETE {route}");
+    }
 
     // The lock's owner may: a branch from bob's stored commit, and a commit of the file.
     let alice = &l.alice_token;
@@ -251,10 +253,12 @@ fn hub_branches_tags_and_commits_are_checked_as_a_push_of_them_would_be() {
     let body = ndjson(&[header("alice paints"), file_line("art.psd", b"alice\n")]);
     assert_eq!(hub_commit(server, alice, REPO, "main", body).0, 200);
     let listed = refs(&dir);
-    for r in ["refs/heads/from-wip", "refs/heads/main", "refs/tags/v1", "refs/tags/v2"] {
+    for r in ["refs/heads/from-wip", "refs/heads/main", "refs/tags/v2"] {
         assert!(listed.contains(r), "{r} missing: {listed}");
     }
-    assert!(!listed.contains("evil") && !listed.contains("light") && !listed.contains("/ok"));
+    for gone in ["evil", "light", "annotated", "/ok", "v1"] {
+        assert!(!listed.contains(gone), "{gone}: {listed}");
+    }
     let _ = &l.alice;
 }
 
@@ -320,4 +324,42 @@ fn a_stored_commit_pointing_to_a_missing_lfs_object_is_refused_as_a_branch_or_ta
     assert_eq!(refs(&dir), "refs/heads/main\n");
     // The same commit on a ref is no longer new: a branch from main is fine.
     assert_eq!(post("branch/fine", json!({})).0, 200);
+}
+
+#[test]
+fn create_repo_s_first_commit_is_checked_as_a_push_of_it_would_be() {
+    // alice locks `.gitattributes` of a repository nobody has pushed to yet (git-lfs asks
+    // the locks API, which needs no git history); bob's `create_repo` would commit that file.
+    let server = TestServer::start();
+    let repo = "studio/fresh";
+    let alice = user_env(&user_token(&server, repo, "write", "alice"));
+    let bob_token = user_token(&server, repo, "write", "bob");
+    let work = alice.home.path().join("fresh");
+    std::fs::create_dir_all(&work).unwrap();
+    alice.git(&work, &["init", "-q", "-b", "main"]);
+    alice.git(&work, &["remote", "add", "origin", &format!("{}/{repo}.git", server.url)]);
+    std::fs::write(work.join(".gitattributes"), "").unwrap();
+    let locked = alice.git(&work, &["lfs", "lock", ".gitattributes"]);
+    assert!(locked.contains("Locked .gitattributes"), "{locked}");
+    let answer = client()
+        .post(format!("{}/api/repos/create", server.url))
+        .bearer_auth(&bob_token)
+        .json(&json!({"name": "fresh", "organization": "studio"}))
+        .send()
+        .unwrap();
+    let status = answer.status().as_u16();
+    let text = answer.text().unwrap();
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains(".gitattributes (locked by alice)"), "{text}");
+    let dir = bare(&server, repo);
+    assert_eq!(refs(&dir), "", "no branch");
+    assert!(!stored_objects(&dir).1, "the quarantine is gone");
+    assert!(stored_objects(&dir).0.is_empty(), "the refused commit left objects");
+    // After the unlock, the same request makes the repository's first commit.
+    // (git-lfs unlocks only a file without uncommitted changes: the placeholder goes.)
+    std::fs::remove_file(work.join(".gitattributes")).unwrap();
+    let unlocked = alice.git(&work, &["lfs", "unlock", ".gitattributes"]);
+    assert!(unlocked.contains("Unlocked"), "{unlocked}");
+    create_repo(&server, &bob_token, repo);
+    assert_eq!(refs(&dir), "refs/heads/main\n");
 }

@@ -16,8 +16,8 @@ it prints a JSON summary for the test to read.
              get_paths_info and CommitOperationCopy
   locks      a file locked (git-lfs locks API) by one user cannot be changed by another's
              commits through the API; the owner's go through, and after the unlock all
-  many       upload_folder of a folder of many small files: one commit holding them all;
-             uploaded again unchanged, no commit (preupload named every file's blob)
+  many       upload_folder of a folder of many small files (committed in the client's
+             batches); uploaded again unchanged, no commit (preupload named every file's blob)
   figures    a 64 MiB file uploaded, downloaded, edited, uploaded and downloaded again:
              bytes the server received and served (its metrics) and seconds per step
   private    on a server with anonymous reads: private repositories (a model and a

@@ -84,7 +84,8 @@ impl<R: BufRead> Lines<R> {
         }
     }
 
-    /// The number of the line last read (from 1), for messages.
+    /// The number of the line last read (from 1), as messages give it.
+    #[cfg(test)]
     pub fn number(&self) -> usize {
         self.number
     }

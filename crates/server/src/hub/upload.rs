@@ -86,7 +86,9 @@ async fn create(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
     let url = format!("{}/{repo}", state.base_url(headers));
     let root = state.config.repos_dir();
     let dir = repo.bare_dir(&root);
-    if dir.join("HEAD").is_file() {
+    // An existing repository without any ref (a refused first push or `create_repo` left
+    // it) gets its first commit now, as a new one would.
+    if dir.join("HEAD").is_file() && has_refs(&dir).await? {
         let kind = if repo.is_dataset() {
             "dataset"
         } else {
@@ -169,6 +171,16 @@ struct PreuploadFile {
     sample: String,
     #[serde(default)]
     size: u64,
+}
+
+/// Whether the repository at `dir` has a branch or tag.
+async fn has_refs(dir: &std::path::Path) -> HubResult<bool> {
+    let args = ["for-each-ref", "--count=1", "--format=%(refname)"];
+    let out = gitread::run(dir, &args).await?;
+    if !out.status.success() {
+        return Err(ServerError::internal("git for-each-ref failed").into());
+    }
+    Ok(!out.stdout.iter().all(u8::is_ascii_whitespace))
 }
 
 /// `POST /api/models/{repo}/preupload/{rev}`: `lfs` for files an LFS rule of the
