@@ -492,7 +492,10 @@ fn hub_upload_folder_of_ten_thousand_small_files() {
         &["--git-dir", git_dir, "ls-tree", "-r", "--name-only", "main"],
     );
     assert_eq!(listing.lines().count(), count + 1);
-    let log = git.git(git.home.path(), &["--git-dir", git_dir, "log", "--format=%s", "main"]);
+    let log = git.git(
+        git.home.path(),
+        &["--git-dir", git_dir, "log", "--format=%s", "main"],
+    );
     let mut subjects: Vec<&str> = log.lines().collect();
     assert_eq!(subjects.pop(), Some("initial commit"), "{log}");
     assert_eq!(subjects.pop(), Some("many files"), "{log}");
@@ -501,7 +504,10 @@ fn hub_upload_folder_of_ten_thousand_small_files() {
         assert_eq!(*subject, format!("many files (part {})", i + 2), "{log}");
     }
     // The commit upload_folder answered with is the branch's head.
-    let head = git.git(git.home.path(), &["--git-dir", git_dir, "rev-parse", "main"]);
+    let head = git.git(
+        git.home.path(),
+        &["--git-dir", git_dir, "rev-parse", "main"],
+    );
     assert_eq!(summary["commit"].as_str(), Some(head.trim()), "{summary}");
 }
 

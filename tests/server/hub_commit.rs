@@ -19,7 +19,11 @@ use crate::support::TestServer;
 
 /// A commit request's body: one JSON line each.
 pub fn ndjson(lines: &[Value]) -> Vec<u8> {
-    lines.iter().map(|l| format!("{l}\n")).collect::<String>().into_bytes()
+    lines
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .into_bytes()
 }
 
 pub fn header(summary: &str) -> Value {
@@ -48,7 +52,10 @@ pub fn hub_commit(
         .unwrap();
     let status = answer.status().as_u16();
     let text = answer.text().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 /// The hosted bare repository of `repo`.
@@ -73,7 +80,11 @@ pub fn bare_git(dir: &Path, args: &[&str]) -> std::process::Output {
 pub fn stored_objects(dir: &Path) -> (Vec<String>, bool) {
     let out = bare_git(
         dir,
-        &["cat-file", "--batch-all-objects", "--batch-check=%(objectname)"],
+        &[
+            "cat-file",
+            "--batch-all-objects",
+            "--batch-check=%(objectname)",
+        ],
     );
     assert!(out.status.success(), "{out:?}");
     let objects = String::from_utf8(out.stdout)
@@ -111,7 +122,10 @@ fn entries(env: &GitEnv, work: &Path, rev: &str) -> Vec<(String, Vec<u8>)> {
         .filter(|e| !e.is_empty())
         .map(|e| {
             let tab = e.iter().position(|&b| b == b'\t').unwrap();
-            (String::from_utf8(e[..tab].to_vec()).unwrap(), e[tab + 1..].to_vec())
+            (
+                String::from_utf8(e[..tab].to_vec()).unwrap(),
+                e[tab + 1..].to_vec(),
+            )
         })
         .collect()
 }
@@ -234,7 +248,11 @@ fn kinds() -> Kinds {
         ("tool.sh", "#!/bin/sh\necho tool\n", 0o755),
         ("target.txt", "target\n", 0o644),
         ("docs/readme.md", "# docs\n", 0o644),
-        (".gitmodules", "[submodule \"lib\"]\n\tpath = vendor/lib\n\turl = ../lib.git\n", 0o644),
+        (
+            ".gitmodules",
+            "[submodule \"lib\"]\n\tpath = vendor/lib\n\turl = ../lib.git\n",
+            0o644,
+        ),
     ] {
         std::fs::write(work.join(path), text).unwrap();
         std::fs::set_permissions(work.join(path), std::fs::Permissions::from_mode(mode)).unwrap();
@@ -264,15 +282,27 @@ impl Kinds {
     fn commit(&self, files: &[(&str, &[u8])]) -> (Vec<(String, Vec<u8>)>, Vec<(String, Vec<u8>)>) {
         let mut lines = vec![header("named paths")];
         lines.extend(files.iter().map(|(path, content)| file_line(path, content)));
-        let (status, answer) = hub_commit(&self.server, &self.token, "org/kinds", "main", ndjson(&lines));
+        let (status, answer) = hub_commit(
+            &self.server,
+            &self.token,
+            "org/kinds",
+            "main",
+            ndjson(&lines),
+        );
         assert_eq!(status, 200, "{answer}");
         self.env.git(&self.work, &["fetch", "-q", "origin"]);
         let before = entries(&self.env, &self.work, "main");
         let after = entries(&self.env, &self.work, "origin/main");
         // Whatever the commit did not name is exactly as it was.
         for entry in &before {
-            if !files.iter().any(|(path, _)| path.as_bytes() == entry.1.as_slice()) {
-                assert!(after.contains(entry), "{entry:?} changed or went: {after:?}");
+            if !files
+                .iter()
+                .any(|(path, _)| path.as_bytes() == entry.1.as_slice())
+            {
+                assert!(
+                    after.contains(entry),
+                    "{entry:?} changed or went: {after:?}"
+                );
             }
         }
         (before, after)
@@ -280,7 +310,8 @@ impl Kinds {
 
     /// Checks the Hub's commit out in the clone, as git would its own.
     fn check_out(&self) {
-        self.env.git(&self.work, &["merge", "-q", "--ff-only", "origin/main"]);
+        self.env
+            .git(&self.work, &["merge", "-q", "--ff-only", "origin/main"]);
     }
 }
 
@@ -294,7 +325,11 @@ fn a_hub_commit_adding_a_file_keeps_the_submodule_entry() {
     let (before, after) = k.commit(&[("new.txt", b"new\n")]);
     let gitlink = format!("160000 commit {GITLINK}");
     assert_eq!(mode_of(&before, b"vendor/lib"), gitlink);
-    assert_eq!(mode_of(&after, b"vendor/lib"), gitlink, "the gitlink went: {after:?}");
+    assert_eq!(
+        mode_of(&after, b"vendor/lib"),
+        gitlink,
+        "the gitlink went: {after:?}"
+    );
     assert_eq!(after.len(), before.len() + 1, "{after:?}");
     k.check_out();
 }
@@ -307,9 +342,15 @@ fn a_hub_commit_keeps_symlinks_and_a_file_it_writes_over_one_is_regular() {
     assert!(link.starts_with("120000 blob "), "{before:?}");
     assert_eq!(mode_of(&after, b"link"), link);
     assert!(mode_of(&before, b"swap").starts_with("120000 blob "));
-    assert_eq!(mode_of(&after, b"swap"), format!("100644 blob {}", blob_id(b"a file now\n")));
+    assert_eq!(
+        mode_of(&after, b"swap"),
+        format!("100644 blob {}", blob_id(b"a file now\n"))
+    );
     k.check_out();
-    assert_eq!(std::fs::read_link(k.work.join("link")).unwrap(), Path::new("target.txt"));
+    assert_eq!(
+        std::fs::read_link(k.work.join("link")).unwrap(),
+        Path::new("target.txt")
+    );
     assert_eq!(std::fs::read(k.work.join("swap")).unwrap(), b"a file now\n");
 }
 
@@ -320,12 +361,18 @@ fn a_hub_commit_keeps_executable_bits_of_files_it_changes_or_not() {
     let script = b"#!/bin/sh\necho changed\n";
     let (before, after) = k.commit(&[("run.sh", script)]);
     assert!(mode_of(&before, b"run.sh").starts_with("100755 "));
-    assert_eq!(mode_of(&after, b"run.sh"), format!("100755 blob {}", blob_id(script)));
+    assert_eq!(
+        mode_of(&after, b"run.sh"),
+        format!("100755 blob {}", blob_id(script))
+    );
     assert_eq!(mode_of(&after, b"tool.sh"), mode_of(&before, b"tool.sh"));
     assert!(mode_of(&after, b"tool.sh").starts_with("100755 "));
     k.check_out();
     for script in ["run.sh", "tool.sh"] {
-        let mode = std::fs::metadata(k.work.join(script)).unwrap().permissions().mode();
+        let mode = std::fs::metadata(k.work.join(script))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o111, 0o111, "{script} lost its executable bits");
     }
 }
@@ -340,7 +387,10 @@ fn a_hub_commit_keeps_every_entry_it_does_not_name() {
     let readme = format!("100644 blob {}", blob_id(b"# new docs\n"));
     assert_eq!(changed, [&(readme, b"docs/readme.md".to_vec())]);
     k.check_out();
-    assert_eq!(std::fs::read(k.work.join("target.txt")).unwrap(), b"target\n");
+    assert_eq!(
+        std::fs::read(k.work.join("target.txt")).unwrap(),
+        b"target\n"
+    );
 }
 
 #[test]
@@ -369,14 +419,30 @@ fn bad_commit_requests_are_refused_at_any_line_and_leave_no_object() {
     let cases: Vec<(Vec<u8>, u16, &str)> = vec![
         (ndjson(&[good()]), 400, "header"),
         (
-            ndjson(&[header("h"), good(), json!({"key": "file", "value": {"path": "x"}})]),
+            ndjson(&[
+                header("h"),
+                good(),
+                json!({"key": "file", "value": {"path": "x"}}),
+            ]),
             400,
             "line 3",
         ),
-        (ndjson(&[header("h"), good(), file_line("../x", b"x")]), 400, "invalid path"),
-        (ndjson(&[header("h"), good(), file_line("a/.git/x", b"x")]), 400, "invalid path"),
         (
-            ndjson(&[header("h"), good(), json!({"key": "deletedFile", "value": {"path": "nope"}})]),
+            ndjson(&[header("h"), good(), file_line("../x", b"x")]),
+            400,
+            "invalid path",
+        ),
+        (
+            ndjson(&[header("h"), good(), file_line("a/.git/x", b"x")]),
+            400,
+            "invalid path",
+        ),
+        (
+            ndjson(&[
+                header("h"),
+                good(),
+                json!({"key": "deletedFile", "value": {"path": "nope"}}),
+            ]),
             404,
             "doesn't exist",
         ),
@@ -400,14 +466,25 @@ fn bad_commit_requests_are_refused_at_any_line_and_leave_no_object() {
             "LFS/XET",
         ),
         // A pointer to an object the repository lacks: refused, as in a push.
-        (ndjson(&[header("h"), good(), file_line("p.bin", pointer.as_bytes())]), 400, &missing_oid),
+        (
+            ndjson(&[header("h"), good(), file_line("p.bin", pointer.as_bytes())]),
+            400,
+            &missing_oid,
+        ),
     ];
     for (body, status, says) in cases {
         let (got, answer) = hub_commit(&server, &token, "org/bad", "main", body);
         assert_eq!(got, status, "{answer}");
-        assert!(answer.to_string().contains(says), "{says:?} not in {answer}");
+        assert!(
+            answer.to_string().contains(says),
+            "{says:?} not in {answer}"
+        );
         assert_eq!(rev_parse(&dir, "main"), head);
-        assert_eq!(stored_objects(&dir), before, "a refused commit left objects");
+        assert_eq!(
+            stored_objects(&dir),
+            before,
+            "a refused commit left objects"
+        );
     }
     // A body cut short: the connection closes mid-line.
     let body = ndjson(&[header("h"), good()]);
@@ -434,7 +511,10 @@ fn a_hub_commit_of_ten_thousand_files_and_a_file_near_the_lfs_threshold() {
     create_repo(&server, &token, "org/many");
     let mut lines = vec![header("many files")];
     for i in 0..10_000 {
-        lines.push(file_line(&format!("f/{:02}/{i:05}.txt", i % 100), format!("file {i}\n").as_bytes()));
+        lines.push(file_line(
+            &format!("f/{:02}/{i:05}.txt", i % 100),
+            format!("file {i}\n").as_bytes(),
+        ));
     }
     // Just under the 10 MiB from which huggingface_hub sends files through LFS.
     let big = crate::support::random_bytes(10 * 1024 * 1024 - 1, 7);
@@ -444,8 +524,15 @@ fn a_hub_commit_of_ten_thousand_files_and_a_file_near_the_lfs_threshold() {
     let dir = bare(&server, "org/many");
     let out = bare_git(&dir, &["ls-tree", "-r", "--name-only", "main"]);
     let names = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(names.lines().count(), 10_002, "10,000 files, big.dat, .gitattributes");
-    assert_eq!(rev_parse(&dir, "main:f/34/01234.txt"), blob_id(b"file 1234\n"));
+    assert_eq!(
+        names.lines().count(),
+        10_002,
+        "10,000 files, big.dat, .gitattributes"
+    );
+    assert_eq!(
+        rev_parse(&dir, "main:f/34/01234.txt"),
+        blob_id(b"file 1234\n")
+    );
     assert_eq!(rev_parse(&dir, "main:big.dat"), blob_id(&big));
     assert!(!stored_objects(&dir).1, "the quarantine is gone");
 }

@@ -12,8 +12,7 @@ use serde_json::{json, Value};
 use crate::common::client;
 use crate::gitenv::GitEnv;
 use crate::hub_commit::{
-    bare, bare_git, create_repo, file_line, header, hub_commit, ndjson, rev_parse,
-    stored_objects,
+    bare, bare_git, create_repo, file_line, header, hub_commit, ndjson, rev_parse, stored_objects,
 };
 use crate::locks::{clone, overwrite, remote, stderr_of, user_env, REPO};
 use crate::support::{random_bytes, TestServer};
@@ -97,7 +96,10 @@ fn offline_commit_ids(
     seconds: std::ops::RangeInclusive<u64>,
 ) -> Vec<String> {
     // The server's git writes the local time zone's offset (the test's environment).
-    let zone = std::process::Command::new("date").arg("+%z").output().unwrap();
+    let zone = std::process::Command::new("date")
+        .arg("+%z")
+        .output()
+        .unwrap();
     let zone = String::from_utf8(zone.stdout).unwrap().trim().to_string();
     seconds
         .map(|t| {
@@ -172,17 +174,39 @@ fn a_refused_hub_commit_leaves_nothing_a_branch_can_be_made_from() {
     let (status, answer) = hub_commit(&l.server, &l.bob_token, REPO, "main", body);
     let ended = now();
     assert_eq!(status, 403, "{answer}");
-    assert!(answer.to_string().contains("art.psd (locked by alice)"), "{answer}");
+    assert!(
+        answer.to_string().contains("art.psd (locked by alice)"),
+        "{answer}"
+    );
     assert_eq!(rev_parse(&dir, "main"), main);
-    assert_eq!(stored_objects(&dir), before, "the refused commit left objects");
+    assert_eq!(
+        stored_objects(&dir),
+        before,
+        "the refused commit left objects"
+    );
 
     // The attack: the refused commit's id, computed offline, as a branch's starting point.
     let tree = tree_with(&l.bob, &l.bobs, "art.psd", paint);
     let seconds = started.saturating_sub(1)..=ended + 1;
-    let ids = offline_commit_ids(&l.bob, &l.bobs, (&tree, &main), "bob", "bob paints", seconds);
+    let ids = offline_commit_ids(
+        &l.bob,
+        &l.bobs,
+        (&tree, &main),
+        "bob",
+        "bob paints",
+        seconds,
+    );
     for id in &ids {
-        let (status, answer) = post(&l.server, &l.bob_token, "branch/evil", json!({"startingPoint": id}));
-        assert_ne!(status, 200, "a branch from the refused commit {id}: {answer}");
+        let (status, answer) = post(
+            &l.server,
+            &l.bob_token,
+            "branch/evil",
+            json!({"startingPoint": id}),
+        );
+        assert_ne!(
+            status, 200,
+            "a branch from the refused commit {id}: {answer}"
+        );
     }
     assert_eq!(refs(&dir), "refs/heads/main\n");
 
@@ -197,7 +221,10 @@ fn a_refused_hub_commit_leaves_nothing_a_branch_can_be_made_from() {
     let seconds = started.saturating_sub(1)..=ended + 1;
     let ids = offline_commit_ids(&l.bob, &l.bobs, (&tree, &main), "bob", "bob notes", seconds);
     let accepted = answer["commitOid"].as_str().unwrap();
-    assert!(ids.iter().any(|id| id == accepted), "{accepted} not in {ids:?}");
+    assert!(
+        ids.iter().any(|id| id == accepted),
+        "{accepted} not in {ids:?}"
+    );
 }
 
 #[test]
@@ -205,10 +232,19 @@ fn hub_branches_tags_and_commits_are_checked_as_a_push_of_them_would_be() {
     let l = locked();
     let (server, bob) = (&l.server, &l.bob_token);
     let dir = bare(server, REPO);
-    assert!(bare_git(&dir, &["cat-file", "-e", &l.wip]).status.success(), "wip is stored");
+    assert!(
+        bare_git(&dir, &["cat-file", "-e", &l.wip]).status.success(),
+        "wip is stored"
+    );
     let before = stored_objects(&dir);
     // A push of bob's stored commit as a branch is refused by the pre-receive hook...
-    let push = ["-c", "lfs.locksverify=false", "push", "origin", &format!("{}:refs/heads/evil", l.wip)];
+    let push = [
+        "-c",
+        "lfs.locksverify=false",
+        "push",
+        "origin",
+        &format!("{}:refs/heads/evil", l.wip),
+    ];
     let refused = stderr_of(&l.bob.git_output(&l.bobs, &push));
     assert!(refused.contains("art.psd (locked by alice)"), "{refused}");
     // ... and so is each way of naming it through the Hub API.
@@ -216,14 +252,21 @@ fn hub_branches_tags_and_commits_are_checked_as_a_push_of_them_would_be() {
     for (route, body) in [
         ("branch/evil".to_string(), json!({"startingPoint": wip})),
         (format!("tag/{wip}"), json!({"tag": "light"})),
-        (format!("tag/{wip}"), json!({"tag": "annotated", "message": "bob's"})),
+        (
+            format!("tag/{wip}"),
+            json!({"tag": "annotated", "message": "bob's"}),
+        ),
     ] {
         let (status, answer) = post(server, bob, &route, body);
         assert_eq!(status, 403, "{route}: {answer}");
         assert!(answer.contains("art.psd (locked by alice)"), "{answer}");
     }
     assert_eq!(refs(&dir), "refs/heads/main\n");
-    assert_eq!(stored_objects(&dir), before, "a refused tag left its object");
+    assert_eq!(
+        stored_objects(&dir),
+        before,
+        "a refused tag left its object"
+    );
     // A Hub commit deleting the locked file is refused; one changing another file is not.
     let delete = json!({"key": "deletedFile", "value": {"path": "art.psd"}});
     let (status, answer) = hub_commit(server, bob, REPO, "main", ndjson(&[header("tidy"), delete]));
@@ -235,7 +278,12 @@ fn hub_branches_tags_and_commits_are_checked_as_a_push_of_them_would_be() {
     // deletion of a ref (a push of those passes the hook too).
     assert_eq!(post(server, bob, "branch/ok", json!({})).0, 200);
     assert_eq!(post(server, bob, "tag/main", json!({"tag": "v1"})).0, 200);
-    let (status, answer) = post(server, bob, "tag/main", json!({"tag": "v2", "message": "m"}));
+    let (status, answer) = post(
+        server,
+        bob,
+        "tag/main",
+        json!({"tag": "v2", "message": "m"}),
+    );
     assert_eq!(status, 200, "{answer}");
     for route in ["branch/ok", "tag/v1"] {
         let deleted = client()
@@ -248,7 +296,12 @@ fn hub_branches_tags_and_commits_are_checked_as_a_push_of_them_would_be() {
 
     // The lock's owner may: a branch from bob's stored commit, and a commit of the file.
     let alice = &l.alice_token;
-    let (status, answer) = post(server, alice, "branch/from-wip", json!({"startingPoint": wip}));
+    let (status, answer) = post(
+        server,
+        alice,
+        "branch/from-wip",
+        json!({"startingPoint": wip}),
+    );
     assert_eq!(status, 200, "{answer}");
     let body = ndjson(&[header("alice paints"), file_line("art.psd", b"alice\n")]);
     assert_eq!(hub_commit(server, alice, REPO, "main", body).0, 200);
@@ -271,14 +324,14 @@ fn a_stored_commit_pointing_to_a_missing_lfs_object_is_refused_as_a_branch_or_ta
     // A commit no ref reaches, holding a pointer to an object the server never stored (as
     // a server that kept refused commits could have left), written with git directly.
     let oid = "cd".repeat(32);
-    let pointer = format!("version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize 999\n");
+    let pointer =
+        format!("version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize 999\n");
     let scratch = tempfile::tempdir().unwrap();
     let file = scratch.path().join("pointer");
     std::fs::write(&file, &pointer).unwrap();
-    let blob = String::from_utf8(
-        bare_git(&dir, &["hash-object", "-w", file.to_str().unwrap()]).stdout,
-    )
-    .unwrap();
+    let blob =
+        String::from_utf8(bare_git(&dir, &["hash-object", "-w", file.to_str().unwrap()]).stdout)
+            .unwrap();
     let tree_input = format!("100644 blob {}\tw.bin\n", blob.trim());
     let mut mktree = std::process::Command::new("git")
         .arg("--git-dir")
@@ -299,7 +352,18 @@ fn a_stored_commit_pointing_to_a_missing_lfs_object_is_refused_as_a_branch_or_ta
     let main = rev_parse(&dir, "main");
     let out = bare_git(
         &dir,
-        &["-c", "user.name=x", "-c", "user.email=x@x", "commit-tree", tree.trim(), "-p", &main, "-m", "stale"],
+        &[
+            "-c",
+            "user.name=x",
+            "-c",
+            "user.email=x@x",
+            "commit-tree",
+            tree.trim(),
+            "-p",
+            &main,
+            "-m",
+            "stale",
+        ],
     );
     assert!(out.status.success(), "{out:?}");
     let stale = String::from_utf8(out.stdout).unwrap().trim().to_string();
@@ -315,7 +379,10 @@ fn a_stored_commit_pointing_to_a_missing_lfs_object_is_refused_as_a_branch_or_ta
     for (route, body) in [
         ("branch/stale".to_string(), json!({"startingPoint": stale})),
         (format!("tag/{stale}"), json!({"tag": "stale"})),
-        (format!("tag/{stale}"), json!({"tag": "stale2", "message": "m"})),
+        (
+            format!("tag/{stale}"),
+            json!({"tag": "stale2", "message": "m"}),
+        ),
     ] {
         let (status, answer) = post(&route, body);
         assert_eq!(status, 400, "{route}: {answer}");
@@ -337,7 +404,15 @@ fn create_repo_s_first_commit_is_checked_as_a_push_of_it_would_be() {
     let work = alice.home.path().join("fresh");
     std::fs::create_dir_all(&work).unwrap();
     alice.git(&work, &["init", "-q", "-b", "main"]);
-    alice.git(&work, &["remote", "add", "origin", &format!("{}/{repo}.git", server.url)]);
+    alice.git(
+        &work,
+        &[
+            "remote",
+            "add",
+            "origin",
+            &format!("{}/{repo}.git", server.url),
+        ],
+    );
     std::fs::write(work.join(".gitattributes"), "").unwrap();
     let locked = alice.git(&work, &["lfs", "lock", ".gitattributes"]);
     assert!(locked.contains("Locked .gitattributes"), "{locked}");
@@ -354,7 +429,10 @@ fn create_repo_s_first_commit_is_checked_as_a_push_of_it_would_be() {
     let dir = bare(&server, repo);
     assert_eq!(refs(&dir), "", "no branch");
     assert!(!stored_objects(&dir).1, "the quarantine is gone");
-    assert!(stored_objects(&dir).0.is_empty(), "the refused commit left objects");
+    assert!(
+        stored_objects(&dir).0.is_empty(),
+        "the refused commit left objects"
+    );
     // After the unlock, the same request makes the repository's first commit.
     // (git-lfs unlocks only a file without uncommitted changes: the placeholder goes.)
     std::fs::remove_file(work.join(".gitattributes")).unwrap();

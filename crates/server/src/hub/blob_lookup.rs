@@ -21,7 +21,11 @@ pub struct BlobAt {
 
 /// The blob at each of `paths` in `commit` (a commit id), in order; `None` where there is
 /// none (no such path, a directory, a submodule, a path git could not be asked about).
-pub async fn blobs_at(dir: &Path, commit: &str, paths: &[&str]) -> ServerResult<Vec<Option<BlobAt>>> {
+pub async fn blobs_at(
+    dir: &Path,
+    commit: &str,
+    paths: &[&str],
+) -> ServerResult<Vec<Option<BlobAt>>> {
     let asked: Vec<usize> = (0..paths.len())
         .filter(|&i| valid_repo_path(paths[i]))
         .collect();
@@ -34,7 +38,10 @@ pub async fn blobs_at(dir: &Path, commit: &str, paths: &[&str]) -> ServerResult<
         input.extend_from_slice(format!("{commit}:{}\n", paths[i]).as_bytes());
     }
     let mut cmd = gitread::git(dir);
-    let args = ["cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)"];
+    let args = [
+        "cat-file",
+        "--batch-check=%(objectname) %(objecttype) %(objectsize)",
+    ];
     cmd.args(args);
     let out = gitread::succeeded(&args, gitread::run_with_input(cmd, input).await?)?;
     // One line per name: `<oid> <type> <size>`, or `<name> missing` (or `ambiguous`).
@@ -61,7 +68,11 @@ pub async fn blobs_at(dir: &Path, commit: &str, paths: &[&str]) -> ServerResult<
 
 /// Reads the blobs of `found` at `small` (one `git cat-file --batch`) and keeps the
 /// pointers among them.
-async fn read_pointers(dir: &Path, found: &mut [Option<BlobAt>], small: &[usize]) -> ServerResult<()> {
+async fn read_pointers(
+    dir: &Path,
+    found: &mut [Option<BlobAt>],
+    small: &[usize],
+) -> ServerResult<()> {
     if small.is_empty() {
         return Ok(());
     }
@@ -75,7 +86,10 @@ async fn read_pointers(dir: &Path, found: &mut [Option<BlobAt>], small: &[usize]
     let mut cmd = gitread::git(dir);
     let args = ["cat-file", "--batch"];
     cmd.args(args);
-    let out = gitread::succeeded(&args, gitread::run_with_input(cmd, input.into_bytes()).await?)?;
+    let out = gitread::succeeded(
+        &args,
+        gitread::run_with_input(cmd, input.into_bytes()).await?,
+    )?;
     // `<oid> blob <size>\n<content>\n` per object, in the order asked.
     let mut rest = &out[..];
     for &i in small {
@@ -84,7 +98,11 @@ async fn read_pointers(dir: &Path, found: &mut [Option<BlobAt>], small: &[usize]
         };
         let header = String::from_utf8_lossy(&rest[..nl]).into_owned();
         rest = &rest[nl + 1..];
-        let Some(size) = header.split(' ').nth(2).and_then(|s| s.parse::<usize>().ok()) else {
+        let Some(size) = header
+            .split(' ')
+            .nth(2)
+            .and_then(|s| s.parse::<usize>().ok())
+        else {
             continue; // `<oid> missing`
         };
         let Some(content) = rest.get(..size) else {

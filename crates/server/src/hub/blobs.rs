@@ -42,7 +42,10 @@ impl BlobWriter {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| ServerError::internal(format!("running git fast-import: {e}")))?;
-        let stdin = child.stdin.take().map(|s| BufWriter::with_capacity(1 << 16, s));
+        let stdin = child
+            .stdin
+            .take()
+            .map(|s| BufWriter::with_capacity(1 << 16, s));
         Ok(BlobWriter {
             child,
             stdin,

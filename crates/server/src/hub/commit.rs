@@ -130,8 +130,16 @@ async fn receive(
         read_blocking(body, headers, MAX_COMMIT_BODY, WHAT, work).await
     } else {
         let slots = &state.upload_slots;
-        read_blocking_slot_when_flowing(body, headers, MAX_COMMIT_BODY, WHAT, slots, SLOT_FROM, work)
-            .await
+        read_blocking_slot_when_flowing(
+            body,
+            headers,
+            MAX_COMMIT_BODY,
+            WHAT,
+            slots,
+            SLOT_FROM,
+            work,
+        )
+        .await
     };
     read?
 }

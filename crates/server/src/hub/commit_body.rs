@@ -34,7 +34,11 @@ const LOOKUPS_PER_QUERY: usize = 1000;
 #[derive(Debug, PartialEq, Eq)]
 pub enum Op {
     /// A file (or an LFS file's pointer) written at `path`, as the blob `oid`.
-    Write { path: String, oid: String, lfs: bool },
+    Write {
+        path: String,
+        oid: String,
+        lfs: bool,
+    },
     DeleteFile(String),
     DeleteFolder(String),
 }
@@ -203,7 +207,9 @@ fn held_pointers(context: &Context, pending: &[Pending]) -> HubResult<Vec<Pointe
     let mut pointers = Vec::with_capacity(wanted.len());
     for part in wanted.chunks(LOOKUPS_PER_QUERY) {
         let sha256s: Vec<[u8; 32]> = part.iter().map(|w| w.1).collect();
-        let stored = context.index.repo_files_by_sha256(&context.repo, &sha256s)?;
+        let stored = context
+            .index
+            .repo_files_by_sha256(&context.repo, &sha256s)?;
         for ((path, sha256, size), file) in part.iter().zip(stored) {
             let oid = Oid(*sha256);
             let Some(file) = file else {

@@ -101,9 +101,11 @@ impl<R: BufRead> Lines<R> {
             }
         }
         let number = self.number;
-        serde_json::from_slice(&self.buf)
-            .map(Some)
-            .map_err(|e| bad(format!("line {number} of the commit request is malformed: {e}")))
+        serde_json::from_slice(&self.buf).map(Some).map_err(|e| {
+            bad(format!(
+                "line {number} of the commit request is malformed: {e}"
+            ))
+        })
     }
 
     /// Reads the next line into `buf` (without its newline); `false` at the end.

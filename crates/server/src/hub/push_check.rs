@@ -40,9 +40,7 @@ pub async fn refuse_as_a_push(
         git = git.with_env(q.env());
     }
     let update = RefUpdate {
-        old: update
-            .old
-            .map_or_else(|| "0".repeat(40), str::to_string),
+        old: update.old.map_or_else(|| "0".repeat(40), str::to_string),
         new: update.new.to_string(),
         name: update.full.to_string(),
     };

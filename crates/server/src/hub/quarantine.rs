@@ -200,7 +200,10 @@ mod tests {
         std::fs::write(&have, "theirs").unwrap();
         q.migrate().unwrap();
         let objects = repo.path().join("objects");
-        assert_eq!(std::fs::read(objects.join(&loose)).unwrap(), loose.as_bytes());
+        assert_eq!(
+            std::fs::read(objects.join(&loose)).unwrap(),
+            loose.as_bytes()
+        );
         assert!(objects.join("pack/pack-1.pack").is_file());
         assert!(objects.join("pack/pack-1.idx").is_file());
         assert_eq!(std::fs::read(have).unwrap(), b"theirs");

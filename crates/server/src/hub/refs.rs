@@ -171,7 +171,14 @@ pub async fn create_tag(
         new: &target,
     };
     refuse_as_a_push(state, &repo, quarantine.as_ref(), update).await?;
-    let tagged = ref_locked(&repo, quarantine, &full, Some(&target), None, "hub create_tag");
+    let tagged = ref_locked(
+        &repo,
+        quarantine,
+        &full,
+        Some(&target),
+        None,
+        "hub create_tag",
+    );
     if !tagged.await? {
         return Err(conflict(&format!("tag {}", request.tag)));
     }

@@ -212,7 +212,8 @@ pub async fn preupload(
         .zip(existing)
         .map(|(f, blob)| {
             let sample = STANDARD.decode(f.sample.as_bytes()).unwrap_or_default();
-            let lfs = f.size >= LFS_FROM || sample.contains(&0) || filtered.contains(f.path.as_str());
+            let lfs =
+                f.size >= LFS_FROM || sample.contains(&0) || filtered.contains(f.path.as_str());
             let oid = blob.and_then(|b| match (b.pointer, lfs) {
                 (Some(p), true) => Some(p.oid.to_hex()),
                 (None, false) => Some(b.oid),
