@@ -203,10 +203,9 @@ pub async fn entry(dir: &Path, commit: &str, path: &str) -> ServerResult<Option<
 pub async fn file_names(dir: &Path, commit: &str) -> ServerResult<Vec<String>> {
     let treeish = format!("{commit}^{{tree}}");
     let out = run_ok(dir, &["ls-tree", "-r", "-z", &treeish]).await?;
-    Ok(parse_ls_tree(&out)
-        .into_iter()
-        .filter(|e| !e.is_dir)
-        .map(|e| e.path)
+    Ok(ls_tree::records(&out)
+        .filter(|record| record.kind == "blob")
+        .filter_map(|record| Some(std::str::from_utf8(record.path).ok()?.to_string()))
         .collect())
 }
 
@@ -297,7 +296,7 @@ fn is_object_id(s: &str) -> bool {
 
 /// The entries of `git ls-tree -l -z` output. Submodules, paths that are not UTF-8 (the Hub
 /// names files by strings) and anything unparsable are left out.
-pub(super) fn parse_ls_tree(out: &[u8]) -> Vec<Entry> {
+fn parse_ls_tree(out: &[u8]) -> Vec<Entry> {
     ls_tree::records(out)
         .filter_map(|record| {
             let is_dir = match record.kind {
