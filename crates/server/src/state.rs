@@ -127,12 +127,14 @@ impl AppState {
     /// repository this server hosts unless it was created private (`create_repo(private=True)`,
     /// index/repos.rs). A missing repository is refused like a private one, so that a caller
     /// without a credential cannot tell which private repositories exist. The index is read
-    /// (one primary-key row) only for credential-less requests on such a server.
+    /// (one primary-key row) only for credential-less requests on such a server, for a
+    /// missing repository too (the answer then takes as long as a private one's).
     pub fn anonymous_read(&self, headers: &HeaderMap, repo: &RepoName) -> ServerResult<bool> {
         if !self.config.anonymous_read || auth::credential(headers).is_some() {
             return Ok(self.config.anonymous_read);
         }
-        Ok(self.hosts(repo) && !self.index.repo_private(repo)?)
+        let private = self.index.repo_private(repo)?;
+        Ok(self.hosts(repo) && !private)
     }
 
     /// Whether `repo` exists here: its git repository, or any name on a server that hosts
