@@ -11,8 +11,9 @@ use crate::repo::Repo;
 use crate::GitError;
 use git_xet_lfs::agent::{self, Ending};
 use git_xet_lfs::coordinator::{self, Follower};
+use git_xet_lfs::objects::OutgoingObjects;
 use git_xet_lfs::progress::AnswerSink;
-use git_xet_lfs::protocol::InitRequest;
+use git_xet_lfs::protocol::{InitRequest, Operation};
 use git_xet_lfs::xet_backend::{EnvStart, XetBackend};
 use git_xet_lfs::LfsError;
 
@@ -45,13 +46,27 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
         // The configuration (lfs.storage, remotes, http.*) is read once, as git-lfs does.
         let repo = Repo::discover_with_config(&Git::in_dir(&cwd)).map_err(setup_failed)?;
         let store = repo.lfs_store();
-        crate::objects::env_with_store(&repo, &remote, operation, store).map_err(setup_failed)
+        let mut env = crate::objects::env_with_store(&repo, &remote, operation, store)
+            .map_err(setup_failed)?;
+        if operation == Operation::Upload {
+            env.outgoing = Some(outgoing_objects(repo, remote));
+        }
+        Ok(env)
     };
     if quick {
         Ok(EnvStart::Later(Box::new(discover)))
     } else {
         discover().map(EnvStart::Ready)
     }
+}
+
+/// Lists what a push to `remote` from `repo` may contain, for its coordinator's read-ahead
+/// (asked once, when a Batch API answer first lists objects to read ahead).
+fn outgoing_objects(repo: Repo, remote: String) -> OutgoingObjects {
+    Arc::new(move || {
+        crate::lfs_objects::outgoing_objects(&repo, &remote)
+            .map_err(|e| LfsError::Outgoing(Arc::new(e)))
+    })
 }
 
 /// Joins the push's coordinator for `remote` when the current directory's repository plainly

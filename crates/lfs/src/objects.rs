@@ -7,7 +7,7 @@
 //! directory, verified against the XET hash and the oid, reusing chunks of recent local
 //! objects the client knows the reconstruction of.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -46,7 +46,15 @@ pub struct AgentEnv {
     /// The per-user chunk store (root, bound on its chunks' bytes): what downloads fetch is
     /// kept there, and objects it holds are rebuilt from it with no transfer.
     pub chunk_store: Option<(PathBuf, u64)>,
+    /// For a push's agents: lists the objects the push may contain, the only ones its
+    /// coordinator reads ahead of git-lfs (see `coordinator::read_ahead`). `None` elsewhere,
+    /// and then nothing is read ahead.
+    pub outgoing: Option<OutgoingObjects>,
 }
+
+/// Lists the LFS objects (oid, size) a push may contain, by the git layer's rule (the
+/// pointers of the commits it has not seen on the remote); asked at most once per push.
+pub type OutgoingObjects = Arc<dyn Fn() -> Result<HashSet<(Oid, u64)>, LfsError> + Send + Sync>;
 
 /// One object to download: what it is, and how to reach it (the `xet` action's CAS URL,
 /// token, expiry, refresh URL and the object's XET hash).
