@@ -7,11 +7,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::command::Git;
+use crate::outgoing::OutgoingBlobs;
 use crate::repo::Repo;
 use crate::GitError;
 use git_xet_lfs::agent::{self, Ending};
 use git_xet_lfs::coordinator::{self, Follower};
-use git_xet_lfs::objects::OutgoingObjects;
+use git_xet_lfs::objects::{OutgoingObjects, PushContents};
 use git_xet_lfs::progress::AnswerSink;
 use git_xet_lfs::protocol::{InitRequest, Operation};
 use git_xet_lfs::xet_backend::{EnvStart, XetBackend};
@@ -60,12 +61,14 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
     }
 }
 
-/// Lists what a push to `remote` from `repo` may contain, for its coordinator's read-ahead
-/// (asked once, when a Batch API answer first lists objects to read ahead).
+/// Works out what a push to `remote` from `repo` may contain, for its coordinator's
+/// read-ahead (once, when a Batch API answer first lists objects to read ahead).
 fn outgoing_objects(repo: Repo, remote: String) -> OutgoingObjects {
     Arc::new(move || {
-        crate::lfs_objects::outgoing_objects(&repo, &remote)
-            .map_err(|e| LfsError::Outgoing(Arc::new(e)))
+        let blobs =
+            OutgoingBlobs::list(&repo, &remote).map_err(|e| LfsError::Outgoing(Arc::new(e)))?;
+        tracing::debug!("{} blobs this push may send", blobs.len());
+        Ok(Box::new(blobs) as Box<dyn PushContents>)
     })
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::{hex32, Pending, Queue, Seen, SHARED_MAX_BYTES};
 use crate::action::HEADER_UPLOAD_OBJECTS;
-use crate::objects::{AgentEnv, ObjectService, UploadJob};
+use crate::objects::{AgentEnv, ObjectService, PushContents, UploadJob};
 use crate::pointer::Oid;
 use crate::store::LfsStore;
 use git_xet_core::api::cas::AnnouncedObject;
@@ -44,8 +44,8 @@ pub(super) fn read_ahead(
     let mut listed: HashSet<String> = HashSet::new();
     // Answers whose list was waited for (once each).
     let mut graced: HashSet<String> = HashSet::new();
-    // What the push may contain, listed at the first list (once per push).
-    let mut outgoing: Option<HashSet<(Oid, u64)>> = None;
+    // What the push may contain, worked out at the first list (once per push).
+    let mut outgoing: Option<Box<dyn PushContents>> = None;
     loop {
         if backlog.is_empty() {
             match asks.recv() {
@@ -107,7 +107,7 @@ pub(super) fn read_ahead(
             .header
             .retain(|k, _| !k.eq_ignore_ascii_case(HEADER_UPLOAD_OBJECTS));
         // The store's copies are looked at before the queue is locked.
-        let chosen = admitted(&announced, outgoing, &service.env().store);
+        let chosen = admitted(&announced, outgoing.as_ref(), &service.env().store);
         let mut queued = 0;
         let mut q = lock.lock().expect("queue lock");
         for (oid, size, path) in chosen.stored {
@@ -146,24 +146,22 @@ pub(super) fn read_ahead(
 }
 
 /// What the push may contain, by the git layer's rule; nothing when that cannot be told.
-fn outgoing_of(env: &AgentEnv) -> HashSet<(Oid, u64)> {
-    let Some(list) = &env.outgoing else {
+fn outgoing_of(env: &AgentEnv) -> Box<dyn PushContents> {
+    let nothing = Box::new(HashSet::<(Oid, u64)>::new());
+    let Some(work_out) = &env.outgoing else {
         tracing::debug!("not reading ahead: this agent cannot tell what its push contains");
-        return HashSet::new();
+        return nothing;
     };
     let started = Instant::now();
-    match list() {
-        Ok(objects) => {
-            tracing::debug!(
-                secs = started.elapsed().as_secs_f64(),
-                "{} LFS objects this push may contain",
-                objects.len()
-            );
-            objects
+    match work_out() {
+        Ok(contents) => {
+            let secs = started.elapsed().as_secs_f64();
+            tracing::debug!(secs, "worked out what this push may contain");
+            contents
         }
         Err(e) => {
             tracing::warn!("not reading ahead of git-lfs: {}", crate::agent::chain(&e));
-            HashSet::new()
+            nothing
         }
     }
 }
@@ -171,7 +169,7 @@ fn outgoing_of(env: &AgentEnv) -> HashSet<(Oid, u64)> {
 /// The objects of a list to read ahead, and how many it named that the push may not contain.
 #[derive(Debug, Default)]
 struct Admitted {
-    /// Small, in `outgoing` at the size the list says, and in the store at that size.
+    /// Small, that the push may contain at the size the list says, stored at that size.
     stored: Vec<(Oid, u64, PathBuf)>,
     not_outgoing: usize,
 }
@@ -180,7 +178,7 @@ struct Admitted {
 /// that the push may contain (`outgoing`, oid and size), stored at that size.
 fn admitted(
     announced: &[AnnouncedObject],
-    outgoing: &HashSet<(Oid, u64)>,
+    outgoing: &dyn PushContents,
     store: &LfsStore,
 ) -> Admitted {
     let mut chosen = Admitted::default();
@@ -188,7 +186,7 @@ fn admitted(
         let Some(oid) = hex32(&object.oid).map(Oid) else {
             continue;
         };
-        if !outgoing.contains(&(oid, object.size)) {
+        if !outgoing.may_contain(&oid, object.size) {
             chosen.not_outgoing += 1;
             continue;
         }
@@ -250,7 +248,7 @@ mod tests {
         assert_eq!(chosen.stored[0].2, store.path(&pushed));
         assert_eq!(chosen.not_outgoing, 2, "{chosen:?}");
         // Without a list of what the push contains, nothing is read ahead.
-        let none = admitted(&list, &HashSet::new(), &store);
+        let none = admitted(&list, &HashSet::<(Oid, u64)>::new(), &store);
         assert!(none.stored.is_empty());
     }
 }
