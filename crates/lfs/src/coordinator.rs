@@ -14,8 +14,8 @@
 //! agents' objects only, so that two halves alternate instead of every agent waiting for
 //! one round trip after the last object came ([`batch_target`]).
 //!
-//! Ahead of git-lfs, the coordinator also queues objects that a git-xet server's upload
-//! answer lists and no agent has handed over yet, those the push may contain alone
+//! Ahead of git-lfs, the coordinator also queues the objects a git-xet server's upload
+//! answer lists that no agent has handed over yet, if the push may contain them
 //! ([`read_ahead`]).
 //!
 //! A follower that cannot reach the coordinator, or loses it mid-object, uploads the object
