@@ -19,14 +19,15 @@ use crate::GitError;
 use git_xet_lfs::objects::PushContents;
 use git_xet_lfs::pointer::{Oid, Pointer};
 
-/// The most blobs kept (about 70 MiB of ids): a push of more commits than that (a first push
-/// of a long history) gets no read-ahead rather than that much memory.
-const MAX_BLOBS: usize = 2 << 20;
+/// The most ids kept (the blobs and the commits: their set takes up to about 70 MiB): a push of
+/// commits holding more (a first push of a long history) gets no read-ahead rather than that
+/// much memory.
+const MAX_IDS: usize = 1 << 20;
 
 /// The blobs a push to a remote may contain, by id.
 pub struct OutgoingBlobs {
     format: ObjectFormat,
-    /// Object ids, SHA-1 ones padded with zeros.
+    /// The blobs' ids and their commits' (SHA-1 ones padded with zeros).
     ids: HashSet<[u8; 32]>,
 }
 
@@ -36,6 +37,11 @@ impl OutgoingBlobs {
     /// as a URL has none). Tags, the stash, other remotes' branches and commits no branch
     /// reaches any more add nothing.
     pub fn list(repo: &Repo, remote: &str) -> Result<OutgoingBlobs, GitError> {
+        OutgoingBlobs::list_at_most(repo, remote, MAX_IDS)
+    }
+
+    /// [`list`](Self::list), failing beyond `max` ids.
+    fn list_at_most(repo: &Repo, remote: &str, max: usize) -> Result<OutgoingBlobs, GitError> {
         let key = "extensions.objectformat";
         let configured = repo.config().get(None, key)?;
         let format = ObjectFormat::from_config(configured.as_deref()).ok_or_else(|| {
@@ -62,27 +68,16 @@ impl OutgoingBlobs {
         let shown = args.join(" ");
         let mut child = repo.git().spawn(args, Stdio::null())?;
         let stdout = child.stdout.take().expect("stdout is piped");
-        let mut ids = HashSet::new();
-        let mut too_many = false;
-        for line in BufReader::new(stdout).split(b'\n') {
-            let line = line.map_err(|e| GitError::io("reading `git rev-list`", e))?;
-            if ids.len() == MAX_BLOBS {
-                too_many = true;
-                break;
-            }
-            // Commits are listed too: their ids never match a pointer's.
-            if let Some(id) = decode_id(&line, format) {
-                ids.insert(id);
-            }
-        }
-        if too_many {
+        let read = read_ids(stdout, format, max);
+        if !matches!(read, Ok(Some(_))) {
             let _ = child.kill();
-            let _ = child.wait();
-            return Err(GitError::TooManyOutgoing { limit: MAX_BLOBS });
         }
         let status = child
             .wait()
             .map_err(|e| GitError::io("waiting for `git rev-list`", e))?;
+        let ids = read
+            .map_err(|e| GitError::io("reading `git rev-list`", e))?
+            .ok_or(GitError::TooManyOutgoing { limit: max })?;
         if !status.success() {
             return Err(GitError::Command {
                 command: format!("git {shown}"),
@@ -99,7 +94,7 @@ impl OutgoingBlobs {
             .contains(&padded(&self.format.blob_id(text.as_bytes())))
     }
 
-    /// How many blobs.
+    /// How many ids (the blobs and their commits).
     pub fn len(&self) -> usize {
         self.ids.len()
     }
@@ -113,6 +108,26 @@ impl PushContents for OutgoingBlobs {
     fn may_contain(&self, oid: &Oid, size: u64) -> bool {
         self.has_pointer(oid, size)
     }
+}
+
+/// The ids `git rev-list` prints, one a line; `None` beyond `max`.
+fn read_ids(
+    out: impl std::io::Read,
+    format: ObjectFormat,
+    max: usize,
+) -> std::io::Result<Option<HashSet<[u8; 32]>>> {
+    let mut ids = HashSet::new();
+    for line in BufReader::new(out).split(b'\n') {
+        let line = line?;
+        if ids.len() == max {
+            return Ok(None);
+        }
+        // Commits are listed too: their ids never match a pointer's.
+        if let Some(id) = decode_id(&line, format) {
+            ids.insert(id);
+        }
+    }
+    Ok(Some(ids))
 }
 
 /// An object id of `format` from its lowercase hex, as git prints it.
@@ -232,6 +247,19 @@ mod tests {
             assert_eq!(holds("origin"), [2, 3, 7], "{format}");
             // A remote git-lfs was given as a URL has no remote-tracking branches.
             assert_eq!(holds("https://example.com/r.git"), [1, 2, 3, 7], "{format}");
+            // Beyond the bound, an error. Seven ids: the commits main, feature and dropped,
+            // and new.bin, plain.txt, f.bin and d.bin.
+            let bounded = OutgoingBlobs::list_at_most(&repo, "origin", 6);
+            assert!(matches!(
+                bounded,
+                Err(GitError::TooManyOutgoing { limit: 6 })
+            ));
+            assert_eq!(
+                OutgoingBlobs::list_at_most(&repo, "origin", 7)
+                    .unwrap()
+                    .len(),
+                7
+            );
             // All of it on the remote: nothing.
             set_ref("refs/remotes/origin/feature", &dropped);
             set_ref("refs/remotes/origin/more", &feature);

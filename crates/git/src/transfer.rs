@@ -67,7 +67,7 @@ fn outgoing_objects(repo: Repo, remote: String) -> OutgoingObjects {
     Arc::new(move || {
         let blobs =
             OutgoingBlobs::list(&repo, &remote).map_err(|e| LfsError::Outgoing(Arc::new(e)))?;
-        tracing::debug!("{} blobs this push may send", blobs.len());
+        tracing::debug!("{} blobs and commits this push may send", blobs.len());
         Ok(Box::new(blobs) as Box<dyn PushContents>)
     })
 }
