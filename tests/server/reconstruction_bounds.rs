@@ -29,7 +29,7 @@ fn repeated(xorb: &SerializedXorb, repeats: usize) -> (FileInfo, Vec<u8>) {
     let one = rebuild_one(xorb);
     let data = one.repeat(repeats);
     let info = FileInfo {
-        file_hash: file_hash(std::iter::repeat((chunk, u64::from(len))).take(repeats)),
+        file_hash: file_hash(std::iter::repeat_n((chunk, u64::from(len)), repeats)),
         terms: vec![term; repeats],
         verification: Some(vec![verification_hash([chunk].iter()); repeats]),
         sha256: Some(sha256_as_merkle(&sha256(&data))),
