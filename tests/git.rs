@@ -70,6 +70,8 @@ mod sshd;
 mod status_page;
 #[path = "git/store.rs"]
 mod store;
+#[path = "git/store_lfs_commands.rs"]
+mod store_lfs_commands;
 #[path = "git/store_fs.rs"]
 mod store_fs;
 #[path = "git/tls_native.rs"]

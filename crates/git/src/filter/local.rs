@@ -8,10 +8,11 @@
 //! asks again), so that git's index and hooks overlap the settling, and when git closes the
 //! pipe for whatever came after. One the chunk store cannot rebuild always stays. Else,
 //! with `xet.keepCheckedOut`:
-//! - `auto`: kept only when it now shares its extents with the working tree file
-//!   (FIDEDUPERANGE: XFS with reflink, btrfs), so it costs no disk; dropped elsewhere;
-//! - `true`: kept (sharing when it can, a second copy when it cannot);
-//! - `false`: dropped.
+//! - `auto` (the default, or `true`): kept, because git-lfs's own commands (`fsck`,
+//!   `checkout`, `push`) read the checked-out version there; it shares its extents with the
+//!   working tree file where the file system can (FIDEDUPERANGE: XFS with reflink, btrfs),
+//!   so it costs no disk there, and is a second copy elsewhere;
+//! - `false`: dropped (the smallest disk).
 //!
 //! Kept objects are listed per working tree file in `.git/xet/checked-out`; when a file
 //! gets another version (or is gone), its former object leaves, so versions other than the
@@ -35,6 +36,9 @@ pub(super) struct Wholes {
     keep_checked_out: KeepCheckedOut,
     /// (working tree path as git named it, object, whole copy).
     seen: Vec<(String, Pointer, PathBuf)>,
+    /// Working tree paths written from a whole object this filter does not settle (never
+    /// pushed, fetched by git-lfs, materialized): what `kept` said they held is theirs no more.
+    others: Vec<String>,
     /// `.git/xet/checked-out`, read when first needed.
     kept: Option<BTreeMap<PathBuf, Oid>>,
     /// The objects of `kept` and the objects marked pushed (`.git/xet/pushed`), each read
@@ -123,6 +127,8 @@ impl Filter {
         }
         if self.found_noted_mut().has(&pointer.oid) {
             self.note_whole(pathname, pointer, object);
+        } else {
+            self.wholes.others.push(pathname.to_string());
         }
     }
 
@@ -155,7 +161,8 @@ impl Filter {
     /// written every file.
     pub(super) fn settle_wholes(&mut self) {
         let seen = std::mem::take(&mut self.wholes.seen);
-        if seen.is_empty() {
+        let others = std::mem::take(&mut self.wholes.others);
+        if seen.is_empty() && others.is_empty() {
             return;
         }
         let Some(store) = self.chunks().cloned() else {
@@ -167,28 +174,29 @@ impl Filter {
         let mut kept = before.clone();
         let mut keep: HashSet<Oid> = HashSet::new();
         let mut drop: HashMap<Oid, PathBuf> = HashMap::new();
+        for pathname in &others {
+            kept.remove(&work_tree.join(pathname));
+        }
         // One "not supported" answers for the rest (one file system per work tree).
-        let mut supported = mode != KeepCheckedOut::Never;
+        let mut supported = true;
         for (pathname, pointer, object) in &seen {
-            if !store.has(&pointer.oid.0, pointer.size) {
-                continue; // the only copy besides the server's: it stays
-            }
             let file = work_tree.join(pathname);
-            let shared = supported
-                && match share(object, &file, pointer.size) {
-                    Shared::Done => true,
-                    Shared::Unsupported => {
+            match mode {
+                KeepCheckedOut::Keep => {
+                    // Shared or not (a file changed since git wrote it), the object stays.
+                    if supported && share(object, &file, pointer.size) == Shared::Unsupported {
                         supported = false;
-                        false
                     }
-                    Shared::Differs => false,
-                };
-            if shared || mode == KeepCheckedOut::Always {
-                keep.insert(pointer.oid);
-                kept.insert(file, pointer.oid);
-            } else {
-                drop.insert(pointer.oid, object.clone());
-                kept.remove(&file);
+                    keep.insert(pointer.oid);
+                    kept.insert(file, pointer.oid);
+                }
+                KeepCheckedOut::Never => {
+                    if !store.has(&pointer.oid.0, pointer.size) {
+                        continue; // the only copy besides the server's: it stays
+                    }
+                    drop.insert(pointer.oid, object.clone());
+                    kept.remove(&file);
+                }
             }
         }
         // Files that are gone no longer keep their object.
