@@ -70,10 +70,10 @@ mod sshd;
 mod status_page;
 #[path = "git/store.rs"]
 mod store;
-#[path = "git/store_lfs_commands.rs"]
-mod store_lfs_commands;
 #[path = "git/store_fs.rs"]
 mod store_fs;
+#[path = "git/store_lfs_commands.rs"]
+mod store_lfs_commands;
 #[path = "git/tls_native.rs"]
 mod tls_native;
 #[path = "git/transfer_protocol.rs"]

@@ -281,10 +281,10 @@ fn objects_lines(objects: &ObjectsSetting) -> Vec<String> {
                     "whole objects:  the checked-out version's, as git-lfs keeps them (xet.keepCheckedOut=auto)".into(),
                     "                older versions: `git xet materialize REV` before `git lfs fsck REV` or `git lfs push --all`".into(),
                 ]),
-                KeepCheckedOut::Never => lines.extend([
-                    "whole objects:  none (xet.keepCheckedOut=false): `git xet materialize` first for".into(),
-                    format!("                {}", KeepCheckedOut::NEEDS_MATERIALIZE),
-                ]),
+                KeepCheckedOut::Never => lines.push(format!(
+                    "whole objects:  none (xet.keepCheckedOut=false): `git xet materialize` first for {}",
+                    KeepCheckedOut::NEEDS_MATERIALIZE
+                )),
             }
             lines
         }
@@ -399,8 +399,7 @@ mod tests {
             broken,
             format!("shard cache:    {} in /r/.git/xet", human_bytes(2048)),
             "chunk store:    /home/u/store (every version pulled or pushed, rebuilt offline)".into(),
-            "whole objects:  none (xet.keepCheckedOut=false): `git xet materialize` first for".into(),
-            format!("                {}", KeepCheckedOut::NEEDS_MATERIALIZE),
+            "whole objects:  none (xet.keepCheckedOut=false): `git xet materialize` first for `git lfs fsck` and `git lfs checkout`".into(),
             "LFS files in HEAD: 2".into(),
             format!(
                 "  {}  {:>10}  a.bin  (working tree, chunk store)",
@@ -432,7 +431,10 @@ mod tests {
                 "remote:         none",
             ]
         );
-        assert!(lines[4].starts_with("chunk store:    not used"), "{lines:?}");
+        assert!(
+            lines[4].starts_with("chunk store:    not used"),
+            "{lines:?}"
+        );
         assert_eq!(lines[5], "LFS files in HEAD: 0");
     }
 }

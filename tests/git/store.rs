@@ -321,7 +321,11 @@ fn a_second_clone_takes_its_objects_from_the_store_even_two_at_once() {
         ok(child.wait_with_output().unwrap(), "concurrent clone");
         let dir = bob.root.path().join(name);
         assert_file_is(&dir.join("model.bin"), &version(1));
-        assert_eq!(lfs_objects(&dir), 2, "HEAD's objects, rebuilt from the store");
+        assert_eq!(
+            lfs_objects(&dir),
+            2,
+            "HEAD's objects, rebuilt from the store"
+        );
     }
     assert_eq!(
         server.metric(XORB_SERVED),

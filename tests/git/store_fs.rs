@@ -140,7 +140,10 @@ fn the_checked_out_objects_stay_whole_sharing_extents_on_xfs_a_copy_elsewhere() 
     );
     assert!(has_whole(&plain, &bob, &commits[0], "model.bin"));
     assert!(!has_whole(&plain, &bob, &commits[1], "model.bin"));
-    ok(bob.git_output(&plain, &["lfs", "fsck"]), "fsck after checkout");
+    ok(
+        bob.git_output(&plain, &["lfs", "fsck"]),
+        "fsck after checkout",
+    );
 
     // `false` keeps none: the smallest disk, and status names what needs materialize.
     bob.git(&plain, &["config", "xet.keepCheckedOut", "false"]);
@@ -165,7 +168,10 @@ fn the_checked_out_objects_stay_whole_sharing_extents_on_xfs_a_copy_elsewhere() 
         "{status}"
     );
     bob.xet(&plain, &["materialize"]);
-    ok(bob.git_output(&plain, &["lfs", "fsck"]), "fsck after materialize");
+    ok(
+        bob.git_output(&plain, &["lfs", "fsck"]),
+        "fsck after materialize",
+    );
 
     let Some(xfs) = Xfs::make() else { return };
     let before = used_bytes(&xfs.mount());

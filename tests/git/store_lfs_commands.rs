@@ -116,14 +116,19 @@ fn git_lfs_commands_see_what_git_lfs_sees(dir: Option<&Path>) {
     same_as_git_lfs((&bob, &b), (&carol, &c), "on a fresh clone");
     assert_eq!(lfs_objects(&b), 2, "model.bin and small.bin of HEAD");
     let status = stdout(&ok(bob.xet_output(&b, &["status", "--offline"]), "status"));
-    let line = status.lines().find(|l| l.ends_with("model.bin  (working tree, whole object, chunk store)"));
+    let line = status
+        .lines()
+        .find(|l| l.ends_with("model.bin  (working tree, whole object, chunk store)"));
     assert!(line.is_some(), "{status}");
 
     // Five new versions, pulled one by one: only HEAD's objects stay whole.
     for n in 1..6 {
         commits.push(push_version(&alice, &a, n));
         for (env, repo) in [(&bob, &b), (&carol, &c)] {
-            ok(env.git_logged(repo, &["pull", "-q", "origin", "main"]), "pull");
+            ok(
+                env.git_logged(repo, &["pull", "-q", "origin", "main"]),
+                "pull",
+            );
         }
         assert_file_is(&b.join("model.bin"), &version(n));
     }
@@ -142,14 +147,20 @@ fn git_lfs_commands_see_what_git_lfs_sees(dir: Option<&Path>) {
     }
     same_as_git_lfs((&bob, &b), (&carol, &c), "after a commit");
     lfs(&bob, &b, &["push", "origin", "main"]);
-    ok(bob.git_logged(&b, &["push", "-q", "origin", "main"]), "push");
+    ok(
+        bob.git_logged(&b, &["push", "-q", "origin", "main"]),
+        "push",
+    );
     // Carol takes Bob's commit (the same content as hers) instead of her own.
     carol.git(&c, &["fetch", "-q", "origin"]);
     carol.git(&c, &["reset", "-q", "--hard", "origin/main"]);
     same_as_git_lfs((&bob, &b), (&carol, &c), "after a push");
 
     // Checkouts of other revisions, the oldest with the server stopped.
-    ok(bob.git_logged(&b, &["checkout", "-q", &commits[2]]), "checkout");
+    ok(
+        bob.git_logged(&b, &["checkout", "-q", &commits[2]]),
+        "checkout",
+    );
     carol.git(&c, &["checkout", "-q", &commits[2]]);
     same_as_git_lfs((&bob, &b), (&carol, &c), "after a checkout of v2");
     server.stop();
@@ -163,7 +174,11 @@ fn git_lfs_commands_see_what_git_lfs_sees(dir: Option<&Path>) {
     assert!(!has_whole(&b, &bob, &commits[2], "model.bin"));
     lfs_checkout_restores(&bob, &b, "model.bin", &version(0));
     let listed = lfs(&bob, &b, &["ls-files", "--json"]);
-    assert_eq!(listed.matches("\"downloaded\": true").count(), 2, "{listed}");
+    assert_eq!(
+        listed.matches("\"downloaded\": true").count(),
+        2,
+        "{listed}"
+    );
 }
 
 #[test]
@@ -206,9 +221,16 @@ fn old_revisions_come_whole_from_git_lfs_fetch_or_materialize_served_by_local_ch
     lfs(&bob, &b, &["fetch", "origin", oldest]);
     assert_eq!(lfs(&bob, &b, &["fsck", oldest]).trim(), "Git LFS fsck OK");
     lfs(&bob, &b, &["fetch", "--all"]);
-    assert_eq!(server.metric(XORB_SERVED), served, "rebuilt, not downloaded");
+    assert_eq!(
+        server.metric(XORB_SERVED),
+        served,
+        "rebuilt, not downloaded"
+    );
     lfs(&bob, &b, &["push", "--all", "mirror"]);
-    ok(bob.git_logged(&b, &["push", "-q", "mirror", "main"]), "push");
+    ok(
+        bob.git_logged(&b, &["push", "-q", "mirror", "main"]),
+        "push",
+    );
     // The mirror holds every version: plain git-lfs checks each out from it.
     let m = carol.clone_ok(&mirror, "m");
     for (n, commit) in commits.iter().enumerate() {

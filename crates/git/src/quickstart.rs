@@ -133,7 +133,11 @@ fn demo(
     let local = root.join("clone-here");
     let local_str = local.to_string_lossy().into_owned();
     let here = server.measure(|| git.run(root, &["clone", "-q", remote_str, &local_str]))?;
-    same_bytes(&file, &local.join("model.bin"), "version 2 (clone on this machine)")?;
+    same_bytes(
+        &file,
+        &local.join("model.bin"),
+        "version 2 (clone on this machine)",
+    )?;
 
     let stored = server.metric("git_xet_stored_xorb_bytes")?;
     let logical = 2.0 * size as f64;

@@ -102,10 +102,10 @@ pub enum KeepCheckedOut {
 }
 
 impl KeepCheckedOut {
-    /// The git-lfs commands that read `.git/lfs/objects` for the checked-out version, which
-    /// `xet.keepCheckedOut=false` leaves without whole objects.
-    pub const NEEDS_MATERIALIZE: &'static str =
-        "`git lfs fsck`, `git lfs checkout`, `git lfs push --all` (or to a remote without the objects)";
+    /// The git-lfs commands that read the checked-out version from `.git/lfs/objects`, which
+    /// `xet.keepCheckedOut=false` leaves without whole objects (`git lfs push` cleans the
+    /// working tree file again when its object is missing).
+    pub const NEEDS_MATERIALIZE: &'static str = "`git lfs fsck` and `git lfs checkout`";
 
     pub fn parse(v: &str) -> Option<KeepCheckedOut> {
         match v.trim().to_ascii_lowercase().as_str() {

@@ -307,7 +307,9 @@ fn read_kept(path: &Path) -> Kept {
         let Ok(oid) = git_xet_core::lfs::parse_oid(oid) else {
             continue;
         };
-        kept.entry(PathBuf::from(file)).or_default().insert(Oid(oid));
+        kept.entry(PathBuf::from(file))
+            .or_default()
+            .insert(Oid(oid));
     }
     kept
 }
