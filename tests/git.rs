@@ -54,6 +54,10 @@ mod prompt;
 mod request_ids;
 #[path = "git/shared_uploads.rs"]
 mod shared_uploads;
+#[path = "git/shared_uploads_proxy.rs"]
+mod shared_uploads_proxy;
+#[path = "git/shared_uploads_read_ahead.rs"]
+mod shared_uploads_read_ahead;
 #[path = "git/ssh_auth.rs"]
 mod ssh_auth;
 #[path = "git/ssh_postgres.rs"]
