@@ -11,7 +11,8 @@ use std::process::Command;
 
 use crate::env::{assert_file_is, ok, remote_url, stderr, stdout, GitEnv};
 use crate::store::{has_whole, object_of, push_versions, version};
-use crate::support::{lfs_objects, TestServer};
+use crate::support::{lfs_objects, random_bytes, write_file, TestServer};
+use git_xet_git::store::KeepCheckedOut;
 
 /// A 1 GiB XFS (reflink on) mounted from an image file; unmounted and deleted on drop,
 /// also when the test fails.
@@ -153,14 +154,45 @@ fn the_checked_out_objects_stay_whole_sharing_extents_on_xfs_a_copy_elsewhere() 
     );
     assert_file_is(&plain.join("model.bin"), &version(1));
     assert_eq!(lfs_objects(&plain), 0, "false keeps nothing whole");
+    // The git-lfs commands status names: fsck fails, checkout leaves a pointer it has no
+    // object for. ls-files (which looks at the working tree file) and a push of a new commit
+    // (what `git add` cleaned stays whole until pushed) are unaffected.
     let fsck = bob.git_output(&plain, &["lfs", "fsck"]);
     assert!(!fsck.status.success(), "nothing for git-lfs to read");
+    std::fs::remove_file(plain.join("model.bin")).unwrap();
+    let out = bob
+        .command("git", &plain)
+        .args(["checkout", "--", "model.bin"])
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    ok(out, "checkout of the pointer");
+    ok(
+        bob.git_output(&plain, &["lfs", "checkout"]),
+        "git lfs checkout",
+    );
+    let left = std::fs::metadata(plain.join("model.bin")).unwrap().len();
+    assert!(left < 200, "git lfs checkout wrote {left} bytes");
+    bob.git(&plain, &["checkout", "-q", "--", "model.bin"]);
+    assert_file_is(&plain.join("model.bin"), &version(1));
+    let listed = stdout(&ok(
+        bob.git_output(&plain, &["lfs", "ls-files"]),
+        "ls-files",
+    ));
+    assert!(listed.contains(" * model.bin"), "{listed}");
+    write_file(&plain.join("small.bin"), &random_bytes(50 << 10, 4343));
+    bob.git(&plain, &["commit", "-qam", "local edit"]);
+    ok(
+        bob.git_logged(&plain, &["lfs", "push", "origin", "main"]),
+        "git lfs push of the current branch",
+    );
     let status = stdout(&ok(
         bob.xet_output(&plain, &["status", "--offline"]),
         "status",
     ));
     assert!(
-        status.contains("none (xet.keepCheckedOut=false)") && status.contains("`git lfs fsck`"),
+        status.contains("none (xet.keepCheckedOut=false)")
+            && status.contains(KeepCheckedOut::NEEDS_MATERIALIZE),
         "{status}"
     );
     assert!(

@@ -6,7 +6,7 @@
 //! an old revision whole get it from `git lfs fetch` (served from local chunks) or
 //! `git xet materialize`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::env::{assert_file_is, ok, remote_url, stderr, stdout, GitEnv};
 use crate::store::{has_whole, version, XORB_SERVED};
@@ -69,6 +69,22 @@ fn lfs_checkout_restores(env: &GitEnv, repo: &Path, path: &str, expected: &[u8])
     assert_file_is(&repo.join(path), expected);
 }
 
+/// A clone of `remote` by `env` named `name`, in `dir` when given, else under `env`'s root.
+fn clone_in(env: &GitEnv, remote: &str, dir: Option<&Path>, name: &str) -> PathBuf {
+    let Some(dir) = dir else {
+        return env.clone_ok(remote, name);
+    };
+    let target = dir.join(name);
+    ok(
+        env.git_logged(
+            &env.dir("."),
+            &["clone", "-q", remote, target.to_str().unwrap()],
+        ),
+        "clone",
+    );
+    target
+}
+
 #[test]
 fn git_lfs_commands_see_what_git_lfs_sees_on_ext4() {
     // The test directory's file system: ext4 here (tmpfs where TMPDIR is one).
@@ -100,18 +116,7 @@ fn git_lfs_commands_see_what_git_lfs_sees(dir: Option<&Path>) {
     let mut commits = vec![push_version(&alice, &a, 0)];
 
     // A fresh clone.
-    let b = match dir {
-        Some(dir) => {
-            let b = dir.join("b");
-            let target = b.to_str().unwrap();
-            ok(
-                bob.git_logged(&bob.dir("."), &["clone", "-q", &remote, target]),
-                "clone",
-            );
-            b
-        }
-        None => bob.clone_ok(&remote, "b"),
-    };
+    let b = clone_in(&bob, &remote, dir, "b");
     let c = carol.clone_ok(&remote, "c");
     same_as_git_lfs((&bob, &b), (&carol, &c), "on a fresh clone");
     assert_eq!(lfs_objects(&b), 2, "model.bin and small.bin of HEAD");
@@ -182,7 +187,24 @@ fn git_lfs_commands_see_what_git_lfs_sees(dir: Option<&Path>) {
 }
 
 #[test]
-fn old_revisions_come_whole_from_git_lfs_fetch_or_materialize_served_by_local_chunks() {
+fn old_revisions_come_whole_from_local_chunks_on_ext4() {
+    old_revisions_come_whole_from_git_lfs_fetch_or_materialize_served_by_local_chunks(None);
+}
+
+#[test]
+fn old_revisions_come_whole_from_local_chunks_on_xfs_with_reflink() {
+    let Some(xfs) = Xfs::make() else { return };
+    old_revisions_come_whole_from_git_lfs_fetch_or_materialize_served_by_local_chunks(Some(
+        &xfs.mount(),
+    ));
+    drop(xfs);
+}
+
+/// Bob's clones (in `dir` when given) beside Carol's plain git-lfs clone: the git-lfs
+/// commands that read an old revision whole.
+fn old_revisions_come_whole_from_git_lfs_fetch_or_materialize_served_by_local_chunks(
+    dir: Option<&Path>,
+) {
     let mut server = TestServer::start();
     let remote = remote_url(&server, "org/old", "write");
     let alice = GitEnv::with_agent(&[]);
@@ -191,7 +213,7 @@ fn old_revisions_come_whole_from_git_lfs_fetch_or_materialize_served_by_local_ch
     let a = alice.lfs_repo("a", &remote);
     let commits: Vec<String> = (0..3).map(|n| push_version(&alice, &a, n)).collect();
     let oldest = commits[0].as_str();
-    let b = bob.clone_ok(&remote, "b");
+    let b = clone_in(&bob, &remote, dir, "b");
     for c in &commits {
         ok(bob.git_logged(&b, &["checkout", "-q", c]), "checkout");
     }
@@ -211,9 +233,24 @@ fn old_revisions_come_whole_from_git_lfs_fetch_or_materialize_served_by_local_ch
         env.git(repo, &["remote", "add", "mirror", &mirror]);
         let out = env.git_output(repo, &["lfs", "push", "--all", "mirror"]);
         assert!(!out.status.success(), "push --all without the old objects");
+        // git-lfs's own check, made before any agent is asked: its words, not ours.
+        assert!(
+            stdout(&out).contains("(missing) model.bin"),
+            "{}",
+            stdout(&out)
+        );
         let out = env.git_output(repo, &["push", "-q", "mirror", "main"]);
         assert!(!out.status.success(), "push of history without its objects");
     }
+
+    // git-lfs's messages are its own; `git xet status` names the fix that needs no server.
+    let status = stdout(&ok(bob.xet_output(&b, &["status", "--offline"]), "status"));
+    assert!(
+        status.contains(
+            "`git xet materialize REV` before `git lfs fsck REV` or `git lfs push --all`"
+        ),
+        "{status}"
+    );
 
     // git-lfs's own fixes, `git lfs fetch origin REV` and `git lfs fetch --all`: git-xet's
     // agent rebuilds each object from local chunks; no xorb byte crosses the network.
@@ -240,7 +277,7 @@ fn old_revisions_come_whole_from_git_lfs_fetch_or_materialize_served_by_local_ch
     lfs(&carol, &m, &["fsck"]);
 
     // `git xet materialize REV` does the same offline, for one revision.
-    let b2 = bob.clone_ok(&remote, "b2");
+    let b2 = clone_in(&bob, &remote, dir, "b2");
     server.stop();
     let out = fsck_old(&bob, &b2);
     assert!(!out.status.success(), "{}", stdout(&out));

@@ -103,8 +103,9 @@ pub enum KeepCheckedOut {
 
 impl KeepCheckedOut {
     /// The git-lfs commands that read the checked-out version from `.git/lfs/objects`, which
-    /// `xet.keepCheckedOut=false` leaves without whole objects (`git lfs push` cleans the
-    /// working tree file again when its object is missing).
+    /// `xet.keepCheckedOut=false` leaves without whole objects: fsck fails, checkout skips the
+    /// files. (`git lfs ls-files` looks at the working tree file, and `git lfs push` of new
+    /// commits reads what you `git add`ed, which stays whole until pushed: both work.)
     pub const NEEDS_MATERIALIZE: &'static str = "`git lfs fsck` and `git lfs checkout`";
 
     pub fn parse(v: &str) -> Option<KeepCheckedOut> {
