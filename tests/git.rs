@@ -76,6 +76,8 @@ mod status_page;
 mod store;
 #[path = "git/store_fs.rs"]
 mod store_fs;
+#[path = "git/store_lfs_commands.rs"]
+mod store_lfs_commands;
 #[path = "git/tls_native.rs"]
 mod tls_native;
 #[path = "git/transfer_protocol.rs"]
