@@ -38,7 +38,8 @@ stop_server() {
     if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
     server_pid=""
 }
-trap 'stop_server; rm -rf "$work"' EXIT
+# (git processes of a stopped server may still be writing for a moment: a second try.)
+trap 'stop_server; rm -rf "$work" 2>/dev/null || { sleep 2; rm -rf "$work"; }' EXIT
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0
 export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com
 export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
