@@ -64,7 +64,7 @@ async fn refuse_missing_objects(
             let sha256s: Vec<[u8; 32]> = part.iter().map(|r| r.oid.0).collect();
             let stored = index.repo_files_by_sha256(&name, &sha256s)?;
             for (wanted, stored) in part.iter().zip(stored) {
-                if !stored.is_some_and(|f| f.size == wanted.size) {
+                if stored.is_none_or(|f| f.size != wanted.size) {
                     missing.push(format!("{} ({} bytes)", wanted.oid, wanted.size));
                 }
             }
