@@ -2,7 +2,8 @@
 //! pages by 1,000 with a `Link` to the next page (of the same commit, even when the branch
 //! moves in between), covering every entry once in git's order; `paths-info` answers many
 //! paths at once, with smaller bounds for a caller without a credential; the repository
-//! info names the files, with their sizes and LFS pointers only with `blobs=true`.
+//! info names the files, with their sizes and LFS pointers only with `blobs=true` (for at most
+//! 10,000 files without a credential).
 
 use std::path::{Path, PathBuf};
 
@@ -266,4 +267,36 @@ fn repository_info_names_the_files_and_describes_them_with_blobs() {
     assert_eq!(detailed["sha"], plain["sha"]);
     // Asked again (the pointers now remembered): the same answer.
     assert_eq!(info("?blobs=true"), detailed);
+}
+
+#[test]
+fn repository_info_describes_at_most_ten_thousand_files_without_a_credential() {
+    let server = TestServer::start_with(&["--anonymous-read"]);
+    // 10,001 flat files, 5 names around `/` and w.bin: 10,007 files in all.
+    let (_env, _work) = push_many(&server, 10_001, 0);
+    let token = server.token(REPO, "read");
+    let url = |query: &str| format!("{}/api/models/{REPO}{query}", server.url);
+    let siblings = |r: Response| -> usize {
+        let v: Value = r.json().unwrap();
+        v["siblings"].as_array().unwrap().len()
+    };
+
+    // Names alone read no blob: anyone may list them all.
+    let r = get(&url(""), None);
+    assert_eq!(r.status(), 200);
+    assert_eq!(siblings(r), 10_007);
+
+    // Described (sizes, pointers) without a token: refused, saying what to do instead.
+    let r = get(&url("?blobs=true"), None);
+    assert_eq!(r.status(), 400);
+    let message = r.text().unwrap();
+    assert!(
+        message.contains("at most 10000") && message.contains("list_repo_tree"),
+        "{message}"
+    );
+
+    // With a token: described whole.
+    let r = get(&url("?blobs=true"), Some(&token));
+    assert_eq!(r.status(), 200);
+    assert_eq!(siblings(r), 10_007);
 }

@@ -46,6 +46,10 @@ pub async fn xet_hashes(
     .await?)
 }
 
+/// The most files whose sizes and pointers (`blobs`) the repository information describes
+/// for a caller without a credential: each small file costs a blob read.
+const MAX_ANONYMOUS_DESCRIBED_FILES: usize = 10_000;
+
 /// `GET /api/models/{repo}[/revision/{rev}]`: the files' names only, or with `blobs`
 /// (`files_metadata=True`) their sizes, blob ids and LFS pointers too, as the Hub answers.
 /// The names come from one `ls-tree` that reads no blob; `blobs` reads the small blobs
@@ -65,6 +69,18 @@ pub async fn repo_info(
     };
     let (siblings, modified) = match &sha {
         Some(sha) => {
+            if blobs && repo.access.anonymous {
+                // One `ls-tree` that reads no blob says whether the blob reads fit.
+                let files = gitread::file_names(&repo.dir, sha).await?.len();
+                if files > MAX_ANONYMOUS_DESCRIBED_FILES {
+                    return Err(ServerError::bad_request(format!(
+                        "the repository holds {files} files: without a token, its information \
+                         describes at most {MAX_ANONYMOUS_DESCRIBED_FILES} (files_metadata); \
+                         list them page by page (list_repo_tree) or send a token"
+                    ))
+                    .into());
+                }
+            }
             let siblings: Vec<Value> = match blobs {
                 true => gitread::list(&repo.dir, sha, "", true)
                     .await?
