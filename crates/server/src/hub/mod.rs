@@ -11,7 +11,7 @@
 mod access;
 mod commit;
 mod error;
-mod gitread;
+pub(crate) mod gitread;
 mod gitwrite;
 mod info;
 mod locks;
