@@ -68,6 +68,8 @@ mod ssh_shell_locks;
 mod sshd;
 #[path = "git/status_page.rs"]
 mod status_page;
+#[path = "git/web_pages.rs"]
+mod web_pages;
 #[path = "git/store.rs"]
 mod store;
 #[path = "git/store_fs.rs"]
