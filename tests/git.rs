@@ -68,8 +68,6 @@ mod ssh_shell_locks;
 mod sshd;
 #[path = "git/status_page.rs"]
 mod status_page;
-#[path = "git/web_pages.rs"]
-mod web_pages;
 #[path = "git/store.rs"]
 mod store;
 #[path = "git/store_fs.rs"]
@@ -82,5 +80,7 @@ mod transfer_protocol;
 mod trusted_proxy;
 #[path = "git/upkeep.rs"]
 mod upkeep;
+#[path = "git/web_pages.rs"]
+mod web_pages;
 #[path = "git/workflow.rs"]
 mod workflow;

@@ -23,7 +23,9 @@ const HOSTILE_PATH: &str = "dir/<b>&\"x\".txt";
 fn browser_kit() -> Option<(PathBuf, PathBuf)> {
     let modules = std::env::var_os("GIT_XET_WEB_TEST_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/git-xet/web-test"))
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/git-xet/web-test")
+        })
         .join("node_modules");
     let chromium = PathBuf::from("/usr/bin/chromium");
     let present = modules.join("playwright-core").is_dir() && chromium.is_file();
@@ -51,7 +53,10 @@ impl Canary {
     fn start() -> Canary {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let (hits, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+        let (hits, stop) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
         let (h, s) = (hits.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
@@ -65,7 +70,12 @@ impl Canary {
                 }
             }
         });
-        Canary { port, hits, stop, thread: Some(thread) }
+        Canary {
+            port,
+            hits,
+            stop,
+            thread: Some(thread),
+        }
     }
 }
 
@@ -129,7 +139,9 @@ fn http() -> reqwest::blocking::Client {
 
 /// `path` from the server as a browser asks for it; status and body.
 fn page(server: &TestServer, path: &str, token: Option<&str>) -> (u16, String) {
-    let mut request = http().get(format!("{}{path}", server.url)).header("Accept", "text/html");
+    let mut request = http()
+        .get(format!("{}{path}", server.url))
+        .header("Accept", "text/html");
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
@@ -155,7 +167,11 @@ fn run_browser(modules: &Path, plan: &serde_json::Value) -> serde_json::Value {
         .env_remove("ALL_PROXY")
         .output()
         .expect("run node");
-    assert!(out.status.success(), "node pages.cjs: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "node pages.cjs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("the script's JSON")
 }
 
@@ -171,14 +187,29 @@ fn web_pages_in_a_real_browser() {
     env.git(&a, &["lfs", "track", "*.safetensors"]);
     write_file(&a.join("README.md"), hostile_readme(canary.port).as_bytes());
     write_file(&a.join("data/notes.md"), b"Notes on the data.\n");
-    write_file(&a.join(HOSTILE_PATH), b"<script>alert(1)</script> & \"text\"\nline two\n");
-    let (embed, head, bias) = (random_bytes(2 << 20, 401), random_bytes(1 << 20, 402), random_bytes(4096, 403));
-    let v1 = safetensors(&[("embed", &[512, 1024], &embed), ("head", &[256, 1024], &head), ("bias", &[1024], &bias)]);
+    write_file(
+        &a.join(HOSTILE_PATH),
+        b"<script>alert(1)</script> & \"text\"\nline two\n",
+    );
+    let (embed, head, bias) = (
+        random_bytes(2 << 20, 401),
+        random_bytes(1 << 20, 402),
+        random_bytes(4096, 403),
+    );
+    let v1 = safetensors(&[
+        ("embed", &[512, 1024], &embed),
+        ("head", &[256, 1024], &head),
+        ("bias", &[1024], &bias),
+    ]);
     write_file(&a.join("model.safetensors"), &v1);
     env.commit_all_and_push(&a, "the first checkpoint");
     // The second checkpoint: `head` retrained, the rest as it was.
     let head2 = random_bytes(1 << 20, 404);
-    let v2 = safetensors(&[("embed", &[512, 1024], &embed), ("head", &[256, 1024], &head2), ("bias", &[1024], &bias)]);
+    let v2 = safetensors(&[
+        ("embed", &[512, 1024], &embed),
+        ("head", &[256, 1024], &head2),
+        ("bias", &[1024], &bias),
+    ]);
     write_file(&a.join("model.safetensors"), &v2);
     env.commit_all_and_push(&a, "retrain the head <fast> & \"cheap\"");
     let v2_commit = env.git(&a, &["rev-parse", "HEAD"]).trim().to_string();
@@ -200,21 +231,42 @@ fn web_pages_in_a_real_browser() {
     let (status, tree) = page(&server, "/org/model/tree/main/dir", None);
     assert_eq!(status, 200, "{tree}");
     assert!(tree.contains("&lt;b&gt;&amp;&quot;x&quot;.txt"), "{tree}");
-    assert!(tree.contains("href=\"/org/model/blob/main/dir/%3Cb%3E%26%22x%22.txt\""), "{tree}");
+    assert!(
+        tree.contains("href=\"/org/model/blob/main/dir/%3Cb%3E%26%22x%22.txt\""),
+        "{tree}"
+    );
     let (_, history) = page(&server, "/org/model/commits/main/model.safetensors", None);
     let cell = |html: &str, class: &str, nth: usize| -> u64 {
         let marker = format!("class=\"num {class}\" data-bytes=\"");
-        let at = html.match_indices(&marker).nth(nth).unwrap_or_else(|| panic!("{class} #{nth} in {html}")).0 + marker.len();
-        html[at..at + html[at..].find('"').unwrap()].parse().unwrap()
+        let at = html
+            .match_indices(&marker)
+            .nth(nth)
+            .unwrap_or_else(|| panic!("{class} #{nth} in {html}"))
+            .0
+            + marker.len();
+        html[at..at + html[at..].find('"').unwrap()]
+            .parse()
+            .unwrap()
     };
     // Newest first: v2 then v1.
-    let (v2_new, v2_shared, v1_new, v1_shared) = (cell(&history, "new", 0), cell(&history, "shared", 0), cell(&history, "new", 1), cell(&history, "shared", 1));
+    let (v2_new, v2_shared, v1_new, v1_shared) = (
+        cell(&history, "new", 0),
+        cell(&history, "shared", 0),
+        cell(&history, "new", 1),
+        cell(&history, "shared", 1),
+    );
     assert_eq!((v1_new, v1_shared), (v1.len() as u64, 0), "{history}");
     assert_eq!(v2_new + v2_shared, v2.len() as u64);
-    assert!(v2_shared >= (2 << 20) && v2_new < (1 << 20) + (256 << 10), "v2: {v2_new} new, {v2_shared} shared");
+    assert!(
+        v2_shared >= (2 << 20) && v2_new < (1 << 20) + (256 << 10),
+        "v2: {v2_new} new, {v2_shared} shared"
+    );
     // A download link serves ranges: the header length of the safetensors file.
     let ranged = http()
-        .get(format!("{}/org/model/resolve/main/model.safetensors", server.url))
+        .get(format!(
+            "{}/org/model/resolve/main/model.safetensors",
+            server.url
+        ))
         .header("Range", "bytes=0-7")
         .send()
         .unwrap();
@@ -246,31 +298,65 @@ fn web_pages_in_a_real_browser() {
     });
     let found = run_browser(&modules, &plan);
 
-    let by_name = |name: &str| found["pages"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap().clone();
+    let by_name = |name: &str| {
+        found["pages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()
+            .clone()
+    };
     for p in found["pages"].as_array().unwrap() {
         let name = p["name"].as_str().unwrap();
-        let serious: Vec<_> = p["violations"].as_array().unwrap().iter()
+        let serious: Vec<_> = p["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
             .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
             .collect();
         assert!(serious.is_empty(), "{name}: axe-core found {serious:#?}");
         assert_eq!(p["scripts"], 0, "{name}: a script element");
         assert_eq!(p["handlers"], 0, "{name}: an event handler attribute");
-        assert!(p["csp"].as_str().unwrap().contains("default-src 'none'"), "{name}");
+        assert!(
+            p["csp"].as_str().unwrap().contains("default-src 'none'"),
+            "{name}"
+        );
     }
     assert_eq!(found["dialogs"], 0);
-    assert_eq!(canary.hits.load(Ordering::SeqCst), 0, "the README reached out: {found:#}");
-    let expect_status = [("repo", 200), ("missing", 404), ("private", 404), ("org", 200), ("server", 200)];
+    assert_eq!(
+        canary.hits.load(Ordering::SeqCst),
+        0,
+        "the README reached out: {found:#}"
+    );
+    let expect_status = [
+        ("repo", 200),
+        ("missing", 404),
+        ("private", 404),
+        ("org", 200),
+        ("server", 200),
+    ];
     for (name, status) in expect_status {
         assert_eq!(by_name(name)["status"], status, "{name}");
     }
     // A private repository reads as a missing one, to the letter (its name aside).
     let text = |name: &str| by_name(name)["text"].as_str().unwrap().to_string();
-    assert_eq!(text("private").replace("other/secret", "X"), text("missing").replace("org/nothing-here", "X"));
+    assert_eq!(
+        text("private").replace("other/secret", "X"),
+        text("missing").replace("org/nothing-here", "X")
+    );
     assert!(!text("server").contains("other/secret"));
     assert!(text("repo").contains("A test model.") && text("repo").contains("git xet mount"));
-    assert!(text("text").contains("<script>alert(1)</script> & \"text\""), "{}", text("text"));
+    assert!(
+        text("text").contains("<script>alert(1)</script> & \"text\""),
+        "{}",
+        text("text")
+    );
     let model = text("model");
-    assert!(model.contains("3 tensors") && model.contains("[256, 1024]") && model.contains("XET hash"), "{model}");
+    assert!(
+        model.contains("3 tensors") && model.contains("[256, 1024]") && model.contains("XET hash"),
+        "{model}"
+    );
     assert!(text("commit").contains("retrain the head <fast> & \"cheap\""));
     assert!(text("status").contains("model.safetensors"));
 
@@ -278,19 +364,64 @@ fn web_pages_in_a_real_browser() {
     assert_eq!(k["first"], "Skip to content", "{k:#}");
     assert_eq!(k["after_skip"], "main", "{k:#}");
     assert_eq!(k["reached"], true, "{k:#}");
-    assert!(k["url"].as_str().unwrap().ends_with("/org/model/blob/main/model.safetensors"), "{k:#}");
-    assert!(k["focus_rings"].as_array().unwrap().iter().all(|o| o.as_str().unwrap().starts_with("solid")), "{k:#}");
+    assert!(
+        k["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/org/model/blob/main/model.safetensors"),
+        "{k:#}"
+    );
+    assert!(
+        k["focus_rings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o.as_str().unwrap().starts_with("solid")),
+        "{k:#}"
+    );
 
     let s = &found["session"];
     assert_eq!(s["before_status"], 404, "{s:#}");
-    assert!(s["signed_in"]["url"].as_str().unwrap().ends_with("/other/secret"), "{s:#}");
+    assert!(
+        s["signed_in"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/other/secret"),
+        "{s:#}"
+    );
     let signed_in = s["signed_in"]["text"].as_str().unwrap();
-    assert!(signed_in.contains("secret.bin") && signed_in.contains("Signed in as"), "{signed_in}");
-    assert_eq!(s["signed_in"]["script_cookie"], "", "scripts cannot read the session");
-    assert!(s["signed_in"]["violations"].as_array().unwrap().iter().all(|v| !matches!(v["impact"].as_str(), Some("serious" | "critical"))), "{s:#}");
+    assert!(
+        signed_in.contains("secret.bin") && signed_in.contains("Signed in as"),
+        "{signed_in}"
+    );
+    assert_eq!(
+        s["signed_in"]["script_cookie"], "",
+        "scripts cannot read the session"
+    );
+    assert!(
+        s["signed_in"]["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| !matches!(v["impact"].as_str(), Some("serious" | "critical"))),
+        "{s:#}"
+    );
     let cookie = &s["cookies"][0];
-    assert_eq!((cookie["name"].as_str(), cookie["httpOnly"].as_bool(), cookie["secure"].as_bool(), cookie["sameSite"].as_str()),
-        (Some("git_xet_session"), Some(true), Some(true), Some("Strict")), "{s:#}");
+    assert_eq!(
+        (
+            cookie["name"].as_str(),
+            cookie["httpOnly"].as_bool(),
+            cookie["secure"].as_bool(),
+            cookie["sameSite"].as_str()
+        ),
+        (
+            Some("git_xet_session"),
+            Some(true),
+            Some(true),
+            Some("Strict")
+        ),
+        "{s:#}"
+    );
     assert_eq!(s["after_status"], 404, "signed out: {s:#}");
     assert_eq!(s["cookies_after"], 0);
 }
@@ -311,13 +442,25 @@ fn private_pages_answer_as_missing_ones() {
     write_file(&b.join("secret.bin"), &random_bytes(30_000, 411));
     env.commit_all_and_push(&b, "secret");
     let elsewhere = server.token("org/model", "read");
-    let suffixes = ["", "/tree/main", "/blob/main/secret.bin", "/commits/main", "/commits/main/secret.bin", "/status"];
+    let suffixes = [
+        "",
+        "/tree/main",
+        "/blob/main/secret.bin",
+        "/commits/main",
+        "/commits/main/secret.bin",
+        "/status",
+    ];
     for suffix in suffixes {
         for token in [None, Some(elsewhere.as_str())] {
             let (status, body) = page(&server, &format!("/other/secret{suffix}"), token);
-            let (missing_status, missing) = page(&server, &format!("/other/nothing{suffix}"), token);
+            let (missing_status, missing) =
+                page(&server, &format!("/other/nothing{suffix}"), token);
             assert_eq!((status, missing_status), (404, 404), "{suffix} {token:?}");
-            assert_eq!(body.replace("other/secret", "X"), missing.replace("other/nothing", "X"), "{suffix}");
+            assert_eq!(
+                body.replace("other/secret", "X"),
+                missing.replace("other/nothing", "X"),
+                "{suffix}"
+            );
             assert!(!body.contains("secret.bin"));
         }
         let (status, body) = page(&server, &format!("/other/secret{suffix}"), Some(&owner));

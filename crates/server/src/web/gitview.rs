@@ -91,9 +91,7 @@ pub async fn list_page(
         .map(|e| (e.name.clone(), e.oid.clone()))
         .collect();
     let start = page.saturating_mul(per_page).min(total);
-    let mut entries: Vec<Listed> = all
-        .drain(start..(start + per_page).min(total))
-        .collect();
+    let mut entries: Vec<Listed> = all.drain(start..(start + per_page).min(total)).collect();
     let blobs: Vec<usize> = (0..entries.len())
         .filter(|&i| matches!(entries[i].kind, Kind::File | Kind::Symlink))
         .collect();
@@ -105,7 +103,11 @@ pub async fn list_page(
     let small: Vec<usize> = blobs
         .into_iter()
         .filter(|&i| entries[i].kind == Kind::File)
-        .filter(|&i| entries[i].size.is_some_and(|s| s <= MAX_POINTER_SIZE as u64))
+        .filter(|&i| {
+            entries[i]
+                .size
+                .is_some_and(|s| s <= MAX_POINTER_SIZE as u64)
+        })
         .collect();
     let oids: Vec<String> = small.iter().map(|&i| entries[i].oid.clone()).collect();
     for (&i, pointer) in small.iter().zip(pointers(dir, &oids).await?) {
@@ -125,7 +127,10 @@ pub async fn blobs(dir: &Path, names: &[String]) -> ServerResult<Vec<Option<(Str
         return Ok(Vec::new());
     }
     let mut cmd = git(dir);
-    cmd.args(["cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)"]);
+    cmd.args([
+        "cat-file",
+        "--batch-check=%(objectname) %(objecttype) %(objectsize)",
+    ]);
     let input = names.iter().map(|n| format!("{n}\n")).collect::<String>();
     let out = run_with_input(cmd, input.into_bytes()).await?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -157,7 +162,11 @@ pub async fn pointers(dir: &Path, oids: &[String]) -> ServerResult<Vec<Option<Po
         };
         let header = String::from_utf8_lossy(&rest[..nl]).into_owned();
         rest = &rest[nl + 1..];
-        let Some(size) = header.split(' ').nth(2).and_then(|s| s.parse::<usize>().ok()) else {
+        let Some(size) = header
+            .split(' ')
+            .nth(2)
+            .and_then(|s| s.parse::<usize>().ok())
+        else {
             continue; // `<name> missing`
         };
         let Some(body) = rest.get(..size) else {
@@ -352,6 +361,9 @@ mod tests {
         assert_eq!(total, 2);
         assert_eq!(changes.len(), 1);
         assert_eq!(changes[0].status, 'A');
-        assert_eq!((changes[0].old.as_deref(), changes[0].new.as_deref()), (None, Some(a.as_str())));
+        assert_eq!(
+            (changes[0].old.as_deref(), changes[0].new.as_deref()),
+            (None, Some(a.as_str()))
+        );
     }
 }

@@ -19,7 +19,12 @@ use crate::state::SharedState;
 use git_xet_core::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
 
 /// `/{repo}/commits/{rev}`.
-pub async fn commits(viewer: &Viewer, repo: &Readable, rev: &str, page: usize) -> ServerResult<Response> {
+pub async fn commits(
+    viewer: &Viewer,
+    repo: &Readable,
+    rev: &str,
+    page: usize,
+) -> ServerResult<Response> {
     let commit = commit_of(repo, rev).await?;
     let skip = page.saturating_mul(COMMITS_PER_PAGE);
     let mut list = gitview::log(&repo.dir, &commit, None, skip, COMMITS_PER_PAGE + 1).await?;
@@ -28,7 +33,12 @@ pub async fn commits(viewer: &Viewer, repo: &Readable, rev: &str, page: usize) -
     let model = CommitsPage {
         chrome: chrome(repo, rev, Tab::Commits).await?,
         commits: list.into_iter().map(commit_summary).collect(),
-        paging: Paging { page, per_page: COMMITS_PER_PAGE, more, total: None },
+        paging: Paging {
+            page,
+            per_page: COMMITS_PER_PAGE,
+            more,
+            total: None,
+        },
     };
     Ok(html_ok(pages::history::commits(&model, viewer)))
 }
@@ -40,7 +50,11 @@ pub async fn commit(viewer: &Viewer, repo: &Readable, sha: &str) -> ServerResult
     let parent = summary.parents.first().cloned();
     let (raw, total) = gitview::changes(&repo.dir, &sha, parent.as_deref(), CHANGES_LISTED).await?;
     // Sizes of every blob before and after, and the LFS pointers among the small ones.
-    let oids: Vec<String> = raw.iter().flat_map(|c| [c.old.clone(), c.new.clone()]).flatten().collect();
+    let oids: Vec<String> = raw
+        .iter()
+        .flat_map(|c| [c.old.clone(), c.new.clone()])
+        .flatten()
+        .collect();
     let found = gitview::blobs(&repo.dir, &oids).await?;
     let small: Vec<String> = found
         .iter()
@@ -51,8 +65,16 @@ pub async fn commit(viewer: &Viewer, repo: &Readable, sha: &str) -> ServerResult
     let pointers = gitview::pointers(&repo.dir, &small).await?;
     let lookup = |oid: &Option<String>| -> (Option<u64>, bool) {
         let Some(oid) = oid else { return (None, false) };
-        let size = found.iter().flatten().find(|(o, _)| o == oid).map(|(_, s)| *s);
-        match small.iter().position(|o| o == oid).and_then(|i| pointers[i].as_ref()) {
+        let size = found
+            .iter()
+            .flatten()
+            .find(|(o, _)| o == oid)
+            .map(|(_, s)| *s);
+        match small
+            .iter()
+            .position(|o| o == oid)
+            .and_then(|i| pointers[i].as_ref())
+        {
             Some(p) => (Some(p.size), true),
             None => (size, false),
         }
@@ -103,7 +125,10 @@ pub async fn file_history(
     let skip = page.saturating_mul(VERSIONS_PER_PAGE);
     let window = VERSIONS_PER_PAGE + COST_LOOKBACK;
     let commits = gitview::log(&repo.dir, &commit, Some(path), skip, window).await?;
-    let names: Vec<String> = commits.iter().map(|c| format!("{}:{path}", c.sha)).collect();
+    let names: Vec<String> = commits
+        .iter()
+        .map(|c| format!("{}:{path}", c.sha))
+        .collect();
     let found = gitview::blobs(&repo.dir, &names).await?;
     let small: Vec<String> = found
         .iter()
@@ -113,7 +138,10 @@ pub async fn file_history(
         .collect();
     let read = gitview::pointers(&repo.dir, &small).await?;
     let pointer_of = |oid: &str| -> Option<Pointer> {
-        small.iter().position(|o| o == oid).and_then(|i| read[i].clone())
+        small
+            .iter()
+            .position(|o| o == oid)
+            .and_then(|i| read[i].clone())
     };
     let states: Vec<(Option<u64>, Option<Pointer>)> = found
         .iter()
@@ -123,7 +151,10 @@ pub async fn file_history(
         })
         .collect();
     // Costs, oldest first over the whole window.
-    let sha256s: Vec<[u8; 32]> = states.iter().filter_map(|(_, p)| p.as_ref().map(|p| p.oid.0)).collect();
+    let sha256s: Vec<[u8; 32]> = states
+        .iter()
+        .filter_map(|(_, p)| p.as_ref().map(|p| p.oid.0))
+        .collect();
     let records = chunks::records(state, &repo.name, sha256s).await?;
     let mut oldest_first: Vec<_> = records.into_iter().rev().collect();
     let costs = chunks::version_costs(state, std::mem::take(&mut oldest_first)).await?;
@@ -150,7 +181,12 @@ pub async fn file_history(
         chrome: chrome(repo, rev, Tab::Commits).await?,
         path: path.to_string(),
         versions,
-        paging: Paging { page, per_page: VERSIONS_PER_PAGE, more, total: None },
+        paging: Paging {
+            page,
+            per_page: VERSIONS_PER_PAGE,
+            more,
+            total: None,
+        },
         lookback: COST_LOOKBACK,
     };
     Ok(html_ok(pages::history::file_history(&model, viewer)))

@@ -27,7 +27,12 @@ const GROWTH_PUSHES: usize = 30;
 const BLOBS_PER_PUSH: usize = 2000;
 
 fn usage(u: crate::index::stats::Usage) -> Usage {
-    Usage { files: u.files, logical_bytes: u.logical_bytes, xorbs: u.xorbs, stored_bytes: u.stored_bytes }
+    Usage {
+        files: u.files,
+        logical_bytes: u.logical_bytes,
+        xorbs: u.xorbs,
+        stored_bytes: u.stored_bytes,
+    }
 }
 
 /// `/` (`org` `None`) or `/{org}`; an organization with no repository the viewer may read
@@ -50,7 +55,9 @@ pub async fn render(
         let (mut rows, mut pushes, mut hidden) = (Vec::new(), Vec::new(), false);
         for name in all {
             let in_org = prefix.as_ref().is_none_or(|p| {
-                name.as_str().strip_prefix(p.as_str()).is_some_and(|rest| !rest.contains('/'))
+                name.as_str()
+                    .strip_prefix(p.as_str())
+                    .is_some_and(|rest| !rest.contains('/'))
             });
             if !in_org {
                 continue;
@@ -91,13 +98,22 @@ pub async fn render(
             org.as_deref().unwrap_or_default()
         )));
     }
-    let model = ListingPage { org, total, server_wide, repos, growth: growth(state, pushes).await? };
+    let model = ListingPage {
+        org,
+        total,
+        server_wide,
+        repos,
+        growth: growth(state, pushes).await?,
+    };
     Ok(html_ok(pages::listing::render(&model, viewer)))
 }
 
 /// The LFS bytes of the [`GROWTH_PUSHES`] most recent pushes, oldest first, and how many
 /// of them were new: each push's new objects compared with every object before it here.
-async fn growth(state: &SharedState, mut pushes: Vec<(RepoName, scan::Push)>) -> ServerResult<Vec<PushBytes>> {
+async fn growth(
+    state: &SharedState,
+    mut pushes: Vec<(RepoName, scan::Push)>,
+) -> ServerResult<Vec<PushBytes>> {
     pushes.sort_by(|a, b| b.1.time.cmp(&a.1.time));
     pushes.truncate(GROWTH_PUSHES);
     pushes.reverse();
@@ -129,20 +145,31 @@ async fn growth(state: &SharedState, mut pushes: Vec<(RepoName, scan::Push)>) ->
     Ok(times
         .into_iter()
         .zip(costs)
-        .map(|((time, logical), cost)| PushBytes { time, logical, new: cost.new })
+        .map(|((time, logical), cost)| PushBytes {
+            time,
+            logical,
+            new: cost.new,
+        })
         .collect())
 }
 
 /// `/{repo}/status`: what the status page showed for the repository.
-pub async fn status(state: &SharedState, viewer: &Viewer, repo: &Readable) -> ServerResult<Response> {
+pub async fn status(
+    state: &SharedState,
+    viewer: &Viewer,
+    repo: &Readable,
+) -> ServerResult<Response> {
     let name = repo.name.to_string();
-    let gathered = crate::status::build(state.clone(), Some(vec![repo.name.clone()]), Some(name)).await?;
+    let gathered =
+        crate::status::build(state.clone(), Some(vec![repo.name.clone()]), Some(name)).await?;
     let status = gathered
         .repos
         .into_iter()
         .next()
         .ok_or_else(|| ServerError::not_found(format!("{} does not exist", repo.name)))?;
-    let head = gitview::default_branch(&repo.dir).await?.unwrap_or_else(|| "main".into());
+    let head = gitview::default_branch(&repo.dir)
+        .await?
+        .unwrap_or_else(|| "main".into());
     let model = StatusPage {
         chrome: chrome(repo, &head, Tab::Status).await?,
         usage: usage(status.usage),
@@ -163,12 +190,23 @@ pub async fn status(state: &SharedState, viewer: &Viewer, repo: &Readable) -> Se
         pushes: status
             .pushes
             .into_iter()
-            .map(|p| Push { refname: p.refname, old: p.old, new: p.new, who: p.who, time: p.time })
+            .map(|p| Push {
+                refname: p.refname,
+                old: p.old,
+                new: p.new,
+                who: p.who,
+                time: p.time,
+            })
             .collect(),
         locks: status
             .locks
             .into_iter()
-            .map(|l| Lock { id: l.id, path: l.path, owner: l.owner, locked_at: l.locked_at })
+            .map(|l| Lock {
+                id: l.id,
+                path: l.path,
+                owner: l.owner,
+                locked_at: l.locked_at,
+            })
             .collect(),
         more_locks: status.more_locks,
     };

@@ -54,9 +54,18 @@ pub fn router() -> Router<SharedState> {
 async fn style() -> Response {
     let mut response = STYLE_SHEET.into_response();
     let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/css; charset=utf-8"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/css; charset=utf-8"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=3600"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     response
 }
 
@@ -122,9 +131,10 @@ async fn page(
         }
         View::Blob { rev, path } => repo_pages::blob(state, viewer, &repo, &rev, &path).await,
         View::Commits { rev, path: None } => history::commits(viewer, &repo, &rev, n).await,
-        View::Commits { rev, path: Some(path) } => {
-            history::file_history(state, viewer, &repo, &rev, &path, n).await
-        }
+        View::Commits {
+            rev,
+            path: Some(path),
+        } => history::file_history(state, viewer, &repo, &rev, &path, n).await,
         View::Commit { sha } => history::commit(viewer, &repo, &sha).await,
         View::Status => listing::status(state, viewer, &repo).await,
     }
@@ -137,7 +147,9 @@ pub(crate) fn viewer(request: &Request) -> Viewer {
 
 pub(crate) fn viewer_of(uri: &Uri, extensions: &axum::http::Extensions) -> Viewer {
     Viewer {
-        session_user: extensions.get::<session::SessionUser>().map(|u| u.0.clone()),
+        session_user: extensions
+            .get::<session::SessionUser>()
+            .map(|u| u.0.clone()),
         here: uri.path_and_query().map_or("/", |p| p.as_str()).to_string(),
     }
 }
@@ -146,11 +158,20 @@ pub(crate) fn viewer_of(uri: &Uri, extensions: &axum::http::Extensions) -> Viewe
 pub(crate) fn html(status: StatusCode, body: String) -> Response {
     let mut response = (status, body).into_response();
     let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
     for (name, value) in SECURITY_HEADERS {
-        h.insert(HeaderName::from_static(name), HeaderValue::from_static(value));
+        h.insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
     }
-    h.insert(header::VARY, HeaderValue::from_static("Cookie, Authorization"));
+    h.insert(
+        header::VARY,
+        HeaderValue::from_static("Cookie, Authorization"),
+    );
     response
 }
 
@@ -191,5 +212,11 @@ pub(crate) fn problem_page(error: &ServerError, viewer: &Viewer) -> Response {
 }
 
 pub(crate) fn commit_summary(c: gitview::Commit) -> CommitSummary {
-    CommitSummary { sha: c.sha, parents: c.parents, author: c.author, time: c.time, subject: c.subject }
+    CommitSummary {
+        sha: c.sha,
+        parents: c.parents,
+        author: c.author,
+        time: c.time,
+        subject: c.subject,
+    }
 }

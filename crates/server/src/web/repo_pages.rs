@@ -94,17 +94,29 @@ pub async fn tree(
             commit: None,
             dir: String::new(),
             entries: Vec::new(),
-            paging: Paging { page: 0, per_page: ENTRIES_PER_PAGE, more: false, total: Some(0) },
+            paging: Paging {
+                page: 0,
+                per_page: ENTRIES_PER_PAGE,
+                more: false,
+                total: Some(0),
+            },
             readme: None,
             clone,
         };
         return Ok(html_ok(pages::repo::render(&model, viewer)));
     };
     if !dir.is_empty() {
-        match gitview::object_type(&repo.dir, &commit, dir).await?.as_deref() {
+        match gitview::object_type(&repo.dir, &commit, dir)
+            .await?
+            .as_deref()
+        {
             Some("tree") => {}
             Some("blob") => return Ok(redirect(&urls::blob(repo.name.as_str(), &rev, dir))),
-            _ => return Err(ServerError::not_found(format!("{dir:?} does not exist at {rev}"))),
+            _ => {
+                return Err(ServerError::not_found(format!(
+                    "{dir:?} does not exist at {rev}"
+                )))
+            }
         }
     }
     let listing = gitview::list_page(&repo.dir, &commit, dir, page, ENTRIES_PER_PAGE).await?;
@@ -113,8 +125,14 @@ pub async fn tree(
         .iter()
         .filter_map(|e| e.pointer.as_ref().map(|p| p.oid.0))
         .collect();
-    let mut held = chunks::records(state, &repo.name, sha256s).await?.into_iter();
-    let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+    let mut held = chunks::records(state, &repo.name, sha256s)
+        .await?
+        .into_iter();
+    let prefix = if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{dir}/")
+    };
     let entries = listing
         .entries
         .iter()
@@ -129,7 +147,9 @@ pub async fn tree(
                     size: p.size,
                     xet: held.next().flatten().is_some(),
                 },
-                (Kind::File, None) => EntryKind::File { size: e.size.unwrap_or(0) },
+                (Kind::File, None) => EntryKind::File {
+                    size: e.size.unwrap_or(0),
+                },
             },
         })
         .collect();
@@ -186,7 +206,11 @@ async fn readme(
     else {
         return Ok(None);
     };
-    let path = if dir.is_empty() { name.clone() } else { format!("{dir}/{name}") };
+    let path = if dir.is_empty() {
+        name.clone()
+    } else {
+        format!("{dir}/{name}")
+    };
     let size = gitview::blobs(&repo.dir, std::slice::from_ref(oid))
         .await?
         .pop()
@@ -222,7 +246,9 @@ pub async fn blob(
     check_path(path)?;
     let commit = commit_of(repo, rev).await?;
     let missing = || ServerError::not_found(format!("{path:?} does not exist at {rev}"));
-    let entry = gitread::entry(&repo.dir, &commit, path).await?.ok_or_else(missing)?;
+    let entry = gitread::entry(&repo.dir, &commit, path)
+        .await?
+        .ok_or_else(missing)?;
     if entry.is_dir {
         return Ok(redirect(&urls::tree(repo.name.as_str(), rev, path)));
     }
@@ -268,7 +294,10 @@ pub async fn blob(
 
 /// A git blob as text (UTF-8 without NUL, not over [`MAX_TEXT`]) or as binary.
 async fn plain_body(repo: &Readable, oid: &str, size: u64) -> ServerResult<BlobBody> {
-    let binary = || BlobBody::Binary { size, oid: oid.to_string() };
+    let binary = || BlobBody::Binary {
+        size,
+        oid: oid.to_string(),
+    };
     if size > MAX_TEXT {
         return Ok(binary());
     }
@@ -282,7 +311,11 @@ async fn plain_body(repo: &Readable, oid: &str, size: u64) -> ServerResult<BlobB
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let truncated = lines.len() > MAX_LINES;
     lines.truncate(MAX_LINES);
-    Ok(BlobBody::Text { size, lines, truncated })
+    Ok(BlobBody::Text {
+        size,
+        lines,
+        truncated,
+    })
 }
 
 /// A safetensors header of an LFS file: its first 8 bytes, then the header they declare.

@@ -111,11 +111,17 @@ pub async fn sign_in(State(state): State<SharedState>, request: Request) -> Resp
     let field = |key| route::query_value(Some(&form), key);
     let next = local_path(field("next"));
     let token = field("token").unwrap_or_default().trim().to_string();
-    let again = |status, why: &str| {
-        super::html(status, problem::sign_in(&next, Some(why), &viewer))
-    };
-    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b';' | b',' | b'"' | b'\\')) {
-        return again(StatusCode::BAD_REQUEST, "Paste the token itself: it has no spaces.");
+    let again =
+        |status, why: &str| super::html(status, problem::sign_in(&next, Some(why), &viewer));
+    if token.is_empty()
+        || !token
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !matches!(b, b';' | b',' | b'"' | b'\\'))
+    {
+        return again(
+            StatusCode::BAD_REQUEST,
+            "Paste the token itself: it has no spaces.",
+        );
     }
     let verified = state
         .verify_credential(&token, Accepts::UserTokens)
@@ -131,7 +137,8 @@ pub async fn sign_in(State(state): State<SharedState>, request: Request) -> Resp
         }
     };
     let max_age = verified.exp.saturating_sub(auth::now_secs()).max(1);
-    let cookie = format!("{COOKIE}={token}; Path=/; Max-Age={max_age}; Secure; HttpOnly; SameSite=Strict");
+    let cookie =
+        format!("{COOKIE}={token}; Path=/; Max-Age={max_age}; Secure; HttpOnly; SameSite=Strict");
     redirect(&next, &cookie)
 }
 
@@ -176,14 +183,23 @@ mod tests {
     #[test]
     fn cookies_origins_and_return_paths() {
         let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_static("a=1; git_xet_session=xet1.ab.cd; b=2"));
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; git_xet_session=xet1.ab.cd; b=2"),
+        );
         assert_eq!(session_token(&h).as_deref(), Some("xet1.ab.cd"));
         h.insert(header::COOKIE, HeaderValue::from_static("git_xet_session="));
         assert_eq!(session_token(&h), None);
         assert_eq!(origin_of("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
         assert_eq!(origin_of("https://x.example/prefix/"), "https://x.example");
         assert_eq!(local_path(Some("/o/m/tree/main".into())), "/o/m/tree/main");
-        for bad in ["//evil.example", "https://evil.example", "x", "/\\evil", "/a\r\nSet-Cookie: x"] {
+        for bad in [
+            "//evil.example",
+            "https://evil.example",
+            "x",
+            "/\\evil",
+            "/a\r\nSet-Cookie: x",
+        ] {
             assert_eq!(local_path(Some(bad.into())), "/", "{bad}");
         }
         assert_eq!(local_path(None), "/");
