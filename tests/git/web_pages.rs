@@ -175,6 +175,23 @@ fn run_browser(modules: &Path, plan: &serde_json::Value) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("the script's JSON")
 }
 
+/// Pushes `other/secret` and makes it private (the Hub API's settings route); returns its
+/// owner's write token.
+fn make_private_repo(server: &TestServer, env: &GitEnv, dir: &str) -> String {
+    let owner = server.token("other/secret", "write");
+    let b = env.lfs_repo(dir, &remote_url(server, "other/secret", "write"));
+    write_file(&b.join("secret.bin"), &random_bytes(30_000, 405));
+    env.commit_all_and_push(&b, "secret");
+    let set = http()
+        .put(format!("{}/api/models/other/secret/settings", server.url))
+        .bearer_auth(server.token("other/secret", "admin"))
+        .json(&serde_json::json!({"private": true}))
+        .send()
+        .unwrap();
+    assert_eq!(set.status(), 200, "{}", set.text().unwrap());
+    owner
+}
+
 #[test]
 fn web_pages_in_a_real_browser() {
     let Some((modules, chromium)) = browser_kit() else {
@@ -215,17 +232,7 @@ fn web_pages_in_a_real_browser() {
     let v2_commit = env.git(&a, &["rev-parse", "HEAD"]).trim().to_string();
 
     // A private repository of another organization.
-    let secret_token = server.token("other/secret", "write");
-    let created = http()
-        .post(format!("{}/api/repos/create", server.url))
-        .bearer_auth(&secret_token)
-        .json(&serde_json::json!({"name": "secret", "organization": "other", "private": true}))
-        .send()
-        .unwrap();
-    assert_eq!(created.status(), 200, "{}", created.text().unwrap());
-    let b = env.lfs_repo("b", &remote_url(&server, "other/secret", "write"));
-    write_file(&b.join("secret.bin"), &random_bytes(30_000, 405));
-    env.commit_all_and_push(&b, "secret");
+    make_private_repo(&server, &env, "b");
 
     // What the server sends, before the browser: escaping, headers, history figures.
     let (status, tree) = page(&server, "/org/model/tree/main/dir", None);
@@ -257,8 +264,10 @@ fn web_pages_in_a_real_browser() {
     );
     assert_eq!((v1_new, v1_shared), (v1.len() as u64, 0), "{history}");
     assert_eq!(v2_new + v2_shared, v2.len() as u64);
+    // The unchanged tensors are shared but for the chunks that straddle the retrained one
+    // (content-defined chunks are 8 to 128 KiB).
     assert!(
-        v2_shared >= (2 << 20) && v2_new < (1 << 20) + (256 << 10),
+        v2_shared >= (2 << 20) - (256 << 10) && v2_new <= (1 << 20) + (256 << 10),
         "v2: {v2_new} new, {v2_shared} shared"
     );
     // A download link serves ranges: the header length of the safetensors file.
@@ -429,18 +438,8 @@ fn web_pages_in_a_real_browser() {
 #[test]
 fn private_pages_answer_as_missing_ones() {
     let server = TestServer::start_with(&["--anonymous-read"]);
-    let owner = server.token("other/secret", "write");
-    let created = http()
-        .post(format!("{}/api/repos/create", server.url))
-        .bearer_auth(&owner)
-        .json(&serde_json::json!({"name": "secret", "organization": "other", "private": true}))
-        .send()
-        .unwrap();
-    assert_eq!(created.status(), 200);
     let env = GitEnv::plain_lfs();
-    let b = env.lfs_repo("b", &remote_url(&server, "other/secret", "write"));
-    write_file(&b.join("secret.bin"), &random_bytes(30_000, 411));
-    env.commit_all_and_push(&b, "secret");
+    let owner = make_private_repo(&server, &env, "b");
     let elsewhere = server.token("org/model", "read");
     let suffixes = [
         "",
@@ -456,12 +455,16 @@ fn private_pages_answer_as_missing_ones() {
             let (missing_status, missing) =
                 page(&server, &format!("/other/nothing{suffix}"), token);
             assert_eq!((status, missing_status), (404, 404), "{suffix} {token:?}");
+            let anonymized =
+                |s: &str, name: &str| s.replace(name, "X").replace(&name.replace('/', "%2F"), "X");
             assert_eq!(
-                body.replace("other/secret", "X"),
-                missing.replace("other/nothing", "X"),
+                anonymized(&body, "other/secret"),
+                anonymized(&missing, "other/nothing"),
                 "{suffix}"
             );
-            assert!(!body.contains("secret.bin"));
+            if !suffix.contains("secret.bin") {
+                assert!(!body.contains("secret.bin"), "{suffix}: {body}");
+            }
         }
         let (status, body) = page(&server, &format!("/other/secret{suffix}"), Some(&owner));
         assert_eq!(status, 200, "{suffix}: {body}");
