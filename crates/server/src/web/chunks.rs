@@ -110,11 +110,11 @@ pub async fn file_bytes(
                 break;
             }
             at += u64::from(term.unpacked_bytes);
-            if !metas.contains_key(&term.xorb_hash) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = metas.entry(term.xorb_hash) {
                 let meta = index.xorb(&term.xorb_hash)?.ok_or_else(|| {
                     ServerError::internal(format!("xorb {} is not indexed", term.xorb_hash))
                 })?;
-                metas.insert(term.xorb_hash, meta);
+                slot.insert(meta);
             }
         }
         Ok(metas)

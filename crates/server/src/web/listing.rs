@@ -114,7 +114,7 @@ async fn growth(
     state: &SharedState,
     mut pushes: Vec<(RepoName, scan::Push)>,
 ) -> ServerResult<Vec<PushBytes>> {
-    pushes.sort_by(|a, b| b.1.time.cmp(&a.1.time));
+    pushes.sort_by_key(|p| std::cmp::Reverse(p.1.time));
     pushes.truncate(GROWTH_PUSHES);
     pushes.reverse();
     let root = state.config.repos_dir();
