@@ -38,7 +38,7 @@ pub enum Kind {
 pub struct DirPage {
     pub entries: Vec<Listed>,
     pub total: usize,
-    /// The names of every entry (for finding the README).
+    /// The files whose names start with `readme` (any case), and their blob ids.
     pub names: Vec<(String, String)>,
 }
 
@@ -87,7 +87,12 @@ pub async fn list_page(
     let total = all.len();
     let names = all
         .iter()
-        .filter(|e| e.kind == Kind::File)
+        .filter(|e| {
+            e.kind == Kind::File
+                && e.name
+                    .get(..6)
+                    .is_some_and(|p| p.eq_ignore_ascii_case("readme"))
+        })
         .map(|e| (e.name.clone(), e.oid.clone()))
         .collect();
     let start = page.saturating_mul(per_page).min(total);
