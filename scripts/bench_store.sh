@@ -6,13 +6,16 @@
 #   scripts/bench_store.sh [SIZE_MIB] [VERSIONS] [EDIT_MIB]     (defaults: 256, 6, 1)
 #
 # Prints, per mode: the clone's .git, .git/lfs and chunk store bytes against the bytes the
-# server stores for the versions (its data directory's growth); the time of an offline checkout
-# of the oldest version (lfs.url pointed at a closed port); a second clone of the same
-# repository by the same user: bytes over the network (xorb or basic bytes served) and bytes
-# it added on disk besides its working tree. Uses the release build (built if missing).
-# As root with mkfs.xfs, also the same clone on a loop-mounted XFS with reflink (every
-# version checked out in turn, then main): physical bytes from df, where the checked-out
-# objects stay whole sharing extents with the working tree (docs/store.md, File systems).
+# server stores for the versions (its data directory's growth), and that ratio without the
+# checked-out objects (HEAD's LFS files, which stay whole for git-lfs's commands); the time of
+# an offline checkout of the oldest version (lfs.url pointed at a closed port); a second
+# clone of the same repository by the same user: bytes over the network (xorb or basic bytes
+# served) and bytes it added on disk besides its working tree; whether `git lfs fsck` passes
+# on the fresh clone, after the pulls and after the offline checkout. Uses the release build
+# (built if missing). As root with mkfs.xfs, also the same clone on a loop-mounted XFS with
+# reflink (every version checked out in turn, then main): physical bytes from df, where the
+# checked-out objects stay whole sharing extents with the working tree (docs/store.md, File
+# systems).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,8 +55,11 @@ bench_mode() { # bench_mode MODE SEED
   gen "$seed" "$size_mib" > "$a/model.bin"
   run_in "$mode-a" "$a" git add .gitattributes model.bin
   run_in "$mode-a" "$a" git commit -qm v1
+  cp "$a/model.bin" "$tmp/$mode-first.bin"
   run_in "$mode-a" "$a" git push -q origin main
   run_in "$mode-b" "$tmp/$mode-b" git clone -q "$repo_url" repo
+  local fsck_clone fsck_pulls fsck_offline
+  fsck_clone=$(fsck_in "$mode-b" "$b")
   for v in $(seq 2 "$versions"); do
     # EDIT_MIB of new bytes at a different place each version.
     gen $(( seed * 100 + v )) "$edit_mib" | dd of="$a/model.bin" bs=1M \
@@ -63,14 +69,20 @@ bench_mode() { # bench_mode MODE SEED
     run_in "$mode-b" "$b" git pull -q origin main
   done
   cmp -s "$a/model.bin" "$b/model.bin" || { echo "$mode: pulled version differs" >&2; exit 1; }
+  fsck_pulls=$(fsck_in "$mode-b" "$b")
   server_b=$(( $(bytes "$tmp/data") - data0 ))
   git_b=$(bytes "$b/.git"); lfs_b=$(bytes "$b/.git/lfs"); store_b=$(bytes "$GIT_XET_STORE")
+  checked_b=$(bytes "$b/model.bin")
 
   # The oldest version, offline: lfs.url points at a closed port.
   local first; first=$(cd "$b" && git rev-list --max-parents=0 HEAD)
   run_in "$mode-b" "$b" git -c lfs.url=http://127.0.0.1:9/none checkout -q "$first"
   results[$mode,offline]="$secs"
-  (cd "$a" && git show "$first:model.bin" >/dev/null) # the pointer exists
+  cmp -s "$tmp/$mode-first.bin" "$b/model.bin" ||
+    { echo "$mode: offline checkout of the oldest version differs" >&2; exit 1; }
+  rm -f "$tmp/$mode-first.bin"
+  fsck_offline=$(fsck_in "$mode-b" "$b")
+  results[$mode,fsck]="$fsck_clone/$fsck_pulls/$fsck_offline"
   run_in "$mode-b" "$b" git checkout -q main
 
   # A second clone by the same user.
@@ -79,9 +91,15 @@ bench_mode() { # bench_mode MODE SEED
   run_in "$mode-b" "$tmp/$mode-b" git clone -q "$repo_url" second
   results[$mode,clone2]="$secs $(( $(wire "$mode" down) - served )) $(( $(bytes "$c/.git") + $(bytes "$GIT_XET_STORE") - before_store ))"
   cmp -s "$a/model.bin" "$c/model.bin" || { echo "$mode: second clone differs" >&2; exit 1; }
-  results[$mode,disk]="$git_b $lfs_b $store_b $server_b"
+  results[$mode,disk]="$git_b $lfs_b $store_b $server_b $checked_b"
   if [ "$mode" = xet ]; then xet_url="$repo_url"; xet_server_b="$server_b"; fi
   unset GIT_XET_STORE
+}
+
+# `ok` when `git lfs fsck` (HEAD and the index) passes in clone DIR of environment ENV.
+fsck_in() { # fsck_in ENV DIR
+  if (cd "$2" && HOME="$tmp/$1-home" GIT_CONFIG_GLOBAL="$tmp/$1-home/.gitconfig" \
+    git lfs fsck >/dev/null 2>&1); then echo ok; else echo FAILED; fi
 }
 
 used() { sync; df -B1 --output=used "$1" | tail -1; }
@@ -91,7 +109,7 @@ xfs_pass() {
     echo "xfs: skipped (needs root and mkfs.xfs: .ci/deps/00-xfsprogs.sh)"
     return
   fi
-  local img="$tmp/xfs.img" mnt="$tmp/xfs" used0 physical logical tree store fsck=failed rev
+  local img="$tmp/xfs.img" mnt="$tmp/xfs" used0 physical logical tree store fsck rev
   truncate -s "$(( size_mib * (versions + 4) + 1024 ))M" "$img"
   mkfs.xfs -q -m reflink=1 "$img"
   mkdir -p "$mnt"
@@ -110,8 +128,7 @@ xfs_pass() {
   tree=$(bytes "$mnt/repo/model.bin")
   store=$(bytes "$GIT_XET_STORE")
   logical=$(( $(bytes "$mnt/repo/.git") + store + tree ))
-  if (cd "$mnt/repo" && HOME="$tmp/xet-b-home" GIT_CONFIG_GLOBAL="$tmp/xet-b-home/.gitconfig" \
-    git lfs fsck >/dev/null 2>&1); then fsck=ok; fi
+  fsck=$(fsck_in xet-b "$mnt/repo")
   echo "xfs (reflink): every version checked out, then main: work tree + .git + store" \
     "$(mib "$logical") MiB logical (store $(mib "$store")), $(mib "$physical") MiB physical (df);" \
     "without the work tree $(mib $(( physical - tree ))) MiB = $(awk -v p=$(( physical - tree )) -v v="$xet_server_b" \
@@ -124,13 +141,17 @@ xfs_pass() {
 declare -A results
 run_modes
 echo "scenario: ${size_mib} MiB file, ${versions} versions of ${edit_mib} MiB edits; load: $(uptime | sed 's/.*load average: //')"
-printf '%-6s %10s %10s %10s %12s %8s %14s %14s %15s %15s\n' mode ".git MiB" "lfs MiB" "store MiB" "server MiB" ratio "offline ckout" "clone2 secs" "clone2 net MiB" "clone2 disk MiB"
+printf '%-6s %10s %10s %10s %12s %8s %14s %8s %14s %14s %15s %15s %20s\n' mode ".git MiB" "lfs MiB" "store MiB" "server MiB" ratio "HEAD's LFS MiB" "ratio-" "offline ckout" "clone2 secs" "clone2 net MiB" "clone2 disk MiB" "fsck clone/pulls/old"
 for mode in ${BENCH_ORDER:-xet basic}; do
-  read -r git_b lfs_b store_b server_b <<< "${results[$mode,disk]}"
+  read -r git_b lfs_b store_b server_b checked_b <<< "${results[$mode,disk]}"
   read -r c_secs c_net c_disk <<< "${results[$mode,clone2]}"
-  printf '%-6s %10s %10s %10s %12s %8s %13ss %13ss %15s %15s\n' "$mode" "$(mib "$git_b")" "$(mib "$lfs_b")" \
+  # ratio: (.git + store) / server; ratio-: the same without one copy of HEAD's LFS files.
+  printf '%-6s %10s %10s %10s %12s %8s %14s %8s %13ss %13ss %15s %15s %20s\n' "$mode" "$(mib "$git_b")" "$(mib "$lfs_b")" \
     "$(mib "$store_b")" "$(mib "$server_b")" \
     "$(awk -v a="$git_b" -v s="$store_b" -v v="$server_b" 'BEGIN { printf "%.2f", (a + s) / v }')" \
-    "$(printf '%.2f' "${results[$mode,offline]}")" "$(printf '%.2f' "$c_secs")" "$(mib "$c_net")" "$(mib "$c_disk")"
+    "$(mib "$checked_b")" \
+    "$(awk -v a="$git_b" -v s="$store_b" -v c="$checked_b" -v v="$server_b" 'BEGIN { printf "%.2f", (a + s - c) / v }')" \
+    "$(printf '%.2f' "${results[$mode,offline]}")" "$(printf '%.2f' "$c_secs")" "$(mib "$c_net")" "$(mib "$c_disk")" \
+    "${results[$mode,fsck]}"
 done
 case " ${BENCH_ORDER:-xet basic} " in *" xet "*) xfs_pass ;; esac

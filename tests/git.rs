@@ -54,6 +54,10 @@ mod prompt;
 mod request_ids;
 #[path = "git/shared_uploads.rs"]
 mod shared_uploads;
+#[path = "git/shared_uploads_proxy.rs"]
+mod shared_uploads_proxy;
+#[path = "git/shared_uploads_read_ahead.rs"]
+mod shared_uploads_read_ahead;
 #[path = "git/ssh_auth.rs"]
 mod ssh_auth;
 #[path = "git/ssh_postgres.rs"]
@@ -72,6 +76,8 @@ mod status_page;
 mod store;
 #[path = "git/store_fs.rs"]
 mod store_fs;
+#[path = "git/store_lfs_commands.rs"]
+mod store_lfs_commands;
 #[path = "git/tls_native.rs"]
 mod tls_native;
 #[path = "git/transfer_protocol.rs"]

@@ -16,6 +16,8 @@ mod gitenv;
 mod hf_agent;
 #[path = "interop/hub.rs"]
 mod hub;
+#[path = "interop/hub_listing.rs"]
+mod hub_listing;
 #[path = "interop/hub_settings.rs"]
 mod hub_settings;
 #[path = "interop/s3.rs"]

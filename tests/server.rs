@@ -75,6 +75,18 @@ mod oidc;
 #[path = "server/slow_clients.rs"]
 mod slow_clients;
 
+#[path = "server/slow_handlers.rs"]
+mod slow_handlers;
+
+#[path = "server/oracle.rs"]
+mod oracle;
+
+#[path = "server/reconstruction_bounds.rs"]
+mod reconstruction_bounds;
+
+#[path = "server/hub_listing.rs"]
+mod hub_listing;
+
 #[path = "server/hardening.rs"]
 mod hardening;
 

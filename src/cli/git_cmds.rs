@@ -10,7 +10,8 @@ use anyhow::Context;
 
 use git_xet_git::config::Scope;
 use git_xet_git::install::{self, InstallOptions};
-use git_xet_git::status::{FilterSetting, StatusReport};
+use git_xet_git::status::{FilterSetting, Location, ObjectsSetting, StatusReport};
+use git_xet_git::store::KeepCheckedOut;
 use git_xet_io::human::human_bytes;
 use git_xet_io::logging;
 
@@ -250,19 +251,62 @@ fn status_lines(r: &StatusReport) -> Vec<String> {
         human_bytes(r.shard_cache_bytes),
         r.xet_dir.display()
     ));
+    lines.extend(objects_lines(&r.objects));
     lines.push(format!("LFS files in HEAD: {}", r.files.len()));
     for f in &r.files {
-        lines.push(match &f.xet_hash {
-            Some(h) => format!("  {h}  {:>10}  {}", human_bytes(f.size), f.path),
-            None => format!(
-                "  {:64}  {:>10}  {}  (not local: `git lfs pull` first)",
-                "?",
-                human_bytes(f.size),
-                f.path
-            ),
-        });
+        lines.push(format!(
+            "  {:64}  {:>10}  {}  ({})",
+            f.xet_hash.as_deref().unwrap_or("?"),
+            human_bytes(f.size),
+            f.path,
+            location_text(&f.location)
+        ));
     }
     lines
+}
+
+/// Where old versions live and which whole objects stay, and what that means for git-lfs.
+fn objects_lines(objects: &ObjectsSetting) -> Vec<String> {
+    match objects {
+        ObjectsSetting::AllWhole => vec![
+            "chunk store:    not used (xet.store = off, or xet.keepObjects): every version stays whole in .git/lfs/objects".into(),
+        ],
+        ObjectsSetting::Store { path, keep } => {
+            let mut lines = vec![format!(
+                "chunk store:    {} (every version pulled or pushed, rebuilt offline)",
+                path.display()
+            )];
+            match keep {
+                KeepCheckedOut::Keep => lines.extend([
+                    "whole objects:  the checked-out version's, as git-lfs keeps them (xet.keepCheckedOut=auto)".into(),
+                    "                older versions: `git xet materialize REV` before `git lfs fsck REV` or `git lfs push --all`".into(),
+                ]),
+                KeepCheckedOut::Never => lines.push(format!(
+                    "whole objects:  none (xet.keepCheckedOut=false): `git xet materialize` first for {}",
+                    KeepCheckedOut::NEEDS_MATERIALIZE
+                )),
+            }
+            lines
+        }
+    }
+}
+
+/// Where a file's content is, in words.
+fn location_text(at: &Location) -> String {
+    if at.only_on_server() {
+        return "only on the server: `git lfs pull` or `git xet materialize`".into();
+    }
+    let places = [
+        (at.work_tree, "working tree"),
+        (at.whole, "whole object"),
+        (at.store, "chunk store"),
+    ];
+    places
+        .iter()
+        .filter(|(here, _)| *here)
+        .map(|(_, name)| *name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub fn quickstart(args: QuickstartArgs) -> anyhow::Result<ExitCode> {
@@ -315,16 +359,26 @@ mod tests {
             ],
             xet_dir: "/r/.git/xet".into(),
             shard_cache_bytes: 2048,
+            objects: ObjectsSetting::Store {
+                path: "/home/u/store".into(),
+                keep: KeepCheckedOut::Never,
+            },
             files: vec![
                 FileStatus {
                     xet_hash: Some("ab".repeat(32)),
                     size: 1 << 20,
                     path: "a.bin".into(),
+                    location: Location {
+                        work_tree: true,
+                        whole: false,
+                        store: true,
+                    },
                 },
                 FileStatus {
                     xet_hash: None,
                     size: 5,
                     path: "b.bin".into(),
+                    location: Location::default(),
                 },
             ],
         };
@@ -344,10 +398,16 @@ mod tests {
             "remote:         broken".into(),
             broken,
             format!("shard cache:    {} in /r/.git/xet", human_bytes(2048)),
+            "chunk store:    /home/u/store (every version pulled or pushed, rebuilt offline)".into(),
+            "whole objects:  none (xet.keepCheckedOut=false): `git xet materialize` first for `git lfs fsck` and `git lfs checkout`".into(),
             "LFS files in HEAD: 2".into(),
-            format!("  {}  {:>10}  a.bin", "ab".repeat(32), human_bytes(1 << 20)),
             format!(
-                "  {:64}  {:>10}  b.bin  (not local: `git lfs pull` first)",
+                "  {}  {:>10}  a.bin  (working tree, chunk store)",
+                "ab".repeat(32),
+                human_bytes(1 << 20)
+            ),
+            format!(
+                "  {:64}  {:>10}  b.bin  (only on the server: `git lfs pull` or `git xet materialize`)",
                 "?",
                 human_bytes(5)
             ),
@@ -358,6 +418,7 @@ mod tests {
             agent: None,
             filter: FilterSetting::Missing,
             remotes: vec![],
+            objects: ObjectsSetting::AllWhole,
             files: vec![],
             ..report
         };
@@ -370,6 +431,10 @@ mod tests {
                 "remote:         none",
             ]
         );
-        assert_eq!(lines[4], "LFS files in HEAD: 0");
+        assert!(
+            lines[4].starts_with("chunk store:    not used"),
+            "{lines:?}"
+        );
+        assert_eq!(lines[5], "LFS files in HEAD: 0");
     }
 }

@@ -64,4 +64,12 @@ fn quickstart_runs_the_whole_workflow() {
     assert!(o.contains("bit-exact"), "{o}");
     assert!(o.contains("dedup ratio:"), "{o}");
     assert!(o.contains("version 2 (4 KiB edit)"), "{o}");
+    // Its downloads are another machine's (an empty chunk store): the whole first version;
+    // a clone on this machine takes every chunk from the store the push filled, and says so.
+    let v1 = o
+        .lines()
+        .find(|l| l.contains("version 1 (new file)"))
+        .unwrap();
+    assert_eq!(v1.matches("16.0 MiB").count(), 2, "{o}");
+    assert!(o.contains("A clone on this machine downloaded 0 B"), "{o}");
 }

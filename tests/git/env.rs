@@ -210,10 +210,9 @@ impl GitEnv {
         dir
     }
 
-    /// `git lfs fsck` after `git xet materialize`: the checked-out objects live in the chunk
-    /// store, not whole in `.git/lfs/objects` (docs/store.md), and fsck reads only the latter.
+    /// `git lfs fsck`, as is: the checked-out objects stay whole in `.git/lfs/objects`
+    /// (docs/store.md), where fsck reads them.
     pub fn lfs_fsck(&self, repo: &Path) {
-        self.xet(repo, &["materialize"]);
         self.git(repo, &["lfs", "fsck"]);
     }
 

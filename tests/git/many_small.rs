@@ -217,8 +217,9 @@ fn re_cleans_of_small_checked_out_files_write_nothing_and_leave_no_empty_directo
 }
 
 /// `count` small files (from `seed`) pushed to a new repository `name` of a new server by
-/// one user and cloned by another: the server (keep it alive), the files, the cloning user's
-/// environment and clone.
+/// one user and cloned by another, who keeps no whole objects (`xet.keepCheckedOut=false`:
+/// the chunk store holds them, so a re-clean has only the store to compare with): the
+/// server (keep it alive), the files, the cloning user's environment and clone.
 fn pushed_and_cloned(
     name: &str,
     count: usize,
@@ -239,6 +240,10 @@ fn pushed_and_cloned(
     }
     alice.commit_all_and_push(&a, "many");
     let bob = GitEnv::with_agent(&[]);
+    bob.git(
+        &bob.dir("."),
+        &["config", "--global", "xet.keepCheckedOut", "false"],
+    );
     let b = bob.clone_ok(&remote, "b");
     (server, files, bob, b)
 }

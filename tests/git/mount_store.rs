@@ -63,7 +63,11 @@ fn a_revision_whose_chunks_the_store_holds_is_read_with_the_server_stopped() {
         bob.git_logged(&b, &["pull", "-q", "origin", "main"]),
         "pull",
     );
-    assert_eq!(lfs_objects(&b), 0, "the versions live in the store only");
+    assert_eq!(
+        lfs_objects(&b),
+        1,
+        "v1 lives in the store only (v2, checked out, stays whole)"
+    );
 
     server.stop();
     let f = crate::mount::Fixture {

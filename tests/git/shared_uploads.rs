@@ -1,19 +1,18 @@
 //! Pushes of many small files: the agents of one push share a coordinator that uploads
 //! what is in flight as one session (the lfs crate's `coordinator`). Real git, git-lfs, several agent
-//! processes and the server on loopback; request counts from the server's metrics.
+//! processes and the server on loopback; request counts from the server's metrics. The
+//! coordinator's read-ahead has its own file (`shared_uploads_read_ahead.rs`).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::env::{assert_file_is, stderr, GitEnv};
+use crate::shared_uploads_proxy::{repo_behind, ShardProxy};
 use crate::support::{random_bytes, write_file, TestServer};
 
 /// `count` files of 1-4 KiB, each different; returns their contents.
-fn small_files(repo: &Path, count: usize, seed: u64) -> Vec<Vec<u8>> {
+pub(crate) fn small_files(repo: &Path, count: usize, seed: u64) -> Vec<Vec<u8>> {
     (0..count)
         .map(|i| {
             let data = random_bytes(1024 + (i % 4) * 1024, seed * 100_000 + i as u64);
@@ -23,7 +22,7 @@ fn small_files(repo: &Path, count: usize, seed: u64) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn assert_cloned(remote: &str, files: &[Vec<u8>]) {
+pub(crate) fn assert_cloned(remote: &str, files: &[Vec<u8>]) {
     let fresh = GitEnv::with_agent(&[]);
     let b = fresh.dir("b");
     fresh.git(
@@ -227,117 +226,13 @@ fn the_other_agents_start_while_the_first_round_is_registered() {
     assert_cloned(&remote, &files);
 }
 
-/// The coordinator reads ahead of git-lfs: for each Batch API answer it learns which objects
-/// the answer announced (from the list its first upload actions carry, or, from a server that
-/// does not send it, by asking) and registers those no agent has handed over yet, so that
-/// git-lfs's next objects are answered as soon as they are handed over. Two Batch API
-/// answers (git-lfs asks for 100 objects at a time), both read ahead; a bit-exact clone.
-#[test]
-fn the_coordinator_reads_ahead_of_git_lfs() {
-    for strips_lists in [false, true] {
-        let proxy = ShardProxy {
-            strips_lists,
-            ..ShardProxy::delaying("/not-held", Duration::ZERO)
-        };
-        let public = format!("http://{}", proxy.addr);
-        let server = TestServer::start_with(&["--public-url", &public]);
-        proxy.serve(server.listen_addr());
-        let env = GitEnv::with_agent(&["--concurrency", "8"]);
-        let (a, remote) = repo_behind(&env, &server, &proxy, "org/ahead");
-        let files = small_files(&a, 150, 8);
-        env.git(&a, &["add", "."]);
-        env.git(&a, &["commit", "-qm", "ahead"]);
-        let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
-        assert!(out.status.success(), "push: {}", stderr(&out));
-        let log = env.agent_log();
-        let from = if strips_lists {
-            "the server"
-        } else {
-            "the answer"
-        };
-        let queued: Vec<usize> = log
-            .lines()
-            .filter(|l| l.ends_with(&format!("(list from {from})")))
-            .filter_map(|l| l.split("read ahead of git-lfs: ").nth(1))
-            .filter_map(|rest| rest.split(' ').next()?.parse().ok())
-            .collect();
-        let asked = server.requests("upload_batch");
-        match strips_lists {
-            true => assert_eq!(asked, 2, "{log}"),
-            // Asked only when an object without the list reached the coordinator first.
-            false => assert!(asked <= 2, "{asked}\n{log}"),
-        }
-        // Eight agents hold eight objects at a time: most of each answer's objects were read
-        // ahead of them.
-        assert!(
-            queued.len() == 2 && queued.iter().sum::<usize>() >= 100,
-            "read ahead {queued:?} from {from}\n{log}"
-        );
-        assert_cloned(&remote, &files);
-    }
-}
-
-/// A repository `a` whose LFS traffic goes through `proxy` (git's own goes to `server`
-/// directly); its remote URL.
-fn repo_behind(
-    env: &GitEnv,
-    server: &TestServer,
-    proxy: &ShardProxy,
-    name: &str,
-) -> (std::path::PathBuf, String) {
-    let token = server.token(name, "write");
-    let remote = format!("http://x:{token}@{}/{name}.git", server.listen_addr());
-    let a = env.lfs_repo("a", &remote);
-    let lfs = format!("http://x:{token}@{}/{name}.git/info/lfs", proxy.addr);
-    env.git(&a, &["config", "lfs.url", &lfs]);
-    (a, remote)
-}
-
-/// An object whose stored copy no longer matches its oid (same size, other bytes), read
-/// ahead or handed over: the push fails naming it, the server registers nothing under its
-/// oid, and once the copy is right again the push completes.
-#[test]
-fn a_damaged_stored_object_fails_alone_when_read_ahead() {
-    let server = TestServer::start();
-    let remote = crate::env::remote_url(&server, "org/damaged", "write");
-    let env = GitEnv::with_agent(&["--concurrency", "4"]);
-    let a = env.lfs_repo("a", &remote);
-    let files = small_files(&a, 120, 9);
-    env.git(&a, &["add", "."]);
-    env.git(&a, &["commit", "-qm", "damaged"]);
-    // The last file of the second Batch API answer: read ahead while four agents hold others.
-    let oid = oid_of(&files[119]);
-    let stored = a
-        .join(".git/lfs/objects")
-        .join(&oid[..2])
-        .join(&oid[2..4])
-        .join(&oid);
-    let original = std::fs::read(&stored).unwrap();
-    std::fs::write(&stored, random_bytes(original.len(), 999)).unwrap();
-    let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
-    assert!(!out.status.success(), "the push must fail");
-    assert!(stderr(&out).contains(&oid[..12]), "{}", stderr(&out));
-    assert!(!stored_on(&server, "org/damaged", &oid, original.len()));
-    assert!(stored_on(
-        &server,
-        "org/damaged",
-        &oid_of(&files[0]),
-        files[0].len()
-    ));
-
-    std::fs::write(&stored, &original).unwrap();
-    let out = env.git_logged(&a, &["push", "-q", "origin", "main"]);
-    assert!(out.status.success(), "push: {}", stderr(&out));
-    assert_cloned(&remote, &files);
-}
-
-fn oid_of(data: &[u8]) -> String {
+pub(crate) fn oid_of(data: &[u8]) -> String {
     use sha2::Digest;
     git_xet_core::hash::sha256_hex(&sha2::Sha256::digest(data).into())
 }
 
 /// Whether the server has `oid` registered in `repo` (its Batch API offers a download).
-fn stored_on(server: &TestServer, repo: &str, oid: &str, size: usize) -> bool {
+pub(crate) fn stored_on(server: &TestServer, repo: &str, oid: &str, size: usize) -> bool {
     let body = serde_json::json!({
         "operation": "download",
         "transfers": ["basic"],
@@ -438,189 +333,4 @@ fn the_first_upload_of_a_fresh_agent_sends_its_shard_with_its_xorb() {
     assert_eq!(server.metric("git_xet_shards_awaiting_xorbs_total"), 1.0);
     assert_eq!(server.requests("shard_upload"), 1, "{events:?}");
     assert_cloned(&remote, &files);
-}
-
-/// Forwards each request to the server on a connection of its own (`Connection: close`
-/// both ways), except shard uploads, which it answers 403 (`delay` None) or forwards after
-/// `delay` (requests whose line holds `delayed`: shards unless told otherwise). Notes when
-/// shards and xorbs are received and answered, in order.
-struct ShardProxy {
-    listener: Option<TcpListener>,
-    addr: String,
-    refused: Arc<AtomicU64>,
-    delay: Option<Duration>,
-    delayed: &'static str,
-    events: Arc<Mutex<Vec<String>>>,
-    /// Answers the read-ahead route 404, as a server that keeps no Batch API answers
-    /// (another process behind a balancer).
-    forgets_batches: bool,
-    /// Takes the object list out of the Batch API answers' actions, as a server that does
-    /// not send it (the remote must then point at the proxy).
-    strips_lists: bool,
-}
-
-impl ShardProxy {
-    fn bind(delay: Option<Duration>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        ShardProxy {
-            listener: Some(listener),
-            addr,
-            refused: Arc::new(AtomicU64::new(0)),
-            delay,
-            delayed: "/shards",
-            events: Arc::default(),
-            forgets_batches: false,
-            strips_lists: false,
-        }
-    }
-
-    /// Forwards everything, requests whose line holds `path` after `delay`.
-    fn delaying(path: &'static str, delay: Duration) -> Self {
-        ShardProxy {
-            delayed: path,
-            ..ShardProxy::bind(Some(delay))
-        }
-    }
-
-    /// Serves on a thread until the test process ends.
-    fn serve(&self, upstream: String) {
-        let listener = self.listener.as_ref().unwrap().try_clone().unwrap();
-        let (refused, delay) = (self.refused.clone(), self.delay);
-        let (delayed, events) = (self.delayed, self.events.clone());
-        let (forgets_batches, strips_lists) = (self.forgets_batches, self.strips_lists);
-        std::thread::spawn(move || {
-            for client in listener.incoming().flatten() {
-                let (upstream, refused) = (upstream.clone(), refused.clone());
-                let events = events.clone();
-                std::thread::spawn(move || {
-                    let hold = Hold {
-                        delay,
-                        delayed,
-                        events: &events,
-                        forgets_batches,
-                        strips_lists,
-                    };
-                    let _ = relay(client, &upstream, &refused, &hold);
-                });
-            }
-        });
-    }
-}
-
-/// What the proxy holds up, and where it notes what passed.
-struct Hold<'a> {
-    delay: Option<Duration>,
-    delayed: &'static str,
-    events: &'a Mutex<Vec<String>>,
-    forgets_batches: bool,
-    strips_lists: bool,
-}
-
-fn relay(
-    client: TcpStream,
-    upstream: &str,
-    refused: &AtomicU64,
-    hold: &Hold,
-) -> std::io::Result<()> {
-    let mut reader = BufReader::new(client.try_clone()?);
-    let mut head = Vec::new();
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        if line == "\r\n" {
-            break;
-        }
-        let lower = line.to_ascii_lowercase();
-        if let Some(v) = lower.strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap_or(0);
-        }
-        if !lower.starts_with("connection:") {
-            head.extend_from_slice(line.as_bytes());
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body)?;
-    let mut client = client;
-    let request_line = String::from_utf8_lossy(&head)
-        .lines()
-        .next()
-        .unwrap_or("")
-        .to_string();
-    let post = request_line.starts_with("POST");
-    let shard = post && request_line.contains("/shards");
-    let kind = match (shard, post && request_line.contains("/xorbs/")) {
-        (true, _) => Some("shard"),
-        (_, true) => Some("xorb"),
-        _ => None,
-    };
-    let note = |what: &str| {
-        if let Some(kind) = kind {
-            hold.events.lock().unwrap().push(format!("{kind} {what}"));
-        }
-    };
-    note("received");
-    if hold.forgets_batches && request_line.contains("/upload-batches/") {
-        let msg = "no such upload batch here";
-        write!(
-            client,
-            "HTTP/1.1 404 Not Found\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{msg}",
-            msg.len()
-        )?;
-        return Ok(());
-    }
-    let held = post && request_line.contains(hold.delayed);
-    if let (true, Some(delay)) = (held, hold.delay) {
-        std::thread::sleep(delay);
-    } else if shard && hold.delay.is_none() {
-        refused.fetch_add(1, Ordering::SeqCst);
-        let msg = "shards refused by the test proxy";
-        write!(
-            client,
-            "HTTP/1.1 403 Forbidden\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{msg}",
-            msg.len()
-        )?;
-        return Ok(());
-    }
-    let mut server = TcpStream::connect(upstream)?;
-    head.extend_from_slice(b"Connection: close\r\n\r\n");
-    server.write_all(&head)?;
-    server.write_all(&body)?;
-    if hold.strips_lists && request_line.contains("/objects/batch") {
-        let mut answer = Vec::new();
-        server.read_to_end(&mut answer)?;
-        client.write_all(&without_lists(&answer))?;
-    } else {
-        std::io::copy(&mut server, &mut client)?;
-    }
-    note("answered");
-    Ok(())
-}
-
-/// An HTTP answer (whole, `Content-Length` framed) to a Batch API request without the
-/// object list its upload actions carry.
-fn without_lists(answer: &[u8]) -> Vec<u8> {
-    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    let head = String::from_utf8(answer[..split].to_vec()).unwrap();
-    assert!(!head.to_ascii_lowercase().contains("chunked"), "{head}");
-    let mut json: serde_json::Value = serde_json::from_slice(&answer[split..]).unwrap();
-    for object in json["objects"].as_array_mut().into_iter().flatten() {
-        if let Some(header) = object["actions"]["upload"]["header"].as_object_mut() {
-            header.remove("X-Xet-Upload-Objects");
-        }
-    }
-    let body = json.to_string();
-    let mut out = String::new();
-    for line in head.split("\r\n").filter(|l| !l.is_empty()) {
-        match line.to_ascii_lowercase().starts_with("content-length:") {
-            true => out.push_str(&format!("Content-Length: {}\r\n", body.len())),
-            false => out.push_str(&format!("{line}\r\n")),
-        }
-    }
-    out.push_str("\r\n");
-    out.push_str(&body);
-    out.into_bytes()
 }

@@ -1,6 +1,7 @@
-//! The per-user chunk store (docs/store.md): history kept as chunks, not whole copies; old
-//! versions rebuilt offline and verified; clones sharing the store; a damaged chunk fetched
-//! again; git-lfs commands and uninstalling after `git xet materialize`.
+//! The per-user chunk store (docs/store.md): history kept as chunks, not whole copies (only
+//! the checked-out version stays whole, for git-lfs's commands); old versions rebuilt
+//! offline and verified; clones sharing the store; a damaged chunk fetched again; git-lfs
+//! commands and uninstalling after `git xet materialize`.
 
 use std::path::{Path, PathBuf};
 
@@ -105,8 +106,8 @@ fn pulled_versions_live_as_chunks_and_check_out_offline() {
     }
     assert_eq!(
         lfs_objects(&b),
-        0,
-        "no whole object stays in .git/lfs/objects"
+        2,
+        "only HEAD's objects (model.bin, small.bin) stay whole in .git/lfs/objects"
     );
     // The four versions cost the clone what they cost the server (which stores only them).
     let store = bytes_under(&bob.store_dir().join("chunks"));
@@ -117,9 +118,9 @@ fn pulled_versions_live_as_chunks_and_check_out_offline() {
          {server_bytes}\n{}",
         listing(&bob.store_dir().join("chunks"))
     );
-    // `git status` (which may clean the file again) leaves nothing whole either.
+    // `git status` (which may clean the file again) adds no whole object.
     bob.git(&b, &["status", "--porcelain"]);
-    assert_eq!(lfs_objects(&b), 0);
+    assert_eq!(lfs_objects(&b), 2);
 
     // Offline: every version comes back from local chunks, bit-exact.
     server.stop();
@@ -135,8 +136,9 @@ fn pulled_versions_live_as_chunks_and_check_out_offline() {
             "offline checkout",
         );
         assert_file_is(&b.join("model.bin"), &version(n));
+        assert_eq!(lfs_objects(&b), 2, "the checked-out version's objects only");
+        assert!(has_whole(&b, &bob, commit, "model.bin"));
     }
-    assert_eq!(lfs_objects(&b), 0);
 }
 
 /// Where clone `repo` keeps the whole object of `path` at `rev`.
@@ -274,7 +276,11 @@ fn a_damaged_chunk_is_fetched_again_never_served() {
     // chunk stored raw decodes fine and fails only the file's hash; the download's retry
     // from the server then read and wrote no chunk store, the store lacked those ranges,
     // and the filter kept the whole object. Retries now write what they fetch.)
-    assert_eq!(lfs_objects(&b), 0, "no whole copy is left behind");
+    assert!(
+        !has_whole(&b, &bob, &commits[0], "model.bin"),
+        "no whole copy of the version checked out before is left behind"
+    );
+    assert_eq!(lfs_objects(&b), 2, "HEAD's objects only");
     server.stop();
     let out = bob.git_output(&b, &["checkout", "-q", &commits[0]]);
     let now = std::fs::read(b.join("model.bin")).unwrap_or_default();
@@ -315,7 +321,11 @@ fn a_second_clone_takes_its_objects_from_the_store_even_two_at_once() {
         ok(child.wait_with_output().unwrap(), "concurrent clone");
         let dir = bob.root.path().join(name);
         assert_file_is(&dir.join("model.bin"), &version(1));
-        assert_eq!(lfs_objects(&dir), 0);
+        assert_eq!(
+            lfs_objects(&dir),
+            2,
+            "HEAD's objects, rebuilt from the store"
+        );
     }
     assert_eq!(
         server.metric(XORB_SERVED),
@@ -343,7 +353,7 @@ fn git_lfs_commands_and_uninstalling_after_materialize() {
         bob.git(&b, &["checkout", "-q", c]);
     }
     bob.git(&b, &["checkout", "-q", "main"]);
-    assert_eq!(lfs_objects(&b), 0);
+    assert_eq!(lfs_objects(&b), 2, "HEAD's objects only");
 
     // `git lfs fetch --all`: git-lfs asks the agent, which rebuilds from local chunks.
     let served = server.metric(XORB_SERVED);

@@ -1,26 +1,28 @@
-//! The checked-out version and file systems (docs/store.md, "File systems"): on XFS with
-//! reflink (a real file system on a loop device) the objects of checked-out files stay whole
-//! in `.git/lfs/objects` sharing their extents with the working tree, so `git lfs fsck` and
-//! `git lfs checkout` work as-is at no extra disk; elsewhere nothing whole is kept.
+//! The checked-out version and file systems (docs/store.md, "File systems"): the objects of
+//! checked-out files stay whole in `.git/lfs/objects`, so `git lfs fsck` and `git lfs
+//! checkout` work as-is; on XFS with reflink (a real file system on a loop device) they share
+//! their extents with the working tree (no extra disk), on ext4 and tmpfs they are a second
+//! copy. `xet.keepCheckedOut=false` keeps none, and says what that costs.
 //! Making the XFS needs root and mkfs.xfs: without them the test skips, except under
 //! CI=true, where it fails (.ci/deps/00-xfsprogs.sh installs the tools).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::env::{assert_file_is, ok, remote_url, stderr, GitEnv};
+use crate::env::{assert_file_is, ok, remote_url, stderr, stdout, GitEnv};
 use crate::store::{has_whole, object_of, push_versions, version};
-use crate::support::{lfs_objects, TestServer};
+use crate::support::{lfs_objects, random_bytes, write_file, TestServer};
+use git_xet_git::store::KeepCheckedOut;
 
 /// A 1 GiB XFS (reflink on) mounted from an image file; unmounted and deleted on drop,
 /// also when the test fails.
-struct Xfs {
+pub(crate) struct Xfs {
     dir: tempfile::TempDir,
 }
 
 impl Xfs {
     /// `None` (said) when it cannot be made here outside CI.
-    fn make() -> Option<Xfs> {
+    pub(crate) fn make() -> Option<Xfs> {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         let mkfs = Command::new("mkfs.xfs").arg("-V").output().is_ok();
@@ -49,7 +51,7 @@ impl Xfs {
         Some(xfs)
     }
 
-    fn mount(&self) -> PathBuf {
+    pub(crate) fn mount(&self) -> PathBuf {
         self.dir.path().join("mnt")
     }
 }
@@ -106,7 +108,7 @@ fn all_extents_shared(file: &Path) -> bool {
 }
 
 #[test]
-fn on_xfs_the_checked_out_objects_stay_whole_sharing_extents_elsewhere_none() {
+fn the_checked_out_objects_stay_whole_sharing_extents_on_xfs_a_copy_elsewhere() {
     let server = TestServer::start();
     let remote = remote_url(&server, "org/reflink", "write");
     let alice = GitEnv::with_agent(&[]);
@@ -114,11 +116,10 @@ fn on_xfs_the_checked_out_objects_stay_whole_sharing_extents_elsewhere_none() {
     let (_, commits) = push_versions(&alice, &remote, 2);
     let model = version(1).len() as u64;
 
-    // On the temporary directory's file system (ext4 or tmpfs here): nothing whole stays.
+    // On the temporary directory's file system (ext4 here) and on tmpfs: HEAD's objects
+    // stay whole (a second copy), and git-lfs's fsck passes.
     let plain = bob.clone_ok(&remote, "plain");
     assert_file_is(&plain.join("model.bin"), &version(1));
-    assert_eq!(lfs_objects(&plain), 0, "auto keeps nothing whole there");
-    // tmpfs, the same.
     let shm = tempfile::tempdir_in("/dev/shm").unwrap();
     let on_shm = shm.path().join("c");
     ok(
@@ -128,17 +129,80 @@ fn on_xfs_the_checked_out_objects_stay_whole_sharing_extents_elsewhere_none() {
         ),
         "clone on tmpfs",
     );
-    assert_eq!(lfs_objects(&on_shm), 0, "auto keeps nothing whole on tmpfs");
-    // `true` keeps the checked-out version anyway (a second copy here).
-    bob.git(&plain, &["config", "xet.keepCheckedOut", "true"]);
+    for clone in [&plain, &on_shm] {
+        assert_eq!(lfs_objects(clone), 2, "model.bin and small.bin of HEAD");
+        assert!(object_of(&bob, clone, "HEAD", "model.bin").is_file());
+        ok(bob.git_output(clone, &["lfs", "fsck"]), "fsck");
+    }
+    // Another version: its objects replace the former ones.
     ok(
         bob.git_logged(&plain, &["checkout", "-q", &commits[0]]),
         "checkout",
     );
-    assert!(object_of(&bob, &plain, &commits[0], "model.bin").is_file());
+    assert!(has_whole(&plain, &bob, &commits[0], "model.bin"));
+    assert!(!has_whole(&plain, &bob, &commits[1], "model.bin"));
     ok(
         bob.git_output(&plain, &["lfs", "fsck"]),
-        "fsck with keepCheckedOut=true",
+        "fsck after checkout",
+    );
+
+    // `false` keeps none: the smallest disk, and status names what needs materialize.
+    bob.git(&plain, &["config", "xet.keepCheckedOut", "false"]);
+    ok(
+        bob.git_logged(&plain, &["checkout", "-q", "main"]),
+        "checkout",
+    );
+    assert_file_is(&plain.join("model.bin"), &version(1));
+    assert_eq!(lfs_objects(&plain), 0, "false keeps nothing whole");
+    // The git-lfs commands status names: fsck fails, checkout leaves a pointer it has no
+    // object for. ls-files (which looks at the working tree file) and a push of a new commit
+    // (what `git add` cleaned stays whole until pushed) are unaffected.
+    let fsck = bob.git_output(&plain, &["lfs", "fsck"]);
+    assert!(!fsck.status.success(), "nothing for git-lfs to read");
+    std::fs::remove_file(plain.join("model.bin")).unwrap();
+    let out = bob
+        .command("git", &plain)
+        .args(["checkout", "--", "model.bin"])
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    ok(out, "checkout of the pointer");
+    ok(
+        bob.git_output(&plain, &["lfs", "checkout"]),
+        "git lfs checkout",
+    );
+    let left = std::fs::metadata(plain.join("model.bin")).unwrap().len();
+    assert!(left < 200, "git lfs checkout wrote {left} bytes");
+    bob.git(&plain, &["checkout", "-q", "--", "model.bin"]);
+    assert_file_is(&plain.join("model.bin"), &version(1));
+    let listed = stdout(&ok(
+        bob.git_output(&plain, &["lfs", "ls-files"]),
+        "ls-files",
+    ));
+    assert!(listed.contains(" * model.bin"), "{listed}");
+    write_file(&plain.join("small.bin"), &random_bytes(50 << 10, 4343));
+    bob.git(&plain, &["commit", "-qam", "local edit"]);
+    ok(
+        bob.git_logged(&plain, &["lfs", "push", "origin", "main"]),
+        "git lfs push of the current branch",
+    );
+    let status = stdout(&ok(
+        bob.xet_output(&plain, &["status", "--offline"]),
+        "status",
+    ));
+    assert!(
+        status.contains("none (xet.keepCheckedOut=false)")
+            && status.contains(KeepCheckedOut::NEEDS_MATERIALIZE),
+        "{status}"
+    );
+    assert!(
+        status.contains("model.bin  (working tree, chunk store)"),
+        "{status}"
+    );
+    bob.xet(&plain, &["materialize"]);
+    ok(
+        bob.git_output(&plain, &["lfs", "fsck"]),
+        "fsck after materialize",
     );
 
     let Some(xfs) = Xfs::make() else { return };

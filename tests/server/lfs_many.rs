@@ -82,7 +82,7 @@ fn a_batch_of_many_objects_is_answered_object_by_object() {
         &["basic"],
         &asked,
     );
-    assert_eq!(status, 403, "{answer}");
+    assert_eq!(status, 404, "{answer}");
     assert!(answer.get("objects").is_none(), "{answer}");
 }
 

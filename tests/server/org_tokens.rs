@@ -124,7 +124,7 @@ fn an_org_token_pushes_to_every_repository_of_its_org_and_nowhere_else() {
     env.git(&work, &["commit", "-q", "-m", "more"]);
     let err = env.git_fails(&work, &["push", "origin", "main"]);
     assert!(
-        err.contains("no access to elsewhere/x: write access needs a rule `elsewhere/x:write`"),
+        err.contains("no access to elsewhere/x: read access needs a rule `elsewhere/x:read`"),
         "{err}"
     );
 

@@ -266,7 +266,7 @@ fn upload_actions_say_the_await_limit_up_front() {
         &["basic", "xet"],
         &asked,
     );
-    assert_eq!(status, 403, "{answer}");
+    assert_eq!(status, 404, "{answer}");
     assert!(answer.get("objects").is_none(), "{answer}");
 
     let off = TestServer::start_with(&["--shard-xorb-wait-ms", "0"]);

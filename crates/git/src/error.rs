@@ -135,6 +135,10 @@ pub enum GitError {
     /// `quickstart`: its server did not start.
     #[error("the server did not start; its log:\n{log}")]
     ServerStart { log: String },
+    /// The commits a push may send hold more objects than the agent lists to check what the
+    /// push contains (`outgoing`); it then uploads only what git-lfs hands over.
+    #[error("the commits this push may send hold more than {limit} blobs and commits")]
+    TooManyOutgoing { limit: usize },
 }
 
 impl GitError {

@@ -19,6 +19,7 @@
 //! | `git_index`     | git's index file read without git (the filter's re-cleans)    |
 //! | [`transfer`]    | `git xet transfer`: the agent process git-lfs starts          |
 //! | [`objects`]     | the object service's environment (store, credentials, HTTP) |
+//! | [`outgoing`]    | what a push may contain (the upload coordinator's read-ahead) |
 
 pub mod command;
 pub mod config;
@@ -32,6 +33,7 @@ pub mod install;
 pub mod lfs_objects;
 pub mod migrate;
 pub mod objects;
+pub mod outgoing;
 pub mod quickstart;
 pub mod repo;
 pub mod ssh;

@@ -87,38 +87,45 @@ pub fn keep_objects(repo: &Repo) -> bool {
 }
 
 /// `xet.keepCheckedOut`: whether the objects of checked-out files stay whole in
-/// `.git/lfs/objects` (docs/store.md, "File systems").
+/// `.git/lfs/objects`, where git-lfs's own commands read them (docs/store.md, "File systems").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum KeepCheckedOut {
-    /// Only where they share their extents with the working tree files (no extra disk).
+    /// `auto` (or `true`): kept, sharing their extents with the working tree files where the
+    /// file system can (XFS with reflink, btrfs: no extra disk), a second copy elsewhere.
+    /// `git lfs fsck`, `checkout`, `push` and `ls-files` then see what git-lfs would.
     #[default]
-    Auto,
-    /// Always (a second copy where extents cannot be shared).
-    Always,
-    /// Never: git-lfs commands that read `.git/lfs/objects` need `git xet materialize`.
+    Keep,
+    /// `false`, the smallest disk: the checked-out version lives in the working tree only,
+    /// and the git-lfs commands of [`KeepCheckedOut::NEEDS_MATERIALIZE`] need
+    /// `git xet materialize` first.
     Never,
 }
 
 impl KeepCheckedOut {
+    /// The git-lfs commands that read the checked-out version from `.git/lfs/objects`, which
+    /// `xet.keepCheckedOut=false` leaves without whole objects: fsck fails, checkout skips the
+    /// files. (`git lfs ls-files` looks at the working tree file, and `git lfs push` of new
+    /// commits reads what you `git add`ed, which stays whole until pushed: both work.)
+    pub const NEEDS_MATERIALIZE: &'static str = "`git lfs fsck` and `git lfs checkout`";
+
     pub fn parse(v: &str) -> Option<KeepCheckedOut> {
         match v.trim().to_ascii_lowercase().as_str() {
-            "auto" => Some(KeepCheckedOut::Auto),
-            "true" | "yes" | "on" | "1" => Some(KeepCheckedOut::Always),
+            "auto" | "true" | "yes" | "on" | "1" => Some(KeepCheckedOut::Keep),
             "false" | "no" | "off" | "0" => Some(KeepCheckedOut::Never),
             _ => None,
         }
     }
 }
 
-/// `xet.keepCheckedOut` of `repo` (`auto` when unset; an unknown value is said and taken
-/// as `auto`).
+/// `xet.keepCheckedOut` of `repo` (kept when unset; an unknown value is said and taken as
+/// `auto`).
 pub fn keep_checked_out(repo: &Repo) -> KeepCheckedOut {
     let Some(v) = repo.config().get(None, "xet.keepCheckedOut").ok().flatten() else {
-        return KeepCheckedOut::Auto;
+        return KeepCheckedOut::Keep;
     };
     KeepCheckedOut::parse(&v).unwrap_or_else(|| {
         tracing::warn!("xet.keepCheckedOut is {v:?}: expected auto, true or false; using auto");
-        KeepCheckedOut::Auto
+        KeepCheckedOut::Keep
     })
 }
 
@@ -275,8 +282,8 @@ mod tests {
         assert_eq!(parse_size("-1"), None);
         assert_eq!(parse_size("99999999999999999999t"), None);
         assert!(is_off("off") && is_off("FALSE") && !is_off("/tmp/s"));
-        assert_eq!(KeepCheckedOut::parse(" Auto"), Some(KeepCheckedOut::Auto));
-        assert_eq!(KeepCheckedOut::parse("yes"), Some(KeepCheckedOut::Always));
+        assert_eq!(KeepCheckedOut::parse(" Auto"), Some(KeepCheckedOut::Keep));
+        assert_eq!(KeepCheckedOut::parse("yes"), Some(KeepCheckedOut::Keep));
         assert_eq!(KeepCheckedOut::parse("false"), Some(KeepCheckedOut::Never));
         assert_eq!(KeepCheckedOut::parse("sometimes"), None);
     }

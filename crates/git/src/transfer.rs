@@ -7,12 +7,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::command::Git;
+use crate::outgoing::OutgoingBlobs;
 use crate::repo::Repo;
 use crate::GitError;
 use git_xet_lfs::agent::{self, Ending};
 use git_xet_lfs::coordinator::{self, Follower};
+use git_xet_lfs::objects::{OutgoingObjects, PushContents};
 use git_xet_lfs::progress::AnswerSink;
-use git_xet_lfs::protocol::InitRequest;
+use git_xet_lfs::protocol::{InitRequest, Operation};
 use git_xet_lfs::xet_backend::{EnvStart, XetBackend};
 use git_xet_lfs::LfsError;
 
@@ -45,13 +47,29 @@ fn env_for_session(init: &InitRequest) -> Result<EnvStart, LfsError> {
         // The configuration (lfs.storage, remotes, http.*) is read once, as git-lfs does.
         let repo = Repo::discover_with_config(&Git::in_dir(&cwd)).map_err(setup_failed)?;
         let store = repo.lfs_store();
-        crate::objects::env_with_store(&repo, &remote, operation, store).map_err(setup_failed)
+        let mut env = crate::objects::env_with_store(&repo, &remote, operation, store)
+            .map_err(setup_failed)?;
+        if operation == Operation::Upload {
+            env.outgoing = Some(outgoing_objects(repo, remote));
+        }
+        Ok(env)
     };
     if quick {
         Ok(EnvStart::Later(Box::new(discover)))
     } else {
         discover().map(EnvStart::Ready)
     }
+}
+
+/// Works out what a push to `remote` from `repo` may contain, for its coordinator's
+/// read-ahead (once, when a Batch API answer first lists objects to read ahead).
+fn outgoing_objects(repo: Repo, remote: String) -> OutgoingObjects {
+    Arc::new(move || {
+        let blobs =
+            OutgoingBlobs::list(&repo, &remote).map_err(|e| LfsError::Outgoing(Arc::new(e)))?;
+        tracing::debug!("{} blobs and commits this push may send", blobs.len());
+        Ok(Box::new(blobs) as Box<dyn PushContents>)
+    })
 }
 
 /// Joins the push's coordinator for `remote` when the current directory's repository plainly

@@ -14,12 +14,16 @@
 //! agents' objects only, so that two halves alternate instead of every agent waiting for
 //! one round trip after the last object came ([`batch_target`]).
 //!
+//! Ahead of git-lfs, the coordinator also queues the objects a git-xet server's upload
+//! answer lists that no agent has handed over yet, if the push may contain them
+//! ([`read_ahead`]).
+//!
 //! A follower that cannot reach the coordinator, or loses it mid-object, uploads the object
 //! itself (uploads are idempotent: what the dead coordinator sent is merely sent again).
 //! One socket per repository and remote: objects of different repositories or remotes are
 //! never mixed; within one, a batch holds objects of one CAS URL only.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -32,9 +36,10 @@ use crate::pointer::Oid;
 use crate::protocol::{read_line, Action, Line, Operation};
 use batches::batch_loop;
 use git_xet_client::ProgressFn;
-use git_xet_core::lfs::parse_upload_objects;
+use read_ahead::read_ahead;
 
 mod batches;
+mod read_ahead;
 
 /// Objects up to this size go through the coordinator (bigger ones are bandwidth, not
 /// round trips, and would hold up the small ones of their batch).
@@ -48,9 +53,6 @@ const MAX_GATHER: Duration = Duration::from_millis(25);
 /// At most this many batches at a time: one gathering while another registers, and one
 /// more of objects read ahead (see [`read_ahead`]).
 const LANES: usize = 3;
-/// How long the read-ahead waits for an answer's list to come with one of its first objects
-/// when another object of the answer came first (asking the server costs a round trip).
-const LIST_GRACE: Duration = Duration::from_millis(10);
 /// How long `terminate` waits for batches other agents still have in flight.
 const DRAIN_WAIT: Duration = Duration::from_secs(120);
 /// Set to `0` to upload every object from its own agent (today's behaviour before sharing).
@@ -189,126 +191,6 @@ fn submit(shared: &(Mutex<Queue>, Condvar), job: UploadJob, packed: Option<Progr
     cv.notify_all();
     rx.recv()
         .unwrap_or_else(|_| Some("internal error (please report): the batch thread ended".into()))
-}
-
-/// Reads ahead of git-lfs, on a thread of its own: for the first object of each Batch API
-/// answer (session id), learns which objects that answer announced (a git-xet extension: the
-/// list its first objects' actions carry, [`HEADER_UPLOAD_OBJECTS`], else asked for at the
-/// server) and queues those not seen yet, from this repository's object store, as if
-/// their agents had handed them over. git-lfs hands each agent one object at a time and
-/// waits for its answer, so the objects it hands over next are then registered already, or
-/// on their way. Objects the store lacks, or holds with another size, are left to their
-/// agents; nothing is answered to git-lfs before its registration, as for any object.
-fn read_ahead(
-    shared: &(Mutex<Queue>, Condvar),
-    mut service: ObjectService,
-    asks: mpsc::Receiver<UploadJob>,
-) {
-    let (lock, cv) = shared;
-    // Asks not taken yet, and the answers whose list came with an object.
-    let mut backlog: Vec<UploadJob> = Vec::new();
-    let mut listed: HashSet<String> = HashSet::new();
-    // Answers whose list was waited for (once each).
-    let mut graced: HashSet<String> = HashSet::new();
-    loop {
-        if backlog.is_empty() {
-            match asks.recv() {
-                Ok(ask) => backlog.push(ask),
-                Err(_) => return,
-            }
-        }
-        backlog.extend(asks.try_iter());
-        // A list at hand goes first: it may make an ask at the server moot.
-        let next = backlog
-            .iter()
-            .position(|ask| ask.action.header(HEADER_UPLOAD_OBJECTS).is_some())
-            .unwrap_or(0);
-        let first = backlog.remove(next);
-        let carried = first.action.header(HEADER_UPLOAD_OBJECTS);
-        let session = first.access.session_id.clone().unwrap_or_default();
-        if carried.is_some() {
-            listed.insert(session);
-        } else if listed.contains(&session) {
-            continue;
-        } else if !listed.is_empty() && graced.insert(session.clone()) {
-            // This server sends lists: the answer's is on its first objects, which git-lfs
-            // handed out first, so one of them is likely a moment behind (agents race to the
-            // socket). Waiting a little for it is cheaper than asking.
-            let deadline = Instant::now() + LIST_GRACE;
-            while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-                let Ok(ask) = asks.recv_timeout(left) else {
-                    break;
-                };
-                let brings_it = ask.access.session_id.as_ref() == Some(&session)
-                    && ask.action.header(HEADER_UPLOAD_OBJECTS).is_some();
-                backlog.push(ask);
-                if brings_it {
-                    break;
-                }
-            }
-            backlog.push(first);
-            continue;
-        }
-        let announced = match carried.map(parse_upload_objects) {
-            Some(Some(list)) => list,
-            Some(None) => {
-                tracing::debug!("not reading ahead: a malformed {HEADER_UPLOAD_OBJECTS}");
-                continue;
-            }
-            None => match service.announced_uploads(&first.access) {
-                Ok(Some(list)) => list,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::debug!("not reading ahead: {}", crate::agent::chain(&e));
-                    continue;
-                }
-            },
-        };
-        // The objects read ahead act on the first's action, without the list.
-        let mut action = first.action.clone();
-        action
-            .header
-            .retain(|k, _| !k.eq_ignore_ascii_case(HEADER_UPLOAD_OBJECTS));
-        // The store's copies are looked at before the queue is locked.
-        let stored: Vec<([u8; 32], u64, PathBuf)> = announced
-            .into_iter()
-            .filter(|object| object.size <= SHARED_MAX_BYTES)
-            .filter_map(|object| {
-                let oid = hex32(&object.oid)?;
-                let path = service.env().store.path(&Oid(oid));
-                let meta = std::fs::metadata(&path).ok()?;
-                (meta.is_file() && meta.len() == object.size).then_some((oid, object.size, path))
-            })
-            .collect();
-        let mut queued = 0;
-        let mut q = lock.lock().expect("queue lock");
-        for (oid, size, path) in stored {
-            if q.seen.contains_key(&oid) {
-                continue;
-            }
-            q.seen.insert(oid, Seen::InFlight(Vec::new()));
-            q.pending.push(Pending {
-                job: UploadJob {
-                    oid: Oid(oid),
-                    size,
-                    path,
-                    access: first.access.clone(),
-                    action: action.clone(),
-                },
-                reply: None,
-                packed: None,
-            });
-            queued += 1;
-        }
-        drop(q);
-        let from = if carried.is_some() {
-            "the answer"
-        } else {
-            "the server"
-        };
-        tracing::info!("read ahead of git-lfs: {queued} objects queued (list from {from})");
-        cv.notify_all();
-    }
 }
 
 /// How this agent uploads small objects, settled at its first one.

@@ -24,6 +24,10 @@ pub enum LfsError {
     /// credentials): the source, an error of the layer that looked, says what.
     #[error(transparent)]
     Setup(Arc<dyn std::error::Error + Send + Sync>),
+    /// The objects a push may contain could not be listed (git failed): the source, an
+    /// error of the git layer, says why. Nothing is read ahead of git-lfs then.
+    #[error("cannot list the LFS objects this push may contain: {0}")]
+    Outgoing(Arc<dyn std::error::Error + Send + Sync>),
     /// A local file or directory (git-lfs's store or temp directory, a file to upload)
     /// could not be read or written.
     #[error("{context} {}: {source}", .path.display())]

@@ -7,7 +7,7 @@
 //! directory, verified against the XET hash and the oid, reusing chunks of recent local
 //! objects the client knows the reconstruction of.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -46,6 +46,27 @@ pub struct AgentEnv {
     /// The per-user chunk store (root, bound on its chunks' bytes): what downloads fetch is
     /// kept there, and objects it holds are rebuilt from it with no transfer.
     pub chunk_store: Option<(PathBuf, u64)>,
+    /// For a push's agents: works out which objects the push may contain, the only ones its
+    /// coordinator reads ahead of git-lfs (see `coordinator::read_ahead`). `None` elsewhere,
+    /// and then nothing is read ahead.
+    pub outgoing: Option<OutgoingObjects>,
+}
+
+/// Works out what a push may contain, by the git layer's rule (the pointers in the commits
+/// the remote has not seen); asked at most once per push.
+pub type OutgoingObjects = Arc<dyn Fn() -> Result<Box<dyn PushContents>, LfsError> + Send + Sync>;
+
+/// What a push may contain, as [`OutgoingObjects`] worked it out.
+pub trait PushContents: Send {
+    /// Whether the push may contain the LFS object `oid` of `size` bytes.
+    fn may_contain(&self, oid: &Oid, size: u64) -> bool;
+}
+
+/// A list of the objects (oid, size) themselves.
+impl PushContents for HashSet<(Oid, u64)> {
+    fn may_contain(&self, oid: &Oid, size: u64) -> bool {
+        self.contains(&(*oid, size))
+    }
 }
 
 /// One object to download: what it is, and how to reach it (the `xet` action's CAS URL,

@@ -382,8 +382,8 @@ pub(crate) fn required() -> ServerError {
 }
 
 /// Authorizes a request for `need` on `repo` (or, for CAS routes, on the token's own
-/// repository when `repo` is `None`). 401 without a valid token, 403 for the wrong
-/// repository or too small a scope. Signature, expiry, repository and scope only: handlers go
+/// repository when `repo` is `None`). 401 without a valid token, 404 for a repository the
+/// token does not reach, 403 for too small a scope. Signature, expiry, repository and scope only: handlers go
 /// through `AppState::authorize_*`, which add the revocation check, so that no route can
 /// forget it.
 #[cfg(test)]
@@ -432,7 +432,13 @@ pub(crate) fn authorize_with(
         })?,
     };
     if let Some(why) = rules.refusal(&repo, need) {
-        return Err(ServerError::Forbidden(format!("this credential has {why}")));
+        let why = format!("this credential has {why}");
+        // A repository the credential does not reach at all is not found, whether it exists
+        // or not (a 403 would confirm that it does); too small a scope is forbidden.
+        return Err(match rules.scope(&repo) {
+            None => ServerError::NotFound(why),
+            Some(_) => ServerError::Forbidden(why),
+        });
     }
     Ok(Access {
         scope: rules.scope(&repo).unwrap_or(need),

@@ -1,34 +1,34 @@
 //! Accepting and serving connections with the limits that keep slow or silent clients from
 //! holding the server: a cap on connections per client address (an IPv6 client counts by
 //! its /64, which one host usually holds whole), a cap on all connections (many addresses
-//! together), a deadline for a request's
-//! headers, and an inactivity timeout on every connection (no byte either way for that long
-//! closes it, which also bounds a stalled request body). Graceful shutdown stops accepting,
+//! together), a deadline for a request's headers, and an inactivity timeout on every
+//! connection: waiting that long on the client (for a request, for body bytes, for room to
+//! write) closes it, while time spent handling a request is not counted
+//! (listen/inactivity.rs). Graceful shutdown stops accepting,
 //! lets requests in flight finish, and closes idle connections. With TLS, each connection's
 //! handshake must end within the header deadline; forwarding headers from peers that are not
 //! trusted proxies are dropped before the router sees the request.
 
+mod inactivity;
+
 use std::collections::HashMap;
-use std::future::Future;
 use std::io;
 use std::net::IpAddr;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::Request;
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::time::{Instant, Sleep};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use crate::proxy::TrustedProxies;
+use inactivity::{Activity, AnswerBody, ClientBody, Inactivity};
 
 /// Connection limits (see the module comment).
 #[derive(Debug, Clone, Copy)]
@@ -130,14 +130,20 @@ pub async fn serve(
         let (router, front, stop, done) =
             (router.clone(), front.clone(), stop.clone(), done_tx.clone());
         tokio::spawn(async move {
-            let io = Inactivity::new(tcp, limits.idle_timeout);
+            let activity = Arc::new(Activity::default());
+            let io = Inactivity::new(tcp, limits.idle_timeout, activity.clone());
+            let conn = Connection {
+                router,
+                front: &front,
+                peer: peer.ip(),
+                limits,
+                activity,
+            };
             let result = match &front.tls {
-                None => connection(io, router, &front, peer.ip(), limits, stop).await,
+                None => conn.serve(io, stop).await,
                 Some(acceptor) => {
                     match tokio::time::timeout(limits.header_timeout, acceptor.accept(io)).await {
-                        Ok(Ok(tls)) => {
-                            connection(tls, router, &front, peer.ip(), limits, stop).await
-                        }
+                        Ok(Ok(tls)) => conn.serve(tls, stop).await,
                         Ok(Err(e)) => Err(ConnectionError::Handshake(e)),
                         Err(_) => Err(ConnectionError::HandshakeTimeout),
                     }
@@ -156,48 +162,72 @@ pub async fn serve(
     Ok(())
 }
 
-/// Serves HTTP/1.1 on one connection until it closes, or until `stop` and its requests in
-/// flight have ended.
-async fn connection<S>(
-    io: S,
+/// One accepted connection: what serving its requests needs.
+struct Connection<'a> {
     router: Router,
-    front: &Front,
+    front: &'a Front,
     peer: IpAddr,
     limits: Limits,
-    mut stop: watch::Receiver<bool>,
-) -> Result<(), ConnectionError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let trusted = front.trusted.clone();
-    let service = hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
-        let forwarded = ["forwarded", "x-forwarded-for", "x-real-ip"]
-            .iter()
-            .any(|h| request.headers().contains_key(*h));
-        request.extensions_mut().insert(Peer {
-            ip: peer,
-            forwarded,
-        });
-        trusted.screen(peer, request.headers_mut());
-        router.clone().oneshot(request.map(axum::body::Body::new))
-    });
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .keep_alive(true)
-        .serve_connection(TokioIo::new(io), service);
-    let mut conn = std::pin::pin!(conn);
-    let stopping = async move {
-        let _ = stop.wait_for(|s| *s).await;
-    };
-    let result = tokio::select! {
-        result = conn.as_mut() => result,
-        _ = stopping => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-    };
-    result.map_err(ConnectionError::Http)
+    /// What its requests are doing, for its inactivity timeout.
+    activity: Arc<Activity>,
+}
+
+impl Connection<'_> {
+    /// Serves HTTP/1.1 on `io` until it closes, or until `stop` and its requests in flight
+    /// have ended.
+    async fn serve<S>(self, io: S, mut stop: watch::Receiver<bool>) -> Result<(), ConnectionError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Connection {
+            router,
+            front,
+            peer,
+            limits,
+            activity,
+        } = self;
+        let trusted = front.trusted.clone();
+        let service =
+            hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
+                let forwarded = ["forwarded", "x-forwarded-for", "x-real-ip"]
+                    .iter()
+                    .any(|h| request.headers().contains_key(*h));
+                request.extensions_mut().insert(Peer {
+                    ip: peer,
+                    forwarded,
+                });
+                trusted.screen(peer, request.headers_mut());
+                // Handled until its answer is sent whole; waiting on the client only while it
+                // reads its body.
+                let handling = activity.handling();
+                let request = request
+                    .map(|body| axum::body::Body::new(ClientBody::new(body, activity.clone())));
+                let answer = router.clone().oneshot(request);
+                async move {
+                    let response = answer.await?;
+                    Ok::<_, std::convert::Infallible>(
+                        response.map(|body| axum::body::Body::new(AnswerBody::new(body, handling))),
+                    )
+                }
+            });
+        let conn = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            .keep_alive(true)
+            .serve_connection(TokioIo::new(io), service);
+        let mut conn = std::pin::pin!(conn);
+        let stopping = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        let result = tokio::select! {
+            result = conn.as_mut() => result,
+            _ = stopping => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        result.map_err(ConnectionError::Http)
+    }
 }
 
 /// Why a connection ended early (logged at debug level: clients hang up all the time).
@@ -310,144 +340,9 @@ impl Drop for AddressSlot {
     }
 }
 
-/// A stream that fails with `TimedOut` once it has waited `idle` for a byte in either
-/// direction: a silent client, a stalled body, or a client that stopped reading.
-pub struct Inactivity<S> {
-    inner: S,
-    idle: Duration,
-    deadline: Pin<Box<Sleep>>,
-}
-
-impl<S> Inactivity<S> {
-    pub fn new(inner: S, idle: Duration) -> Self {
-        Inactivity {
-            inner,
-            idle,
-            deadline: Box::pin(tokio::time::sleep(idle)),
-        }
-    }
-
-    fn progressed(&mut self) {
-        self.deadline.as_mut().reset(Instant::now() + self.idle);
-    }
-
-    /// After the inner stream said Pending: an error once the deadline has passed (the
-    /// sleep is polled, so the task wakes up when it does).
-    fn expired(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
-        match self.deadline.as_mut().poll(cx) {
-            Poll::Ready(()) => Some(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("no data either way for {} s", self.idle.as_secs()),
-            )),
-            Poll::Pending => None,
-        }
-    }
-
-    /// Accounts for a write of the inner stream: bytes written are progress; a write that
-    /// waits fails once the deadline has passed.
-    fn after_write(
-        &mut self,
-        cx: &mut Context<'_>,
-        polled: Poll<io::Result<usize>>,
-    ) -> Poll<io::Result<usize>> {
-        match polled {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    self.progressed();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Pending => match self.expired(cx) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
-            other => other,
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Inactivity<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                if buf.filled().len() > before {
-                    this.progressed();
-                }
-                Poll::Ready(Ok(()))
-            }
-            Poll::Pending => match this.expired(cx) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
-            other => other,
-        }
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Inactivity<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_write(cx, data);
-        this.after_write(cx, polled)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.after_write(cx, polled)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpStream;
-
-    #[tokio::test]
-    async fn a_silent_peer_times_out_and_traffic_keeps_a_connection_alive() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut client = TcpStream::connect(addr).await.unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        let mut server = Inactivity::new(server, Duration::from_millis(300));
-        let mut buf = [0u8; 4];
-        for _ in 0..4 {
-            tokio::time::sleep(Duration::from_millis(150)).await;
-            client.write_all(b"x").await.unwrap();
-            assert_eq!(server.read(&mut buf).await.unwrap(), 1);
-        }
-        let started = std::time::Instant::now();
-        let err = server.read(&mut buf).await.unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
-        assert!(started.elapsed() >= Duration::from_millis(250));
-    }
 
     #[test]
     fn connections_are_counted_per_address() {

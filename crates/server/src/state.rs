@@ -123,14 +123,28 @@ impl AppState {
         self.not_revoked(access)
     }
 
-    /// Whether a request without a credential may read `repo`: with `--anonymous-read`, unless
-    /// the repository was created private (`create_repo(private=True)`, index/repos.rs). The
-    /// index is read (one primary-key row) only for credential-less requests on such a server.
+    /// Whether a request without a credential may read `repo`: with `--anonymous-read`, a
+    /// repository this server hosts unless it was created private (`create_repo(private=True)`,
+    /// index/repos.rs). A missing repository is refused like a private one, so that a caller
+    /// without a credential cannot tell which private repositories exist. The index is read
+    /// (one primary-key row) only for credential-less requests on such a server, for a
+    /// missing repository too (the answer then takes as long as a private one's).
     pub fn anonymous_read(&self, headers: &HeaderMap, repo: &RepoName) -> ServerResult<bool> {
         if !self.config.anonymous_read || auth::credential(headers).is_some() {
             return Ok(self.config.anonymous_read);
         }
-        Ok(!self.index.repo_private(repo)?)
+        let private = self.index.repo_private(repo)?;
+        Ok(self.hosts(repo) && !private)
+    }
+
+    /// Whether `repo` exists here: its git repository, or any name on a server that hosts
+    /// no git (`--no-git`: the git-lfs store of a repository kept elsewhere).
+    pub fn hosts(&self, repo: &RepoName) -> bool {
+        self.config.no_git
+            || repo
+                .bare_dir(&self.config.repos_dir())
+                .join("HEAD")
+                .is_file()
     }
 
     /// Authorizes a CAS request: the token's repository is the one acted on.

@@ -28,6 +28,24 @@ fn test_offset() -> u64 {
     0
 }
 
+/// Debug builds only: waits `GIT_XET_TEST_HANDLER_DELAY_MS` milliseconds, so that tests
+/// can make a real route slow (the Hub's repository info and `paths-info`, once they have
+/// read their request). Release builds do not wait.
+pub async fn test_delay() {
+    #[cfg(debug_assertions)]
+    {
+        static DELAY: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+        let delay = DELAY.get_or_init(|| {
+            std::env::var("GIT_XET_TEST_HANDLER_DELAY_MS")
+                .ok()
+                .and_then(|ms| ms.trim().parse().ok())
+        });
+        if let Some(ms) = delay {
+            tokio::time::sleep(std::time::Duration::from_millis(*ms)).await;
+        }
+    }
+}
+
 /// `secs` since the Unix epoch as RFC 3339 in UTC with second precision.
 pub fn rfc3339(secs: u64) -> String {
     let (year, month, day, h, m, s) = civil(secs as i64);

@@ -8,16 +8,18 @@
 //! asks again), so that git's index and hooks overlap the settling, and when git closes the
 //! pipe for whatever came after. One the chunk store cannot rebuild always stays. Else,
 //! with `xet.keepCheckedOut`:
-//! - `auto`: kept only when it now shares its extents with the working tree file
-//!   (FIDEDUPERANGE: XFS with reflink, btrfs), so it costs no disk; dropped elsewhere;
-//! - `true`: kept (sharing when it can, a second copy when it cannot);
-//! - `false`: dropped.
+//! - `auto` (the default, or `true`): kept, because git-lfs's own commands (`fsck`,
+//!   `checkout`, `push`) read the checked-out version there; it shares its extents with the
+//!   working tree file where the file system can (FIDEDUPERANGE: XFS with reflink, btrfs),
+//!   so it costs no disk there, and is a second copy elsewhere;
+//! - `false`: dropped (the smallest disk).
 //!
-//! Kept objects are listed per working tree file in `.git/xet/checked-out`; when a file
-//! gets another version (or is gone), its former object leaves, so versions other than the
-//! checked-out one never stay whole.
+//! Kept objects are listed per working tree file in `.git/xet/checked-out`, with the objects
+//! git cleaned from it (`git add`: the version you commit and push); when a checkout gives a
+//! file another version (or the file is gone), its former objects leave once the store holds
+//! them, so versions other than the checked-out one do not stay whole.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::Filter;
@@ -27,6 +29,10 @@ use git_xet_io::platform::extents::{dedupe, Shared};
 use git_xet_lfs::objects::{pushed_dir, pushed_marker};
 use git_xet_lfs::pointer::{Oid, Pointer};
 
+/// Per working tree file, the objects it held as this filter saw them: the one a checkout
+/// wrote (kept whole) and the ones git cleaned from it since.
+type Kept = BTreeMap<PathBuf, BTreeSet<Oid>>;
+
 /// Whole objects of this filter session, settled at its end.
 #[derive(Debug, Default)]
 pub(super) struct Wholes {
@@ -35,8 +41,13 @@ pub(super) struct Wholes {
     keep_checked_out: KeepCheckedOut,
     /// (working tree path as git named it, object, whole copy).
     seen: Vec<(String, Pointer, PathBuf)>,
+    /// Working tree paths written from a whole object this filter does not settle (never
+    /// pushed, fetched by git-lfs, materialized): what `kept` said they held is theirs no more.
+    others: Vec<String>,
+    /// (working tree path, object) of each clean: the file's content as git stores it.
+    cleaned: Vec<(String, Oid)>,
     /// `.git/xet/checked-out`, read when first needed.
-    kept: Option<BTreeMap<PathBuf, Oid>>,
+    kept: Option<Kept>,
     /// The objects of `kept` and the objects marked pushed (`.git/xet/pushed`), each read
     /// once per process: a checkout asks for every file it writes from `.git/lfs/objects`.
     found_noted: Option<FoundNoted>,
@@ -123,6 +134,16 @@ impl Filter {
         }
         if self.found_noted_mut().has(&pointer.oid) {
             self.note_whole(pathname, pointer, object);
+        } else {
+            self.wholes.others.push(pathname.to_string());
+        }
+    }
+
+    /// The object git stored for the content of `pathname` (a clean): it leaves
+    /// `.git/lfs/objects` when a checkout gives the file another version after the push.
+    pub(super) fn note_cleaned(&mut self, pathname: &str, oid: Oid) {
+        if !self.wholes.keep_objects {
+            self.wholes.cleaned.push((pathname.to_string(), oid));
         }
     }
 
@@ -130,7 +151,7 @@ impl Filter {
     /// which only leaves that whole copy in place until the next checkout settles it.
     fn found_noted_mut(&mut self) -> &mut FoundNoted {
         if self.wholes.found_noted.is_none() {
-            let kept = self.kept().values().copied().collect();
+            let kept = self.kept().values().flatten().copied().collect();
             let pushed = std::fs::read_dir(pushed_dir(&self.repo.xet_dir()))
                 .into_iter()
                 .flatten()
@@ -146,7 +167,7 @@ impl Filter {
         self.repo.xet_dir().join("checked-out")
     }
 
-    fn kept(&mut self) -> &mut BTreeMap<PathBuf, Oid> {
+    fn kept(&mut self) -> &mut Kept {
         let path = self.kept_path();
         self.wholes.kept.get_or_insert_with(|| read_kept(&path))
     }
@@ -155,7 +176,9 @@ impl Filter {
     /// written every file.
     pub(super) fn settle_wholes(&mut self) {
         let seen = std::mem::take(&mut self.wholes.seen);
-        if seen.is_empty() {
+        let others = std::mem::take(&mut self.wholes.others);
+        let cleaned = std::mem::take(&mut self.wholes.cleaned);
+        if seen.is_empty() && others.is_empty() && cleaned.is_empty() {
             return;
         }
         let Some(store) = self.chunks().cloned() else {
@@ -167,34 +190,42 @@ impl Filter {
         let mut kept = before.clone();
         let mut keep: HashSet<Oid> = HashSet::new();
         let mut drop: HashMap<Oid, PathBuf> = HashMap::new();
+        // A cleaned version is added to what the file held: the committed one stays needed
+        // (HEAD, the index) until a checkout replaces it.
+        for (pathname, oid) in &cleaned {
+            kept.entry(work_tree.join(pathname))
+                .or_default()
+                .insert(*oid);
+        }
+        for pathname in &others {
+            kept.remove(&work_tree.join(pathname));
+        }
         // One "not supported" answers for the rest (one file system per work tree).
-        let mut supported = mode != KeepCheckedOut::Never;
+        let mut supported = true;
         for (pathname, pointer, object) in &seen {
-            if !store.has(&pointer.oid.0, pointer.size) {
-                continue; // the only copy besides the server's: it stays
-            }
             let file = work_tree.join(pathname);
-            let shared = supported
-                && match share(object, &file, pointer.size) {
-                    Shared::Done => true,
-                    Shared::Unsupported => {
+            match mode {
+                KeepCheckedOut::Keep => {
+                    // Shared or not (a file changed since git wrote it), the object stays.
+                    if supported && share(object, &file, pointer.size) == Shared::Unsupported {
                         supported = false;
-                        false
                     }
-                    Shared::Differs => false,
-                };
-            if shared || mode == KeepCheckedOut::Always {
-                keep.insert(pointer.oid);
-                kept.insert(file, pointer.oid);
-            } else {
-                drop.insert(pointer.oid, object.clone());
-                kept.remove(&file);
+                    keep.insert(pointer.oid);
+                    kept.insert(file, BTreeSet::from([pointer.oid]));
+                }
+                KeepCheckedOut::Never => {
+                    if !store.has(&pointer.oid.0, pointer.size) {
+                        continue; // the only copy besides the server's: it stays
+                    }
+                    drop.insert(pointer.oid, object.clone());
+                    kept.remove(&file);
+                }
             }
         }
         // Files that are gone no longer keep their object.
         kept.retain(|file, _| file.exists());
-        let still: HashSet<Oid> = kept.values().copied().collect();
-        for oid in before.values() {
+        let still: HashSet<Oid> = kept.values().flatten().copied().collect();
+        for oid in before.values().flatten() {
             if !still.contains(oid) && !drop.contains_key(oid) {
                 let object = self.store.path(oid);
                 let size = std::fs::metadata(&object).map(|m| m.len());
@@ -264,25 +295,34 @@ fn share(object: &Path, file: &Path, size: u64) -> Shared {
     })
 }
 
-/// `<oid> <path>` lines; anything unreadable is skipped (it only means an object stays).
-fn read_kept(path: &Path) -> BTreeMap<PathBuf, Oid> {
+/// `<oid> <path>` lines, a file on as many lines as it has objects; anything unreadable is
+/// skipped (it only means an object stays).
+fn read_kept(path: &Path) -> Kept {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .filter_map(|line| {
-            let (oid, file) = line.split_once(' ')?;
-            let oid = git_xet_core::lfs::parse_oid(oid).ok()?;
-            Some((PathBuf::from(file), Oid(oid)))
-        })
-        .collect()
+    let mut kept = Kept::new();
+    for line in text.lines() {
+        let Some((oid, file)) = line.split_once(' ') else {
+            continue;
+        };
+        let Ok(oid) = git_xet_core::lfs::parse_oid(oid) else {
+            continue;
+        };
+        kept.entry(PathBuf::from(file))
+            .or_default()
+            .insert(Oid(oid));
+    }
+    kept
 }
 
-fn write_kept(path: &Path, kept: &BTreeMap<PathBuf, Oid>) -> std::io::Result<()> {
+fn write_kept(path: &Path, kept: &Kept) -> std::io::Result<()> {
     let mut text = String::new();
-    for (file, oid) in kept {
+    for (file, oids) in kept {
         let Some(file) = file.to_str().filter(|f| !f.contains('\n')) else {
             continue;
         };
-        text += &format!("{oid} {file}\n");
+        for oid in oids {
+            text += &format!("{oid} {file}\n");
+        }
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
@@ -290,4 +330,26 @@ fn write_kept(path: &Path, kept: &BTreeMap<PathBuf, Oid>) -> std::io::Result<()>
     std::io::Write::write_all(&mut tmp, text.as_bytes())?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kept_list_holds_several_objects_per_file_and_skips_what_it_cannot_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("xet/checked-out");
+        let (a, b) = (Oid([1; 32]), Oid([2; 32]));
+        let mut kept = Kept::new();
+        kept.insert("/w/m.bin".into(), BTreeSet::from([a, b]));
+        kept.insert("/w/s.bin".into(), BTreeSet::from([b]));
+        kept.insert("/w/new\nline".into(), BTreeSet::from([a]));
+        write_kept(&path, &kept).unwrap();
+        kept.remove(Path::new("/w/new\nline"));
+        assert_eq!(read_kept(&path), kept);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, format!("junk\nzz /w/x\n{text}")).unwrap();
+        assert_eq!(read_kept(&path), kept);
+    }
 }

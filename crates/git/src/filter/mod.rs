@@ -276,6 +276,18 @@ impl Filter {
                     };
                     let result =
                         clean::clean(&mut input, &self.store, &self.chunk_lists, &recheck)?;
+                    if let Some(pointer) = result.as_deref().ok().and_then(Pointer::detect) {
+                        // A new version of the file (`git add`), not git re-checking the
+                        // index's: what `git xet materialize` or git-lfs put whole stays so.
+                        let recheck = self.index_file.borrow_mut().has_exactly(
+                            &self.repo,
+                            &request.pathname,
+                            &pointer,
+                        );
+                        if !recheck {
+                            self.note_cleaned(&request.pathname, pointer.oid);
+                        }
+                    }
                     respond(&mut output, &request, result.map(Smudged::Bytes))?;
                 }
                 "smudge" => {

@@ -74,6 +74,14 @@ impl IndexFileState {
     }
 }
 
+impl IndexFileState {
+    /// Whether the index's entry for `pathname` is this pointer, as this reader can tell: a
+    /// clean of content git already stores there (a re-check), not a new version.
+    pub fn has_exactly(&mut self, repo: &Repo, pathname: &str, pointer: &Pointer) -> bool {
+        self.holds(repo, pathname, pointer) == Holds::Exactly
+    }
+}
+
 fn load(repo: &Repo) -> Result<IndexFile, String> {
     if std::env::var_os("GIT_INDEX_FILE").is_some() {
         return Err("GIT_INDEX_FILE names another index".into());

@@ -3,6 +3,7 @@
 //! global dedup, and the signed xorb data route that reconstruction fetch URLs point to; and what hf-xet 1.8 adds (upload
 //! grants, telemetry, v2 reconstructions: docs/protocol.md, "The deployed ecosystem").
 
+mod batch_reconstruction;
 mod dedup;
 mod grants;
 mod reconstruction;
@@ -42,7 +43,7 @@ fn handler(route: Route) -> MethodRouter<SharedState> {
         Route::Telemetry => post(telemetry::report),
         Route::Reconstruction => get(reconstruction::get),
         Route::ReconstructionV2 => get(reconstruction::get_v2),
-        Route::ReconstructionBatch => get(reconstruction::get_batch),
+        Route::ReconstructionBatch => get(batch_reconstruction::get_batch),
         Route::DedupQuery => get(dedup::query),
         Route::XorbData => get(xorb_data::get),
         Route::ShardUpload => post(shards::upload),

@@ -88,8 +88,9 @@ pub(super) struct RunArgs {
     /// Seconds a client has to send a request's headers.
     #[arg(long, default_value_t = 20, env = "GIT_XET_SERVER_HEADER_TIMEOUT")]
     header_timeout: u64,
-    /// Seconds without a byte either way after which a connection is closed (a silent
-    /// client, a stalled upload, a client that stopped reading).
+    /// Seconds the server waits on a client (for a request, body bytes or room to write)
+    /// before it closes the connection (a silent client, a stalled upload, a client that
+    /// stopped reading); time spent handling a request is not counted.
     #[arg(long, default_value_t = 60, env = "GIT_XET_SERVER_IDLE_TIMEOUT")]
     idle_timeout: u64,
     /// Connections open at once from one client address; more are closed on accept.

@@ -63,9 +63,10 @@ pub fn named(ns: &str, name: &str) -> HubResult<RepoName> {
     RepoName::parse(&shown).map_err(|_| HubError::RepoNotFound(shown))
 }
 
-/// Authorizes `need` on `repo`: a token of another repository, or none where one is needed,
-/// gets `RepoNotFound` (the Hub's answer for a private repository); too small a scope on
-/// the right repository a 403.
+/// Authorizes `need` on `repo`: a token of another repository gets `RepoNotFound` (404),
+/// no token where one is needed `NoCredential` (401, still `RepoNotFound`), for a private
+/// and a missing repository alike (`AppState::anonymous_read`); too small a scope on the
+/// right repository a 403.
 pub fn authorize(
     state: &SharedState,
     headers: &HeaderMap,

@@ -5,13 +5,14 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
 use git_xet_core::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
 
 use crate::error::{ServerError, ServerResult};
 use crate::git::ls_tree;
+use crate::hub::pointers;
 
 /// One entry of a tree listing.
 #[derive(Debug, Clone)]
@@ -197,6 +198,102 @@ pub async fn entry(dir: &Path, commit: &str, path: &str) -> ServerResult<Option<
     Ok(entries.pop())
 }
 
+/// The paths of the files (blobs) of `commit`'s whole tree, as `list` names them but
+/// without their sizes or pointers: one `ls-tree` that reads no blob.
+pub async fn file_names(dir: &Path, commit: &str) -> ServerResult<Vec<String>> {
+    let treeish = format!("{commit}^{{tree}}");
+    let out = run_ok(dir, &["ls-tree", "-r", "-z", &treeish]).await?;
+    Ok(ls_tree::records(&out)
+        .filter(|record| record.kind == "blob")
+        .filter_map(|record| Some(std::str::from_utf8(record.path).ok()?.to_string()))
+        .collect())
+}
+
+/// The entries at `paths` in `commit` (their pointers read), in that order; paths that name
+/// nothing (or a submodule) are left out. Two git processes whatever the number of paths:
+/// one `cat-file --batch-check` for all of them, one `cat-file --batch` for the small blobs.
+/// The paths must pass `valid_repo_path` (no newline, no `.` or `..` segment).
+pub async fn lookup_paths(dir: &Path, commit: &str, paths: &[String]) -> ServerResult<Vec<Entry>> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut input = String::new();
+    for path in paths {
+        input.push_str(commit);
+        input.push(':');
+        input.push_str(path);
+        input.push('\n');
+    }
+    let args = [
+        "cat-file",
+        "--batch-check=%(objectname) %(objecttype) %(objectsize)",
+    ];
+    let mut cmd = git(dir);
+    cmd.args(args);
+    let out = succeeded(&args, run_with_input(cmd, input.into_bytes()).await?)?;
+    let mut entries = Vec::new();
+    // One line per path, in order: `<oid> <type> <size>`, or `<name> missing`.
+    for (path, line) in paths.iter().zip(out.split(|&b| b == b'\n')) {
+        let line = String::from_utf8_lossy(line);
+        let mut fields = line.split(' ');
+        let (Some(oid), Some(kind), Some(size), None) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let is_dir = match kind {
+            "tree" => true,
+            "blob" => false,
+            _ => continue,
+        };
+        let (Some(size), true) = (size.parse::<u64>().ok(), is_object_id(oid)) else {
+            continue;
+        };
+        entries.push(Entry {
+            path: path.clone(),
+            oid: oid.to_string(),
+            is_dir,
+            size: if is_dir { 0 } else { size },
+            pointer: None,
+        });
+    }
+    read_pointers(dir, &mut entries).await?;
+    Ok(entries)
+}
+
+/// Sets the sizes of the blobs among `entries` (listed without them) with one
+/// `cat-file --batch-check`.
+pub(super) async fn size_blobs(dir: &Path, entries: &mut [Entry]) -> ServerResult<()> {
+    let blobs: Vec<usize> = (0..entries.len()).filter(|&i| !entries[i].is_dir).collect();
+    if blobs.is_empty() {
+        return Ok(());
+    }
+    let mut input = String::with_capacity(blobs.len() * 41);
+    for &i in &blobs {
+        input.push_str(&entries[i].oid);
+        input.push('\n');
+    }
+    let args = ["cat-file", "--batch-check=%(objectname) %(objectsize)"];
+    let mut cmd = git(dir);
+    cmd.args(args);
+    let out = succeeded(&args, run_with_input(cmd, input.into_bytes()).await?)?;
+    // One line per blob, in order: `<oid> <size>` (or `<oid> missing`, left at 0).
+    for (&i, line) in blobs.iter().zip(out.split(|&b| b == b'\n')) {
+        let line = String::from_utf8_lossy(line);
+        if let Some((oid, size)) = line.split_once(' ') {
+            if oid == entries[i].oid {
+                entries[i].size = size.parse().unwrap_or(0);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A full object id (SHA-1 or SHA-256) as git prints it.
+fn is_object_id(s: &str) -> bool {
+    matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// The entries of `git ls-tree -l -z` output. Submodules, paths that are not UTF-8 (the Hub
 /// names files by strings) and anything unparsable are left out.
 fn parse_ls_tree(out: &[u8]) -> Vec<Entry> {
@@ -218,44 +315,68 @@ fn parse_ls_tree(out: &[u8]) -> Vec<Entry> {
         .collect()
 }
 
-/// Reads the blobs small enough to be LFS pointers (one `git cat-file --batch`) and keeps
-/// those that are.
-async fn read_pointers(dir: &Path, entries: &mut [Entry]) -> ServerResult<()> {
-    let small: Vec<usize> = (0..entries.len())
-        .filter(|&i| !entries[i].is_dir && entries[i].size as usize <= MAX_POINTER_SIZE)
-        .collect();
-    if small.is_empty() {
+/// Reads the blobs small enough to be LFS pointers and keeps those that are: the ones not
+/// read before (pointers.rs) in one `git cat-file --batch`, its output read as it comes.
+pub(super) async fn read_pointers(dir: &Path, entries: &mut [Entry]) -> ServerResult<()> {
+    let mut unknown: Vec<usize> = Vec::new();
+    for (i, e) in entries.iter_mut().enumerate() {
+        if e.is_dir || e.size as usize > MAX_POINTER_SIZE {
+            continue;
+        }
+        match pointers::lookup(dir, &e.oid) {
+            Some(known) => e.pointer = known,
+            None => unknown.push(i),
+        }
+    }
+    if unknown.is_empty() {
         return Ok(());
     }
-    let mut input = String::new();
-    for &i in &small {
+    let mut input = String::with_capacity(unknown.len() * 41);
+    for &i in &unknown {
         input.push_str(&entries[i].oid);
         input.push('\n');
     }
-    let mut cmd = git(dir);
-    cmd.args(["cat-file", "--batch"]);
-    let out = run_with_input(cmd, input.into_bytes()).await?;
+    let mut child = git(dir)
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| ServerError::internal(format!("running git: {e}")))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let writer = tokio::spawn(async move {
+        let _ = stdin.write_all(input.as_bytes()).await;
+    });
+    let mut out = BufReader::new(child.stdout.take().expect("piped"));
+    let mut read = Vec::with_capacity(unknown.len());
+    let (mut header, mut content) = (Vec::new(), Vec::new());
     // `<oid> blob <size>\n<content>\n` per object, in the order asked.
-    let mut rest = &out.stdout[..];
-    for &i in &small {
-        let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
-            break;
-        };
-        let header = String::from_utf8_lossy(&rest[..nl]).to_string();
-        rest = &rest[nl + 1..];
-        let Some(size) = header
-            .split(' ')
-            .nth(2)
-            .and_then(|s| s.parse::<usize>().ok())
-        else {
-            continue; // `<oid> missing`
-        };
-        if size > rest.len() {
+    for &i in &unknown {
+        header.clear();
+        if out.read_until(b'\n', &mut header).await? == 0 {
             break;
         }
-        entries[i].pointer = Pointer::detect(&rest[..size]);
-        rest = rest.get(size + 1..).unwrap_or(&[]);
+        let size = std::str::from_utf8(&header)
+            .ok()
+            .and_then(|h| h.trim_end().split(' ').nth(2))
+            .and_then(|s| s.parse::<usize>().ok());
+        let Some(size) = size else {
+            continue; // `<oid> missing`
+        };
+        if size > MAX_POINTER_SIZE {
+            break; // not the small blob listed: nothing more is trusted
+        }
+        content.resize(size + 1, 0);
+        out.read_exact(&mut content).await?;
+        let pointer = Pointer::detect(&content[..size]);
+        read.push((entries[i].oid.clone(), pointer.clone()));
+        entries[i].pointer = pointer;
     }
+    // Closing its output ends git if it had more to say.
+    drop(out);
+    let _ = writer.await;
+    let _ = child.wait().await;
+    pointers::remember(dir, read);
     Ok(())
 }
 

@@ -1,13 +1,16 @@
-//! Repository info (`sha`, `siblings`), tree listings and refs.
+//! Repository info (`sha`, `siblings`), tree listings (paged: tree_page.rs), `paths-info`
+//! and refs.
 
-use axum::http::HeaderMap;
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
 use crate::auth::Scope;
+use crate::error::ServerError;
 use crate::hub::access::{open, Repo};
 use crate::hub::gitread::{self, Entry};
+use crate::hub::tree_page::{self, Cursor};
 use crate::hub::{HubError, HubResult};
 use crate::state::{blocking, SharedState};
 
@@ -43,27 +46,38 @@ pub async fn xet_hashes(
     .await?)
 }
 
-/// `GET /api/models/{repo}[/revision/{rev}]`.
+/// `GET /api/models/{repo}[/revision/{rev}]`: the files' names only, or with `blobs`
+/// (`files_metadata=True`) their sizes, blob ids and LFS pointers too, as the Hub answers.
+/// The names come from one `ls-tree` that reads no blob; `blobs` reads the small blobs
+/// not read before (gitread.rs, pointers.rs).
 pub async fn repo_info(
     state: &SharedState,
     headers: &HeaderMap,
-    ns: &str,
-    name: &str,
+    (ns, name): (&str, &str),
     rev: Option<&str>,
+    blobs: bool,
 ) -> HubResult<Response> {
     let repo = open(state, headers, ns, name, Scope::Read).await?;
+    crate::time::test_delay().await;
     let sha = match rev {
         Some(rev) => Some(commit_of(&repo, rev).await?),
         None => gitread::head(&repo.dir).await?,
     };
     let (siblings, modified) = match &sha {
         Some(sha) => {
-            let files: Vec<Entry> = gitread::list(&repo.dir, sha, "", true)
-                .await?
-                .into_iter()
-                .filter(|e| !e.is_dir)
-                .collect();
-            let siblings: Vec<Value> = files.iter().map(sibling).collect();
+            let siblings: Vec<Value> = match blobs {
+                true => gitread::list(&repo.dir, sha, "", true)
+                    .await?
+                    .iter()
+                    .filter(|e| !e.is_dir)
+                    .map(sibling)
+                    .collect(),
+                false => gitread::file_names(&repo.dir, sha)
+                    .await?
+                    .into_iter()
+                    .map(|path| json!({ "rfilename": path }))
+                    .collect(),
+            };
             let time = gitread::commit_time(&repo.dir, sha).await?;
             (siblings, Some(crate::time::rfc3339(time)))
         }
@@ -104,14 +118,14 @@ fn sibling(e: &Entry) -> Value {
 
 /// `entries` as the Hub lists them (the tree listing and `paths-info`), with the XET hash of
 /// each LFS file `repo` holds.
-async fn listing(state: &SharedState, repo: &Repo, entries: &[Entry]) -> HubResult<Response> {
+async fn listing(state: &SharedState, repo: &Repo, entries: &[Entry]) -> HubResult<Json<Value>> {
     let hashes = xet_hashes(state, repo, entries).await?;
     let listed: Vec<Value> = entries
         .iter()
         .zip(hashes)
         .map(|(e, x)| tree_entry(e, x))
         .collect();
-    Ok(Json(listed).into_response())
+    Ok(Json(Value::Array(listed)))
 }
 
 /// A tree listing's entry as the Hub writes it (`oid`, not `sha256`, under `lfs` here).
@@ -134,9 +148,12 @@ pub struct TreeQuery {
     /// A directory in the repository, "" for the root.
     pub path: String,
     pub recursive: bool,
+    /// Where the page starts (the `cursor` of a previous page's `Link`).
+    pub cursor: Option<String>,
 }
 
-/// `GET /api/models/{repo}/tree/{rev}[/{path}]?recursive=`: one page, everything.
+/// `GET /api/models/{repo}/tree/{rev}[/{path}]?recursive=&cursor=`: one page of the listing
+/// (tree_page.rs), with a `Link` to the next when there is one.
 pub async fn tree(
     state: &SharedState,
     headers: &HeaderMap,
@@ -145,6 +162,7 @@ pub async fn tree(
     query: TreeQuery,
 ) -> HubResult<Response> {
     let repo = open(state, headers, ns, name, Scope::Read).await?;
+    let after = query.cursor.as_deref().map(Cursor::decode).transpose()?;
     let sha = commit_of(&repo, &query.rev).await?;
     let missing = || HubError::EntryNotFound {
         message: format!("{} does not exist at {}", query.path, query.rev),
@@ -159,16 +177,58 @@ pub async fn tree(
             _ => return Err(missing()),
         }
     }
-    let entries = gitread::list(&repo.dir, &sha, &query.path, query.recursive).await?;
-    listing(state, &repo, &entries).await
+    let page = tree_page::page(
+        &repo.dir,
+        &sha,
+        &query.path,
+        query.recursive,
+        after.as_ref(),
+    )
+    .await?;
+    let mut response = listing(state, &repo, &page.entries).await?.into_response();
+    if let Some(next) = page.next {
+        let base = state.base_url(headers);
+        let link = next_link(&base, &repo, &sha, &query, &next)?;
+        response.headers_mut().insert(header::LINK, link);
+    }
+    Ok(response)
 }
 
-/// Paths one `paths-info` request may ask about (the client sends batches of 500).
+/// The `Link` header to the page after `cursor`: the same listing of the commit `sha`.
+fn next_link(
+    base: &str,
+    repo: &Repo,
+    sha: &str,
+    query: &TreeQuery,
+    cursor: &Cursor,
+) -> HubResult<HeaderValue> {
+    let api = crate::hub::api_url(base, &repo.name);
+    let unusable = || ServerError::internal(format!("cannot make a next-page URL of {api}"));
+    let mut url = reqwest::Url::parse(&api).map_err(|_| unusable())?;
+    {
+        let mut path = url.path_segments_mut().map_err(|_| unusable())?;
+        path.push("tree").push(sha);
+        if !query.path.is_empty() {
+            path.push(&query.path);
+        }
+    }
+    url.query_pairs_mut()
+        .append_pair("recursive", if query.recursive { "true" } else { "false" })
+        .append_pair("cursor", &cursor.encode());
+    HeaderValue::from_str(&format!("<{url}>; rel=\"next\"")).map_err(|_| unusable().into())
+}
+
+/// Paths one `paths-info` request may ask about (the client sends batches of 500), and its
+/// body's bytes; fewer for a caller without a credential (and the 64 KiB of
+/// `body::ANONYMOUS_BODY_MAX`).
 const MAX_PATHS: usize = 1000;
+const MAX_BODY: usize = 1024 * 1024;
+const MAX_ANONYMOUS_PATHS: usize = 200;
 
 /// `POST /api/{type}s/{repo}/paths-info/{rev}` (form: `paths=a&paths=b&expand=`): the tree
 /// entry of each path that exists, as the tree listing writes it; missing paths are left
-/// out. `get_paths_info`, and `create_commit` for `CommitOperationCopy`.
+/// out. `get_paths_info`, and `create_commit` for `CommitOperationCopy`. Answered from two
+/// git processes whatever the number of paths (`gitread::lookup_paths`).
 pub async fn paths_info(
     state: &SharedState,
     headers: &HeaderMap,
@@ -178,7 +238,12 @@ pub async fn paths_info(
     body: axum::body::Body,
 ) -> HubResult<Response> {
     let repo = open(state, headers, ns, name, Scope::Read).await?;
-    let bytes = crate::body::read_limited(body, headers, 1024 * 1024, "paths-info request").await?;
+    let (max_paths, max_body) = match repo.access.anonymous {
+        true => (MAX_ANONYMOUS_PATHS, crate::body::ANONYMOUS_BODY_MAX),
+        false => (MAX_PATHS, MAX_BODY),
+    };
+    let bytes = crate::body::read_limited(body, headers, max_body, "paths-info request").await?;
+    crate::time::test_delay().await;
     let sha = commit_of(&repo, rev).await?;
     let mut paths = Vec::new();
     for pair in bytes.split(|&b| b == b'&') {
@@ -186,20 +251,20 @@ pub async fn paths_info(
         if let Some(value) = pair.strip_prefix("paths=") {
             paths.push(crate::hub::decode(value)?.trim_end_matches('/').to_string());
         }
-    }
-    if paths.len() > MAX_PATHS {
-        return Err(crate::error::ServerError::bad_request(format!(
-            "at most {MAX_PATHS} paths per paths-info request"
-        ))
-        .into());
-    }
-    let mut entries = Vec::new();
-    for path in paths.iter().filter(|p| crate::hub::valid_repo_path(p)) {
-        if let Some(e) = gitread::entry(&repo.dir, &sha, path).await? {
-            entries.push(e);
+        if paths.len() > max_paths {
+            return Err(ServerError::bad_request(format!(
+                "at most {max_paths} paths per paths-info request{}",
+                match repo.access.anonymous {
+                    true => " without a token",
+                    false => "",
+                }
+            ))
+            .into());
         }
     }
-    listing(state, &repo, &entries).await
+    paths.retain(|p| crate::hub::valid_repo_path(p));
+    let entries = gitread::lookup_paths(&repo.dir, &sha, &paths).await?;
+    Ok(listing(state, &repo, &entries).await?.into_response())
 }
 
 /// `GET /api/models/{repo}/refs`: branches and tags; no conversions or pull requests.

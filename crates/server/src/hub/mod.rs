@@ -5,8 +5,11 @@
 //! the dataset `ns/name` the hosted repository `datasets/ns/name` (repo_name.rs): the Hub's
 //! own URLs, `/api/datasets/ns/name/...` and `/datasets/ns/name/resolve/...`.
 //!
-//! Access is the git side's: a token names one repository. Anything the caller may not read
-//! is answered as a missing repository (404 `RepoNotFound`), never told apart from one.
+//! Access is the git side's: a token names one repository. A repository the caller may not
+//! read is answered exactly as a missing one, so that no caller learns which private
+//! repositories exist: `RepoNotFound` in `X-Error-Code`, 401 without a credential (as the
+//! Hub answers; the client then offers to log in) and 404 with a token that does not reach
+//! it.
 
 mod access;
 mod commit;
@@ -16,8 +19,10 @@ mod gitwrite;
 mod info;
 mod locks;
 mod manage;
+mod pointers;
 mod refs;
 mod resolve;
+mod tree_page;
 mod upload;
 
 use axum::extract::{Request, State};
@@ -105,9 +110,13 @@ async fn route(
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     match (&method, op) {
-        (&Method::GET, []) => info::repo_info(state, headers, ns, name, None).await,
+        (&Method::GET, []) => {
+            let blobs = query_flag(&query, "blobs");
+            info::repo_info(state, headers, (ns, name), None, blobs).await
+        }
         (&Method::GET, ["revision", rev]) => {
-            info::repo_info(state, headers, ns, name, Some(&decode(rev)?)).await
+            let blobs = query_flag(&query, "blobs");
+            info::repo_info(state, headers, (ns, name), Some(&decode(rev)?), blobs).await
         }
         (&Method::GET, ["tree", rev, path @ ..]) => {
             let path = path
@@ -119,6 +128,7 @@ async fn route(
                 rev: decode(rev)?,
                 path: path.join("/"),
                 recursive,
+                cursor: query_value(&query, "cursor").map(str::to_string),
             };
             info::tree(state, headers, ns, name, tree).await
         }
@@ -170,6 +180,14 @@ fn query_flag(query: &str, key: &str) -> bool {
         Some((k, v)) => k == key && matches!(v, "true" | "True" | "1"),
         None => false,
     })
+}
+
+/// The value of `key` in the query string, as it is there (not decoded).
+fn query_value<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .find_map(|pair| pair.split_once('=').filter(|(k, _)| *k == key))
+        .map(|(_, v)| v)
 }
 
 /// Percent-decodes one URL segment (`%2F` included: the client escapes the slashes of
@@ -229,6 +247,11 @@ mod tests {
         }
         assert!(query_flag("recursive=true&expand=false", "recursive"));
         assert!(!query_flag("recursive=false", "recursive"));
+        assert_eq!(
+            query_value("recursive=true&cursor=YQ", "cursor"),
+            Some("YQ")
+        );
+        assert_eq!(query_value("recursive=true", "cursor"), None);
         assert!(valid_repo_path("a/b c.txt"));
         for bad in ["", "/a", "a//b", "../x", "a/./b", ".git/config", "a\nb"] {
             assert!(!valid_repo_path(bad), "{bad:?}");
