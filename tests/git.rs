@@ -88,5 +88,7 @@ mod trusted_proxy;
 mod upkeep;
 #[path = "git/web_pages.rs"]
 mod web_pages;
+#[path = "git/web_requests.rs"]
+mod web_requests;
 #[path = "git/workflow.rs"]
 mod workflow;

@@ -3,8 +3,9 @@
 //! versions; Debian's chromium, driven by playwright-core (tests/web/pages.cjs), opens each
 //! kind of page, runs axe-core on it, walks it with the keyboard and signs in with the form.
 //! No script of the README may run: every trick in it would call a listener of this test,
-//! which must see no connection. A private repository answers as a missing one to
-//! anonymous readers and to another organization's token.
+//! which must see no connection, nor may a README script call the handler the browser
+//! script exposes, even with the pages' Content-Security-Policy switched off. What the
+//! server answers without a browser is in web_requests.rs.
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -89,23 +90,38 @@ impl Drop for Canary {
     }
 }
 
-/// A README trying every way HTML has to run script or fetch something.
+/// A README trying every way HTML has to run script or fetch something. Each script calls
+/// the page's `gitXetCanary` handler (a binding the browser script exposes, which no
+/// Content-Security-Policy stops) and then reaches for the test's listener.
 fn hostile_readme(port: u16) -> String {
     let c = format!("http://127.0.0.1:{port}");
+    let call = |what: &str| format!("gitXetCanary('{what}');fetch('{c}/{what}')");
     format!(
         "# The model\n\nA test model. See [the data](data/notes.md).\n\n\
-         <script>fetch('{c}/script')</script>\n\n\
-         <img src=\"x\" onerror=\"fetch('{c}/onerror')\">\n\n\
-         <a href=\"javascript:fetch('{c}/js')\">click</a>\n\n\
+         <script>{script}</script>\n\n\
+         <img src=\"x\" onerror=\"{onerror}\">\n\n\
+         <a id=\"js-link\" href=\"javascript:{js}\">click</a>\n\n\
          <iframe src=\"{c}/iframe\"></iframe>\n\n\
-         <svg onload=\"fetch('{c}/svg')\"><circle r=\"1\"/></svg>\n\n\
+         <iframe srcdoc=\"<script>parent.{srcdoc}</script>\"></iframe>\n\n\
+         <svg onload=\"{svg}\"><circle r=\"1\"/></svg>\n\n\
          <style>body{{background:url({c}/css)}}</style>\n\n\
          <link rel=\"stylesheet\" href=\"{c}/link\">\n\n\
          <meta http-equiv=\"refresh\" content=\"0;url={c}/meta\">\n\n\
          <object data=\"{c}/object\"></object><embed src=\"{c}/embed\">\n\n\
-         <form action=\"{c}/form\"><input autofocus onfocus=\"fetch('{c}/focus')\"></form>\n\n\
-         <details open ontoggle=\"fetch('{c}/toggle')\">x</details>\n\n\
-         ![remote image]({c}/markdown-image)\n"
+         <form action=\"{c}/form\"><input autofocus onfocus=\"{focus}\"></form>\n\n\
+         <details open ontoggle=\"{toggle}\">x</details>\n\n\
+         <div style=\"width:1px\" onmouseover=\"{hover}\">hover</div>\n\n\
+         [markdown link](javascript:{mdlink})\n\n\
+         ![remote image]({c}/markdown-image)\n",
+        script = call("script"),
+        onerror = call("onerror"),
+        js = call("js"),
+        srcdoc = call("srcdoc"),
+        svg = call("svg"),
+        focus = call("focus"),
+        toggle = call("toggle"),
+        hover = call("hover"),
+        mdlink = call("mdlink"),
     )
 }
 
@@ -129,7 +145,7 @@ fn safetensors(tensors: &[(&str, &[u64], &[u8])]) -> Vec<u8> {
     out
 }
 
-fn http() -> reqwest::blocking::Client {
+pub(crate) fn http() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
@@ -138,7 +154,7 @@ fn http() -> reqwest::blocking::Client {
 }
 
 /// `path` from the server as a browser asks for it; status and body.
-fn page(server: &TestServer, path: &str, token: Option<&str>) -> (u16, String) {
+pub(crate) fn page(server: &TestServer, path: &str, token: Option<&str>) -> (u16, String) {
     let mut request = http()
         .get(format!("{}{path}", server.url))
         .header("Accept", "text/html");
@@ -177,7 +193,7 @@ fn run_browser(modules: &Path, plan: &serde_json::Value) -> serde_json::Value {
 
 /// Pushes `other/secret` and makes it private (the Hub API's settings route); returns its
 /// owner's write token.
-fn make_private_repo(server: &TestServer, env: &GitEnv, dir: &str) -> String {
+pub(crate) fn make_private_repo(server: &TestServer, env: &GitEnv, dir: &str) -> String {
     let owner = server.token("other/secret", "write");
     let b = env.lfs_repo(dir, &remote_url(server, "other/secret", "write"));
     write_file(&b.join("secret.bin"), &random_bytes(30_000, 405));
@@ -302,6 +318,7 @@ fn web_pages_in_a_real_browser() {
         "chromium": chromium,
         "shots": shots,
         "pages": pages,
+        "without_csp": ["/org/model", "/org/model/blob/main/README.md"],
         "keyboard": {"start": "/org/model", "target_text": "model.safetensors"},
         "session": {"token": server.token("other/secret", "read"), "private_path": "/other/secret", "shot": "web-signed-in.png"},
     });
@@ -327,12 +344,45 @@ fn web_pages_in_a_real_browser() {
         assert!(serious.is_empty(), "{name}: axe-core found {serious:#?}");
         assert_eq!(p["scripts"], 0, "{name}: a script element");
         assert_eq!(p["handlers"], 0, "{name}: an event handler attribute");
+        assert_eq!(p["js_urls"], 0, "{name}: a javascript: URL");
         assert!(
             p["csp"].as_str().unwrap().contains("default-src 'none'"),
             "{name}"
         );
     }
     assert_eq!(found["dialogs"], 0);
+    // No README script ran: not with the pages' Content-Security-Policy (which also stops an
+    // inline script added to the page), nor with the policy switched off, where an added
+    // inline script does run and call the handler, but none of the README's tricks did.
+    assert_eq!(found["inline_script_runs_with_csp"], false, "{found:#}");
+    let without_csp = found["without_csp"]["pages"].as_array().unwrap();
+    assert_eq!(without_csp.len(), 2);
+    assert_eq!(without_csp[0]["readme"], true, "{found:#}");
+    for p in without_csp {
+        assert_eq!(p["inline_script_runs"], true, "{p}");
+        assert_eq!(
+            (&p["scripts"], &p["handlers"], &p["js_urls"]),
+            (&0.into(), &0.into(), &0.into()),
+            "{p}"
+        );
+    }
+    let calls: Vec<&serde_json::Value> = found["canary_calls"].as_array().unwrap().iter().collect();
+    assert!(
+        calls
+            .iter()
+            .all(|c| c["what"] == "control" && c["csp"] == false),
+        "a README script called the handler: {calls:?}"
+    );
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    // Without the policy the README's remote image is the one request that leaves the server
+    // (the sanitizer keeps images; the policy's `img-src 'self'` is what stops it).
+    let elsewhere = found["without_csp"]["elsewhere"].as_array().unwrap();
+    assert!(
+        elsewhere.iter().all(
+            |r| r["type"] == "image" && r["url"].as_str().unwrap().ends_with("/markdown-image")
+        ),
+        "{elsewhere:?}"
+    );
     assert_eq!(
         canary.hits.load(Ordering::SeqCst),
         0,
@@ -433,54 +483,4 @@ fn web_pages_in_a_real_browser() {
     );
     assert_eq!(s["after_status"], 404, "signed out: {s:#}");
     assert_eq!(s["cookies_after"], 0);
-}
-
-#[test]
-fn private_pages_answer_as_missing_ones() {
-    let server = TestServer::start_with(&["--anonymous-read"]);
-    let env = GitEnv::plain_lfs();
-    let owner = make_private_repo(&server, &env, "b");
-    let elsewhere = server.token("org/model", "read");
-    let suffixes = [
-        "",
-        "/tree/main",
-        "/blob/main/secret.bin",
-        "/commits/main",
-        "/commits/main/secret.bin",
-        "/status",
-    ];
-    for suffix in suffixes {
-        for token in [None, Some(elsewhere.as_str())] {
-            let (status, body) = page(&server, &format!("/other/secret{suffix}"), token);
-            let (missing_status, missing) =
-                page(&server, &format!("/other/nothing{suffix}"), token);
-            assert_eq!((status, missing_status), (404, 404), "{suffix} {token:?}");
-            let anonymized =
-                |s: &str, name: &str| s.replace(name, "X").replace(&name.replace('/', "%2F"), "X");
-            assert_eq!(
-                anonymized(&body, "other/secret"),
-                anonymized(&missing, "other/nothing"),
-                "{suffix}"
-            );
-            if !suffix.contains("secret.bin") {
-                assert!(!body.contains("secret.bin"), "{suffix}: {body}");
-            }
-        }
-        let (status, body) = page(&server, &format!("/other/secret{suffix}"), Some(&owner));
-        assert_eq!(status, 200, "{suffix}: {body}");
-    }
-    // Nor does the organization's page or the server's list name it.
-    for path in ["/other", "/"] {
-        let (_, body) = page(&server, path, Some(&elsewhere));
-        assert!(!body.contains("other/secret"), "{path}: {body}");
-    }
-    // A form post from another site's page changes nothing.
-    let forged = http()
-        .post(format!("{}/-/sign-in", server.url))
-        .header("Origin", "http://evil.example")
-        .form(&[("token", owner.as_str()), ("next", "/")])
-        .send()
-        .unwrap();
-    assert_eq!(forged.status(), 403);
-    assert!(forged.headers().get("set-cookie").is_none());
 }

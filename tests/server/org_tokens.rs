@@ -169,7 +169,10 @@ fn an_org_token_pushes_to_every_repository_of_its_org_and_nowhere_else() {
         .unwrap()
         .text()
         .unwrap();
-    assert!(storage.contains("<td>alice</td>"), "pushes by alice: {storage}");
+    assert!(
+        storage.contains("<td>alice</td>"),
+        "pushes by alice: {storage}"
+    );
     assert!(!storage.contains("<td>git-xet</td>"), "{storage}");
 }
 

@@ -26,11 +26,75 @@ async function audit(page) {
   return result;
 }
 
+// Elements with an event handler attribute; elements whose link or source is a
+// `javascript:` URL.
+const HANDLERS = () => [...document.querySelectorAll('*')]
+  .filter((e) => [...e.attributes].some((a) => a.name.startsWith('on'))).length;
+const JS_URLS = () => [...document.querySelectorAll('[href], [src], [action], [data], [formaction]')]
+  .filter((e) => ['href', 'src', 'action', 'data', 'formaction']
+    .some((n) => (e.getAttribute(n) || '').trim().toLowerCase().startsWith('javascript:'))).length;
+
+// Whether an inline script added to the page now runs (it calls the handler with 'control').
+async function inlineScriptRuns(page, calls) {
+  const before = calls.filter((c) => c.what === 'control').length;
+  await page.evaluate(() => {
+    const s = document.createElement('script');
+    s.textContent = "gitXetCanary('control')";
+    document.body.append(s);
+  });
+  await page.waitForTimeout(200);
+  return calls.filter((c) => c.what === 'control').length > before;
+}
+
+// The README's pages once more with the Content-Security-Policy switched off, so that only
+// the sanitizer stands between the README and the page: its elements hovered and focused,
+// and then an inline script added, to prove that a script would have run here.
+async function withoutCsp(browser, plan, canaryCalls) {
+  const context = await browser.newContext({ bypassCSP: true, viewport: { width: 1100, height: 900 } });
+  await context.exposeBinding('gitXetCanary', (_, what) => { canaryCalls.push({ what, csp: false }); });
+  // Requests anywhere but this server are recorded and stopped here (the policy that
+  // would stop them is off).
+  const elsewhere = [];
+  await context.route('**/*', (route) => {
+    const request = route.request();
+    if (request.url().startsWith(plan.base)) { return route.continue(); }
+    elsewhere.push({ url: request.url(), type: request.resourceType() });
+    return route.abort();
+  });
+  const page = await context.newPage();
+  const found = [];
+  try {
+    for (const path of plan.without_csp) {
+      await page.goto(plan.base + path, { waitUntil: 'load' });
+      await page.waitForTimeout(300);
+      const readme = page.locator('.markdown');
+      const present = (await readme.count()) > 0;
+      if (present) {
+        const box = await readme.first().boundingBox();
+        for (let y = box.y; y < box.y + box.height; y += 10) {
+          await page.mouse.move(box.x + 5, y);
+        }
+        for (const e of await page.locator('.markdown a, .markdown input, .markdown details').all()) {
+          await e.focus().catch(() => {});
+        }
+      }
+      found.push({ path, readme: present, scripts: await page.evaluate(() => document.querySelectorAll('script').length),
+        handlers: await page.evaluate(HANDLERS), js_urls: await page.evaluate(JS_URLS),
+        inline_script_runs: await inlineScriptRuns(page, canaryCalls) });
+    }
+  } finally {
+    await context.close();
+  }
+  return { pages: found, elsewhere };
+}
+
 async function main() {
   const browser = await chromium.launch({ executablePath: plan.chromium, args: ARGS });
   const out = { pages: [], keyboard: null, session: null };
+  const canaryCalls = [];
   try {
     const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+    await context.exposeBinding('gitXetCanary', (_, what) => { canaryCalls.push({ what, csp: true }); });
     const page = await context.newPage();
     let dialogs = 0;
     page.on('dialog', async (d) => { dialogs += 1; await d.dismiss(); });
@@ -45,8 +109,8 @@ async function main() {
         csp: response.headers()['content-security-policy'] || null,
         title: await page.title(),
         scripts: await page.evaluate(() => document.querySelectorAll('script').length),
-        handlers: await page.evaluate(() => [...document.querySelectorAll('*')]
-          .filter((e) => [...e.attributes].some((a) => a.name.startsWith('on'))).length),
+        handlers: await page.evaluate(HANDLERS),
+        js_urls: await page.evaluate(JS_URLS),
         text: await page.evaluate(() => document.body.innerText),
         violations: await audit(page),
       };
@@ -56,6 +120,7 @@ async function main() {
       out.pages.push(found);
     }
     out.dialogs = dialogs;
+    out.inline_script_runs_with_csp = await inlineScriptRuns(page, canaryCalls);
     out.console_errors = consoleErrors;
 
     // Keyboard: the first Tab reaches the skip link, Enter moves focus into the content,
@@ -106,6 +171,8 @@ async function main() {
     out.session = { before_status: before.status(), signed_in: signedIn, cookies,
       after_status: after.status(), cookies_after: (await context.cookies()).length };
     await context.close();
+    out.without_csp = await withoutCsp(browser, plan, canaryCalls);
+    out.canary_calls = canaryCalls;
   } finally {
     await browser.close();
   }
