@@ -1,6 +1,6 @@
 //! What the web pages read from a hosted bare repository with git's plumbing: a directory
-//! listed a page at a time (names from one `ls-tree`, sizes and LFS pointers only for the
-//! page's entries, so a 100,000-file directory costs one tree read), commits, a commit's
+//! listed a page at a time (names from its tree object, tree_listing.rs; sizes and LFS
+//! pointers only for the page's entries, so a 100,000-file directory costs one tree read), commits, a commit's
 //! changes, a file's versions, and the first bytes of a blob. Revisions reach git only
 //! after `gitread::resolve` (a commit id), paths as literal pathspecs or `commit:path`.
 
@@ -12,7 +12,7 @@ use tokio::io::AsyncReadExt;
 use git_xet_core::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
 
 use crate::error::{ServerError, ServerResult};
-use crate::git::ls_tree;
+use super::tree_listing;
 use crate::hub::gitread::{git, run, run_with_input, succeeded};
 
 /// An entry of a directory listing with what the page shows of it.
@@ -50,53 +50,35 @@ pub async fn object_type(dir: &Path, commit: &str, path: &str) -> ServerResult<O
     Ok(out.status.success().then_some(kind))
 }
 
-/// Page `page` of the directory `prefix` ("" the root) of `commit`.
+/// Page `page` of the directory `prefix` ("" the root) of `commit`, or `None` when that is
+/// not a directory.
 pub async fn list_page(
     dir: &Path,
     commit: &str,
     prefix: &str,
     page: usize,
     per_page: usize,
-) -> ServerResult<DirPage> {
-    let treeish = match prefix {
-        "" => format!("{commit}^{{tree}}"),
-        p => format!("{commit}:{p}"),
+) -> ServerResult<Option<DirPage>> {
+    let Some(all) = tree_listing::entries(dir, commit, prefix).await? else {
+        return Ok(None);
     };
-    let args = ["ls-tree", "-z", &treeish];
-    let out = succeeded(&args, run(dir, &args).await?)?;
-    let mut all: Vec<Listed> = ls_tree::records(&out)
-        .filter_map(|r| {
-            let kind = match (r.kind, r.mode) {
-                ("tree", _) => Kind::Dir,
-                ("commit", _) => Kind::Submodule,
-                ("blob", "120000") => Kind::Symlink,
-                ("blob", _) => Kind::File,
-                _ => return None,
-            };
-            Some(Listed {
-                // The Hub and these pages name files by strings: non-UTF-8 names are left out.
-                name: std::str::from_utf8(r.path).ok()?.to_string(),
-                oid: r.oid.to_string(),
-                kind,
-                size: None,
-                pointer: None,
-            })
+    let start = page.saturating_mul(per_page);
+    let mut entries: Vec<Listed> = all
+        .slice(start..start.saturating_add(per_page))
+        .into_iter()
+        .map(|e| Listed {
+            name: e.name.to_string(),
+            oid: e.oid,
+            kind: e.kind,
+            size: None,
+            pointer: None,
         })
         .collect();
-    all.sort_by(|a, b| (a.kind != Kind::Dir, &a.name).cmp(&(b.kind != Kind::Dir, &b.name)));
-    let total = all.len();
     let names = all
-        .iter()
-        .filter(|e| {
-            e.kind == Kind::File
-                && e.name
-                    .get(..6)
-                    .is_some_and(|p| p.eq_ignore_ascii_case("readme"))
-        })
-        .map(|e| (e.name.clone(), e.oid.clone()))
+        .readmes()
+        .into_iter()
+        .map(|e| (e.name.to_string(), e.oid))
         .collect();
-    let start = page.saturating_mul(per_page).min(total);
-    let mut entries: Vec<Listed> = all.drain(start..(start + per_page).min(total)).collect();
     let blobs: Vec<usize> = (0..entries.len())
         .filter(|&i| matches!(entries[i].kind, Kind::File | Kind::Symlink))
         .collect();
@@ -118,11 +100,11 @@ pub async fn list_page(
     for (&i, pointer) in small.iter().zip(pointers(dir, &oids).await?) {
         entries[i].pointer = pointer;
     }
-    Ok(DirPage {
+    Ok(Some(DirPage {
         entries,
-        total,
+        total: all.len(),
         names,
-    })
+    }))
 }
 
 /// The blob ids and sizes of objects named by id or `commit:path` (one `cat-file

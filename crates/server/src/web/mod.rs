@@ -23,6 +23,7 @@ mod history;
 mod listing;
 mod repo_pages;
 pub mod session;
+mod tree_listing;
 
 use axum::extract::{Request, State};
 use axum::http::request::Parts;

@@ -105,21 +105,20 @@ pub async fn tree(
         };
         return Ok(html_ok(pages::repo::render(&model, viewer)));
     };
-    if !dir.is_empty() {
-        match gitview::object_type(&repo.dir, &commit, dir)
+    let Some(listing) =
+        gitview::list_page(&repo.dir, &commit, dir, page, ENTRIES_PER_PAGE).await?
+    else {
+        // Not a directory: a file's page, or nothing.
+        return match gitview::object_type(&repo.dir, &commit, dir)
             .await?
             .as_deref()
         {
-            Some("tree") => {}
-            Some("blob") => return Ok(redirect(&urls::blob(repo.name.as_str(), &rev, dir))),
-            _ => {
-                return Err(ServerError::not_found(format!(
-                    "{dir:?} does not exist at {rev}"
-                )))
-            }
-        }
-    }
-    let listing = gitview::list_page(&repo.dir, &commit, dir, page, ENTRIES_PER_PAGE).await?;
+            Some("blob") => Ok(redirect(&urls::blob(repo.name.as_str(), &rev, dir))),
+            _ => Err(ServerError::not_found(format!(
+                "{dir:?} does not exist at {rev}"
+            ))),
+        };
+    };
     let sha256s: Vec<[u8; 32]> = listing
         .entries
         .iter()
