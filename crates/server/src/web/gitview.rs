@@ -11,8 +11,8 @@ use tokio::io::AsyncReadExt;
 
 use git_xet_core::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
 
-use crate::error::{ServerError, ServerResult};
 use super::tree_listing;
+use crate::error::{ServerError, ServerResult};
 use crate::hub::gitread::{git, run, run_with_input, succeeded};
 
 /// An entry of a directory listing with what the page shows of it.

@@ -105,8 +105,7 @@ pub async fn tree(
         };
         return Ok(html_ok(pages::repo::render(&model, viewer)));
     };
-    let Some(listing) =
-        gitview::list_page(&repo.dir, &commit, dir, page, ENTRIES_PER_PAGE).await?
+    let Some(listing) = gitview::list_page(&repo.dir, &commit, dir, page, ENTRIES_PER_PAGE).await?
     else {
         // Not a directory: a file's page, or nothing.
         return match gitview::object_type(&repo.dir, &commit, dir)
@@ -156,7 +155,13 @@ pub async fn tree(
         0 => readme(repo, &rev, dir, &listing.names).await?,
         _ => None,
     };
-    let last = gitview::log(&repo.dir, &commit, (!dir.is_empty()).then_some(dir), 0, 1).await?;
+    let last = match dir {
+        "" => gitview::log(&repo.dir, &commit, None, 0, 1).await?,
+        dir => super::tree_listing::last_change(&repo.dir, &commit, dir)
+            .await?
+            .into_iter()
+            .collect(),
+    };
     let model = TreePage {
         chrome,
         commit: last.into_iter().next().map(commit_summary),

@@ -2,7 +2,8 @@
 //! tree`: no formatting in git, and about half of `ls-tree`'s bytes), parsed here and
 //! ordered directories first, then by name. Large directories are kept (a commit and a path
 //! name one tree forever, so a kept listing never goes stale): paging through a directory
-//! of 100,000 files reads its tree once, and memory stays under [`KEPT_BYTES`].
+//! of 100,000 files reads its tree once, and memory stays under [`KEPT_BYTES`]. The last
+//! commit that changed a directory is kept the same way.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use hashlink::LruCache;
 
-use super::gitview::Kind;
+use super::gitview::{Commit, Kind};
 use crate::error::ServerResult;
 use crate::hub::gitread::run;
 
@@ -50,12 +51,18 @@ impl Entries {
     pub fn slice(&self, range: Range<usize>) -> Vec<Entry<'_>> {
         let end = range.end.min(self.order.len());
         let start = range.start.min(end);
-        self.order[start..end].iter().map(|r| self.entry(r)).collect()
+        self.order[start..end]
+            .iter()
+            .map(|r| self.entry(r))
+            .collect()
     }
 
     /// The files whose names start with `readme`, any case.
     pub fn readmes(&self) -> Vec<Entry<'_>> {
-        self.readmes.iter().map(|&i| self.entry(&self.order[i])).collect()
+        self.readmes
+            .iter()
+            .map(|&i| self.entry(&self.order[i]))
+            .collect()
     }
 
     fn entry(&self, r: &Record) -> Entry<'_> {
@@ -179,6 +186,39 @@ pub async fn entries(dir: &Path, commit: &str, path: &str) -> ServerResult<Optio
         }
     }
     Ok(Some(entries))
+}
+
+/// Last changes kept (each a few hundred bytes: a commit whose summary is longer is not).
+const KEPT_CHANGES: usize = 4096;
+const KEPT_CHANGE_BYTES: usize = 2048;
+
+static LAST_CHANGES: LazyLock<Mutex<LruCache<Key, Commit>>> =
+    LazyLock::new(|| Mutex::new(LruCache::new(KEPT_CHANGES)));
+
+/// The last commit up to `commit` that changed the directory `path` (not "": the root's is
+/// `commit`). Kept: git finds it by comparing the directory's trees commit after commit,
+/// which for a directory of 100,000 files costs more than reading its listing.
+pub async fn last_change(dir: &Path, commit: &str, path: &str) -> ServerResult<Option<Commit>> {
+    let key: Key = (dir.to_path_buf(), commit.to_string(), path.to_string());
+    if let Some(kept) = LAST_CHANGES
+        .lock()
+        .ok()
+        .and_then(|mut k| k.get(&key).cloned())
+    {
+        return Ok(Some(kept));
+    }
+    let last = super::gitview::log(dir, commit, Some(path), 0, 1)
+        .await?
+        .pop();
+    if let Some(c) = &last {
+        let bytes = c.sha.len() + c.author.len() + c.subject.len() + c.parents.len() * 64;
+        if bytes <= KEPT_CHANGE_BYTES {
+            if let Ok(mut kept) = LAST_CHANGES.lock() {
+                kept.insert(key, c.clone());
+            }
+        }
+    }
+    Ok(last)
 }
 
 #[cfg(test)]
