@@ -119,6 +119,8 @@ mod backup;
 mod hostile;
 #[path = "server/hub_commit.rs"]
 mod hub_commit;
+#[path = "server/hub_locks.rs"]
+mod hub_locks;
 #[path = "server/isolation.rs"]
 mod isolation;
 #[path = "server/lock_paths.rs"]

@@ -455,6 +455,62 @@ fn hub_commits_may_not_change_files_another_user_has_locked() {
     hub_py(&python, &server, scratch.path(), "locks", &spec, &[]);
 }
 
+/// `upload_folder` of 10,000 small files through the real client: its `preupload` calls
+/// (256 paths each) and its NDJSON commits (huggingface_hub 2.x commits a large folder in
+/// batches of up to 1,000 files, ` (part N)` after the first's message) all answered, every
+/// file listed, and the same folder uploaded again makes no commit.
+#[test]
+fn hub_upload_folder_of_ten_thousand_small_files() {
+    let Some(python) = hub_python() else {
+        return;
+    };
+    let server = TestServer::start();
+    let repo = "org/many";
+    let scratch = tempfile::tempdir().unwrap();
+    let folder = scratch.path().join("folder");
+    let count = 10_000;
+    for i in 0..count {
+        let path = folder.join(format!("d{:02}/f{i:05}.txt", i % 100));
+        write_file(&path, format!("file {i}\n").as_bytes());
+    }
+    let spec = serde_json::json!({
+        "repo": repo,
+        "folder": folder,
+        "count": count,
+        "samples": ["d00/f00000.txt", "d34/f01234.txt", "d99/f09999.txt"],
+        "token": server.token(repo, "write"),
+    });
+    let out = hub_py(&python, &server, scratch.path(), "many", &spec, &[]);
+    let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(summary["files"], count + 1, "{summary}");
+    // git sees the one commit.
+    let git = GitEnv::new(Some(&server.token(repo, "read")));
+    let dir = server.data.join(format!("repos/{repo}.git"));
+    let git_dir = dir.to_str().unwrap();
+    let listing = git.git(
+        git.home.path(),
+        &["--git-dir", git_dir, "ls-tree", "-r", "--name-only", "main"],
+    );
+    assert_eq!(listing.lines().count(), count + 1);
+    let log = git.git(
+        git.home.path(),
+        &["--git-dir", git_dir, "log", "--format=%s", "main"],
+    );
+    let mut subjects: Vec<&str> = log.lines().collect();
+    assert_eq!(subjects.pop(), Some("initial commit"), "{log}");
+    assert_eq!(subjects.pop(), Some("many files"), "{log}");
+    // The client's later batches, newest first: parts 2, 3, ... in order.
+    for (i, subject) in subjects.iter().rev().enumerate() {
+        assert_eq!(*subject, format!("many files (part {})", i + 2), "{log}");
+    }
+    // The commit upload_folder answered with is the branch's head.
+    let head = git.git(
+        git.home.path(),
+        &["--git-dir", git_dir, "rev-parse", "main"],
+    );
+    assert_eq!(summary["commit"].as_str(), Some(head.trim()), "{summary}");
+}
+
 #[test]
 fn hub_hf_cli_uploads_and_downloads_as_a_user_would() {
     let Some(python) = hub_python() else {

@@ -16,6 +16,8 @@ it prints a JSON summary for the test to read.
              get_paths_info and CommitOperationCopy
   locks      a file locked (git-lfs locks API) by one user cannot be changed by another's
              commits through the API; the owner's go through, and after the unlock all
+  many       upload_folder of a folder of many small files (committed in the client's
+             batches); uploaded again unchanged, no commit (preupload named every file's blob)
   figures    a 64 MiB file uploaded, downloaded, edited, uploaded and downloaded again:
              bytes the server received and served (its metrics) and seconds per step
   private    on a server with anonymous reads: private repositories (a model and a
@@ -412,6 +414,20 @@ def check_locks(spec):
     print(json.dumps({}))
 
 
+def check_many(spec):
+    repo, folder, count = spec["repo"], spec["folder"], spec["count"]
+    api = HfApi()
+    api.create_repo(repo)
+    ci = api.upload_folder(folder_path=folder, repo_id=repo, commit_message="many files")
+    files = api.list_repo_files(repo)
+    assert len(files) == count + 1 and ".gitattributes" in files, len(files)
+    for name in spec["samples"]:
+        same(hf_hub_download(repo, name), os.path.join(folder, name), name)
+    again = api.upload_folder(folder_path=folder, repo_id=repo, commit_message="unchanged")
+    assert again.oid == ci.oid, "an unchanged folder made a commit"
+    print(json.dumps({"commit": ci.oid, "files": len(files)}))
+
+
 def check_figures(spec):
     import time
     repo, endpoint = spec["repo"], os.environ["HF_ENDPOINT"]
@@ -492,7 +508,7 @@ def main(argv):
         spec = json.load(f)
     checks = {"download": check_download, "isolation": check_isolation, "upload": check_upload,
               "dataset": check_dataset, "private": check_private, "refs": check_refs, "locks": check_locks,
-              "figures": check_figures, "settings": check_settings}
+              "many": check_many, "figures": check_figures, "settings": check_settings}
     checks[check](spec)
 
 

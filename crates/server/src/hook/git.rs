@@ -1,7 +1,7 @@
 //! The check's git processes: always in the pushed-to repository (the hook's working
 //! directory, or a test's), never prompting.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -10,6 +10,8 @@ use super::HookError;
 #[derive(Clone, Debug, Default)]
 pub struct Git {
     dir: Option<PathBuf>,
+    /// Set for every git run (the Hub API's quarantined objects: hub/quarantine.rs).
+    env: Vec<(OsString, OsString)>,
 }
 
 impl Git {
@@ -21,7 +23,14 @@ impl Git {
     pub fn in_dir(dir: impl Into<PathBuf>) -> Git {
         Git {
             dir: Some(dir.into()),
+            env: Vec::new(),
         }
+    }
+
+    /// This git with `vars` set for every command it runs.
+    pub fn with_env(mut self, vars: impl IntoIterator<Item = (OsString, OsString)>) -> Git {
+        self.env.extend(vars);
+        self
     }
 
     pub fn dir(&self) -> Option<&Path> {
@@ -44,6 +53,7 @@ impl Git {
             cmd.current_dir(dir);
         }
         cmd.env("GIT_TERMINAL_PROMPT", "0");
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         (cmd, shown)
     }
 

@@ -192,17 +192,7 @@ pub fn check(
         }
     }
     let tips = pushed_tips(lines.join("\n").as_bytes())?;
-    if tips.is_empty() {
-        return Ok(Verdict::Accept);
-    }
-    let mut args = vec!["rev-list", "--objects"];
-    args.extend(tips.iter().map(String::as_str));
-    args.extend(["--not", "--all"]);
-    let candidates = pointer_sized_blobs(git, &args)?;
-    if candidates.is_empty() {
-        return Ok(Verdict::Accept);
-    }
-    let referenced = referenced_objects(git, &candidates)?;
+    let referenced = newly_referenced(git, &tips)?;
     if referenced.is_empty() {
         return Ok(Verdict::Accept);
     }
@@ -212,6 +202,22 @@ pub fn check(
     } else {
         Verdict::Reject(missing)
     })
+}
+
+/// The LFS objects that the objects `tips` bring (those no ref reaches: a push's, or ones
+/// already stored that no ref names) point to.
+pub fn newly_referenced(git: &Git, tips: &[String]) -> Result<Vec<Referenced>, HookError> {
+    if tips.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut args = vec!["rev-list", "--objects"];
+    args.extend(tips.iter().map(String::as_str));
+    args.extend(["--not", "--all"]);
+    let candidates = pointer_sized_blobs(git, &args)?;
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    referenced_objects(git, &candidates)
 }
 
 /// The new tips of the pushed refs, deletions (an all-zero new id) left out.

@@ -1,7 +1,7 @@
-//! API commits through the lock check of a push (hook/lock_check.rs): a commit may not
-//! change (modify, delete, rename away) a file another user holds a git-lfs lock on. The
-//! changed paths are the hook's own (`changed_paths` on the new commit as a ref update);
-//! the locks are read from the index directly, as the hook's `locked-paths` route does.
+//! The lock half of push_check.rs: a Hub write may not change (modify, delete, rename away)
+//! a file another user holds a git-lfs lock on. The changed paths are the hook's own
+//! (`changed_paths` on the write as a ref update); the locks are read from the index
+//! directly, as the hook's `locked-paths` route does.
 
 use crate::error::ServerError;
 use crate::hook::git::Git;
@@ -11,22 +11,17 @@ use crate::hub::HubResult;
 use crate::index::LockQuery;
 use crate::state::{blocking, SharedState};
 
-/// Refuses (403) moving `branch` from `old` to `new` when that changes a file another user
-/// has locked.
+/// Refuses (403) `update` when it changes a file another user has locked; `git` runs in
+/// the repository (with the write's quarantine, if any).
 pub async fn refuse_locked(
     state: &SharedState,
     repo: &Repo,
-    branch: &str,
-    old: &str,
-    new: &str,
+    git: &Git,
+    update: &RefUpdate,
 ) -> HubResult<()> {
-    let (index, name, dir) = (state.index.clone(), repo.name.clone(), repo.dir.clone());
+    let (index, name) = (state.index.clone(), repo.name.clone());
+    let (git, update) = (git.clone(), update.clone());
     let user = repo.access.user().map(str::to_string);
-    let update = RefUpdate {
-        old: old.to_string(),
-        new: new.to_string(),
-        name: format!("refs/heads/{branch}"),
-    };
     let locked = blocking(move || {
         let any = LockQuery {
             limit: 1,
@@ -36,7 +31,7 @@ pub async fn refuse_locked(
         if index.locks(&name, &any)?.locks.is_empty() {
             return Ok(Vec::new());
         }
-        let changed = changed_paths(&Git::in_dir(dir), &[update])
+        let changed = changed_paths(&git, &[update])
             .map_err(|e| ServerError::internal(format!("listing what the commit changes: {e}")))?;
         let mut locked = Vec::new();
         for path in changed {
@@ -58,7 +53,7 @@ pub async fn refuse_locked(
         return Ok(());
     }
     Err(ServerError::Forbidden(format!(
-        "the commit changes files another user has locked: {}; ask them to unlock (git lfs unlock), or an admin to force it",
+        "the change touches files another user has locked: {}; ask them to unlock (git lfs unlock), or an admin to force it",
         locked.join(", ")
     ))
     .into())

@@ -12,14 +12,21 @@
 //! it.
 
 mod access;
+mod blob_lookup;
+mod blobs;
 mod commit;
+mod commit_body;
 mod error;
 pub(crate) mod gitread;
 mod gitwrite;
 mod info;
 mod locks;
 mod manage;
+mod ndjson;
 mod pointers;
+mod push_check;
+mod quarantine;
+mod ref_update;
 mod refs;
 mod resolve;
 mod tree_page;

@@ -1,6 +1,10 @@
 //! Branches and tags through the API: `create_branch`, `delete_branch`, `create_tag`,
-//! `delete_tag`. Each ref moves under the repository's writer lock, only from the state it
-//! was read in (`git update-ref NEW OLD`), as a commit's branch does.
+//! `delete_tag`. A created ref passes the checks a `git push` of it would (push_check.rs):
+//! from a commit no ref reaches (a deleted branch's, say), it brings that commit's changes,
+//! and a change to a file another user has locked is refused. Each ref moves under the
+//! repository's writer lock, only from the state it was read in (`git update-ref NEW OLD`),
+//! as a commit's branch does (ref_update.rs); an annotated tag's object is written into a
+//! quarantine that the repository takes in only then.
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
@@ -11,9 +15,12 @@ use crate::auth::Scope;
 use crate::body::read_limited;
 use crate::error::ServerError;
 use crate::hub::access::{open, Repo};
-use crate::hub::commit::{ref_locked, who};
+use crate::hub::commit::who;
 use crate::hub::gitwrite::{self, Author};
 use crate::hub::info::commit_of;
+use crate::hub::push_check::{refuse_as_a_push, Update};
+use crate::hub::quarantine::Quarantine;
+use crate::hub::ref_update::ref_locked;
 use crate::hub::{gitread, HubError, HubResult};
 use crate::state::SharedState;
 
@@ -83,7 +90,13 @@ pub async fn create_branch(
             .await?
             .ok_or_else(|| HubError::RevisionNotFound("HEAD".into()))?,
     };
-    if !ref_locked(&repo, &full, Some(&start), None, "hub create_branch").await? {
+    let update = Update {
+        full: &full,
+        old: None,
+        new: &start,
+    };
+    refuse_as_a_push(state, &repo, None, update).await?;
+    if !ref_locked(&repo, None, &full, Some(&start), None, "hub create_branch").await? {
         return Err(conflict(&format!("branch {branch}")));
     }
     tracing::info!(repo = %repo.name, %branch, commit = %start, "hub branch created");
@@ -108,7 +121,7 @@ pub async fn delete_branch(
         ))
         .into());
     }
-    if !ref_locked(&repo, &full, None, Some(&old), "hub delete_branch").await? {
+    if !ref_locked(&repo, None, &full, None, Some(&old), "hub delete_branch").await? {
         return Err(ServerError::Conflict(format!("{branch} moved meanwhile: try again")).into());
     }
     tracing::info!(repo = %repo.name, %branch, "hub branch deleted");
@@ -137,18 +150,36 @@ pub async fn create_tag(
         .map_err(|e| ServerError::bad_request(format!("malformed tag request: {e}")))?;
     let full = checked_name(&repo, "tags", &request.tag).await?;
     let commit = commit_of(&repo, rev).await?;
-    let target = match request.message.as_deref().map(str::trim) {
+    // An annotated tag is an object of its own: written into a quarantine.
+    let (target, quarantine) = match request.message.as_deref().map(str::trim) {
         Some(message) if !message.is_empty() => {
             let (user, email) = who(&repo);
             let author = Author {
                 name: &user,
                 email: &email,
             };
-            gitwrite::write_tag(&repo.dir, &request.tag, &commit, message, &author).await?
+            let quarantine = Quarantine::open(&repo.dir).await?;
+            let tag =
+                gitwrite::write_tag(&quarantine, &request.tag, &commit, message, &author).await?;
+            (tag, Some(quarantine))
         }
-        _ => commit.clone(),
+        _ => (commit.clone(), None),
     };
-    if !ref_locked(&repo, &full, Some(&target), None, "hub create_tag").await? {
+    let update = Update {
+        full: &full,
+        old: None,
+        new: &target,
+    };
+    refuse_as_a_push(state, &repo, quarantine.as_ref(), update).await?;
+    let tagged = ref_locked(
+        &repo,
+        quarantine,
+        &full,
+        Some(&target),
+        None,
+        "hub create_tag",
+    );
+    if !tagged.await? {
         return Err(conflict(&format!("tag {}", request.tag)));
     }
     tracing::info!(repo = %repo.name, tag = %request.tag, %commit, "hub tag created");
@@ -172,7 +203,7 @@ pub async fn delete_tag(
     if !out.status.success() || old.is_empty() {
         return Err(HubError::RevisionNotFound(tag.to_string()));
     }
-    if !ref_locked(&repo, &full, None, Some(&old), "hub delete_tag").await? {
+    if !ref_locked(&repo, None, &full, None, Some(&old), "hub delete_tag").await? {
         return Err(ServerError::Conflict(format!("tag {tag} moved meanwhile: try again")).into());
     }
     tracing::info!(repo = %repo.name, %tag, "hub tag deleted");

@@ -1,6 +1,8 @@
 //! The steps of an upload before its commit: `create_repo`, `preupload` (which files go
 //! through LFS/XET) and the xet write token.
 
+use std::collections::HashSet;
+
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde::Deserialize;
@@ -14,8 +16,11 @@ use crate::auth::Scope;
 use crate::body::read_limited;
 use crate::error::ServerError;
 use crate::hub::access::{authorize, open, Repo};
-use crate::hub::commit::write_locked;
+use crate::hub::blob_lookup::blobs_at;
 use crate::hub::gitwrite::{self, Author, Files};
+use crate::hub::push_check::{refuse_as_a_push, Update};
+use crate::hub::quarantine::Quarantine;
+use crate::hub::ref_update::branch_locked;
 use crate::hub::{gitread, HubError, HubResult};
 use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
@@ -81,7 +86,9 @@ async fn create(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
     let url = format!("{}/{repo}", state.base_url(headers));
     let root = state.config.repos_dir();
     let dir = repo.bare_dir(&root);
-    if dir.join("HEAD").is_file() {
+    // An existing repository without any ref (a refused first push or `create_repo` left
+    // it) gets its first commit now, as a new one would.
+    if dir.join("HEAD").is_file() && has_refs(&dir).await? {
         let kind = if repo.is_dataset() {
             "dataset"
         } else {
@@ -105,18 +112,27 @@ async fn create(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
         dir,
         access,
     };
-    let blob = gitwrite::write_blob(&repo.dir, initial_gitattributes().as_bytes()).await?;
+    let quarantine = Quarantine::open(&repo.dir).await?;
+    let blob = gitwrite::write_blob(&quarantine, initial_gitattributes().as_bytes()).await?;
     let mut files = Files::new();
     files.insert(b".gitattributes".to_vec(), ("100644".into(), blob));
-    let tree = gitwrite::write_tree(&repo.dir, &state.config.tmp_dir(), &files).await?;
+    let tree = gitwrite::write_tree(&quarantine, &state.config.tmp_dir(), &files).await?;
     let user = repo.access.user().unwrap_or("git-xet").to_string();
     let author = Author {
         name: &user,
         email: "hub@git-xet",
     };
-    let commit = gitwrite::commit_tree(&repo.dir, &tree, None, "initial commit\n", &author).await?;
-    // A push that created the branch first wins; the repository is there either way.
-    write_locked(&repo, "main", &commit, None).await?;
+    let commit =
+        gitwrite::commit_tree(&quarantine, &tree, None, "initial commit\n", &author).await?;
+    let update = Update {
+        full: "refs/heads/main",
+        old: None,
+        new: &commit,
+    };
+    refuse_as_a_push(state, &repo, Some(&quarantine), update).await?;
+    // A push that created the branch first wins (its `main` stays; the initial commit's
+    // objects go with the quarantine); the repository is there either way.
+    branch_locked(&repo, quarantine, "main", &commit, None).await?;
     Ok(
         axum::Json(serde_json::json!({ "url": url, "name": repo.name.to_string() }))
             .into_response(),
@@ -157,10 +173,20 @@ struct PreuploadFile {
     size: u64,
 }
 
+/// Whether the repository at `dir` has a branch or tag.
+async fn has_refs(dir: &std::path::Path) -> HubResult<bool> {
+    let args = ["for-each-ref", "--count=1", "--format=%(refname)"];
+    let out = gitread::run(dir, &args).await?;
+    if !out.status.success() {
+        return Err(ServerError::internal("git for-each-ref failed").into());
+    }
+    Ok(!out.stdout.iter().all(u8::is_ascii_whitespace))
+}
+
 /// `POST /api/models/{repo}/preupload/{rev}`: `lfs` for files an LFS rule of the
 /// revision's `.gitattributes` covers, binary samples and files from 10 MiB; `regular`
 /// otherwise. `oid` is the file's current id (sha256 or blob id) so unchanged files are
-/// skipped by the client.
+/// skipped by the client. Only the paths asked about are looked up (blob_lookup.rs).
 pub async fn preupload(
     state: &SharedState,
     headers: &HeaderMap,
@@ -177,24 +203,22 @@ pub async fn preupload(
         .await?
         .ok_or_else(|| HubError::RevisionNotFound(rev.to_string()))?;
     let paths: Vec<&str> = request.files.iter().map(|f| f.path.as_str()).collect();
-    let filtered = gitwrite::lfs_filtered(&repo.dir, &commit, &paths).await?;
-    let existing = gitread::list(&repo.dir, &commit, "", true).await?;
+    let filtered = gitwrite::lfs_filtered(&repo.dir, None, &commit, &paths).await?;
+    let filtered: HashSet<&str> = filtered.iter().map(String::as_str).collect();
+    let existing = blobs_at(&repo.dir, &commit, &paths).await?;
     let answers: Vec<serde_json::Value> = request
         .files
         .iter()
-        .map(|f| {
+        .zip(existing)
+        .map(|(f, blob)| {
             let sample = STANDARD.decode(f.sample.as_bytes()).unwrap_or_default();
             let lfs =
-                f.size >= LFS_FROM || sample.contains(&0) || filtered.iter().any(|p| p == &f.path);
-            let oid = existing
-                .iter()
-                .find(|e| !e.is_dir && e.path == f.path)
-                .map(|e| match (&e.pointer, lfs) {
-                    (Some(p), true) => p.oid.to_hex(),
-                    (None, false) => e.oid.clone(),
-                    _ => String::new(),
-                })
-                .filter(|o| !o.is_empty());
+                f.size >= LFS_FROM || sample.contains(&0) || filtered.contains(f.path.as_str());
+            let oid = blob.and_then(|b| match (b.pointer, lfs) {
+                (Some(p), true) => Some(p.oid.to_hex()),
+                (None, false) => Some(b.oid),
+                _ => None,
+            });
             serde_json::json!({
                 "path": f.path,
                 "uploadMode": if lfs { "lfs" } else { "regular" },
