@@ -86,5 +86,9 @@ mod transfer_protocol;
 mod trusted_proxy;
 #[path = "git/upkeep.rs"]
 mod upkeep;
+#[path = "git/web_pages.rs"]
+mod web_pages;
+#[path = "git/web_requests.rs"]
+mod web_requests;
 #[path = "git/workflow.rs"]
 mod workflow;

@@ -1,7 +1,7 @@
 //! No existence oracle: whoever may not read a repository gets the same answer (status,
 //! headers that matter, body) for a private one and for one that does not exist, on every
 //! route that names a repository: the Hub API, git smart HTTP, the git-lfs routes, the
-//! pre-receive hook's checks and the status page. Checked for a caller without a credential
+//! pre-receive hook's checks and the web pages. Checked for a caller without a credential
 //! (on a server with `--anonymous-read`, where the private repository is the only one it
 //! may not read) and for one with a token of another repository; and with real git, whose
 //! `ls-remote` and `clone` must fail alike.
@@ -99,14 +99,26 @@ const PROBES: &[Probe] = &[
     // The pre-receive hook's checks.
     probe("POST", "/{repo}/info/xet/missing-objects", "{}"),
     probe("POST", "/{repo}/info/xet/locked-paths", "{}"),
-    // The status page, for a browser.
+    // The web pages, for a browser.
+    page("/{repo}"),
+    page("/{repo}/tree/main"),
+    page("/{repo}/tree/main/dir?page=1"),
+    page("/{repo}/blob/main/a.txt"),
+    page("/{repo}/commits/main"),
+    page("/{repo}/commits/main/a.txt"),
+    page("/{repo}/commit/0123456789abcdef0123456789abcdef01234567"),
+    page("/{repo}/status"),
+];
+
+/// A browser's GET of a web page.
+const fn page(path: &'static str) -> Probe {
     Probe {
         method: "GET",
-        path: "/{repo}",
+        path,
         body: "",
         accept: Some("text/html"),
-    },
-];
+    }
+}
 
 /// What a caller sees of one answer: status, the headers clients act on, and the body,
 /// with the repository's name replaced by `REPO`.
@@ -152,7 +164,12 @@ fn send(server: &TestServer, probe: &Probe, repo: &str, token: Option<&str>) -> 
         })
         .collect();
     headers.sort();
-    let body = response.text().unwrap().replace(repo, "REPO");
+    // Pages name the path asked for in their sign-in links, URL-encoded.
+    let body = response
+        .text()
+        .unwrap()
+        .replace(repo, "REPO")
+        .replace(&repo.replace('/', "%2F"), "REPO");
     Seen {
         status,
         headers,
@@ -163,7 +180,12 @@ fn send(server: &TestServer, probe: &Probe, repo: &str, token: Option<&str>) -> 
 /// A server with `--anonymous-read` holding a private and a public repository (made with
 /// the Hub's `create_repo`, each with a file), and their owners' token.
 fn server_with_repositories() -> (TestServer, String) {
-    let server = TestServer::start_with(&["--anonymous-read"]);
+    server_started_with(&["--anonymous-read"])
+}
+
+/// [`server_with_repositories`] with the server's `flags`.
+fn server_started_with(flags: &[&str]) -> (TestServer, String) {
+    let server = TestServer::start_with(flags);
     let owner = server.token("org/*", "admin");
     for (repo, private) in [(PRIVATE, true), (PUBLIC, false)] {
         let (org, name) = repo.split_once('/').unwrap();
@@ -181,14 +203,26 @@ fn server_with_repositories() -> (TestServer, String) {
 #[test]
 fn a_private_and_a_missing_repository_answer_alike_on_every_route() {
     let (server, _) = server_with_repositories();
+    every_route_answers_alike(&server);
+}
+
+/// Without `--anonymous-read` every repository is closed to a caller without a credential:
+/// the private one, the public one and a missing one alike.
+#[test]
+fn without_anonymous_reads_every_route_answers_alike_too() {
+    let (server, _) = server_started_with(&[]);
+    every_route_answers_alike(&server);
+}
+
+fn every_route_answers_alike(server: &TestServer) {
     let other = server.token("elsewhere/repo", "admin");
     for probe in PROBES {
         for (who, token) in [
             ("anonymous", None),
             ("another repository's token", Some(&other)),
         ] {
-            let private = send(&server, probe, PRIVATE, token.map(String::as_str));
-            let missing = send(&server, probe, MISSING, token.map(String::as_str));
+            let private = send(server, probe, PRIVATE, token.map(String::as_str));
+            let missing = send(server, probe, MISSING, token.map(String::as_str));
             assert_eq!(
                 private, missing,
                 "{who}: {} {} tells a private repository from a missing one",
@@ -215,10 +249,7 @@ fn the_answers_are_what_git_git_lfs_and_huggingface_hub_act_on() {
         "/{repo}.git/info/lfs/objects/batch",
         LFS_BATCH_DOWNLOAD,
     );
-    let page = Probe {
-        accept: Some("text/html"),
-        ..probe("GET", "/{repo}", "")
-    };
+    let page = page("/{repo}");
     for repo in [PRIVATE, MISSING] {
         // No credential: 401, RepoNotFound (huggingface_hub's typed error); another
         // repository's token: 404, RepoNotFound.
@@ -230,7 +261,7 @@ fn the_answers_are_what_git_git_lfs_and_huggingface_hub_act_on() {
         }
         // git and git-lfs: a challenge without a credential (they then ask their credential
         // helper), not found with another repository's token.
-        for probe in [&refs, &batch, &page] {
+        for probe in [&refs, &batch] {
             let seen = send(&server, probe, repo, None);
             assert_eq!(seen.status, 401, "{}: {seen:?}", probe.path);
             let challenge = (
@@ -244,6 +275,18 @@ fn the_answers_are_what_git_git_lfs_and_huggingface_hub_act_on() {
             );
             let seen = send(&server, probe, repo, Some(&other));
             assert_eq!(seen.status, 404, "{}: {seen:?}", probe.path);
+        }
+        // A browser: not found, with the sign-in form offered and no challenge (a browser
+        // answers one with a password prompt, then sends that password with every request
+        // to the server, other sites' forms included).
+        for token in [None, Some(other.as_str())] {
+            let seen = send(&server, &page, repo, token);
+            assert_eq!(seen.status, 404, "{seen:?}");
+            assert!(
+                !seen.headers.iter().any(|(n, _)| n == "www-authenticate"),
+                "{seen:?}"
+            );
+            assert!(seen.body.contains("/-/sign-in?next="), "{seen:?}");
         }
     }
     // The private repository is there for its owner, the public one for anyone.

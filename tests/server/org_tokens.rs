@@ -137,8 +137,8 @@ fn an_org_token_pushes_to_every_repository_of_its_org_and_nowhere_else() {
         "{body}"
     );
 
-    // `token list` shows the rules; the status page lists the org's repositories and who
-    // pushed.
+    // `token list` shows the rules; the server's page lists the org's repositories, each
+    // repository's storage tab who pushed.
     let out = server.admin(&["token", "list"]).output().unwrap();
     let listing = String::from_utf8(out.stdout).unwrap();
     let row = listing
@@ -160,8 +160,20 @@ fn an_org_token_pushes_to_every_repository_of_its_org_and_nowhere_else() {
     for repo in ["studio/a", "studio/b", "other/shared"] {
         assert!(page.contains(repo), "{repo} not on the page");
     }
-    assert!(page.contains("<td>alice</td>"), "pushes by alice: {page}");
-    assert!(!page.contains("<td>git-xet</td>"), "{page}");
+    assert!(!page.contains("elsewhere/x"), "{page}");
+    let storage = client()
+        .get(format!("{}/studio/a/status", server.url))
+        .bearer_auth(&token)
+        .header("accept", "text/html")
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        storage.contains("<td>alice</td>"),
+        "pushes by alice: {storage}"
+    );
+    assert!(!storage.contains("<td>git-xet</td>"), "{storage}");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method};
+use axum::http::{header, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -15,13 +15,13 @@ use crate::error::ServerError;
 use crate::index::scope::SCOPED_CAS_PREFIX;
 use crate::listen::Peer;
 use crate::state::SharedState;
-use crate::{cas, repo_routes, request_id, status};
+use crate::{cas, repo_routes, request_id};
 use git_xet_core::api::routes::{self, Route};
 
 pub fn router(state: SharedState) -> Router {
     let scoped = cas_routes(Router::new()).with_state(state.clone());
     cas_routes(Router::new())
-        .route(routes::STATUS, get(status_page))
+        .route(routes::STATUS, get(crate::web::server_page))
         .route(routes::HEALTH, get(crate::health::live))
         .route(routes::HEALTHZ, get(crate::health::live))
         .route(routes::READYZ, get(crate::health::ready))
@@ -35,7 +35,13 @@ pub fn router(state: SharedState) -> Router {
             }),
         )
         .merge(hub_routes())
+        .merge(crate::web::router())
         .fallback(repo_routes::dispatch)
+        // A browser's session cookie authorizes its reads (web/session.rs).
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::web::session::cookie_credential,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
@@ -131,10 +137,6 @@ async fn metrics_text(state: &SharedState) -> Response {
         HeaderValue::from_static("text/plain; version=0.0.4"),
     );
     response
-}
-
-async fn status_page(State(state): State<SharedState>, headers: HeaderMap) -> Response {
-    status::overview(state, headers).await
 }
 
 /// Counts each request by route and status and logs it, in the `request` span that gives

@@ -25,7 +25,8 @@
 //! | `runtime`       | the process's one tokio runtime                                   |
 //! | `http`, `metrics` | router, request accounting, Prometheus text                     |
 //! | `listen`        | connections: per-address cap, header and inactivity timeouts      |
-//! | `status`        | the status page (`GET /`, a browser's `GET /ORG/REPO`)            |
+//! | `status`        | what a repository's storage tab gathers: LFS files at HEAD, pushes, locks |
+//! | `web`           | the web pages' routes (`/`, `/ORG/REPO/...`, sign-in); pages from git-xet-web |
 //! | `tls`, `proxy`  | native HTTPS; trusted reverse proxies' forwarding headers         |
 //! | `ssh`           | `git xet shell`: git and git-lfs over OpenSSH (forced command)    |
 
@@ -70,6 +71,7 @@ pub mod status;
 pub mod storage;
 pub mod time;
 pub mod tls;
+pub mod web;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! Routes under a repository path (`/{repo}.git/...` or `/{repo}/...`): the git-lfs Batch
-//! API and its object routes, git smart HTTP, the hook's object check, and (for a browser's
-//! GET of the repository path itself) the status page. Repository names
+//! API and its object routes, git smart HTTP, the hook's object check, and the web pages
+//! (web/: a browser's GET of the repository path, its files and history). Repository names
 //! contain a `/`, so these are matched here rather than by the router.
 
 use axum::extract::{Request, State};
@@ -10,13 +10,18 @@ use crate::error::ServerError;
 use crate::git::{self, GitRoute};
 use crate::lfs;
 use crate::state::SharedState;
-use crate::status;
 
 use git_xet_core::api::routes::{
     HOOK_LOCKED_PATHS as LOCK_CHECK, HOOK_MISSING_OBJECTS as HOOK_CHECK, LFS_MARKER,
 };
 
 pub async fn dispatch(State(state): State<SharedState>, request: Request) -> Response {
+    // The web pages first: their paths (`/{repo}/tree/...`) end in no git or LFS route,
+    // while a file path shown there may (`.../tree/main/info/refs`).
+    let request = match crate::web::dispatch(&state, request).await {
+        Ok(page) => return page,
+        Err(request) => request,
+    };
     let path = request.uri().path().to_string();
     // The last marker: what follows it never contains another one.
     if let Some(i) = path.rfind(LFS_MARKER) {
@@ -49,12 +54,6 @@ pub async fn dispatch(State(state): State<SharedState>, request: Request) -> Res
         return git::locked_paths(state, repo, &parts.headers, body)
             .await
             .unwrap_or_else(IntoResponse::into_response);
-    }
-    // A browser on the repository's own path: its status page.
-    if status::wants_page(request.method(), request.headers()) {
-        let (parts, _) = request.into_parts();
-        let repo = path.trim_matches('/');
-        return status::repo_page(state, repo, parts.headers).await;
     }
     ServerError::not_found(format!("no route for {} {}", request.method(), path)).into_response()
 }

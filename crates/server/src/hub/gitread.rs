@@ -36,7 +36,7 @@ impl Entry {
 
 /// git in the bare repository `dir` as the Hub runs it: never prompting, paths literal,
 /// killed when the request goes away (gitwrite.rs adds the fsync settings).
-pub(super) fn git(dir: &Path) -> Command {
+pub(crate) fn git(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir")
         .arg(dir)
@@ -48,7 +48,7 @@ pub(super) fn git(dir: &Path) -> Command {
 }
 
 /// Runs git (see [`git`]); its output whatever its exit status.
-pub(super) async fn run(dir: &Path, args: &[&str]) -> ServerResult<std::process::Output> {
+pub(crate) async fn run(dir: &Path, args: &[&str]) -> ServerResult<std::process::Output> {
     git(dir)
         .args(args)
         .output()
@@ -62,7 +62,7 @@ async fn run_ok(dir: &Path, args: &[&str]) -> ServerResult<Vec<u8>> {
 
 /// Runs `cmd` (from [`git`]) with `input` on its stdin, written from a task so that a full
 /// stdout pipe cannot stall both sides; its output whatever its exit status.
-pub(super) async fn run_with_input(
+pub(crate) async fn run_with_input(
     mut cmd: Command,
     input: Vec<u8>,
 ) -> ServerResult<std::process::Output> {
@@ -85,7 +85,7 @@ pub(super) async fn run_with_input(
 }
 
 /// The stdout of git run with `args`, or an internal error with git's message.
-pub(super) fn succeeded(args: &[&str], out: std::process::Output) -> ServerResult<Vec<u8>> {
+pub(crate) fn succeeded(args: &[&str], out: std::process::Output) -> ServerResult<Vec<u8>> {
     if !out.status.success() {
         return Err(ServerError::internal(format!(
             "git {} failed: {}",

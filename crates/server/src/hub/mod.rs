@@ -17,7 +17,7 @@ mod blobs;
 mod commit;
 mod commit_body;
 mod error;
-mod gitread;
+pub(crate) mod gitread;
 mod gitwrite;
 mod info;
 mod locks;

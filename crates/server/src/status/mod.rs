@@ -1,17 +1,12 @@
-//! The status page: `GET /` (every repository the caller may read) and a browser's `GET
-//! /ORG/REPO` (that one): the LFS files at HEAD with their sizes and whether this server
-//! holds them, bytes stored against logical bytes (the dedup ratio) per repository and
-//! overall, recent pushes and the file locks held. Server-rendered HTML without script (html.rs); the data
-//! comes from git (scan.rs) and the index (index/stats.rs). Readable without a token only
-//! with `--anonymous-read`, like any read.
+//! What a repository's storage tab shows (web/ renders it): the LFS files at HEAD with
+//! their sizes and whether this server holds them, bytes stored against logical bytes (the
+//! dedup ratio), recent pushes and the file locks held. The data comes from git (scan.rs)
+//! and the index (index/stats.rs); access is the caller's (web/access.rs).
 
-pub mod html;
 pub mod scan;
 
-use axum::http::{header, HeaderMap, HeaderValue, Method};
-use axum::response::{IntoResponse, Response};
+use axum::http::{header, HeaderMap, Method};
 
-use crate::auth::{self, Scope};
 use crate::error::{ServerError, ServerResult};
 use crate::index::stats::Usage;
 use crate::index::{Lock, LockQuery};
@@ -58,85 +53,8 @@ pub fn wants_page(method: &Method, headers: &HeaderMap) -> bool {
             .is_some_and(|v| v.contains("text/html"))
 }
 
-/// `GET /`.
-pub async fn overview(state: SharedState, headers: HeaderMap) -> Response {
-    // Every repository is readable anonymously, or those the credential's rules cover. A
-    // token sent anyway is still checked (a revoked one is refused everywhere).
-    let repos = if state.config.anonymous_read {
-        if auth::credential(&headers).is_some() {
-            if let Err(e) = state.authorize_user(&headers) {
-                return e.into_response();
-            }
-        }
-        None
-    } else {
-        let rules = match state.authorize_user(&headers) {
-            Ok(verified) => verified.rules,
-            Err(e) => return e.into_response(),
-        };
-        let root = state.config.repos_dir();
-        let all = blocking(move || {
-            scan::repositories(&root).map_err(|e| ServerError::internal(e.to_string()))
-        })
-        .await;
-        match all {
-            Ok(all) => Some(
-                all.into_iter()
-                    .filter(|r| rules.scope(r).is_some())
-                    .collect(),
-            ),
-            Err(e) => return e.into_response(),
-        }
-    };
-    respond(build(state, repos, None).await)
-}
-
-/// `GET /ORG/REPO` from a browser.
-pub async fn repo_page(state: SharedState, raw: &str, headers: HeaderMap) -> Response {
-    let page = async {
-        let repo = RepoName::parse(raw)?;
-        state.authorize_repo(&headers, &repo, Scope::Read)?;
-        if !repo.bare_dir(&state.config.repos_dir()).is_dir() {
-            return Err(ServerError::not_found(format!(
-                "repository {repo} does not exist"
-            )));
-        }
-        build(
-            state.clone(),
-            Some(vec![repo.clone()]),
-            Some(repo.to_string()),
-        )
-        .await
-    };
-    respond(page.await)
-}
-
-fn respond(page: ServerResult<StatusPage>) -> Response {
-    let page = match page {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
-    };
-    let mut response = html::render(&page).into_response();
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    // Nothing but the inline style may load or run, whatever a file name smuggles in.
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'"),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    response
-}
-
 /// Gathers the page for `repos` (every hosted repository when `None`).
-async fn build(
+pub(crate) async fn build(
     state: SharedState,
     repos: Option<Vec<RepoName>>,
     only: Option<String>,
