@@ -88,7 +88,7 @@ fn the_status_page_totals_only_what_the_token_may_read() {
         total.contains("class=\"files\" data-value=\"0\""),
         "org/a's total counts another repository's files: {total}"
     );
-    assert!(page.contains("Repositories this token may read"));
+    assert!(page.contains("Repositories you may read"), "{page}");
 }
 
 #[test]

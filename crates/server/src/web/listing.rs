@@ -48,7 +48,9 @@ pub async fn render(
         return Err(crate::auth::required());
     }
     let (st, prefix) = (state.clone(), org.map(|o| format!("{o}/")));
-    let whole_server = org.is_none();
+    // Only a reader without a token on an open server sees what every reader sees; a
+    // token's page is of what it may read, even when nothing on disk was left out.
+    let whole_server = org.is_none() && matches!(credential, Credential::Anonymous);
     let listed = blocking(move || {
         let root = st.config.repos_dir();
         let all = scan::repositories(&root).map_err(|e| ServerError::internal(e.to_string()))?;
@@ -79,15 +81,15 @@ pub async fn render(
             pushes.extend(recent.into_iter().map(|p| (name.clone(), p)));
         }
         let server_wide = whole_server && !hidden;
-        let total = match server_wide {
-            true => usage(st.index.total_usage()?),
-            false => rows.iter().fold(Usage::default(), |t, r| Usage {
-                files: t.files + r.usage.files,
-                logical_bytes: t.logical_bytes + r.usage.logical_bytes,
-                xorbs: t.xorbs + r.usage.xorbs,
-                stored_bytes: t.stored_bytes + r.usage.stored_bytes,
-            }),
-        };
+        // The shown repositories' sum, never the index's server total: that also counts
+        // repositories with no git repository here (CAS uploads alone), which the viewer may
+        // not read. Repositories sharing xorbs are counted once each: an upper bound.
+        let total = rows.iter().fold(Usage::default(), |t, r| Usage {
+            files: t.files + r.usage.files,
+            logical_bytes: t.logical_bytes + r.usage.logical_bytes,
+            xorbs: t.xorbs + r.usage.xorbs,
+            stored_bytes: t.stored_bytes + r.usage.stored_bytes,
+        });
         Ok((rows, pushes, total, server_wide))
     });
     let org = org.map(str::to_string);
