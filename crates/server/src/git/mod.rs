@@ -2,6 +2,7 @@
 //! and `git receive-pack` in stateless-RPC mode), and the object check the pre-receive hook
 //! calls.
 
+pub(crate) mod cat_file;
 mod hook_check;
 pub(crate) mod ls_tree;
 pub(crate) mod repos;

@@ -9,6 +9,7 @@ use std::path::Path;
 use git_xet_core::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
 
 use crate::error::ServerResult;
+use crate::git::cat_file;
 use crate::hub::{gitread, valid_repo_path};
 
 /// The blob at a path.
@@ -90,28 +91,10 @@ async fn read_pointers(
         &args,
         gitread::run_with_input(cmd, input.into_bytes()).await?,
     )?;
-    // `<oid> blob <size>\n<content>\n` per object, in the order asked.
-    let mut rest = &out[..];
-    for &i in small {
-        let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
-            break;
-        };
-        let header = String::from_utf8_lossy(&rest[..nl]).into_owned();
-        rest = &rest[nl + 1..];
-        let Some(size) = header
-            .split(' ')
-            .nth(2)
-            .and_then(|s| s.parse::<usize>().ok())
-        else {
-            continue; // `<oid> missing`
-        };
-        let Some(content) = rest.get(..size) else {
-            break;
-        };
-        if let Some(blob) = &mut found[i] {
+    for (&i, content) in small.iter().zip(cat_file::objects(&out)) {
+        if let (Some(blob), Some(content)) = (&mut found[i], content) {
             blob.pointer = Pointer::detect(content);
         }
-        rest = rest.get(size + 1..).unwrap_or(&[]);
     }
     Ok(())
 }

@@ -298,21 +298,25 @@ fn is_object_id(s: &str) -> bool {
 /// names files by strings) and anything unparsable are left out.
 fn parse_ls_tree(out: &[u8]) -> Vec<Entry> {
     ls_tree::records(out)
-        .filter_map(|record| {
-            let is_dir = match record.kind {
-                "tree" => true,
-                "blob" => false,
-                _ => return None,
-            };
-            Some(Entry {
-                path: std::str::from_utf8(record.path).ok()?.to_string(),
-                oid: record.oid.to_string(),
-                is_dir,
-                size: if is_dir { 0 } else { record.size? },
-                pointer: None,
-            })
-        })
+        .filter_map(|record| entry_of(&record, record.size))
         .collect()
+}
+
+/// The entry of one `ls-tree` record, sized `size` (a blob without one is left out).
+/// Submodules and paths that are not UTF-8 (the Hub names files by strings) are left out.
+pub(super) fn entry_of(record: &ls_tree::Record<'_>, size: Option<u64>) -> Option<Entry> {
+    let is_dir = match record.kind {
+        "tree" => true,
+        "blob" => false,
+        _ => return None,
+    };
+    Some(Entry {
+        path: std::str::from_utf8(record.path).ok()?.to_string(),
+        oid: record.oid.to_string(),
+        is_dir,
+        size: if is_dir { 0 } else { size? },
+        pointer: None,
+    })
 }
 
 /// Reads the blobs small enough to be LFS pointers and keeps those that are: the ones not

@@ -136,19 +136,7 @@ pub async fn page(
 /// The entry of one `ls-tree -z` record (without `-l`: its size is read later).
 /// Submodules and paths that are not UTF-8 are left out, as in `gitread::list`.
 fn entry_of(record: &[u8]) -> Option<Entry> {
-    let record = ls_tree::records(record).next()?;
-    let is_dir = match record.kind {
-        "tree" => true,
-        "blob" => false,
-        _ => return None,
-    };
-    Some(Entry {
-        path: std::str::from_utf8(record.path).ok()?.to_string(),
-        oid: record.oid.to_string(),
-        is_dir,
-        size: 0,
-        pointer: None,
-    })
+    gitread::entry_of(&ls_tree::records(record).next()?, Some(0))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use git_xet_core::lfs::pointer::{Pointer, MAX_POINTER_SIZE};
 
 use super::tree_listing;
 use crate::error::{ServerError, ServerResult};
+use crate::git::cat_file;
 use crate::hub::gitread::{git, run, run_with_input, succeeded};
 
 /// An entry of a directory listing with what the page shows of it.
@@ -142,27 +143,10 @@ pub async fn pointers(dir: &Path, oids: &[String]) -> ServerResult<Vec<Option<Po
     cmd.args(["cat-file", "--batch"]);
     let input = oids.iter().map(|o| format!("{o}\n")).collect::<String>();
     let out = run_with_input(cmd, input.into_bytes()).await?;
-    let mut rest = &out.stdout[..];
-    for slot in found.iter_mut() {
-        let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
-            break;
-        };
-        let header = String::from_utf8_lossy(&rest[..nl]).into_owned();
-        rest = &rest[nl + 1..];
-        let Some(size) = header
-            .split(' ')
-            .nth(2)
-            .and_then(|s| s.parse::<usize>().ok())
-        else {
-            continue; // `<name> missing`
-        };
-        let Some(body) = rest.get(..size) else {
-            break;
-        };
-        if size <= MAX_POINTER_SIZE {
+    for (slot, body) in found.iter_mut().zip(cat_file::objects(&out.stdout)) {
+        if let Some(body) = body.filter(|b| b.len() <= MAX_POINTER_SIZE) {
             *slot = Pointer::detect(body);
         }
-        rest = rest.get(size + 1..).unwrap_or(&[]);
     }
     Ok(found)
 }
