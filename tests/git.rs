@@ -86,6 +86,8 @@ mod transfer_protocol;
 mod trusted_proxy;
 #[path = "git/upkeep.rs"]
 mod upkeep;
+#[path = "git/web_listing.rs"]
+mod web_listing;
 #[path = "git/web_pages.rs"]
 mod web_pages;
 #[path = "git/web_requests.rs"]
