@@ -27,7 +27,7 @@ pub struct MountArgs {
     #[arg(long)]
     foreground: bool,
     /// Size bound of the chunk cache (e.g. 500M, 20G; least recently used chunks go first).
-    #[arg(long, value_name = "SIZE", value_parser = git_xet_mount::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = git_xet_io::human::parse_size)]
     cache_size: Option<u64>,
     /// Seconds a read waits for the server before it fails with EIO.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
