@@ -58,9 +58,6 @@ pub fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     if !args.foreground {
         return start_in_background(&args, &dir);
     }
-    // Before any thread starts, so that every thread leaves SIGINT/SIGTERM to the one that
-    // unmounts.
-    git_xet_mount::fuse::block_signals();
     let repo = Repo::current()?;
     let cache_dir = default_cache_root().map(|root| root.join("chunks"));
     let cache = cache_dir.map(|d| (d, args.cache_size.unwrap_or(DEFAULT_CHUNK_CACHE_BYTES)));

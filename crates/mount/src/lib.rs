@@ -41,6 +41,8 @@ pub enum MountError {
     Client(#[from] git_xet_client::ClientError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("cannot catch SIGINT and SIGTERM to unmount on them: {0}")]
+    Signals(std::io::Error),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
