@@ -27,7 +27,7 @@ pub struct MountArgs {
     #[arg(long)]
     foreground: bool,
     /// Size bound of the chunk cache (e.g. 500M, 20G; least recently used chunks go first).
-    #[arg(long, value_name = "SIZE", value_parser = git_xet_mount::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = git_xet_io::human::parse_size)]
     cache_size: Option<u64>,
     /// Seconds a read waits for the server before it fails with EIO.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
@@ -58,9 +58,6 @@ pub fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     if !args.foreground {
         return start_in_background(&args, &dir);
     }
-    // Before any thread starts, so that every thread leaves SIGINT/SIGTERM to the one that
-    // unmounts.
-    git_xet_mount::fuse::block_signals();
     let repo = Repo::current()?;
     let cache_dir = default_cache_root().map(|root| root.join("chunks"));
     let cache = cache_dir.map(|d| (d, args.cache_size.unwrap_or(DEFAULT_CHUNK_CACHE_BYTES)));

@@ -7,7 +7,7 @@
 //! server fails a command in bounded time and a flapping one does not fail it at all.
 //! Anything else (501, 507, other 4xx) is final.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use rand::Rng;
 
@@ -125,71 +125,23 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     parse_retry_after(value, SystemTime::now())
 }
 
-/// Parses a `Retry-After` value (RFC 9110 10.2.3): delay-seconds, or an HTTP date, which
-/// gives the time from `now` until then (zero if it is past).
+/// Parses a `Retry-After` value (RFC 9110 10.2.3): delay-seconds, or an HTTP date in any of
+/// the three forms recipients accept (RFC 9110 5.6.7), which gives the time from `now` until
+/// then (zero if it is past). Anything else, a malformed date included, is no value.
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
         // A number too long for u64 is still "a long time".
         return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
     }
-    let at = parse_http_date(value)?;
+    let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
-/// An HTTP date in any of the three forms RFC 9110 5.6.7 has recipients accept:
-/// `Sun, 06 Nov 1994 08:49:37 GMT`, `Sunday, 06-Nov-94 08:49:37 GMT` and
-/// `Sun Nov  6 08:49:37 1994`.
-fn parse_http_date(value: &str) -> Option<SystemTime> {
-    let words: Vec<&str> = value.split_whitespace().collect();
-    let (day, month, year, time) = match words[..] {
-        [weekday, day, month, year, time, "GMT"] if weekday.ends_with(',') => {
-            (day, month, year.parse().ok()?, time)
-        }
-        [weekday, date, time, "GMT"] if weekday.ends_with(',') => {
-            let mut parts = date.split('-');
-            let (day, month, yy) = (parts.next()?, parts.next()?, parts.next()?);
-            let yy: u32 = yy.parse().ok().filter(|_| yy.len() == 2)?;
-            // Two-digit years: the most recent century that is not far in the future.
-            (
-                day,
-                month,
-                if yy < 70 { 2000 + yy } else { 1900 + yy },
-                time,
-            )
-        }
-        [_weekday, month, day, time, year] => (day, month, year.parse().ok()?, time),
-        _ => return None,
-    };
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let month = MONTHS.iter().position(|m| *m == month)? as u32 + 1;
-    let day: u32 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
-    let mut hms = time.split(':').map(|n| n.parse::<u32>().ok());
-    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
-    if hms.next().is_some() || h > 23 || m > 59 || s > 60 || !(1970..=9999).contains(&year) {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + u64::from(h * 3600 + m * 60 + s);
-    Some(UNIX_EPOCH + Duration::from_secs(secs))
-}
-
-/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (year >= 1970).
-fn days_from_civil(year: u32, month: u32, day: u32) -> u64 {
-    let y = u64::from(if month <= 2 { year - 1 } else { year });
-    let era = y / 400;
-    let yoe = y % 400;
-    let mp = u64::from((month + 9) % 12); // March = 0
-    let doy = (153 * mp + 2) / 5 + u64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn statuses() {
@@ -303,5 +255,30 @@ mod tests {
         ] {
             assert_eq!(parse_retry_after(junk, now), None, "{junk:?}");
         }
+    }
+
+    /// A date that is not one (wrong weekday, bytes that are not ASCII, a cut-off value) is
+    /// treated as no `Retry-After` at all: the usual backoff applies.
+    #[test]
+    fn a_malformed_retry_after_date_is_treated_as_absent() {
+        let now = SystemTime::now();
+        for junk in [
+            "Mon, 06 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:3",
+            "Sunday, 06-Nov-9",
+            "Sun Nov  6 08:49:37 199",
+            "Sun, 06 Nov 1994 08:49:37 GMT\u{e9}",
+            "Sun, 06 Nov 10000 08:49:37 GMT",
+            "Fri, 31 Dec 9999 23:59:60 GMT",
+            "\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}",
+        ] {
+            assert_eq!(parse_retry_after(junk, now), None, "{junk:?}");
+        }
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::RETRY_AFTER,
+            reqwest::header::HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 PST"),
+        );
+        assert_eq!(retry_after(&headers), None);
     }
 }

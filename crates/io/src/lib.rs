@@ -13,7 +13,7 @@
 //! | [`platform`]    | every platform-specific call (mmap, pipes, processes, files)    |
 //! | [`http`]        | the settings every reqwest client starts from                   |
 //! | [`logging`]     | tracing to stderr or `GIT_XET_LOG`; the one-line error report   |
-//! | [`human`]       | sizes and ratios for people                                     |
+//! | [`human`]       | sizes and ratios for people, and sizes as people write them     |
 //! | [`error_chain`] | the one walk down an error's causes                             |
 //! | [`url`]         | percent-decoding of remote URLs' parts                          |
 //! | `terminal`      | progress bars on stderr (feature `terminal`: the programs only) |

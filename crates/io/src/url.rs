@@ -3,28 +3,9 @@
 /// `%XX` decoded, `XX` two hex digits of either case (as git and Go's URL parser read user
 /// names, passwords and paths); anything that is not such an escape is kept as written.
 pub fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escape = match bytes.get(i..i + 3) {
-            Some([b'%', h, l]) => git_xet_core::hex::digit(*h)
-                .zip(git_xet_core::hex::digit(*l))
-                .map(|(h, l)| h << 4 | l),
-            _ => None,
-        };
-        match escape {
-            Some(byte) => {
-                out.push(byte);
-                i += 3;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]

@@ -8,6 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, LockOwner,
     MountOption, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEntry,
@@ -178,9 +181,9 @@ pub fn serve<S: RangeSource>(
     on_mounted: impl FnOnce(),
 ) -> Result<(), MountError> {
     check_available()?;
-    // Block the signals in every thread started from here (fuser's, the runtime's): one
-    // thread waits for them and unmounts.
-    let signals = block_signals();
+    // Caught from here on by a handler that only wakes the thread that unmounts, so a signal
+    // that comes before the mount is in place unmounts it as soon as it is.
+    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(MountError::Signals)?;
     keep_freed_memory();
     let mut config = Config::default();
     config.mount_options = vec![
@@ -217,10 +220,8 @@ pub fn serve<S: RangeSource>(
     let mut unmounter = session.unmount_callable();
     let mountpoint = dir.to_path_buf();
     std::thread::spawn(move || {
-        let mut sig: libc::c_int = 0;
-        // SAFETY: a valid, initialised signal set and an out pointer.
-        if unsafe { libc::sigwait(&signals, &mut sig) } == 0 {
-            tracing::info!("signal {sig}: unmounting {}", mountpoint.display());
+        if let Some(signal) = signals.forever().next() {
+            tracing::info!("signal {signal}: unmounting {}", mountpoint.display());
             // Unmounted here rather than by closing fusermount3's auto_unmount socket:
             // fusermount3 3.14 was seen to exit without unmounting then. Lazily, so that a
             // reader still inside does not keep the process alive.
@@ -258,17 +259,4 @@ fn keep_freed_memory() {
 fn user_allow_other() -> bool {
     std::fs::read_to_string("/etc/fuse.conf")
         .is_ok_and(|conf| conf.lines().any(|l| l.trim() == "user_allow_other"))
-}
-
-/// Blocks SIGINT and SIGTERM in this thread (and so in those it starts); returns the set.
-pub fn block_signals() -> libc::sigset_t {
-    // SAFETY: the set is initialised by sigemptyset before use.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
 }

@@ -41,6 +41,8 @@ pub enum MountError {
     Client(#[from] git_xet_client::ClientError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("cannot catch SIGINT and SIGTERM to unmount on them: {0}")]
+    Signals(std::io::Error),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -105,27 +107,6 @@ impl Clone for MountError {
     }
 }
 
-/// A size with an optional binary suffix: `1048576`, `512K`, `500M`, `20G`, `1T`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let digits = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit = s[digits.len()..].to_ascii_uppercase();
-    let shift = match unit.trim_end_matches("IB").trim_end_matches('B') {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        _ => return Err(format!("unknown size unit in {s:?} (use K, M, G or T)")),
-    };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (e.g. 500M, 20G)"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("{s:?} is too large"))
-}
-
 /// Whether `dir` (an absolute, canonical path) is a mount point, from /proc/self/mountinfo.
 pub fn is_mounted(dir: &Path) -> bool {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
@@ -165,18 +146,6 @@ fn unescape_mount_path(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse_with_binary_units() {
-        assert_eq!(parse_size("1048576"), Ok(1 << 20));
-        assert_eq!(parse_size("512K"), Ok(512 << 10));
-        assert_eq!(parse_size("500M"), Ok(500 << 20));
-        assert_eq!(parse_size("20g"), Ok(20 << 30));
-        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
-        for bad in ["", "M", "5X", "-1G", "99999999999T"] {
-            assert!(parse_size(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn mount_paths_are_unescaped() {
