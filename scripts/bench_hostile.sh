@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The hostile-request suite of issue 30 (tests/server/hostile.rs) with its figures: per
+# The hostile-request suite (tests/server/hostile.rs) with its figures: per
 # attack class, the server's peak RSS (VmHWM) and the worst latency of an honest 256 KiB
 # upload (xorb + shard, then a download) made during the attack. Each class runs alone
 # against a fresh server (GIT_XET_HOSTILE_CLASSES), so that a peak is that class's own.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `git xet mount` against a real `git xet server` on loopback.
 #
-#   scripts/bench_mount.sh [SIZE_MIB]          (default 1024; the issue's case is 4096)
+#   scripts/bench_mount.sh [SIZE_MIB]          (default 1024; the 4 GiB case is 4096)
 #   GIT_XET_BIN=/path/git-xet scripts/bench_mount.sh
 #                                              that binary instead of this checkout's release build
 #   CACHE_SIZE=10G                             the mounts' --cache-size (the disk bound checked)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The slow-client attacks of issue 24 against `git xet server` on loopback, with figures:
+# The slow-client attacks against `git xet server` on loopback, with figures:
 # an honest upload's latency without and during the attacks, and the server's RSS.
 #
 # Attacks (all at once): STALLERS xorb uploads that declare 1 MB and send 3 bytes (write

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark of the per-user chunk store (docs/store.md), issue 36's scenario: one file of
+# Benchmark of the per-user chunk store (docs/store.md): one file of
 # SIZE_MIB pushed in VERSIONS versions that each rewrite EDIT_MIB, a clone that pulled every
 # version; git-xet (agent, filter and store) beside plain git-lfs (`basic`) on the same server.
 #

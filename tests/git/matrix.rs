@@ -1,4 +1,4 @@
-//! The compatibility matrix of issue 20: each row is a server setup, run once with plain
+//! The compatibility matrix: each row is a server setup, run once with plain
 //! git-lfs (which must work: it validates the setup) and once with `git xet install
 //! --global` in an isolated HOME (which must work too, and move content through XET where
 //! the server offers it: the second version moves at most 10% of the file's bytes, counted

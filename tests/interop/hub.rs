@@ -593,7 +593,7 @@ fn hub_hf_cli_uploads_and_downloads_as_a_user_would() {
     assert_eq!(log.trim(), "from the CLI");
 }
 
-/// The figures of docs/benchmarks.md ("The Hub API: an edited 64 MiB file"): printed with
+/// The figures of docs/benchmarks.md ("Local storage and dedup"): printed with
 /// `--nocapture`.
 #[test]
 fn hub_an_edited_large_file_moves_only_its_changed_chunks() {

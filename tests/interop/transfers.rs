@@ -24,7 +24,7 @@ async fn hf_xet_uploads_and_both_clients_read_back_bit_exact() {
     let paths: Vec<_> = files.iter().map(|(n, d)| env.file(n, d)).collect();
     let refs: Vec<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
     let uploaded = env.hf_upload(&refs);
-    // The xorbs went in footer-less and were accepted (the 400 is gone).
+    // The xorbs went in footer-less and were accepted (not refused with 400).
     assert!(env.xorb_bytes_received() > 0.0);
     let ours = env.ours("meta", "read");
     for ((name, data), hf) in files.iter().zip(&uploaded) {

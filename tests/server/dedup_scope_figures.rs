@@ -1,7 +1,7 @@
 //! The cost of `--dedup-scope`, measured: N repositories in two orgs upload the same
 //! content with our client (each its own user: no client-side state shared), on a server of
 //! each scope; printed are the xorb bytes uploaded and the xorb bytes stored on disk.
-//! docs/server.md ("Dedup scope") quotes the figures of
+//! docs/benchmarks.md ("Dedup scopes") quotes the figures of
 //! `cargo test --test server dedup_scope_figures -- --nocapture`.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Smaller findings of issue 24: push discovery (`info/refs?service=git-receive-pack`)
+//! Smaller hardening checks: push discovery (`info/refs?service=git-receive-pack`)
 //! creates nothing, the push does; an upload the disk cannot hold is refused before it is
 //! read.
 

@@ -1,10 +1,10 @@
-//! Hostile requests against a real `git xet server` held to an address-space limit (issue 30,
-//! item 3): each class of request at its worst, while an honest client uploads. The server
+//! Hostile requests against a real `git xet server` held to an address-space limit: each
+//! class of request at its worst, while an honest client uploads. The server
 //! must answer each (a clear 4xx, or 200 for what is valid), stay alive, keep its peak RSS
 //! (VmHWM, reset before each class) under [`RSS_BOUND`], and serve the honest upload.
 //!
 //! `scripts/bench_hostile.sh` runs this suite with the figures printed (per class: peak RSS,
-//! honest upload latency); docs/server.md quotes them.
+//! honest upload latency); docs/benchmarks.md quotes them.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

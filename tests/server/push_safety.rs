@@ -165,7 +165,7 @@ fn a_client_killed_at_any_phase_of_its_push_does_not_block_the_next() {
     pause.wait_paused();
     stream.shutdown(std::net::Shutdown::Both).unwrap();
     drop(stream);
-    // Time for the server to see the client gone (and, before the fix, kill git).
+    // Time for the server to see the client gone (and for a server that killed git, to kill it).
     std::thread::sleep(Duration::from_millis(500));
     pause.release();
     settle(&bare);

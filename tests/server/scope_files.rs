@@ -1,4 +1,4 @@
-//! File records per dedup scope (issue 30, item 2): under `--dedup-scope repo` a repository
+//! File records per dedup scope: under `--dedup-scope repo` a repository
 //! that registers a whole file another repository registered first is served its own
 //! record (its own xorbs), and nothing it is told depends on whether the other repository
 //! has the file. On the SQLite index and on PostgreSQL; gc and `check` keep both records.

@@ -1,4 +1,4 @@
-//! Pipelined shard uploads (`X-Xet-Await-Xorbs`, docs/server.md): a shard sent while its
+//! Pipelined shard uploads (`X-Xet-Await-Xorbs`, docs/server-api.md): a shard sent while its
 //! xorbs are still on their way waits for them, without an upload slot, for a bounded time,
 //! in the uploader's dedup domain only, a bounded number of shards at once.
 

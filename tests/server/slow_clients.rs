@@ -216,7 +216,7 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
-/// The attacks of the issue at once: 8 stalled xorb uploads, 40 batch requests without a
+/// The slow-client attacks at once: 8 stalled xorb uploads, 40 batch requests without a
 /// token declaring 16 MiB, 40 silent connections. An honest upload stays within twice its
 /// normal latency (plus scheduling noise) and the server's memory grows by little.
 #[test]

@@ -1,4 +1,4 @@
-//! What one tenant may see of the others and make them wade through (issue 30, item 3):
+//! What one tenant may see of the others and make them wade through:
 //! `/metrics` only for clients on the server's host or on `--metrics-listen`, status-page
 //! totals for the token's own scope, locks per repository bounded, and the lock check asking
 //! about the paths a push changes.

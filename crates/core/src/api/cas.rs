@@ -7,7 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Request header of `POST /v1/shards`: comma-separated hex hashes of xorbs still being
 /// uploaded, which the server waits for before validating the shard (a git-xet server
-/// extension: docs/server.md, "Pipelined shard uploads").
+/// extension: docs/server-api.md, "Pipelined shard uploads").
 pub const AWAIT_XORBS: &str = "x-xet-await-xorbs";
 /// Response header of the xorb and shard uploads of a server that honours [`AWAIT_XORBS`]:
 /// how many xorbs one shard may name. Other servers never send it and are never sent

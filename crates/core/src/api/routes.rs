@@ -30,7 +30,7 @@ pub const XORB_DATA: &str = "/v1/xorb-data/{hash}";
 pub const SHARD_UPLOAD: &str = "/v1/shards";
 pub const SHARD_UPLOAD_V2: &str = "/v2/shards";
 /// The objects one upload Batch API answer gave `xet` actions, by the answer's session id (a
-/// git-xet server extension: docs/server.md, "Read-ahead of a push's objects").
+/// git-xet server extension: docs/server-api.md, "Read-ahead of a push's objects").
 pub const UPLOAD_BATCH: &str = "/v1/upload-batches/{session}";
 
 pub const STATUS: &str = "/";

@@ -33,7 +33,7 @@ const PARALLEL_DOWNLOADS: usize = 8;
 /// reconstructions come 100 to a query) and little else, so more at once hide the latency
 /// of a distant server (a server takes 256 connections from one address by default). Files
 /// pushed together share their xorb bytes (one GET per run, the others wait for it), so
-/// two hundred at once fetch a pull of 200 changed files in one wave of round trips, not
+/// two hundred at once fetch a pull of 200 changed files in one round of round trips, not
 /// four.
 const PARALLEL_SMALL_DOWNLOADS: usize = 200;
 /// Objects up to this size count as small.
