@@ -39,6 +39,8 @@ mod migrate;
 mod migrate_endpoints;
 #[path = "git/mount.rs"]
 mod mount;
+#[path = "git/mount_mmap.rs"]
+mod mount_mmap;
 #[path = "git/mount_more.rs"]
 mod mount_more;
 #[path = "git/mount_store.rs"]

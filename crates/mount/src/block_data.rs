@@ -6,8 +6,9 @@
 use std::ops::{Deref, Range};
 use std::sync::{Arc, Mutex, Weak};
 
-/// Idle buffers kept for the next blocks (each [`BLOCK_SIZE`](crate::blocks::BLOCK_SIZE)).
-const POOLED: usize = 8;
+/// Idle buffers kept for the next blocks (16 MiB of them, each
+/// [`BLOCK_SIZE`](crate::blocks::BLOCK_SIZE)).
+const POOLED: usize = (16 << 20) / crate::blocks::BLOCK_SIZE as usize;
 
 /// Spare block buffers.
 #[derive(Default)]

@@ -14,25 +14,13 @@ use crate::MountError;
 use filler::Filler;
 use git_xet_core::lfs::pointer::Pointer;
 
-/// 2 MiB: about 32 chunks, so the chunks cut at a block's ends are a small part of it,
-/// and a FUSE read (128 KiB) rarely spans two blocks.
-pub const BLOCK_SIZE: u64 = 2 << 20;
-/// At most this many blocks are fetched ahead of a sequential reader (96 MiB).
-pub const READ_AHEAD: u64 = 48;
-/// Read-ahead fetches runs of up to this many blocks (8 MiB) as one range: one
-/// reconstruction query and one xorb range per run instead of one per block, and several
-/// runs in flight at once keep the link (and both ends' cores) busy. Adjacent runs share
-/// no chunk (`crate::edges`). Once a quarter of the read-ahead is more, runs are that
-/// long, up to [`MAX_WINDOW_BLOCKS`] (16 MiB): fewer queries for a long read.
-pub const WINDOW_BLOCKS: u64 = 4;
-pub const MAX_WINDOW_BLOCKS: u64 = 8;
-/// A sequential reader has at least this many blocks ahead (8 MiB): the first windows
-/// stream while it reads rather than one block at a time.
-pub const MIN_AHEAD: u64 = 4;
+/// 128 KiB, a FUSE read (max_read): a read at a random offset fetches little more than it
+/// asks (two or three chunks), so that one tensor read through a map costs about its size.
+/// Read-ahead fetches runs of blocks, one range each (`blocks_ahead.rs`).
+pub const BLOCK_SIZE: u64 = 128 << 10;
 /// Blocks kept in memory (192 MiB): the read-ahead and what readers are reading.
-pub const MEMORY_BLOCKS: usize = 96;
-/// A stream of reads is sequential once it has read this much without a jump: a random
-/// read of a few MiB does not start read-ahead.
+pub const MEMORY_BLOCKS: usize = (192 << 20) / BLOCK_SIZE as usize;
+/// A stream of reads is sequential once it has read this much without a jump.
 pub const SEQUENTIAL_AFTER: u64 = 2 * BLOCK_SIZE;
 /// Readers of one object told apart (a data loader's workers each read their own way).
 const STREAMS: usize = 16;
@@ -62,8 +50,11 @@ pub trait RangeSource: Send + Sync + 'static {
     }
 }
 
+#[path = "blocks_ahead.rs"]
+mod ahead;
 #[path = "blocks_filler.rs"]
 mod filler;
+pub use ahead::{ahead_of, window_of, CAREFUL_RUN, MAX_WINDOW, READ_AHEAD};
 
 type Key = ([u8; 32], u64);
 
@@ -165,15 +156,12 @@ impl<S: RangeSource> BlockCache<S> {
         Ok(Data::Owned(out))
     }
 
-    /// Read-ahead after block `last` for a stream that has read `run` bytes in a row: an
-    /// eighth of the run (at least [`MIN_AHEAD`], at most [`READ_AHEAD`] blocks), so that
-    /// reading one tensor of a checkpoint fetches little past its end while a whole-file
-    /// read has 96 MiB ahead after its first 768 MiB. Refilled once half of it was read, in
-    /// runs of [`WINDOW_BLOCKS`] or a quarter of the read-ahead fetched in parallel, each
-    /// streamed into its blocks as it arrives.
+    /// Read-ahead after block `last` for a stream that has read `run` bytes in a row
+    /// ([`ahead_of`] bytes, in blocks), refilled once half of it was read, in runs of
+    /// [`window_of`] fetched in parallel, each streamed into its blocks as it arrives.
     fn read_ahead(&self, object: &Pointer, last: u64, run: u64) {
         let last_block = (object.size - 1) / BLOCK_SIZE;
-        let ahead = (run / BLOCK_SIZE / 8).clamp(MIN_AHEAD, READ_AHEAD);
+        let ahead = ahead_of(run).div_ceil(BLOCK_SIZE);
         let have = {
             let state = self.state.lock().expect("block state");
             (last + 1..=last + ahead)
@@ -184,7 +172,7 @@ impl<S: RangeSource> BlockCache<S> {
             return;
         }
         let to = (last + ahead).min(last_block);
-        let window = (ahead / 4).clamp(WINDOW_BLOCKS, MAX_WINDOW_BLOCKS);
+        let window = window_of(ahead * BLOCK_SIZE) / BLOCK_SIZE;
         let mut b = last + 1 + have;
         while b <= to {
             let piece_end = (b + window - 1).min(to);
@@ -284,21 +272,25 @@ impl<S: RangeSource> BlockCache<S> {
     }
 }
 
-/// Drops the least recently used finished blocks beyond `max` (blocks in flight stay).
+/// Drops the least recently used finished blocks beyond `max` (blocks in flight stay), and
+/// a sixteenth of `max` more: one scan of the blocks per many dropped, not one per block.
 fn evict(state: &mut State, max: usize) {
-    while state.slots.len() > max {
-        let oldest = state
-            .slots
-            .iter()
-            .filter(|(_, (slot, _))| slot.result.try_lock().is_ok_and(|r| r.is_some()))
-            .min_by_key(|(_, (_, used))| *used)
-            .map(|(k, _)| *k);
-        match oldest {
-            Some(k) => {
-                state.slots.remove(&k);
-            }
-            None => break,
-        }
+    if state.slots.len() <= max {
+        return;
+    }
+    let drop_count = state.slots.len() - max + max / 16;
+    let mut finished: Vec<(u64, Key)> = state
+        .slots
+        .iter()
+        .filter(|(_, (slot, _))| slot.result.try_lock().is_ok_and(|r| r.is_some()))
+        .map(|(k, (_, used))| (*used, *k))
+        .collect();
+    if finished.len() > drop_count {
+        finished.select_nth_unstable(drop_count);
+        finished.truncate(drop_count);
+    }
+    for (_, k) in finished {
+        state.slots.remove(&k);
     }
 }
 
@@ -386,59 +378,79 @@ mod tests {
         assert_eq!(c.source().calls.load(Ordering::SeqCst), 1);
     }
 
+    /// The blocks fetched so far, sorted, and forgotten.
+    fn take_fetched(c: &BlockCache<Counting>) -> Vec<u64> {
+        std::thread::sleep(Duration::from_millis(300));
+        let mut fetched = std::mem::take(&mut *c.source().fetches.lock().unwrap());
+        fetched.sort();
+        fetched
+    }
+
+    /// `len` bytes at `offset` in reads of `piece` bytes, in order.
+    fn read_in_order(c: &BlockCache<Counting>, obj: &Pointer, offset: u64, len: u64, piece: u64) {
+        let mut at = offset;
+        while at < offset + len {
+            let n = piece.min(offset + len - at);
+            assert_eq!(c.read(obj, at, n as u32).unwrap().len() as u64, n);
+            at += n;
+        }
+    }
+
     #[test]
     fn sequential_reads_fetch_ahead_and_random_ones_do_not() {
         let c = cache(0);
-        let obj = object(40 * BLOCK_SIZE);
+        let obj = object(400 * BLOCK_SIZE);
         let piece = 128 * 1024;
-        // A random read of 1 MiB in 128 KiB reads (as the kernel sends it): no read-ahead.
-        for i in 0..8u64 {
-            c.read(&obj, 5 * BLOCK_SIZE + i * piece, piece as u32)
-                .unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(
-            *c.source().fetches.lock().unwrap(),
-            vec![5],
-            "a random read"
-        );
-        // A sequential reader, interleaved with another: read-ahead past 2 blocks in a row.
-        let mut offset = 10 * BLOCK_SIZE;
-        while offset < 12 * BLOCK_SIZE + piece {
+        // A random read of two blocks, in reads of 128 KiB (as the kernel sends them): no
+        // read-ahead.
+        read_in_order(&c, &obj, 5 * BLOCK_SIZE, 2 * BLOCK_SIZE, piece);
+        assert_eq!(take_fetched(&c), vec![5, 6], "a random read");
+        // A sequential reader, interleaved with another: past SEQUENTIAL_AFTER in a row, the
+        // next block is fetched ahead of it.
+        let mut offset = 100 * BLOCK_SIZE;
+        while offset < 104 * BLOCK_SIZE {
             c.read(&obj, offset, piece as u32).unwrap();
-            c.read(&obj, 30 * BLOCK_SIZE + offset % 7 * 4096, 10)
+            c.read(&obj, 300 * BLOCK_SIZE + offset % 7 * 4096, 10)
                 .unwrap();
             offset += piece;
         }
-        std::thread::sleep(Duration::from_millis(300));
-        let mut fetched = c.source().fetches.lock().unwrap().clone();
-        fetched.sort();
-        // Read-ahead from block 12 on: an eighth of the run, at least MIN_AHEAD blocks.
-        assert_eq!(fetched, vec![5, 10, 11, 12, 13, 14, 15, 16, 30]);
+        assert_eq!(take_fetched(&c), vec![100, 101, 102, 103, 104, 300]);
         // Never past the end.
-        let mut offset = 36 * BLOCK_SIZE;
-        while offset < 40 * BLOCK_SIZE {
-            c.read(&obj, offset, piece as u32).unwrap();
-            offset += piece;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(c.source().fetches.lock().unwrap().iter().all(|&b| b < 40));
-        // A long sequential read: read-ahead grows to READ_AHEAD blocks, fetched in runs.
-        let big = Pointer::new(Oid([8; 32]), 400 * BLOCK_SIZE);
+        let small = Pointer::new(Oid([9; 32]), 40 * BLOCK_SIZE);
+        read_in_order(&c, &small, 30 * BLOCK_SIZE, 10 * BLOCK_SIZE, piece);
+        assert_eq!(take_fetched(&c), (30..40).collect::<Vec<_>>());
+        // A long sequential read: the read-ahead grows to an eighth of the run, in runs.
+        let big = Pointer::new(Oid([8; 32]), 4000 * BLOCK_SIZE);
         let calls = c.source().calls.load(Ordering::SeqCst);
-        let mut offset = 0;
-        while offset < 300 * BLOCK_SIZE {
-            c.read(&big, offset, piece as u32).unwrap();
-            offset += piece;
-        }
-        std::thread::sleep(Duration::from_millis(300));
+        read_in_order(&c, &big, 0, 2400 * BLOCK_SIZE, piece);
+        let fetched = take_fetched(&c);
         let calls = c.source().calls.load(Ordering::SeqCst) - calls;
         assert!(
-            calls < 150,
-            "{calls} fetches for 300 blocks: not one per block"
+            calls < 2400 / 4,
+            "{calls} fetches for 2400 blocks: not one per block"
         );
-        let furthest = c.source().fetches.lock().unwrap().iter().copied().max();
-        assert!(furthest <= Some(300 + READ_AHEAD), "{furthest:?}");
+        let furthest = fetched.iter().copied().max().unwrap();
+        let bound = 2400 + ahead_of(2400 * BLOCK_SIZE) / BLOCK_SIZE;
+        assert!(furthest <= bound, "{furthest} > {bound}");
+        assert!(furthest > 2400 + 8, "{furthest}: no read-ahead");
+    }
+
+    /// A tensor read through a map: its pages' reads in order, from an offset inside a
+    /// block, after a read of the file's header. The blocks fetched are its own, and few
+    /// past its end.
+    #[test]
+    fn a_tensor_read_in_order_fetches_little_past_its_end() {
+        let c = cache(0);
+        let obj = object(4000 * BLOCK_SIZE);
+        for (mib, within) in [(4u64, 0.10), (8, 0.06), (16, 0.09), (64, 0.14)] {
+            let offset = 3 * mib * (1 << 20) + 12345 * 4096 % BLOCK_SIZE;
+            let len = mib << 20;
+            c.read(&obj, 0, 4096).unwrap();
+            read_in_order(&c, &obj, offset, len, 128 * 1024);
+            let fetched = take_fetched(&c).len() as u64 * BLOCK_SIZE;
+            let ratio = fetched as f64 / len as f64;
+            assert!(ratio <= 1.0 + within, "{mib} MiB: {ratio:.3}x fetched");
+        }
     }
 
     #[test]
