@@ -251,8 +251,8 @@ fn a_pointer_only_clone_mounts_lists_and_reads_bit_exact() {
         let out = child.wait_with_output().unwrap();
         assert!(out.stdout == f.v1[1 << 20..2 << 20]);
     }
-    // Its 2 MiB block once, and the kernel's read-ahead may ask for the next one: under
-    // 6 MiB. Without single flight the first block alone would be sent four times (8+ MiB).
+    // Its blocks once, and what the kernel's read-ahead asks beyond: under 6 MiB. Without
+    // single flight the four readers would each fetch the MiB and more (8+ MiB).
     let served = f.server.metric(XORB_SERVED) - before;
     assert!(
         served < (6 << 20) as f64,

@@ -80,10 +80,10 @@ fn a_small_cache_evicts_and_reads_stay_bit_exact() {
     let f = fixture();
     let cache = f.env.home.join(".cache/git-xet/chunks");
     for round in 0..2 {
-        // 5 MiB: entries up to 2.5 MiB are kept, so each 2 MiB block read alone is one.
+        // 5 MiB: entries up to 2.5 MiB are kept; each read below is 1 MiB.
         let view = mount(&f, &format!("view{round}"), &["--cache-size", "5M"]);
         let model = view.0.join("weights/model.bin");
-        // Block by block backwards (no read-ahead): five entries, twice the bound.
+        // Backwards, 2 MiB apart (no read-ahead of ours): five entries, twice the bound.
         for block in (0..5u64).rev() {
             let offset = block * (2 << 20) + 1000;
             let len = (1usize << 20).min(f.v2.len() - offset as usize);
