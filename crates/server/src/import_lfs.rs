@@ -8,7 +8,7 @@
 //! new chunks packed into xorbs, sha256 checked against the name before anything is stored,
 //! then registered in the repository. Content already stored for another repository is
 //! converted again (its chunks deduplicate, so nothing is stored twice): a repository's file
-//! is never found by another repository's sha256 claim (docs/server.md). Each object is registered on its own, so a re-run (after a crash or kill -9)
+//! is never found by another repository's sha256 claim (docs/server-operations.md). Each object is registered on its own, so a re-run (after a crash or kill -9)
 //! skips what is done. Works on the deployment directly (the same `--data`, `--object-store`
 //! and `--index` as the server's), with the server running or not (xorbs are immutable,
 //! registrations go through the index).

@@ -1,6 +1,6 @@
 //! Request and storage counters, rendered as Prometheus text at `GET /metrics`.
 //!
-//! The names are a contract with dashboards and tests (docs/server.md, "Metrics", lists
+//! The names are a contract with dashboards and tests (docs/server-operations.md, "Metrics", lists
 //! them). Counters count this process's events; the storage gauges are read from the index
 //! at each scrape, so they hold after `gc` and agree between processes sharing an index.
 

@@ -3,7 +3,7 @@
 //! is validated (records, chunk hashes, xorb hash) before it is copied, a shard parsed, and
 //! every copy read back and compared with what was read. Incremental: an object the
 //! destination already holds is passed over, so a re-run copies only what landed since (the
-//! switch-over in docs/server.md, "Moving the object store", relies on that). The source is
+//! switch-over in docs/server-operations.md, "Moving the object store", relies on that). The source is
 //! never changed.
 //!
 //! A destination object of the same key but another size is left as it is: one xorb has

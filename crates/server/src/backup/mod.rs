@@ -9,7 +9,7 @@
 //!   `git/<repo>.bundle`, `secret` (unless excluded), and `manifest.json` written last (a
 //!   snapshot without one is incomplete and ignored).
 //!
-//! Why a snapshot holds everything a client was told is stored: see docs/server.md,
+//! Why a snapshot holds everything a client was told is stored: see docs/server-operations.md,
 //! "Backup and restore".
 
 mod dest;

@@ -1,5 +1,5 @@
 //! Taking a backup. The order of the steps is what makes it consistent while servers run
-//! (the argument is in docs/server.md, "Backup and restore"):
+//! (the argument is in docs/server-operations.md, "Backup and restore"):
 //! 1. copy every stored object the destination lacks;
 //! 2. bundle every git repository (each bundle reads its refs once);
 //! 3. dump the index in one read transaction;

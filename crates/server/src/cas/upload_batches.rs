@@ -1,5 +1,5 @@
 //! `GET /v1/upload-batches/{session}`: the objects an upload Batch API answer gave `xet`
-//! actions, by the session id of that answer (a git-xet extension: docs/server.md,
+//! actions, by the session id of that answer (a git-xet extension: docs/server-api.md,
 //! "Read-ahead of a push's objects").
 //!
 //! git-lfs hands its agents one object each and waits for each answer before the next, so

@@ -1,4 +1,4 @@
-//! Shards that arrive before their xorbs (a git-xet extension of the CAS API, docs/server.md,
+//! Shards that arrive before their xorbs (a git-xet extension of the CAS API, docs/server-api.md,
 //! "Pipelined shard uploads"): a client that sends a shard while the xorbs it describes are
 //! still being uploaded names them in [`AWAIT_XORBS`]; the shard, staged, then waits for each
 //! to be stored in the uploader's dedup domain before it is validated as usual. It waits

@@ -1,7 +1,7 @@
 //! `git xet server index rebuild` and `index check` (crates/server/src/rebuild/mod.rs):
 //! bringing a lost index back from the object store and the git repositories, and comparing
 //! a live index with such a rebuild. How each thing the index holds comes back, or fails
-//! closed, is in docs/server.md ("Index rebuild").
+//! closed, is in docs/server-operations.md ("Index rebuild").
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,7 +22,7 @@ pub(super) enum IndexCommand {
     /// Rebuild a lost or damaged index, into an empty one (embedded or PostgreSQL), from the
     /// object store (xorbs, shards) and the hosted git repositories (each repository's LFS
     /// pointers in all refs, each verified by rebuilding the file and hashing it). Tokens,
-    /// revocations and locks are not in those sources: see docs/server.md, "Index rebuild".
+    /// revocations and locks are not in those sources: see docs/server-operations.md, "Index rebuild".
     Rebuild(RebuildArgs),
     /// Compare the live index with a rebuild (made in a scratch index; nothing is changed).
     /// Exits non-zero listing every difference.

@@ -53,7 +53,7 @@ pub(super) struct RunArgs {
     /// How far deduplication reaches: `server` (every repository dedups against all
     /// others: one team), `org` (within the first component of the repository name) or
     /// `repo`. A scoped server tells no request about another scope's chunks or xorbs, at
-    /// the cost of storing content again per scope (docs/server.md, "Dedup scope").
+    /// the cost of storing content again per scope (docs/server-api.md, "Dedup scope").
     #[arg(
         long,
         value_enum,
@@ -185,7 +185,7 @@ pub(super) struct RunArgs {
     )]
     policy: Option<PathBuf>,
     /// Log lines as `text` (for people, journald) or `json` (one object per line, with the
-    /// request id of each request's lines: docs/server.md, "Logs").
+    /// request id of each request's lines: docs/server-operations.md, "Logs").
     #[arg(
         long,
         value_enum,

@@ -1,6 +1,6 @@
 //! `git xet server storage migrate --to LOCATION` (crates/server/src/migrate.rs): copy the
 //! deployment's objects to another store while servers run; the switch-over is in
-//! docs/server.md, "Moving the object store".
+//! docs/server-operations.md, "Moving the object store".
 
 use std::process::ExitCode;
 use std::time::Instant;

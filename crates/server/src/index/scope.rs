@@ -1,5 +1,5 @@
 //! Dedup scope (`--dedup-scope server|org|repo`): which repositories' xorbs a request may
-//! find, be told about, or reference (docs/server.md, "Dedup scope").
+//! find, be told about, or reference (docs/server-api.md, "Dedup scope").
 //!
 //! The index always records which repositories hold each xorb (`xorb_repos`: a repository
 //! uploaded it in full, or registered files that reference it), whatever the setting, so

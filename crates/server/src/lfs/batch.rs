@@ -315,7 +315,7 @@ pub async fn batch(
             .collect();
         if announced.len() > 1 {
             // The list goes with the answer too, saving the agent's coordinator the round
-            // trip of asking for it (docs/server.md, "Read-ahead of a push's objects").
+            // trip of asking for it (docs/server-api.md, "Read-ahead of a push's objects").
             let listed = &announced[..announced.len().min(lfs::MAX_UPLOAD_OBJECTS)];
             let list = lfs::format_upload_objects(listed);
             for action in objects

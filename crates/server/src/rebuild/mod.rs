@@ -1,5 +1,5 @@
 //! `git xet server index rebuild`: the index brought back from the two sources of truth, the
-//! object store and the hosted git repositories (docs/server.md, "Index rebuild").
+//! object store and the hosted git repositories (docs/server-operations.md, "Index rebuild").
 //!
 //! 1. Every stored xorb is indexed from its own footer (its layout as stored).
 //! 2. Every stored shard is read: its files (terms, sha256 claim) become candidates.

@@ -63,7 +63,7 @@ pub fn serve(settings: &Settings, repo: &RepoName, push: bool) -> Result<ExitSta
     if push {
         runtime.block_on(repos::fix_head(&dir));
         // git has answered the client already: this only narrows the window (see
-        // docs/server.md, Durability).
+        // docs/server-operations.md, Durability).
         if let Err(e) = repos::sync_names(&dir, started) {
             tracing::warn!("fsyncing the directories of {}: {e}", dir.display());
         }

@@ -6,8 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-// The server otherwise depends only on the layers below it; the pointer format's one parser
-// lives with git-lfs's other formats (see the task report about moving it down).
+// The pointer format's one parser is the protocol core's, shared with the client side.
 use crate::repo_name::RepoName;
 use git_xet_core::lfs::pointer::{Oid, Pointer, MAX_POINTER_SIZE};
 

@@ -1,4 +1,4 @@
-//! `--object-store-fallback`: during a move of the object store (docs/server.md, "Moving the
+//! `--object-store-fallback`: during a move of the object store (docs/server-operations.md, "Moving the
 //! object store"), the servers write to the new store and read what it lacks from the old
 //! one, so that objects stored in the old store after the bulk copy, and before every server
 //! was restarted, stay readable until `storage migrate` has copied them too. The old store is

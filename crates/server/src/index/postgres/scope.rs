@@ -50,7 +50,7 @@ ON CONFLICT (xorb_id, repo) DO NOTHING;
 
 /// A repository's own terms of a file it registered in a scoped domain, where they differ
 /// from the server's record (`files`); NULL: the server's record. Existing rows keep the
-/// record they were served (docs/server.md, "Dedup scope").
+/// record they were served (docs/server-api.md, "Dedup scope").
 pub(super) const FILE_RECORDS_MIGRATION: &str = "ALTER TABLE repo_files ADD COLUMN terms BYTEA;";
 
 /// A scoped domain's record of a file (`$1`): the oldest record of a repository inside it

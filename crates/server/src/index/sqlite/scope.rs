@@ -68,7 +68,7 @@ pub(super) fn migrate_v2(tx: &Transaction, now: i64) -> IndexResult<()> {
 
 /// Version 3: a repository's own terms of a file it registered in a scoped domain, where
 /// they differ from the server's record (`files`); NULL: the server's record. Existing rows
-/// keep the record they were served (docs/server.md, "Dedup scope").
+/// keep the record they were served (docs/server-api.md, "Dedup scope").
 const V3: &str = "ALTER TABLE repo_files ADD COLUMN terms BLOB;";
 
 pub(super) fn migrate_v3(tx: &Transaction) -> IndexResult<()> {
