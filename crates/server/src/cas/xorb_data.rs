@@ -9,7 +9,6 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::TryStreamExt;
 
-use crate::auth::now_secs;
 use crate::body::parse_range;
 use crate::cas::parse_hash;
 use crate::error::{ServerError, ServerResult};
@@ -17,6 +16,7 @@ use crate::metrics::add;
 use crate::signing::{self, FetchQuery};
 use crate::state::SharedState;
 use crate::storage::ObjectKey;
+use git_xet_io::time::now_secs;
 
 pub async fn get(
     State(state): State<SharedState>,

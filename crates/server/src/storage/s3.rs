@@ -447,7 +447,7 @@ impl ObjectStore for S3Store {
                 region: &region,
             };
             let value = format!("bytes={}-{}", range.start, range.end - 1);
-            let now = crate::auth::now_secs();
+            let now = git_xet_io::time::now_secs();
             super::sigv4::presign_get(
                 &creds,
                 &url,
