@@ -9,7 +9,6 @@
 //! | `deployment`    | where the store, index and secret live; opening them              |
 //! | `keys`, `auth`, `signing`, `revocation` | secret, tokens, signed fetch URLs, revoked tokens |
 //! | `identity`      | the rule language of tokens, ssh keys and the OIDC policy; OIDC   |
-//! | `storage`       | object store trait; directory and S3-compatible backends          |
 //! | `index`         | index trait; SQLite and PostgreSQL backends                        |
 //! | `shard_check`   | validating uploaded shards against stored xorbs                   |
 //! | `reconstruct`   | planning reconstructions for byte ranges                          |
@@ -66,7 +65,6 @@ pub mod signing;
 pub mod ssh;
 pub mod state;
 pub mod status;
-pub mod storage;
 pub mod tls;
 pub mod web;
 

@@ -15,8 +15,8 @@ use crate::error::{ServerError, ServerResult};
 use crate::metrics::add;
 use crate::signing::{self, FetchQuery};
 use crate::state::SharedState;
-use crate::storage::ObjectKey;
 use git_xet_io::time::now_secs;
+use git_xet_storage::ObjectKey;
 
 pub async fn get(
     State(state): State<SharedState>,
