@@ -105,9 +105,9 @@ fn config(c: &ConnectArgs) -> anyhow::Result<ClientConfig> {
     Ok(config)
 }
 
-/// The process's runtime (git_xet_client::runtime).
+/// The process's runtime (git_xet_io::runtime).
 fn runtime() -> anyhow::Result<tokio::runtime::Handle> {
-    git_xet_client::runtime::handle().context("starting the async runtime")
+    git_xet_io::runtime::handle().context("starting the async runtime")
 }
 
 pub fn upload(args: UploadArgs) -> anyhow::Result<ExitCode> {

@@ -126,8 +126,9 @@ pub fn main() -> ExitCode {
         Command::Unmount(a) => mount_cmds::unmount(a),
         Command::GenerateDocs(a) => docs::generate(a),
     };
-    // The one runtime of the process, if a command built one (git_xet_client::runtime).
-    git_xet_client::runtime::shutdown();
+    // The one runtime of the process, if a command built one (git_xet_io::runtime): a few
+    // seconds for blocking work to end, not forever.
+    git_xet_io::runtime::shutdown(std::time::Duration::from_secs(5));
     match result {
         Ok(code) => code,
         Err(err) => {

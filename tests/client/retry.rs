@@ -134,14 +134,14 @@ fn batch_client(peer: &ScriptedPeer) -> BatchClient {
 fn batch(peer: &ScriptedPeer) -> Result<usize, LfsError> {
     let client = batch_client(peer);
     let object = [(Oid([7; 32]), 10)];
-    git_xet_client::runtime::block_on(client.batch(Operation::Download, &["basic"], &object))
+    git_xet_io::runtime::block_on(client.batch(Operation::Download, &["basic"], &object))
         .unwrap()
         .map(|answer| answer.objects.len())
 }
 
 fn query(peer: &ScriptedPeer) -> Result<Option<bytes::Bytes>, ClientError> {
     let client = cas_client(peer);
-    git_xet_client::runtime::block_on(client.api().query_chunk(&MerkleHash::default())).unwrap()
+    git_xet_io::runtime::block_on(client.api().query_chunk(&MerkleHash::default())).unwrap()
 }
 
 /// The time between the first two requests.

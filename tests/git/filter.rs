@@ -205,7 +205,7 @@ fn a_checkout_fetches_missing_objects_through_xet_by_itself() {
     // downloads alike: every git-xet process built at most one.
     let built: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains(git_xet_client::runtime::BUILT_EVENT))
+        .filter(|l| l.contains(git_xet_io::runtime::BUILT_EVENT))
         .collect();
     assert!(
         !built.is_empty(),

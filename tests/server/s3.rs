@@ -6,7 +6,7 @@ use std::io::Write;
 
 use futures::TryStreamExt;
 use git_xet_core::MerkleHash;
-use git_xet_server::storage::{ObjectKey, ObjectKind, ObjectStore, S3Store};
+use git_xet_storage::{ObjectKey, ObjectKind, ObjectStore, S3Store};
 use object_store::ObjectStore as _;
 
 use crate::common::{json, rebuild, Cas, Upload};
@@ -109,7 +109,7 @@ fn s3_store_puts_reads_lists_and_deletes_on_garage() {
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
 }
 
-fn staged_write(staged: &mut git_xet_server::storage::Staged, bytes: &[u8]) {
+fn staged_write(staged: &mut git_xet_storage::Staged, bytes: &[u8]) {
     let mut file = staged.file();
     file.write_all(bytes).unwrap();
 }

@@ -61,7 +61,7 @@ pub(crate) fn user_token(server: &TestServer, repo: &str, scope: &str, user: &st
 fn minted_tokens_expire_with_their_parent_and_cannot_mint_or_push() {
     let server = TestServer::start_with_clock(&[]);
     let parent = server.token_with_ttl("org/m", "write", Some(600));
-    let parent_exp = git_xet_server::auth::now_secs() + 600;
+    let parent_exp = git_xet_io::time::now_secs() + 600;
     let (status, minted) = refresh(&server, "org/m", &parent);
     assert_eq!(status, 200, "{minted}");
     let child = minted["accessToken"].as_str().unwrap().to_string();

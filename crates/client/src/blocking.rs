@@ -1,5 +1,5 @@
 //! A synchronous facade for callers without an async runtime: it blocks on each call on the
-//! process's runtime ([`crate::runtime`]).
+//! process's runtime ([`git_xet_io::runtime`]).
 
 use std::path::Path;
 
@@ -24,7 +24,7 @@ pub struct BlockingUpload<'a> {
 
 impl BlockingClient {
     pub fn new(config: ClientConfig) -> Result<Self> {
-        let runtime = crate::runtime::handle()
+        let runtime = git_xet_io::runtime::handle()
             .map_err(|e| ClientError::Aborted(format!("cannot start the async runtime: {e}")))?;
         let client = CasClient::new(config)?;
         Ok(BlockingClient { runtime, client })

@@ -80,7 +80,6 @@ mod http;
 pub mod progress;
 pub mod records;
 pub mod retry;
-pub mod runtime;
 pub mod shard_cache;
 pub mod stats;
 pub mod store;

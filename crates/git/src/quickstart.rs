@@ -421,7 +421,7 @@ impl Server {
         let url = format!("{}/metrics", self.url);
         // The quickstart's own server on loopback: the factory's defaults.
         let http = git_xet_client::HttpFactory::default();
-        let rt = git_xet_client::runtime::handle().map_err(GitError::Runtime)?;
+        let rt = git_xet_io::runtime::handle().map_err(GitError::Runtime)?;
         let text = rt.block_on(async {
             let transport = |source| GitError::Http {
                 url: url.clone(),

@@ -314,7 +314,7 @@ fn transfer_path(repo: &Repo, remote: &str) -> (String, String) {
         Err(e) => return (handoff(e.to_string()), format!("unknown ({e})")),
     };
     let answer = resolved.batch_client().and_then(|client| {
-        let rt = git_xet_client::runtime::handle().map_err(GitError::Runtime)?;
+        let rt = git_xet_io::runtime::handle().map_err(GitError::Runtime)?;
         Ok(rt.block_on(client.batch(
             Operation::Download,
             &["basic", "xet"],

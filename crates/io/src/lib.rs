@@ -16,6 +16,8 @@
 //! | [`human`]       | sizes and ratios for people, and sizes as people write them     |
 //! | [`error_chain`] | the one walk down an error's causes                             |
 //! | [`url`]         | percent-decoding of remote URLs' parts                          |
+//! | [`runtime`]     | the process's one tokio runtime, for both programs              |
+//! | [`time`]        | the servers' clock; timestamps as RFC 3339 and for people       |
 //! | `terminal`      | progress bars on stderr (feature `terminal`: the programs only) |
 //! | `cli_docs`      | man pages, completions, `--help` as a man page (feature `cli-docs`) |
 
@@ -28,6 +30,8 @@ pub mod json_log;
 pub mod logging;
 pub mod pipeline;
 pub mod platform;
+pub mod runtime;
 #[cfg(feature = "terminal")]
 pub mod terminal;
+pub mod time;
 pub mod url;

@@ -216,7 +216,7 @@ impl ObjectService {
     /// The process's runtime, started by the first transfer (git-lfs starts agents that
     /// never get an object).
     fn runtime(&self) -> Result<tokio::runtime::Handle, LfsError> {
-        git_xet_client::runtime::handle().map_err(|e| LfsError::Runtime(Arc::new(e)))
+        git_xet_io::runtime::handle().map_err(|e| LfsError::Runtime(Arc::new(e)))
     }
 
     /// The client for the CAS server `access` names, created on first use; a newer token
@@ -415,7 +415,7 @@ impl ObjectService {
     }
 
     /// Ends the session: clients dropped (the process's runtime stops where the process
-    /// ends: git_xet_client::runtime::shutdown).
+    /// ends: git_xet_io::runtime::shutdown).
     pub fn shutdown(&mut self) {
         self.clients.clear();
     }

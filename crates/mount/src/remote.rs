@@ -68,7 +68,7 @@ impl XetRemote {
         cache: Option<(PathBuf, u64)>,
         timeout: Duration,
     ) -> Result<XetRemote, MountError> {
-        let runtime = git_xet_client::runtime::handle().map_err(MountError::Runtime)?;
+        let runtime = git_xet_io::runtime::handle().map_err(MountError::Runtime)?;
         let store = git_xet_git::store::open(&repo);
         Ok(XetRemote {
             fetcher: Default::default(),

@@ -134,7 +134,7 @@ pub fn valid_user(user: &str) -> bool {
     !user.trim().is_empty() && user.len() <= MAX_USER_LEN && !user.chars().any(char::is_control)
 }
 
-pub use crate::time::now_secs;
+use git_xet_io::time::now_secs;
 
 /// A new token for `repo` with `scope`, valid for `ttl_secs`, with a new id that is also its
 /// user name. Returns it and its expiry.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::index::{Index, IndexError, PgIndex, SqliteIndex};
 use crate::keys::Keys;
-use crate::storage::{FsStore, ObjectStore, S3ProbeError, S3Store};
+use git_xet_storage::{FsStore, ObjectStore, S3ProbeError, S3Store};
 
 /// Where xorbs and shards are stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,7 +114,7 @@ pub struct DeploymentConfig {
     pub data_dir: PathBuf,
     pub object_store: StoreLocation,
     /// The store being moved away from, read for what `object_store` lacks (`storage
-    /// migrate`'s switch-over, storage/fallback.rs); never written.
+    /// migrate`'s switch-over, git-xet-storage's fallback.rs); never written.
     pub object_store_fallback: Option<StoreLocation>,
     pub index: IndexLocation,
 }
@@ -194,7 +194,7 @@ pub fn open(
         )?),
     };
     let store = match &config.object_store_fallback {
-        Some(old) => Arc::new(crate::storage::FallbackStore::new(
+        Some(old) => Arc::new(git_xet_storage::FallbackStore::new(
             store,
             open_store(old, staging, fsync)?,
         )),

@@ -113,6 +113,12 @@ impl ServerError {
     }
 }
 
+impl From<crate::repo_name::InvalidRepoName> for ServerError {
+    fn from(e: crate::repo_name::InvalidRepoName) -> Self {
+        ServerError::BadRequest(e.to_string())
+    }
+}
+
 impl IntoResponse for ServerError {
     fn into_response(self) -> Response {
         self.into_response_as("application/json")

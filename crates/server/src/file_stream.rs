@@ -12,9 +12,9 @@ use crate::metrics::add;
 use crate::reconstruct::Plan;
 use crate::repo_name::RepoName;
 use crate::state::SharedState;
-use crate::storage::ObjectKey;
 use git_xet_core::hash::chunk_hash;
 use git_xet_core::xorb::ChunkRecords;
+use git_xet_storage::ObjectKey;
 
 /// Serialized bytes read from a xorb at once.
 const READ_GROUP: usize = 4 * 1024 * 1024;

@@ -22,8 +22,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures::TryStreamExt;
 
 use crate::index::{Index, IndexError};
-use crate::storage::{ObjectInfo, ObjectKey, ObjectKind, ObjectStore};
 use git_xet_core::MerkleHash;
+use git_xet_storage::{ObjectInfo, ObjectKey, ObjectKind, ObjectStore};
 
 /// What went wrong in an upkeep command (gc, check, repo delete).
 #[derive(Debug, thiserror::Error)]

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use git_xet_core::MerkleHash;
 
 use crate::state::{blocking, SharedState};
-use crate::storage::ObjectKey;
+use git_xet_storage::ObjectKey;
 
 /// How long a readiness answer is reused.
 pub const FRESH: Duration = Duration::from_secs(1);

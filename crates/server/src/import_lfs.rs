@@ -109,7 +109,7 @@ pub fn import(opts: &ImportOptions, progress: ProgressFn) -> Result<ImportReport
         from: opts.from.clone(),
         cause,
     };
-    let rt = crate::runtime::handle().map_err(ImportError::Runtime)?;
+    let rt = git_xet_io::runtime::handle().map_err(ImportError::Runtime)?;
     let reader = Reader::open(&opts.from).map_err(source)?;
     let mut report = ImportReport::default();
     let (found, ignored) = reader.list(&rt).map_err(source)?;

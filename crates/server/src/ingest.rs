@@ -20,12 +20,12 @@ use crate::error::{ServerError, ServerResult};
 use crate::index::{DedupDomain, XorbMeta};
 use crate::repo_name::RepoName;
 use crate::state::SharedState;
-use crate::storage::Staged;
 use git_xet_core::hash::{sha256_as_merkle, verification_hash};
 use git_xet_core::shard::{FileInfo, FileTerm, Shard, XorbBlock};
 use git_xet_core::xorb::{CompressedChunk, XorbBuilder, XorbFooter};
 use git_xet_core::MerkleHash;
 use git_xet_io::pipeline::{chunk_and_hash, HashedChunk, PipelineError};
+use git_xet_storage::Staged;
 
 /// A run of chunks found stored elsewhere is referenced only when it is at least this long
 /// (or ends the file); shorter runs are stored again, so that files do not fragment into

@@ -9,7 +9,6 @@
 //! | `deployment`    | where the store, index and secret live; opening them              |
 //! | `keys`, `auth`, `signing`, `revocation` | secret, tokens, signed fetch URLs, revoked tokens |
 //! | `identity`      | the rule language of tokens, ssh keys and the OIDC policy; OIDC   |
-//! | `storage`       | object store trait; directory and S3-compatible backends          |
 //! | `index`         | index trait; SQLite and PostgreSQL backends                        |
 //! | `shard_check`   | validating uploaded shards against stored xorbs                   |
 //! | `reconstruct`   | planning reconstructions for byte ranges                          |
@@ -22,7 +21,6 @@
 //! | `git`           | git smart HTTP (upload/receive-pack); hosted repos; hook check    |
 //! | `hook`          | `git xet pre-receive`: the hook's check of a push, against the server |
 //! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
-//! | `runtime`       | the process's one tokio runtime                                   |
 //! | `http`, `metrics` | router, request accounting, Prometheus text                     |
 //! | `listen`        | connections: per-address cap, header and inactivity timeouts      |
 //! | `status`        | what a repository's storage tab gathers: LFS files at HEAD, pushes, locks |
@@ -62,14 +60,11 @@ pub mod repo_name;
 pub mod repo_routes;
 pub mod request_id;
 pub mod revocation;
-pub mod runtime;
 pub mod shard_check;
 pub mod signing;
 pub mod ssh;
 pub mod state;
 pub mod status;
-pub mod storage;
-pub mod time;
 pub mod tls;
 pub mod web;
 

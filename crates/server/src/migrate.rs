@@ -16,9 +16,9 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
 use crate::gc::{store_err, UpkeepError};
-use crate::storage::{ObjectInfo, ObjectKey, ObjectKind, ObjectStore};
 use git_xet_core::shard::read_shard;
 use git_xet_core::xorb::validate_xorb;
+use git_xet_storage::{ObjectInfo, ObjectKey, ObjectKind, ObjectStore};
 
 /// Objects copied at once (xorbs are up to 64 MiB each, held in memory while copied).
 const PARALLEL: usize = 4;

@@ -6,12 +6,22 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::error::ServerError;
-
 const MAX_SEGMENTS: usize = 2;
 /// The first segment of a dataset's name, before its own `org/name`.
 pub const DATASETS: &str = "datasets";
 const MAX_SEGMENT_LEN: usize = 100;
+
+/// Why a string is not a repository name (the server answers it as a bad request).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid repository name {name:?}: {why} (expected `name` or `org/name` made of letters, \
+     digits, `.`, `_` and `-`)"
+)]
+pub struct InvalidRepoName {
+    /// The rejected name, cut to 120 characters.
+    name: String,
+    why: &'static str,
+}
 
 /// A validated repository name without the `.git` suffix, e.g. `org/model`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -21,12 +31,10 @@ impl RepoName {
     /// Accepts one or two `/`-separated segments of `[A-Za-z0-9._-]`, each starting with a
     /// letter or digit (so no `..`, no hidden directories, nothing that looks like an option),
     /// at most 100 characters; or `datasets/org/name`. A trailing `.git` is removed.
-    pub fn parse(raw: &str) -> Result<RepoName, ServerError> {
-        let invalid = |why: &str| {
-            ServerError::BadRequest(format!(
-                "invalid repository name {:?}: {why} (expected `name` or `org/name` made of letters, digits, `.`, `_` and `-`)",
-                truncate(raw)
-            ))
+    pub fn parse(raw: &str) -> Result<RepoName, InvalidRepoName> {
+        let invalid = |why: &'static str| InvalidRepoName {
+            name: truncate(raw),
+            why,
         };
         let name = raw.strip_suffix(".git").unwrap_or(raw);
         if name.is_empty() {

@@ -12,7 +12,7 @@ use crate::keys::Keys;
 use crate::metrics::Metrics;
 use crate::repo_name::RepoName;
 use crate::revocation::RevocationCache;
-use crate::storage::ObjectStore;
+use git_xet_storage::ObjectStore;
 
 pub type SharedState = Arc<AppState>;
 

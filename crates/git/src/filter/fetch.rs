@@ -117,7 +117,7 @@ impl Fetcher {
             Err(why) => Err(why.clone()),
         };
         // The process's runtime, which the object service blocks on too.
-        let runtime = git_xet_client::runtime::handle().map_err(GitError::Runtime)?;
+        let runtime = git_xet_io::runtime::handle().map_err(GitError::Runtime)?;
         // The requests of the objects' downloads (token refresh) authenticate as the
         // batch's did, with the same credentials.
         let env = match resolved {

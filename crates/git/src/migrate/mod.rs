@@ -126,7 +126,7 @@ pub fn run(opts: &Options, observer: &dyn Observer) -> Result<MigrateReport, Git
         };
         let auth = http::authenticator(&repo, Some(credentials_from), &bare)?;
         let batch = BatchClient::new(Endpoint::new(&bare), &http::factory(&repo)?, auth)?;
-        let rt = git_xet_client::runtime::handle().map_err(GitError::Runtime)?;
+        let rt = git_xet_io::runtime::handle().map_err(GitError::Runtime)?;
         observer.uploads_begin(report.files, report.logical_bytes);
         let uploaded = upload::upload_missing(&repo, &batch, &rt, &objects, opts.jobs, observer);
         observer.uploads_end();

@@ -8,8 +8,8 @@ use bytes::{Bytes, BytesMut};
 use futures::{FutureExt, StreamExt, TryStreamExt};
 
 use super::{io_err, sha256_hex, BackupError, Dest, ObjectEntry, Progress};
-use crate::storage::{ObjectKey, ObjectKind, ObjectStore};
 use git_xet_core::MerkleHash;
+use git_xet_storage::{ObjectKey, ObjectKind, ObjectStore};
 
 /// Objects copied at once.
 const PARALLEL: usize = 4;

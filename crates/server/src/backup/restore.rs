@@ -17,7 +17,7 @@ use crate::deployment::IndexLocation;
 use crate::index::dump::{Dump, TABLES};
 use crate::index::{Index, PgIndex};
 use crate::repo_name::RepoName;
-use crate::storage::{ObjectKind, ObjectStore};
+use git_xet_storage::{ObjectKind, ObjectStore};
 
 pub struct RestoreOptions {
     /// The snapshot to restore (default: the latest complete one).

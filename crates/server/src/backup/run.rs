@@ -20,9 +20,9 @@ use super::{
 };
 use crate::index::dump::{Value, TABLES};
 use crate::index::Index;
-use crate::storage::{ObjectKey, ObjectStore};
-use crate::time::{now_secs, rfc3339};
 use git_xet_core::MerkleHash;
+use git_xet_io::time::{now_secs, rfc3339};
+use git_xet_storage::{ObjectKey, ObjectStore};
 
 pub struct BackupOptions {
     /// Where the hosted git repositories are.

@@ -7,16 +7,17 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::Json;
 
-use crate::auth::{now_secs, Scope};
+use crate::auth::Scope;
 use crate::body::parse_range;
 use crate::cas::parse_hash;
 use crate::error::{ServerError, ServerResult};
 use crate::reconstruct::{load_metas, plan, to_reconstruction};
 use crate::signing::{fetch_url, Grant};
 use crate::state::{blocking, SharedState};
-use crate::storage::ObjectKey;
 use git_xet_core::reconstruction::{FetchInfo, HttpRange, Reconstruction, ReconstructionV2};
 use git_xet_core::MerkleHash;
+use git_xet_io::time::now_secs;
+use git_xet_storage::ObjectKey;
 
 pub async fn get(
     State(state): State<SharedState>,

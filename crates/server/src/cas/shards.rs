@@ -92,7 +92,7 @@ pub async fn register(
         registration,
         stored_bytes,
     } = validated;
-    let key = crate::storage::ObjectKey::shard(registration.shard_hash);
+    let key = git_xet_storage::ObjectKey::shard(registration.shard_hash);
     state.store.put(key, stored_bytes.into()).await?;
     let index = state.index.clone();
     let files = registration.files.len();

@@ -28,9 +28,9 @@ use std::time::Duration;
 use crate::error::{ServerError, ServerResult};
 use crate::index::XorbMeta;
 use crate::state::{blocking, SharedState};
-use crate::storage::{ObjectKey, ObjectVersion, Staged};
 use git_xet_core::xorb::XorbFooter;
 use git_xet_core::MerkleHash;
+use git_xet_storage::{ObjectKey, ObjectVersion, Staged};
 
 /// Rounds of record-then-compare before giving up with 503 (the client retries).
 const MAX_ROUNDS: usize = 8;

@@ -9,14 +9,14 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::TryStreamExt;
 
-use crate::auth::now_secs;
 use crate::body::parse_range;
 use crate::cas::parse_hash;
 use crate::error::{ServerError, ServerResult};
 use crate::metrics::add;
 use crate::signing::{self, FetchQuery};
 use crate::state::SharedState;
-use crate::storage::ObjectKey;
+use git_xet_io::time::now_secs;
+use git_xet_storage::ObjectKey;
 
 pub async fn get(
     State(state): State<SharedState>,

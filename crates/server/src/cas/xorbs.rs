@@ -25,9 +25,9 @@ use crate::index::{DedupScope, XorbMeta};
 use crate::metrics::add;
 use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
-use crate::storage::{map_range, Staged};
 use git_xet_core::constants::MAX_XORB_BODY;
 use git_xet_core::xorb::{is_footerless, rebuild_footer, validate_xorb, XorbFooter};
+use git_xet_storage::{map_range, Staged};
 use std::io::Write;
 
 pub async fn upload(

@@ -57,6 +57,8 @@ enum Command {
 
 /// Entry point of `git-xet-server`; errors are reported as `git-xet` reports them.
 pub fn main() -> ExitCode {
+    // Its threads tell the server's process apart from the client's in /proc.
+    git_xet_io::runtime::name_threads(git_xet_io::runtime::SERVER_THREAD_NAME);
     if let Some(code) = docs::help_as_man_page() {
         return code;
     }
@@ -68,7 +70,7 @@ pub fn main() -> ExitCode {
         Command::GenerateDocs(a) => docs::generate(a),
     };
     // What the commands left running on the process's runtime gets a moment to end.
-    crate::runtime::shutdown(std::time::Duration::from_secs(10));
+    git_xet_io::runtime::shutdown(std::time::Duration::from_secs(10));
     match result {
         Ok(code) => code,
         Err(err) => {

@@ -275,7 +275,7 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
         let oidc = crate::identity::Oidc::new(settings).context("--oidc-issuer / --policy")?;
         config.oidc = Some(std::sync::Arc::new(oidc));
     }
-    let runtime = crate::runtime::handle().context("starting the async runtime")?;
+    let runtime = git_xet_io::runtime::handle().context("starting the async runtime")?;
     if let Some(oidc) = config.oidc.clone() {
         // SIGHUP reads the policy file again.
         runtime.spawn(async move {
@@ -290,7 +290,7 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let result = runtime.block_on(crate::run(config));
     // Blocking work still running (a large upload being registered) gets a moment to finish.
-    crate::runtime::shutdown(Duration::from_secs(10));
+    git_xet_io::runtime::shutdown(Duration::from_secs(10));
     result?;
     Ok(ExitCode::SUCCESS)
 }

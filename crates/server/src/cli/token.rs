@@ -134,7 +134,7 @@ fn token_create(args: TokenCreateArgs) -> anyhow::Result<ExitCode> {
             user: holder.user,
             repo,
             scope: widest.as_str().to_string(),
-            created: auth::now_secs(),
+            created: git_xet_io::time::now_secs(),
             expires: exp,
             revoked: false,
         })
@@ -146,7 +146,7 @@ fn token_create(args: TokenCreateArgs) -> anyhow::Result<ExitCode> {
 fn token_list(args: TokenListArgs) -> anyhow::Result<ExitCode> {
     let deployment = open(&args.deployment, false)?;
     let tokens = deployment.index.tokens()?;
-    print!("{}", table(&tokens, auth::now_secs()));
+    print!("{}", table(&tokens, git_xet_io::time::now_secs()));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -198,7 +198,7 @@ fn table(tokens: &[TokenRecord], now: u64) -> String {
             t.id.clone(),
             t.user.clone(),
             rules_of(t),
-            crate::time::rfc3339(t.expires),
+            git_xet_io::time::rfc3339(t.expires),
             status.to_string(),
         ]);
     }

@@ -23,7 +23,7 @@ pub(super) fn open_existing(args: &DeploymentArgs) -> anyhow::Result<Deployment>
 
 /// The process's runtime (which the PostgreSQL index's connections run on too).
 pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Handle> {
-    crate::runtime::handle().context("starting the async runtime")
+    git_xet_io::runtime::handle().context("starting the async runtime")
 }
 
 /// A duration option that [`parse_duration`] refused (clap shows it with the option's name).

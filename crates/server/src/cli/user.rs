@@ -130,9 +130,10 @@ fn record_key_token(
     user: &str,
     grants: &[Grant],
 ) -> anyhow::Result<String> {
-    use crate::auth::{new_token_id, now_secs};
+    use crate::auth::new_token_id;
     use crate::deployment::{open_index, DeploymentConfig};
     use crate::index::TokenRecord;
+    use git_xet_io::time::now_secs;
     let mut config = DeploymentConfig::embedded(data);
     let from_env = std::env::var("GIT_XET_SERVER_INDEX").ok();
     match (index, from_env) {

@@ -100,7 +100,7 @@ pub async fn whoami(State(state): State<SharedState>, headers: HeaderMap) -> Res
         let token = auth::credential(&headers).ok_or_else(|| {
             HubError::InvalidCredentials("no token: set HF_TOKEN to a git-xet token".into())
         })?;
-        let claims = auth::verify(&state.keys, &token, auth::now_secs())
+        let claims = auth::verify(&state.keys, &token, git_xet_io::time::now_secs())
             .map_err(|e| HubError::InvalidCredentials(e.to_string()))?;
         if claims.transfer {
             return Err(HubError::InvalidCredentials(

@@ -195,7 +195,7 @@ pub async fn write_tag(
     message: &str,
     author: &Author<'_>,
 ) -> ServerResult<String> {
-    let now = crate::auth::now_secs();
+    let now = git_xet_io::time::now_secs();
     let text = format!(
         "object {commit}\ntype commit\ntag {name}\ntagger {} <{}> {now} +0000\n\n{}\n",
         author.name,

@@ -62,7 +62,7 @@ pub async fn repo_info(
     blobs: bool,
 ) -> HubResult<Response> {
     let repo = open(state, headers, ns, name, Scope::Read).await?;
-    crate::time::test_delay().await;
+    git_xet_io::time::test_delay().await;
     let sha = match rev {
         Some(rev) => Some(commit_of(&repo, rev).await?),
         None => gitread::head(&repo.dir).await?,
@@ -95,7 +95,7 @@ pub async fn repo_info(
                     .collect(),
             };
             let time = gitread::commit_time(&repo.dir, sha).await?;
-            (siblings, Some(crate::time::rfc3339(time)))
+            (siblings, Some(git_xet_io::time::rfc3339(time)))
         }
         None => (Vec::new(), None),
     };
@@ -259,7 +259,7 @@ pub async fn paths_info(
         false => (MAX_PATHS, MAX_BODY),
     };
     let bytes = crate::body::read_limited(body, headers, max_body, "paths-info request").await?;
-    crate::time::test_delay().await;
+    git_xet_io::time::test_delay().await;
     let sha = commit_of(&repo, rev).await?;
     let mut paths = Vec::new();
     for pair in bytes.split(|&b| b == b'&') {

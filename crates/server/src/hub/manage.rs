@@ -55,7 +55,7 @@ pub async fn commits(
             Some(serde_json::json!({
                 "id": id.trim(),
                 "authors": [{ "user": author }],
-                "date": crate::time::rfc3339(time.parse().unwrap_or(0)),
+                "date": git_xet_io::time::rfc3339(time.parse().unwrap_or(0)),
                 "title": title,
                 "message": message.trim_end(),
             }))

@@ -156,7 +156,7 @@ pub fn requested_repo(kind: Option<&str>, org: &str, name: &str) -> Result<RepoN
             "a model may not be in the namespace `datasets` (its URLs would be a dataset's)",
         ));
     }
-    RepoName::parse(&format!("{prefix}{org}/{name}"))
+    Ok(RepoName::parse(&format!("{prefix}{org}/{name}"))?)
 }
 
 #[derive(Deserialize)]

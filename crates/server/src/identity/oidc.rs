@@ -210,9 +210,9 @@ impl Oidc {
 }
 
 /// Runs the async fetch from the synchronous authorization path, on the process's one
-/// runtime (crate::runtime).
+/// runtime (git_xet_io::runtime).
 fn fetch_blocking(http: &reqwest::Client, issuer: &str) -> Result<JwkSet, String> {
-    crate::runtime::wait(fetch(http, issuer))
+    git_xet_io::runtime::wait(fetch(http, issuer))
 }
 
 async fn get_json<T: serde::de::DeserializeOwned>(

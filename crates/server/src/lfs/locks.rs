@@ -15,11 +15,11 @@ use crate::index::{Lock, LockOutcome, LockPage, LockQuery};
 use crate::lfs::{lfs_json, LfsResult};
 use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
-use crate::time::rfc3339;
 use git_xet_core::api::locks::{
     CreateLockRequest, ListLocksQuery, Lock as LockJson, LockList, LockOwner, LockResponse,
     UnlockRequest, VerifyLocksRequest, VerifyLocksResponse,
 };
+use git_xet_io::time::rfc3339;
 
 /// Locks per page when the client names no limit, and the most it may ask for.
 const DEFAULT_LIMIT: usize = 100;
@@ -125,7 +125,7 @@ pub async fn create(
             )));
         }
         let id = format!("{:016x}", rand::random::<u64>());
-        let now = crate::auth::now_secs();
+        let now = git_xet_io::time::now_secs();
         Ok(index.create_lock(&owned, &request.path, &owner, &id, now)?)
     })
     .await?;

@@ -68,7 +68,7 @@ async fn route(
     rest: &str,
     request: Request,
 ) -> LfsResult<Response> {
-    let repo = RepoName::parse(repo)?;
+    let repo = RepoName::parse(repo).map_err(ServerError::from)?;
     let method = request.method().clone();
     let (parts, body) = request.into_parts();
     let headers = parts.headers;

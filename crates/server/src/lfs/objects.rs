@@ -37,7 +37,7 @@ pub async fn upload(
     // The action's header, or (for clients that send none) the grant its href carries.
     match query.filter(|_| crate::auth::credential(headers).is_none()) {
         Some(query) => {
-            let now = crate::auth::now_secs();
+            let now = git_xet_io::time::now_secs();
             let grant = crate::signing::verify_upload(&state.keys, repo.as_str(), oid, query, now)?;
             if !grant.token_id.is_empty() {
                 state.not_revoked_id(&grant.token_id)?;

@@ -9,10 +9,10 @@ use sha2::Digest;
 
 use crate::gc::{on_index, store_err, UpkeepError};
 use crate::index::{Index, XorbMeta};
-use crate::storage::{ObjectKey, ObjectStore};
 use git_xet_core::shard::FileTerm;
 use git_xet_core::xorb::ChunkRecords;
 use git_xet_core::MerkleHash;
+use git_xet_storage::{ObjectKey, ObjectStore};
 
 /// Term ranges remembered (files of one upload often share a xorb's neighbouring ranges,
 /// and the same file is often claimed by several repositories).

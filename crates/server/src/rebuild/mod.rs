@@ -29,12 +29,12 @@ use futures::{StreamExt, TryStreamExt};
 use crate::gc::{on_index, store_err, UpkeepError};
 use crate::index::{DedupScope, FileRecord, Index, ShardRegistration, XorbMeta};
 use crate::repo_name::RepoName;
-use crate::storage::{ObjectKind, ObjectStore};
 use content::{Content, Hasher};
 use git_xet_core::hash::{merkle_as_sha256, sha256_hex};
 use git_xet_core::shard::read_shard;
 use git_xet_core::xorb::XorbFooter;
 use git_xet_core::MerkleHash;
+use git_xet_storage::{ObjectKind, ObjectStore};
 use repos::Visibility;
 
 /// Objects read from the store at once (S3 round trips overlap).

@@ -56,7 +56,7 @@ mod tests {
         assert_eq!(a.href, "https://x.example/org/m.git/info/lfs");
         assert_eq!(a.expires_in, 600);
         let token = a.header.authorization.strip_prefix("Bearer ").unwrap();
-        let claims = auth::verify(&keys, token, auth::now_secs()).unwrap();
+        let claims = auth::verify(&keys, token, git_xet_io::time::now_secs()).unwrap();
         assert_eq!((claims.repo.as_str(), claims.scope), ("org/m", Scope::Read));
         assert!(!claims.transfer);
         assert_eq!(claims.user, "alice");

@@ -123,7 +123,7 @@ pub(crate) async fn build(
         };
         Ok(StatusPage {
             only,
-            generated: crate::auth::now_secs() as i64,
+            generated: git_xet_io::time::now_secs() as i64,
             total,
             server_wide,
             repos,

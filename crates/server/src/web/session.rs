@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 
 use git_xet_web::{pages::problem, route, urls};
 
-use crate::auth::{self, Accepts};
+use crate::auth::Accepts;
 use crate::error::ServerError;
 use crate::state::SharedState;
 
@@ -136,7 +136,10 @@ pub async fn sign_in(State(state): State<SharedState>, request: Request) -> Resp
             return again(status, &format!("That token was not accepted: {e}"));
         }
     };
-    let max_age = verified.exp.saturating_sub(auth::now_secs()).max(1);
+    let max_age = verified
+        .exp
+        .saturating_sub(git_xet_io::time::now_secs())
+        .max(1);
     let cookie =
         format!("{COOKIE}={token}; Path=/; Max-Age={max_age}; Secure; HttpOnly; SameSite=Strict");
     redirect(&next, &cookie)

@@ -8,8 +8,8 @@
 use tokio_postgres::Client;
 
 use super::pool::wait;
-use crate::auth::now_secs;
 use crate::index::{IndexError, IndexResult};
+use git_xet_io::time::now_secs;
 
 /// Advisory lock key held while migrating ("git-xet" in ASCII, as a number).
 const MIGRATION_LOCK: i64 = 0x0067_6974_2d78_6574;

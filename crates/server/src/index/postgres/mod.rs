@@ -25,10 +25,10 @@ use std::sync::Arc;
 
 use tokio_postgres::Client;
 
-use crate::auth::now_secs;
 use crate::index::columns::*;
 use crate::index::meta_cache::MetaCache;
 use crate::index::*;
+use git_xet_io::time::now_secs;
 use pool::{wait, Pool};
 
 pub struct PgIndex {

@@ -1,8 +1,8 @@
 //! Connections to PostgreSQL for synchronous callers.
 //!
 //! The `Index` trait is synchronous and runs on the server's blocking threads. The
-//! connections' I/O tasks run on the process's runtime ([`crate::runtime`]); a caller waits
-//! for its query with [`crate::runtime::wait`], which only waits on the client's channel to
+//! connections' I/O tasks run on the process's runtime ([`git_xet_io::runtime`]); a caller waits
+//! for its query with [`git_xet_io::runtime::wait`], which only waits on the client's channel to
 //! that task. So this works from any thread: a blocking thread of the server's runtime,
 //! a plain thread, or a worker thread at start-up (no "runtime within a runtime").
 
@@ -50,7 +50,7 @@ impl Pool {
             .application_name("git-xet server")
             .connect_timeout(Duration::from_secs(10))
             .keepalives_idle(Duration::from_secs(60));
-        let runtime = crate::runtime::handle()
+        let runtime = git_xet_io::runtime::handle()
             .map_err(|e| unavailable("starting the async runtime", e.into()))?;
         Ok(Pool {
             config,
@@ -153,7 +153,7 @@ impl Pool {
 
 /// Blocks the calling thread on a query future (see the module comment).
 pub(super) fn wait<F: std::future::Future>(future: F) -> F::Output {
-    crate::runtime::wait(future)
+    git_xet_io::runtime::wait(future)
 }
 
 /// A conflict PostgreSQL resolved by aborting this transaction, or a lost connection:

@@ -6,8 +6,8 @@
 use tokio_postgres::Client;
 
 use super::pool::wait;
-use crate::auth::now_secs;
 use crate::index::IndexError;
+use git_xet_io::time::now_secs;
 
 type SecretResult<T> = Result<Result<T, IndexError>, tokio_postgres::Error>;
 

@@ -2,12 +2,12 @@
 
 use super::pool::wait;
 use super::PgIndex;
-use crate::auth::now_secs;
 use crate::index::columns::sha256_from;
 use crate::index::verify::Sha256Index;
 use crate::index::IndexResult;
 use crate::repo_name::RepoName;
 use git_xet_core::MerkleHash;
+use git_xet_io::time::now_secs;
 
 /// The sha256 of each file's content, as computed by a download that hashed it.
 pub(super) const MIGRATION: &str = "

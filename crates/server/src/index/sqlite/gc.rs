@@ -6,12 +6,12 @@ use std::collections::HashSet;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{blob, SqliteIndex};
-use crate::auth::now_secs;
 use crate::index::columns::{file_record, hash_from, sha256_claim};
 use crate::index::gc::{GcIndex, IndexedShard, IndexedXorb, Sha256Claim};
 use crate::index::{decode_terms, FileRecord, IndexError, IndexResult};
 use crate::repo_name::RepoName;
 use git_xet_core::MerkleHash;
+use git_xet_io::time::now_secs;
 
 /// Xorbs gc has decided to delete: invisible to dedup, refused by registrations.
 pub(super) const SCHEMA: &str = "

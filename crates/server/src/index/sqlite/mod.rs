@@ -21,10 +21,10 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 mod stats;
 
-use crate::auth::now_secs;
 use crate::index::columns::*;
 use crate::index::meta_cache::MetaCache;
 use crate::index::*;
+use git_xet_io::time::now_secs;
 
 const SCHEMA_VERSION: i64 = 3;
 const SCHEMA: &str = "

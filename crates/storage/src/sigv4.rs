@@ -40,7 +40,7 @@ pub fn presign_get(
         ("http", Some((h, "80"))) | ("https", Some((h, "443"))) => h,
         _ => authority,
     };
-    let datetime = crate::time::rfc3339(now).replace(['-', ':'], "");
+    let datetime = git_xet_io::time::rfc3339(now).replace(['-', ':'], "");
     let scope = format!("{}/{}/s3/aws4_request", &datetime[..8], creds.region);
     let mut signed: Vec<(String, String)> = headers
         .iter()

@@ -141,7 +141,7 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// object, `None` when it was found there (then left as it was). Two writers of one key
     /// may hold different bytes (a xorb has several valid layouts): a store that can refuse to
     /// overwrite does, one that cannot (Garage) may let the last writer win, which is why
-    /// callers compare versions after writing (see `crate::cas::stored_xorb`). Callers ask
+    /// callers compare versions after writing (the server's `cas/stored_xorb.rs`). Callers ask
     /// [`version`] first to skip sending an object already stored.
     ///
     /// [`version`]: ObjectStore::version

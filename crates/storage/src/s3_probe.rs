@@ -73,7 +73,7 @@ pub enum S3ProbeError {
 }
 
 /// Lists one level under `prefix` in the bucket `builder` names, and tells why it failed.
-/// Its requests run on the process's runtime ([`crate::runtime::wait`]), so it may be
+/// Its requests run on the process's runtime ([`git_xet_io::runtime::wait`]), so it may be
 /// called from anywhere (a plain thread, or a blocking section of the server's runtime).
 pub fn probe(builder: &AmazonS3Builder, prefix: &str) -> Result<(), S3ProbeError> {
     let bucket = builder
@@ -149,11 +149,11 @@ pub fn probe(builder: &AmazonS3Builder, prefix: &str) -> Result<(), S3ProbeError
             _ => Err(Failure::Other(list_error)),
         }
     };
-    let runtime =
-        crate::runtime::handle().map_err(|e| setup("starting the async runtime", e.to_string()))?;
+    let runtime = git_xet_io::runtime::handle()
+        .map_err(|e| setup("starting the async runtime", e.to_string()))?;
     // The deadline's timer is made on the runtime (it needs one), hence the async block.
     let deadline = async move { tokio::time::timeout(DEADLINE, check).await };
-    let outcome = crate::runtime::wait(runtime.spawn(deadline))
+    let outcome = git_xet_io::runtime::wait(runtime.spawn(deadline))
         .map_err(|e| setup("running the probe", e.to_string()))?;
     let (bucket, endpoint) = (bucket.clone(), endpoint);
     match outcome {

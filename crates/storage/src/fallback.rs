@@ -136,7 +136,7 @@ impl ObjectStore for FallbackStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::FsStore;
+    use crate::FsStore;
     use futures::TryStreamExt;
     use git_xet_core::MerkleHash;
 

@@ -19,7 +19,7 @@ use object_store::path::Path as S3Path;
 use object_store::signer::Signer;
 use object_store::{GetOptions, GetRange, ObjectStore as _, PutMode, PutOptions, PutPayload};
 
-use crate::storage::{
+use crate::{
     map_range, BoxFuture, ByteStream, ObjectInfo, ObjectKey, ObjectKind, ObjectStore, ObjectTail,
     ObjectVersion, Staged,
 };
@@ -99,7 +99,7 @@ impl S3Store {
     /// (it ignores the header and overwrites; see the `garage_put_is_not_conditional` test),
     /// so two writers of one key can both succeed and the last one's bytes stay. Keys are
     /// content hashes, but a xorb has several valid layouts: the xorb path compares the
-    /// stored version with what it indexed (`crate::cas::stored_xorb`).
+    /// stored version with what it indexed (the server's `cas/stored_xorb.rs`).
     async fn put_payload(
         &self,
         key: ObjectKey,
@@ -447,7 +447,7 @@ impl ObjectStore for S3Store {
                 region: &region,
             };
             let value = format!("bytes={}-{}", range.start, range.end - 1);
-            let now = crate::auth::now_secs();
+            let now = git_xet_io::time::now_secs();
             super::sigv4::presign_get(
                 &creds,
                 &url,

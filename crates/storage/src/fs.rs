@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::StreamExt;
 
-use crate::storage::{
+use crate::{
     map_range, BoxFuture, ByteStream, ObjectInfo, ObjectKey, ObjectKind, ObjectStore, ObjectTail,
     ObjectVersion, Staged,
 };
