@@ -200,26 +200,21 @@ fn query_value<'a>(query: &'a str, key: &str) -> Option<&'a str> {
 /// Percent-decodes one URL segment (`%2F` included: the client escapes the slashes of
 /// revisions). Invalid escapes or UTF-8 are a 400.
 pub fn decode(segment: &str) -> HubResult<String> {
+    // The decoder leaves a stray `%` as it is; a Hub path with one is refused instead.
     let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
+    let well_formed = bytes.iter().enumerate().all(|(i, &b)| {
+        b != b'%'
+            || bytes
                 .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            match hex {
-                Some(b) => out.push(b),
-                None => return Err(bad_escape(segment)),
-            }
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+    });
+    if !well_formed {
+        return Err(bad_escape(segment));
     }
-    String::from_utf8(out).map_err(|_| bad_escape(segment))
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| bad_escape(segment))
 }
 
 fn bad_escape(segment: &str) -> HubError {
@@ -249,7 +244,7 @@ mod tests {
     fn segments_decode_and_bad_escapes_are_refused() {
         assert_eq!(decode("feat%2Fx").unwrap(), "feat/x");
         assert_eq!(decode("a%20b%C3%BC").unwrap(), "a bü");
-        for bad in ["%", "%2", "%zz", "%ff"] {
+        for bad in ["%", "%2", "%zz", "%ff", "%+a", "a%-1"] {
             assert!(decode(bad).is_err(), "{bad}");
         }
         assert!(query_flag("recursive=true&expand=false", "recursive"));
