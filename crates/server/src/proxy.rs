@@ -6,18 +6,18 @@
 use std::net::IpAddr;
 use std::str::FromStr;
 
+use ipnet::{IpNet, Ipv4Net};
+
 use axum::http::{HeaderMap, HeaderName};
 
 const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
-/// An address or network, `ADDR[/PREFIX]`.
+/// An address or network, `ADDR[/PREFIX]`. An IPv4-mapped IPv6 network is kept as the
+/// IPv4 network it names, as peers are compared in their canonical form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Network {
-    addr: IpAddr,
-    prefix: u8,
-}
+pub struct Network(IpNet);
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum NetworkError {
@@ -49,35 +49,23 @@ impl FromStr for Network {
                 .filter(|&p| p <= max)
                 .ok_or_else(|| NetworkError::Prefix(s.into()))?,
         };
-        Ok(Network {
-            addr: addr.to_canonical(),
-            prefix,
-        })
+        let net = match addr {
+            IpAddr::V6(v6) if prefix >= 96 && v6.to_ipv4_mapped().is_some() => {
+                let v4 = v6
+                    .to_ipv4_mapped()
+                    .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
+                Ipv4Net::new(v4, prefix - 96).map(IpNet::V4)
+            }
+            _ => IpNet::new(addr, prefix),
+        }
+        .map_err(|_| NetworkError::Prefix(s.into()))?;
+        Ok(Network(net.trunc()))
     }
 }
 
 impl Network {
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, ip.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                same_prefix(&net.octets(), &ip.octets(), self.prefix)
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                same_prefix(&net.octets(), &ip.octets(), self.prefix)
-            }
-            _ => false,
-        }
-    }
-}
-
-fn same_prefix(a: &[u8], b: &[u8], bits: u8) -> bool {
-    let (whole, rest) = (usize::from(bits / 8), bits % 8);
-    if a[..whole] != b[..whole] {
-        return false;
-    }
-    rest == 0 || {
-        let mask = 0xffu8 << (8 - rest);
-        a[whole] & mask == b[whole] & mask
+        self.0.contains(&ip.to_canonical())
     }
 }
 
@@ -172,6 +160,10 @@ mod tests {
         assert!(net("0.0.0.0/0").contains("8.8.8.8".parse().unwrap()));
         // An IPv4 peer seen on a dual-stack socket.
         assert!(net("127.0.0.1").contains("::ffff:127.0.0.1".parse().unwrap()));
+        // A mapped address or network given on the command line.
+        assert!(net("::ffff:127.0.0.1").contains("127.0.0.1".parse().unwrap()));
+        assert!(net("::ffff:10.0.0.0/104").contains("::ffff:10.9.8.7".parse().unwrap()));
+        assert!(!net("::ffff:10.0.0.0/104").contains("11.0.0.1".parse().unwrap()));
         assert!(net("fd00::/8").contains("fd12::1".parse().unwrap()));
         assert!(!net("fd00::/8").contains("10.0.0.1".parse().unwrap()));
         assert!(matches!(
