@@ -74,7 +74,7 @@ mod tests {
         for mib in (0..4096).step_by(16) {
             let ahead = ahead_of(mib * MIB);
             assert!(ahead >= last, "shrinks at {mib} MiB");
-            assert!(ahead >= BLOCK_SIZE && ahead <= READ_AHEAD);
+            assert!((BLOCK_SIZE..=READ_AHEAD).contains(&ahead));
             last = ahead;
         }
         assert_eq!(ahead_of(0), BLOCK_SIZE);
