@@ -4,6 +4,7 @@
 //! ("Authenticating Requests: Using Query Parameters" in the S3 API reference), checked
 //! against AWS's documented example values in the tests below.
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 /// Who signs, and for which region.
@@ -115,19 +116,10 @@ fn encode(s: &str, slash: bool) -> String {
 
 /// HMAC-SHA256 (RFC 2104).
 fn hmac(key: &[u8], message: &[u8]) -> [u8; 32] {
-    let mut block = [0u8; 64];
-    if key.len() > 64 {
-        block[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block[..key.len()].copy_from_slice(key);
-    }
-    let mut inner = Sha256::new();
-    inner.update(block.map(|b| b ^ 0x36));
-    inner.update(message);
-    let mut outer = Sha256::new();
-    outer.update(block.map(|b| b ^ 0x5c));
-    outer.update(inner.finalize());
-    outer.finalize().into()
+    // HMAC takes a key of any length (a long one is hashed first), so this cannot fail.
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(message);
+    mac.finalize().into_bytes().into()
 }
 
 fn hex(bytes: &[u8]) -> String {
