@@ -13,7 +13,8 @@ pub(super) struct GcArgs {
     #[command(flatten)]
     deployment: DeploymentArgs,
     /// Objects younger than this are kept even when unreferenced (an upload stores its
-    /// xorbs before the shard that references them): `24h`, `30m`, `0`...
+    /// xorbs before the shard that references them): `24h`, `30m`, `1h 30m`, `7d`, `1w`,
+    /// or plain seconds (`0`: none).
     #[arg(long, default_value = "24h", value_parser = parse_duration)]
     grace: Duration,
     /// Print what would be freed; delete nothing.
