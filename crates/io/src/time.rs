@@ -46,33 +46,14 @@ pub async fn test_delay() {
     }
 }
 
-/// `secs` since the Unix epoch as RFC 3339 in UTC with second precision.
+/// `secs` since the Unix epoch as RFC 3339 in UTC with second precision. RFC 3339 years
+/// have four digits: a later instant (a commit or token dated past 9999) shows as the last
+/// second of 9999.
 pub fn rfc3339(secs: u64) -> String {
-    let (year, month, day, h, m, s) = civil(secs as i64);
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z")
-}
-
-/// `secs` since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (the status page).
-pub fn utc(secs: i64) -> String {
-    let (year, month, day, h, m, s) = civil(secs);
-    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02} UTC")
-}
-
-/// The UTC calendar date and time of `secs` since the Unix epoch (negative: before it).
-fn civil(secs: i64) -> (i64, i64, i64, i64, i64, i64) {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day, rem / 3600, rem / 60 % 60, rem % 60)
+    // The last second humantime formats; past it its Display fails and to_string would panic.
+    const LAST: u64 = 253_402_300_799;
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.min(LAST));
+    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 #[cfg(test)]
@@ -85,5 +66,12 @@ mod tests {
         assert_eq!(rfc3339(1_463_500_146), "2016-05-17T15:49:06Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(4_102_444_799), "2099-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn timestamps_past_9999_show_its_last_second() {
+        assert_eq!(rfc3339(253_402_300_799), "9999-12-31T23:59:59Z");
+        assert_eq!(rfc3339(253_402_300_800), "9999-12-31T23:59:59Z");
+        assert_eq!(rfc3339(u64::MAX), "9999-12-31T23:59:59Z");
     }
 }
