@@ -1,8 +1,8 @@
 //! The inactivity timeout counts only the time the server waits on its client: a request
-//! whose handler takes longer than the timeout (made slow by the debug builds' test hook
-//! `GIT_XET_TEST_HANDLER_DELAY_MS`, crates/io/src/time.rs) still gets its answer, with
-//! or without a body; a body that stalls, a client that stops reading and an idle
-//! keep-alive connection are still cut at the timeout.
+//! whose handler takes longer than the timeout (made slow by the test hook
+//! `GIT_XET_TEST_HANDLER_DELAY_MS` of the `test-hooks` feature, crates/io/src/time.rs) still
+//! gets its answer, with or without a body; a body that stalls, a client that stops reading
+//! and an idle keep-alive connection are still cut at the timeout.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -100,7 +100,7 @@ impl TestServer {
     }
 
     /// A server with extra arguments whose clock [`TestServer::advance_clock`] moves (a test
-    /// hook of debug builds: `GIT_XET_TEST_CLOCK_FILE`).
+    /// hook of builds with the `test-hooks` feature: `GIT_XET_TEST_CLOCK_FILE`).
     pub fn start_with_clock(args: &[&str]) -> Self {
         let clock = tempfile::NamedTempFile::new().expect("clock file");
         std::fs::write(clock.path(), "0").unwrap();

@@ -2,9 +2,10 @@
 
 /// Seconds since the Unix epoch, as the server dates tokens, fetch URLs, locks and records.
 ///
-/// Debug builds only: `GIT_XET_TEST_CLOCK_FILE` names a file holding a number of seconds to
-/// add, read at each call, so that tests see tokens and fetch URLs expire without waiting.
-/// Release builds ignore it, so it cannot move a deployed server's clock.
+/// With the `test-hooks` feature only: `GIT_XET_TEST_CLOCK_FILE` names a file holding a
+/// number of seconds to add, read at each call, so that tests see tokens and fetch URLs
+/// expire without waiting. Installed programs are built without it, so it cannot move a
+/// deployed server's clock.
 pub fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -13,7 +14,7 @@ pub fn now_secs() -> u64 {
         .saturating_add(test_offset())
 }
 
-#[cfg(debug_assertions)]
+#[cfg(feature = "test-hooks")]
 fn test_offset() -> u64 {
     static FILE: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
     FILE.get_or_init(|| std::env::var_os("GIT_XET_TEST_CLOCK_FILE"))
@@ -23,16 +24,16 @@ fn test_offset() -> u64 {
         .unwrap_or(0)
 }
 
-#[cfg(not(debug_assertions))]
+#[cfg(not(feature = "test-hooks"))]
 fn test_offset() -> u64 {
     0
 }
 
-/// Debug builds only: waits `GIT_XET_TEST_HANDLER_DELAY_MS` milliseconds, so that tests
-/// can make a real route slow (the Hub's repository info and `paths-info`, once they have
-/// read their request). Release builds do not wait.
+/// With the `test-hooks` feature only: waits `GIT_XET_TEST_HANDLER_DELAY_MS` milliseconds,
+/// so that tests can make a real route slow (the Hub's repository info and `paths-info`,
+/// once they have read their request). Without it, returns at once.
 pub async fn test_delay() {
-    #[cfg(debug_assertions)]
+    #[cfg(feature = "test-hooks")]
     {
         static DELAY: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
         let delay = DELAY.get_or_init(|| {

@@ -57,8 +57,10 @@ const LANES: usize = 3;
 const DRAIN_WAIT: Duration = Duration::from_secs(120);
 /// Set to `0` to upload every object from its own agent (today's behaviour before sharing).
 pub const ENV_SHARE: &str = "GIT_XET_SHARED_UPLOADS";
-/// Tests only (debug builds): the coordinator process aborts after registering this many
-/// batches, before answering the last one (a coordinator killed at the worst moment).
+/// Tests only (builds with the `test-hooks` feature): the coordinator process aborts after
+/// registering this many batches, before answering the last one (a coordinator killed at
+/// the worst moment).
+#[cfg(feature = "test-hooks")]
 pub const ENV_TEST_ABORT: &str = "GIT_XET_TEST_COORDINATOR_ABORT_AFTER";
 
 /// What one batch answers per object: `None` when registered, else why not.
@@ -97,7 +99,8 @@ struct Queue {
     lanes: [bool; LANES],
     /// Registered batches whose bookkeeping is not done yet.
     settling: usize,
-    /// Batches registered so far (for the debug builds' test hook).
+    /// Batches registered so far (for the test hook [`ENV_TEST_ABORT`]).
+    #[cfg(feature = "test-hooks")]
     registered_batches: u64,
     /// Every object handed over or read ahead, by oid.
     seen: HashMap<[u8; 32], Seen>,

@@ -15,6 +15,7 @@
 //! an admin process beside the running servers.
 
 use std::collections::{HashMap, HashSet};
+#[cfg(feature = "test-hooks")]
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -76,6 +77,7 @@ pub struct GcOptions {
     /// Count what would be freed; change nothing.
     pub dry_run: bool,
     /// Test hook: pause at each step until told to go on (see [`pause`]).
+    #[cfg(feature = "test-hooks")]
     pub pause_dir: Option<PathBuf>,
 }
 
@@ -91,10 +93,12 @@ pub struct GcReport {
     pub xorbs_kept: u64,
 }
 
-/// Test hook: with a pause directory, gc creates `<step>.reached` there and waits (up to
-/// two minutes) for `<step>.go`, so that a test can run an upload at exactly that point.
-async fn pause(dir: Option<&PathBuf>, step: &str) {
-    let Some(dir) = dir else { return };
+/// Test hook (with the `test-hooks` feature): with a pause directory, gc creates
+/// `<step>.reached` there and waits (up to two minutes) for `<step>.go`, so that a test can
+/// run an upload at exactly that point.
+#[cfg(feature = "test-hooks")]
+async fn pause(opts: &GcOptions, step: &str) {
+    let Some(dir) = &opts.pause_dir else { return };
     let _ = std::fs::write(dir.join(format!("{step}.reached")), b"");
     let go = dir.join(format!("{step}.go"));
     for _ in 0..12_000 {
@@ -105,6 +109,10 @@ async fn pause(dir: Option<&PathBuf>, step: &str) {
     }
     tracing::warn!(step, "gc pause: no go after two minutes; going on");
 }
+
+/// Without the `test-hooks` feature there is no pause directory: never pauses.
+#[cfg(not(feature = "test-hooks"))]
+async fn pause(_: &GcOptions, _: &str) {}
 
 fn older_than(t: SystemTime, cutoff: SystemTime) -> bool {
     t <= cutoff
@@ -156,13 +164,13 @@ pub async fn gc(
     for (hash, info) in &stored {
         sizes.entry(*hash).or_insert(info.len);
     }
-    pause(opts.pause_dir.as_ref(), "decided").await;
+    pause(opts, "decided").await;
     if dry_run {
         report.xorbs = candidates.len() as u64;
         report.xorb_bytes = candidates.iter().map(|h| sizes[h]).sum();
     } else {
         on_index(index, move |i| i.condemn_xorbs(&candidates)).await?;
-        pause(opts.pause_dir.as_ref(), "condemned").await;
+        pause(opts, "condemned").await;
         // This run's and any interrupted run's.
         let condemned = on_index(index, |i| i.condemned_xorbs()).await?;
         for hash in condemned {

@@ -5,9 +5,9 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{
-    Outcome, Pending, Queue, Seen, ENV_TEST_ABORT, LANES, MAX_BATCH_FILES, MAX_GATHER, QUIET,
-};
+#[cfg(feature = "test-hooks")]
+use super::ENV_TEST_ABORT;
+use super::{Outcome, Pending, Queue, Seen, LANES, MAX_BATCH_FILES, MAX_GATHER, QUIET};
 use crate::objects::{AgentEnv, BatchUpload, ObjectService, RegisteredBatch};
 use crate::LfsError;
 
@@ -176,12 +176,10 @@ fn register(
     }
 }
 
-/// The debug builds' test hook [`ENV_TEST_ABORT`]: aborts the process once that many
-/// batches are registered, before any of the last one's objects is answered.
+/// The test hook [`ENV_TEST_ABORT`]: aborts the process once that many batches are
+/// registered, before any of the last one's objects is answered.
+#[cfg(feature = "test-hooks")]
 fn test_abort_after_registering(shared: &(Mutex<Queue>, Condvar)) {
-    if !cfg!(debug_assertions) {
-        return;
-    }
     let Some(limit) = std::env::var(ENV_TEST_ABORT)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
@@ -198,6 +196,10 @@ fn test_abort_after_registering(shared: &(Mutex<Queue>, Condvar)) {
         std::process::abort();
     }
 }
+
+/// Without the `test-hooks` feature there is no hook: as if the variable were unset.
+#[cfg(not(feature = "test-hooks"))]
+fn test_abort_after_registering(_: &(Mutex<Queue>, Condvar)) {}
 
 /// Uploads each object of a failed batch in a session of its own.
 fn one_by_one(service: &mut ObjectService, batch: &[Pending], e: &LfsError) -> Vec<Outcome> {

@@ -22,9 +22,6 @@
 //! PUTs at most once, so once the last PUT has finished each loop ends within two rounds;
 //! [`MAX_ROUNDS`] only guards against a store that keeps changing under us.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-
 use crate::error::{ServerError, ServerResult};
 use crate::index::XorbMeta;
 use crate::state::{blocking, SharedState};
@@ -114,13 +111,17 @@ async fn stored_layout(
     ))
 }
 
-/// Test hook: with `GIT_XET_XORB_TEST_PAUSE` naming an existing directory, the n-th xorb
-/// stored by this process creates `<step>.<n>.reached` there and waits (up to two minutes)
-/// for `<step>.<n>.go`, so that a test can interleave uploads at exactly those points.
+/// Test hook (with the `test-hooks` feature): with `GIT_XET_XORB_TEST_PAUSE` naming an
+/// existing directory, the n-th xorb stored by this process creates `<step>.<n>.reached` there
+/// and waits (up to two minutes) for `<step>.<n>.go`, so that a test can interleave uploads at
+/// exactly those points.
+#[cfg(feature = "test-hooks")]
 struct TestPause(Option<(std::path::PathBuf, u64)>);
 
+#[cfg(feature = "test-hooks")]
 impl TestPause {
     fn next() -> TestPause {
+        use std::sync::atomic::{AtomicU64, Ordering};
         static COUNT: AtomicU64 = AtomicU64::new(0);
         let Some(dir) = std::env::var_os("GIT_XET_XORB_TEST_PAUSE") else {
             return TestPause(None);
@@ -140,8 +141,21 @@ impl TestPause {
             if go.exists() {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         tracing::warn!(step, "xorb pause: no go after two minutes; going on");
     }
+}
+
+/// Without the `test-hooks` feature: never pauses, as if the variable were unset.
+#[cfg(not(feature = "test-hooks"))]
+struct TestPause;
+
+#[cfg(not(feature = "test-hooks"))]
+impl TestPause {
+    fn next() -> TestPause {
+        TestPause
+    }
+
+    async fn at(&self, _step: &str) {}
 }

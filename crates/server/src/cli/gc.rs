@@ -29,6 +29,7 @@ pub(super) fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
         grace: args.grace,
         dry_run: args.dry_run,
         // Test hook: see crate::gc::pause.
+        #[cfg(feature = "test-hooks")]
         pause_dir: std::env::var_os("GIT_XET_GC_TEST_PAUSE").map(Into::into),
     };
     let report = runtime()?.block_on(gc(&*deployment.store, &deployment.index, &opts))?;
