@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::index::{Index, IndexError, PgIndex, SqliteIndex};
-use crate::keys::Keys;
+use git_xet_identity::keys::Keys;
+use git_xet_index::{Index, IndexError, PgIndex, SqliteIndex};
 use git_xet_storage::{FsStore, ObjectStore, S3ProbeError, S3Store};
 
 /// Where xorbs and shards are stored.
@@ -298,7 +298,7 @@ pub enum KeysError {
          (--data or GIT_XET_SERVER_DATA) or its --index, start the server once, or pass \
          --init to create a new secret there",
         data_dir.display(),
-        crate::keys::secret_path(data_dir).display()
+        git_xet_identity::keys::secret_path(data_dir).display()
     )]
     NoSecret { data_dir: PathBuf },
     #[error("loading the server secret in {}: {source}", data_dir.display())]

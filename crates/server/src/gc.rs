@@ -5,7 +5,7 @@
 //!    transaction that re-checks every registered file), then deleted from the store, then
 //!    forgotten by the index. Stored xorbs the index never learned of (an upload cut short
 //!    between storing and indexing) go the same way. The invariant that makes this safe while
-//!    uploads run is stated in `crates/server/src/index/gc.rs`; the grace period spares the xorbs of
+//!    uploads run is stated in `crates/index/src/gc.rs`; the grace period spares the xorbs of
 //!    uploads in progress (stored before the shard that references them).
 //! 3. Shards none of whose files is registered, older than the grace period, are deleted.
 //!    Stored shards are a record of what was registered; the server never reads them back,
@@ -21,8 +21,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::TryStreamExt;
 
-use crate::index::{Index, IndexError};
 use git_xet_core::MerkleHash;
+use git_xet_index::{Index, IndexError};
 use git_xet_storage::{ObjectInfo, ObjectKey, ObjectKind, ObjectStore};
 
 /// What went wrong in an upkeep command (gc, check, repo delete).

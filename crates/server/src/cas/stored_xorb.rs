@@ -26,10 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::error::{ServerError, ServerResult};
-use crate::index::XorbMeta;
 use crate::state::{blocking, SharedState};
 use git_xet_core::xorb::XorbFooter;
 use git_xet_core::MerkleHash;
+use git_xet_index::XorbMeta;
 use git_xet_storage::{ObjectKey, ObjectVersion, Staged};
 
 /// Rounds of record-then-compare before giving up with 503 (the client retries).

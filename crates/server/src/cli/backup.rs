@@ -9,7 +9,7 @@ use super::deployment::DeploymentArgs;
 use super::upkeep::{open_existing, runtime};
 use crate::backup::{self, BackupOptions, Dest, RestoreOptions};
 use crate::deployment::{self, IndexLocation};
-use crate::index::PgIndex;
+use git_xet_index::PgIndex;
 use git_xet_io::human::human_bytes;
 
 #[derive(clap::Args, Debug)]
@@ -81,7 +81,7 @@ fn engine(index: &IndexLocation) -> &'static str {
 fn secret_of(config: &deployment::DeploymentConfig) -> anyhow::Result<[u8; 32]> {
     match &config.index {
         IndexLocation::Sqlite(_) => {
-            let path = crate::keys::secret_path(&config.data_dir);
+            let path = git_xet_identity::keys::secret_path(&config.data_dir);
             let bytes =
                 std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
             bytes

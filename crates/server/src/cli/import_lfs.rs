@@ -1,10 +1,11 @@
 //! `git xet server import-lfs`: a whole LFS object store into one repository, offline.
 
+use super::DedupScopeArg;
 use std::process::ExitCode;
 
 use super::deployment::DeploymentArgs;
 use crate::deployment::StoreLocation;
-use crate::repo_name::RepoName;
+use git_xet_index::RepoName;
 
 #[derive(clap::Args, Debug)]
 pub(super) struct ImportLfsArgs {
@@ -35,7 +36,7 @@ pub(super) struct ImportLfsArgs {
         default_value = "server",
         env = "GIT_XET_SERVER_DEDUP_SCOPE"
     )]
-    dedup_scope: crate::index::DedupScope,
+    dedup_scope: DedupScopeArg,
 }
 
 pub(super) fn run(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
@@ -50,7 +51,7 @@ pub(super) fn run(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
         from,
         fsync: !args.no_fsync,
         jobs: args.jobs.max(1),
-        dedup_scope: args.dedup_scope,
+        dedup_scope: args.dedup_scope.into(),
     };
     let store = match &opts.deployment.object_store {
         StoreLocation::Dir(dir) => dir.display().to_string(),

@@ -3,6 +3,7 @@
 //! a live index with such a rebuild. How each thing the index holds comes back, or fails
 //! closed, is in docs/server-operations.md ("Index rebuild").
 
+use super::DedupScopeArg;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,16 +14,17 @@ use anyhow::Context;
 use super::deployment::DeploymentArgs;
 use super::upkeep::{open_existing, runtime};
 use crate::deployment::{self, IndexLocation};
-use crate::index::{DedupScope, Index, PgIndex, SqliteIndex, TokenRecord};
-use crate::keys;
 use crate::rebuild::{compare, rebuild, RebuildOptions, RebuildReport};
+use git_xet_identity::keys;
+use git_xet_index::{Index, PgIndex, SqliteIndex, TokenRecord};
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum IndexCommand {
     /// Rebuild a lost or damaged index, into an empty one (embedded or PostgreSQL), from the
     /// object store (xorbs, shards) and the hosted git repositories (each repository's LFS
-    /// pointers in all refs, each verified by rebuilding the file and hashing it). Tokens,
-    /// revocations and locks are not in those sources: see docs/server-operations.md, "Index rebuild".
+    /// pointers in all refs, each verified by rebuilding the file and hashing it). Token
+    /// records, revocations and locks are not in those sources: say how to treat revoked
+    /// tokens with --revoked-tokens FILE or --forget-revocations.
     Rebuild(RebuildArgs),
     /// Compare the live index with a rebuild (made in a scratch index; nothing is changed).
     /// Exits non-zero listing every difference.
@@ -43,7 +45,7 @@ pub(super) struct SourceArgs {
         default_value = "server",
         env = "GIT_XET_SERVER_DEDUP_SCOPE"
     )]
-    dedup_scope: DedupScope,
+    dedup_scope: DedupScopeArg,
     /// Hash a stored file only where several claim one LFS object, instead of every file
     /// (faster; the servers then check each claim on its first download, as they do for
     /// uploads).
@@ -95,7 +97,7 @@ impl SourceArgs {
 
     fn options(&self) -> RebuildOptions {
         RebuildOptions {
-            dedup_scope: self.dedup_scope,
+            dedup_scope: self.dedup_scope.into(),
             verify_sha256: !self.trust_sha256_claims,
             progress: true,
         }
@@ -246,7 +248,7 @@ fn run_rebuild(args: RebuildArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn names(repos: &[crate::repo_name::RepoName]) -> String {
+fn names(repos: &[git_xet_index::RepoName]) -> String {
     repos
         .iter()
         .map(|r| r.as_str())

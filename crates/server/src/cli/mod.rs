@@ -5,6 +5,7 @@
 
 mod backup;
 mod check;
+mod dedup_scope;
 mod deployment;
 mod docs;
 mod gc;
@@ -19,6 +20,7 @@ mod token;
 mod upkeep;
 mod user;
 
+use dedup_scope::DedupScopeArg;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -43,8 +45,9 @@ enum Command {
     /// Run the XET server (CAS API, git-lfs Batch API, git over HTTP), or manage its data.
     // Boxed: the server's options are many, the other commands' few.
     Server(Box<ServerArgs>),
-    /// The pre-receive check of a push, built in: run it from a bare repository's
-    /// hooks/pre-receive (`git xet server` installs it in the repositories it hosts).
+    /// The pre-receive check of a push, built in: a bare repository's pre-receive hook runs it
+    /// (`git xet server` installs that hook in the repositories it hosts; other git servers
+    /// use the pre-receive hook shipped with git-xet).
     PreReceive(pre_receive::PreReceiveArgs),
     /// The forced command of an ssh key (authorized_keys `command="git xet shell ..."`):
     /// serves git-upload-pack, git-receive-pack, git-lfs-authenticate and git-lfs-transfer

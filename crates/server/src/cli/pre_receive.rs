@@ -1,4 +1,4 @@
-//! `git xet pre-receive`: the check of crates/server/hooks/pre-receive (see crate::hook).
+//! `git xet pre-receive`: the check of hooks/pre-receive (see crate::hook).
 
 use std::process::ExitCode;
 
@@ -9,7 +9,7 @@ use crate::hook::{check, HookSettings};
 
 /// `git xet pre-receive` reads its settings from GIT_XET_SERVER_URL, GIT_XET_REPO and
 /// GIT_XET_TOKEN (set by `git xet server`), else from git config xet.serverUrl, xet.repo and
-/// xet.token, as crates/server/hooks/pre-receive does.
+/// xet.token, as the hook shipped for other git servers does.
 #[derive(clap::Args, Debug)]
 pub struct PreReceiveArgs {}
 

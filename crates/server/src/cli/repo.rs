@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use super::deployment::DeploymentArgs;
 use super::upkeep::open_existing;
-use crate::repo_name::RepoName;
+use git_xet_index::RepoName;
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum RepoCommand {

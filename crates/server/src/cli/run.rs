@@ -1,5 +1,6 @@
 //! `git xet server` with no subcommand: run the server.
 
+use super::DedupScopeArg;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,14 +54,14 @@ pub(super) struct RunArgs {
     /// How far deduplication reaches: `server` (every repository dedups against all
     /// others: one team), `org` (within the first component of the repository name) or
     /// `repo`. A scoped server tells no request about another scope's chunks or xorbs, at
-    /// the cost of storing content again per scope (docs/server-api.md, "Dedup scope").
+    /// the cost of storing content again per scope.
     #[arg(
         long,
         value_enum,
         default_value = "server",
         env = "GIT_XET_SERVER_DEDUP_SCOPE"
     )]
-    dedup_scope: crate::index::DedupScope,
+    dedup_scope: DedupScopeArg,
     /// Largest git-lfs basic upload accepted, in bytes [default: 64 GiB].
     #[arg(long, env = "GIT_XET_SERVER_MAX_OBJECT_SIZE")]
     max_object_size: Option<u64>,
@@ -185,7 +186,7 @@ pub(super) struct RunArgs {
     )]
     policy: Option<PathBuf>,
     /// Log lines as `text` (for people, journald) or `json` (one object per line, with the
-    /// request id of each request's lines: docs/server-operations.md, "Logs").
+    /// request id of each request's lines).
     #[arg(
         long,
         value_enum,
@@ -237,7 +238,7 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     );
     config.presign = args.presign;
     config.dedup_key_period = Duration::from_secs(args.dedup_key_period.max(60));
-    config.dedup_scope = args.dedup_scope;
+    config.dedup_scope = args.dedup_scope.into();
     if let Some(max) = args.max_object_size {
         config.max_object_size = max;
     }
@@ -266,13 +267,13 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let (Some(issuer), Some(audience), Some(policy)) =
         (args.oidc_issuer, args.oidc_audience, args.policy)
     {
-        let settings = crate::identity::OidcSettings {
+        let settings = git_xet_identity::OidcSettings {
             issuer,
             audience,
             claim: args.oidc_claim,
             policy,
         };
-        let oidc = crate::identity::Oidc::new(settings).context("--oidc-issuer / --policy")?;
+        let oidc = git_xet_identity::Oidc::new(settings).context("--oidc-issuer / --policy")?;
         config.oidc = Some(std::sync::Arc::new(oidc));
     }
     let runtime = git_xet_io::runtime::handle().context("starting the async runtime")?;

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::auth::Scope;
 use crate::deployment::IndexLocation;
 use crate::ssh::{self, access, ShellError};
+use git_xet_identity::auth::Scope;
 
 #[derive(clap::Args, Debug)]
 pub struct ShellArgs {

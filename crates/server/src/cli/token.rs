@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::deployment::DeploymentArgs;
-use crate::auth::{self, Holder, Scope};
 use crate::deployment::{self, Deployment, IndexLocation};
-use crate::identity::rules::Rule;
-use crate::index::TokenRecord;
+use git_xet_identity::auth::{self, Holder, Scope};
+use git_xet_identity::rules::Rule;
+use git_xet_index::TokenRecord;
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum TokenCommand {
@@ -169,7 +169,7 @@ fn token_revoke(args: TokenRevokeArgs) -> anyhow::Result<ExitCode> {
     eprintln!(
         "revoked token {}{whose}; running servers refuse it within {} seconds",
         args.id,
-        crate::revocation::DEFAULT_TTL.as_secs()
+        git_xet_identity::revocation::DEFAULT_TTL.as_secs()
     );
     Ok(ExitCode::SUCCESS)
 }

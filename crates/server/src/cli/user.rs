@@ -9,10 +9,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::data_dir;
-use crate::auth::Scope;
 use crate::deployment::IndexLocation;
 use crate::ssh::access::Grant;
 use crate::ssh::authorized_keys::{self, PublicKey, ShellCommand};
+use git_xet_identity::auth::Scope;
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum UserCommand {
@@ -44,8 +44,9 @@ pub(super) struct UserAddArgs {
     #[arg(long, env = "GIT_XET_SERVER_DATA")]
     data: Option<PathBuf>,
     /// The deployment's index (`postgres://USER@HOST/DB`), written into the command so that
-    /// the shell reads the signing secret where the servers do. Without a password: give
-    /// one to the shell through sshd's environment instead (see docs/server.md). Not read
+    /// the shell reads the signing secret where the servers do. A URL with a password is
+    /// refused: leave this out and give the shell the URL through sshd's environment instead
+    /// (`SetEnv GIT_XET_SERVER_INDEX=...` under `Match User`, in a file only root reads). Not read
     /// from GIT_XET_SERVER_INDEX: what goes into the line is spelled out here.
     #[arg(long, value_name = "URL")]
     index: Option<String>,
@@ -130,9 +131,9 @@ fn record_key_token(
     user: &str,
     grants: &[Grant],
 ) -> anyhow::Result<String> {
-    use crate::auth::new_token_id;
     use crate::deployment::{open_index, DeploymentConfig};
-    use crate::index::TokenRecord;
+    use git_xet_identity::auth::new_token_id;
+    use git_xet_index::TokenRecord;
     use git_xet_io::time::now_secs;
     let mut config = DeploymentConfig::embedded(data);
     let from_env = std::env::var("GIT_XET_SERVER_INDEX").ok();

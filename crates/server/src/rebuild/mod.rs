@@ -27,13 +27,13 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 
 use crate::gc::{on_index, store_err, UpkeepError};
-use crate::index::{DedupScope, FileRecord, Index, ShardRegistration, XorbMeta};
-use crate::repo_name::RepoName;
 use content::{Content, Hasher};
 use git_xet_core::hash::{merkle_as_sha256, sha256_hex};
 use git_xet_core::shard::read_shard;
 use git_xet_core::xorb::XorbFooter;
 use git_xet_core::MerkleHash;
+use git_xet_index::RepoName;
+use git_xet_index::{DedupScope, FileRecord, Index, ShardRegistration, XorbMeta};
 use git_xet_storage::{ObjectKind, ObjectStore};
 use repos::Visibility;
 
