@@ -133,7 +133,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            git_xet_io::logging::report_error(err.as_ref());
+            crate::common::logging::report_error(err.as_ref());
             ExitCode::FAILURE
         }
     }

@@ -98,10 +98,8 @@ impl IndexLocation {
     pub fn holds_password(&self) -> Result<bool, DeploymentError> {
         match self {
             IndexLocation::Sqlite(_) => Ok(false),
-            IndexLocation::Postgres(url) => url
-                .parse::<tokio_postgres::Config>()
-                .map(|config| config.get_password().is_some())
-                .map_err(|_| DeploymentError::BadIndexLocation(url.clone())),
+            IndexLocation::Postgres(url) => PgIndex::url_holds_password(url)
+                .ok_or_else(|| DeploymentError::BadIndexLocation(url.clone())),
         }
     }
 }

@@ -6,7 +6,6 @@
 //!
 //! | module          | job                                                               |
 //! |-----------------|-------------------------------------------------------------------|
-//! | `cli`           | the `git-xet-server` program: `server`, `shell`, `pre-receive`     |
 //! | `config`        | settings                                                          |
 //! | `deployment`    | where the store, index and secret live; opening them              |
 //! | `shard_check`   | validating uploaded shards against stored xorbs                   |
@@ -31,7 +30,7 @@ pub mod backup;
 pub mod body;
 pub mod cas;
 pub mod check;
-pub mod cli;
+
 pub mod config;
 pub mod deployment;
 pub mod error;

@@ -42,6 +42,13 @@ type PgResult<T> = Result<T, tokio_postgres::Error>;
 const CHUNK_CANDIDATES: usize = 8;
 
 impl PgIndex {
+    /// Whether a PostgreSQL URL carries a password (in its user part or a `password=`
+    /// parameter); `None` when PostgreSQL's client cannot parse it.
+    pub fn url_holds_password(url: &str) -> Option<bool> {
+        let config = url.parse::<tokio_postgres::Config>().ok()?;
+        Some(config.get_password().is_some())
+    }
+
     /// Connects, and creates or upgrades the schema.
     pub fn open(url: &str) -> IndexResult<PgIndex> {
         let pool = Pool::new(url)?;

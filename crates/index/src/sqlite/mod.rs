@@ -111,6 +111,15 @@ fn blob(hash: &MerkleHash) -> &[u8] {
 }
 
 impl SqliteIndex {
+    /// Makes every commit to the index file at `path` durable: a checkpoint syncs the
+    /// write-ahead log, then the database file (after a rebuild written unsynced).
+    pub fn sync_file(path: &Path) -> IndexResult<()> {
+        let conn = rusqlite::Connection::open(path)?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.query_row("PRAGMA wal_checkpoint(FULL)", [], |_| Ok(()))?;
+        Ok(())
+    }
+
     /// Whether the token `id` is revoked, read from the index at `path` without opening it
     /// as a server does (no schema created or upgraded): for a process that must change
     /// nothing, the ssh shell. An id the index does not know is not revoked.

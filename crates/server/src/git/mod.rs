@@ -5,7 +5,7 @@
 pub(crate) mod cat_file;
 mod hook_check;
 pub(crate) mod ls_tree;
-pub(crate) mod repos;
+pub mod repos;
 mod service;
 pub(crate) mod writers;
 

@@ -13,8 +13,8 @@
 //!    record it is made private.
 //!
 //! What the index held that neither source has (tokens and revocations, locks, files uploaded
-//! but not yet pushed) is not brought back; the command that drives this (cli/index_rebuild.rs)
-//! decides how each fails closed.
+//! but not yet pushed) is not brought back; the command that drives this
+//! (src/bin/git-xet-server/index_rebuild.rs) decides how each fails closed.
 
 pub mod compare;
 pub mod content;

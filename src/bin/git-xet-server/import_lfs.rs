@@ -4,8 +4,8 @@ use super::DedupScopeArg;
 use std::process::ExitCode;
 
 use super::deployment::DeploymentArgs;
-use crate::deployment::StoreLocation;
 use git_xet_index::RepoName;
+use git_xet_server::deployment::StoreLocation;
 
 #[derive(clap::Args, Debug)]
 pub(super) struct ImportLfsArgs {
@@ -40,9 +40,9 @@ pub(super) struct ImportLfsArgs {
 }
 
 pub(super) fn run(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
-    use crate::import_lfs::{import, Counts, ImportOptions, Source};
     use git_xet_io::human::human_bytes;
-    git_xet_io::logging::init("warn");
+    use git_xet_server::import_lfs::{import, Counts, ImportOptions, Source};
+    crate::common::logging::init("warn");
     let from = Source::parse(&args.from).map_err(|e| anyhow::anyhow!("--from {e}"))?;
     let repo = RepoName::parse(&args.repo).map_err(|e| anyhow::anyhow!("{e}"))?;
     let opts = ImportOptions {
@@ -62,7 +62,7 @@ pub(super) fn run(args: ImportLfsArgs) -> anyhow::Result<ExitCode> {
         opts.from,
         opts.deployment.data_dir.display()
     );
-    let bar = git_xet_io::terminal::terminal_bar("importing", 0);
+    let bar = crate::common::terminal::terminal_bar("importing", 0);
     let started = std::time::Instant::now();
     let shown = bar.clone();
     let progress = Box::new(move |c: Counts| match &shown {

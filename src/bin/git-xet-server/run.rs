@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::deployment::DeploymentArgs;
-use crate::ServerConfig;
+use git_xet_server::ServerConfig;
 
 #[derive(clap::Args, Debug)]
 pub(super) struct RunArgs {
@@ -144,7 +144,7 @@ pub(super) struct RunArgs {
         value_name = "ADDR[/PREFIX]",
         value_delimiter = ','
     )]
-    trusted_proxy: Vec<crate::proxy::Network>,
+    trusted_proxy: Vec<git_xet_server::proxy::Network>,
     /// Where hosted git repositories live [default: DATA/repos]: a directory all server
     /// processes share (e.g. NFS) when several serve one deployment.
     #[arg(
@@ -208,10 +208,10 @@ enum LogFormatArg {
 
 pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     let format = match args.log_format {
-        LogFormatArg::Text => git_xet_io::logging::LogFormat::Text,
-        LogFormatArg::Json => git_xet_io::logging::LogFormat::Json,
+        LogFormatArg::Text => crate::common::logging::LogFormat::Text,
+        LogFormatArg::Json => crate::common::logging::LogFormat::Json,
     };
-    git_xet_io::logging::init_with("info", format);
+    crate::common::logging::init_with("info", format);
     let mut config = ServerConfig::new(args.listen, args.deployment.data_dir()?);
     config.deployment = args.deployment.config()?;
     if let Some(url) = args.public_url {
@@ -231,7 +231,7 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
         !args.presign
             || matches!(
                 config.deployment.object_store,
-                crate::deployment::StoreLocation::S3 { .. }
+                git_xet_server::deployment::StoreLocation::S3 { .. }
             ),
         "--presign needs an S3 object store (--object-store s3://BUCKET[/PREFIX]): a directory \
          has no presigned URLs"
@@ -247,14 +247,14 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
     config.max_waiting_shards = args.max_waiting_shards;
     config.fsync = !args.no_fsync;
     if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
-        config.tls = Some(crate::tls::TlsFiles { cert, key });
+        config.tls = Some(git_xet_server::tls::TlsFiles { cert, key });
     }
-    config.trusted_proxies = crate::proxy::TrustedProxies(args.trusted_proxy);
+    config.trusted_proxies = git_xet_server::proxy::TrustedProxies(args.trusted_proxy);
     config.git_dir = args.git_dir.map(|d| std::path::absolute(&d).unwrap_or(d));
     config.no_git = args.no_git;
     config.metrics_listen = args.metrics_listen;
     config.max_locks_per_repo = args.max_locks_per_repo.max(1);
-    config.limits = crate::listen::Limits {
+    config.limits = git_xet_server::listen::Limits {
         header_timeout: Duration::from_secs(args.header_timeout.max(1)),
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
         max_per_address: args.max_connections_per_address.max(1),
@@ -289,7 +289,7 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
         });
     }
-    let result = runtime.block_on(crate::run(config));
+    let result = runtime.block_on(git_xet_server::run(config));
     // Blocking work still running (a large upload being registered) gets a moment to finish.
     git_xet_io::runtime::shutdown(Duration::from_secs(10));
     result?;

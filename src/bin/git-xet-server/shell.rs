@@ -1,11 +1,11 @@
-//! `git xet shell`: the forced command of an ssh key (see crate::ssh).
+//! `git xet shell`: the forced command of an ssh key (see git_xet_server::ssh).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::deployment::IndexLocation;
-use crate::ssh::{self, access, ShellError};
 use git_xet_identity::auth::Scope;
+use git_xet_server::deployment::IndexLocation;
+use git_xet_server::ssh::{self, access, ShellError};
 
 #[derive(clap::Args, Debug)]
 pub struct ShellArgs {
@@ -88,7 +88,7 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
 /// Serves the client's command; refusals and failures go to stderr (the ssh user sees
 /// them) with exit status 1. stdout belongs to the protocol.
 pub fn shell(args: ShellArgs) -> anyhow::Result<ExitCode> {
-    git_xet_io::logging::init("warn");
+    crate::common::logging::init("warn");
     let original = std::env::var("SSH_ORIGINAL_COMMAND").ok();
     let result = settings(args).and_then(|s| ssh::run(&s, original.as_deref()));
     match result {

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use super::deployment::DeploymentArgs;
 use super::upkeep::runtime;
-use crate::deployment::{open_store, StoreLocation};
-use crate::migrate::migrate;
+use git_xet_server::deployment::{open_store, StoreLocation};
+use git_xet_server::migrate::migrate;
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum StorageCommand {
@@ -29,7 +29,7 @@ pub(super) struct MigrateArgs {
 }
 
 pub(super) fn run(command: StorageCommand) -> anyhow::Result<ExitCode> {
-    git_xet_io::logging::init("warn");
+    crate::common::logging::init("warn");
     let StorageCommand::Migrate(args) = command;
     let config = args.deployment.config()?;
     let to = StoreLocation::parse(&args.to)?;

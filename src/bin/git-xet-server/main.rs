@@ -5,6 +5,8 @@
 
 mod backup;
 mod check;
+#[path = "../../common/mod.rs"]
+mod common;
 mod dedup_scope;
 mod deployment;
 mod docs;
@@ -59,7 +61,7 @@ enum Command {
 }
 
 /// Entry point of `git-xet-server`; errors are reported as `git-xet` reports them.
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
     // Its threads tell the server's process apart from the client's in /proc.
     git_xet_io::runtime::name_threads(git_xet_io::runtime::SERVER_THREAD_NAME);
     if let Some(code) = docs::help_as_man_page() {
@@ -77,7 +79,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            git_xet_io::logging::report_error(err.as_ref());
+            crate::common::logging::report_error(err.as_ref());
             ExitCode::FAILURE
         }
     }

@@ -1,4 +1,4 @@
-//! `git xet server backup [verify]` and `git xet server restore`: see `crate::backup`.
+//! `git xet server backup [verify]` and `git xet server restore`: see `git_xet_server::backup`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,10 +7,10 @@ use anyhow::Context;
 
 use super::deployment::DeploymentArgs;
 use super::upkeep::{open_existing, runtime};
-use crate::backup::{self, BackupOptions, Dest, RestoreOptions};
-use crate::deployment::{self, IndexLocation};
 use git_xet_index::PgIndex;
 use git_xet_io::human::human_bytes;
+use git_xet_server::backup::{self, BackupOptions, Dest, RestoreOptions};
+use git_xet_server::deployment::{self, IndexLocation};
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -95,7 +95,7 @@ fn secret_of(config: &deployment::DeploymentConfig) -> anyhow::Result<[u8; 32]> 
 }
 
 pub(super) fn run_backup(args: BackupArgs) -> anyhow::Result<ExitCode> {
-    git_xet_io::logging::init("warn");
+    crate::common::logging::init("warn");
     if let Some(BackupCommand::Verify(v)) = args.command {
         return verify(v);
     }
@@ -177,7 +177,7 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub(super) fn run_restore(args: RestoreArgs) -> anyhow::Result<ExitCode> {
-    git_xet_io::logging::init("warn");
+    crate::common::logging::init("warn");
     let dest = Dest::parse(&args.from)?;
     let config = args.deployment.config()?;
     let secret = match &args.secret_file {
@@ -207,7 +207,7 @@ pub(super) fn run_restore(args: RestoreArgs) -> anyhow::Result<ExitCode> {
         index_location: config.index.clone(),
         data_dir: config.data_dir.clone(),
         secret,
-        hook: crate::git::repos::hook_script(program.as_deref()),
+        hook: git_xet_server::git::repos::hook_script(program.as_deref()),
     };
     let report = runtime()?.block_on(backup::restore(
         &*deployment.store,

@@ -13,10 +13,10 @@ use anyhow::Context;
 
 use super::deployment::DeploymentArgs;
 use super::upkeep::{open_existing, runtime};
-use crate::deployment::{self, IndexLocation};
-use crate::rebuild::{compare, rebuild, RebuildOptions, RebuildReport};
 use git_xet_identity::keys;
 use git_xet_index::{Index, PgIndex, SqliteIndex, TokenRecord};
+use git_xet_server::deployment::{self, IndexLocation};
+use git_xet_server::rebuild::{compare, rebuild, RebuildOptions, RebuildReport};
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum IndexCommand {
@@ -80,7 +80,7 @@ pub(super) struct CheckArgs {
 }
 
 pub(super) fn run(command: IndexCommand) -> anyhow::Result<ExitCode> {
-    git_xet_io::logging::init("warn");
+    crate::common::logging::init("warn");
     match command {
         IndexCommand::Rebuild(args) => run_rebuild(args),
         IndexCommand::Check(args) => run_check(args),
@@ -91,7 +91,7 @@ impl SourceArgs {
     fn git_root(&self) -> anyhow::Result<PathBuf> {
         Ok(match &self.git_dir {
             Some(dir) => std::path::absolute(dir).unwrap_or(dir.clone()),
-            None => crate::ssh::endpoint::repos_dir(&self.deployment.data_dir()?),
+            None => git_xet_server::ssh::endpoint::repos_dir(&self.deployment.data_dir()?),
         })
     }
 
@@ -305,15 +305,9 @@ fn read_ids(path: &Path) -> anyhow::Result<Vec<String>> {
         .collect())
 }
 
-/// Makes every commit to the SQLite index durable: a checkpoint syncs the write-ahead log,
-/// then the database file.
+/// Makes every commit to the SQLite index durable.
 fn sync_sqlite(path: &Path) -> anyhow::Result<()> {
-    let conn = rusqlite::Connection::open(path)
-        .with_context(|| format!("opening {} to sync it", path.display()))?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.query_row("PRAGMA wal_checkpoint(FULL)", [], |_| Ok(()))
-        .with_context(|| format!("syncing {}", path.display()))?;
-    Ok(())
+    SqliteIndex::sync_file(path).with_context(|| format!("syncing {}", path.display()))
 }
 
 /// The data directory's server lock (`DATA/server.lock`), or an error when a server holds it.
@@ -377,7 +371,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         false,
     )?);
     let git_root = args.source.git_root()?;
-    let repos: Vec<_> = crate::git::repos::hosted(&git_root)?
+    let repos: Vec<_> = git_xet_server::git::repos::hosted(&git_root)?
         .into_iter()
         .map(|r| r.name)
         .collect();

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use super::deployment::DeploymentArgs;
 use super::upkeep::{open_existing, runtime};
-use crate::check::{check, git_locks};
 use git_xet_io::human::human_bytes;
+use git_xet_server::check::{check, git_locks};
 
 #[derive(clap::Args, Debug)]
 pub(super) struct CheckArgs {
@@ -23,13 +23,13 @@ pub(super) struct CheckArgs {
 }
 
 pub(super) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    git_xet_io::logging::init("warn");
+    crate::common::logging::init("warn");
     let deployment = open_existing(&args.deployment)?;
     let mut report =
         runtime()?.block_on(check(&*deployment.store, &deployment.index, args.read_data))?;
     let git_root = match args.git_dir {
         Some(dir) => dir,
-        None => crate::ssh::endpoint::repos_dir(&args.deployment.data_dir()?),
+        None => git_xet_server::ssh::endpoint::repos_dir(&args.deployment.data_dir()?),
     };
     let (repos, stale) = git_locks(&git_root)?;
     report.problems.extend(stale);

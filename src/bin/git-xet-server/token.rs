@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::deployment::DeploymentArgs;
-use crate::deployment::{self, Deployment, IndexLocation};
 use git_xet_identity::auth::{self, Holder, Scope};
 use git_xet_identity::rules::Rule;
 use git_xet_index::TokenRecord;
+use git_xet_server::deployment::{self, Deployment, IndexLocation};
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum TokenCommand {

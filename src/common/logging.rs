@@ -51,8 +51,8 @@ pub fn init_with(default_level: &str, format: LogFormat) {
         LogFormat::Text => builder.with_target(false).with_ansi(ansi).try_init(),
         LogFormat::Json => builder
             .with_ansi(false)
-            .fmt_fields(crate::json_log::JsonFields)
-            .event_format(crate::json_log::JsonEvent)
+            .fmt_fields(super::json_log::JsonFields)
+            .event_format(super::json_log::JsonEvent)
             .try_init(),
     };
 }
@@ -74,6 +74,6 @@ pub fn report_error(err: &(dyn std::error::Error + 'static)) {
             return;
         }
     }
-    let line = crate::error_chain::chain(err);
+    let line = git_xet_io::error_chain::chain(err);
     let _ = writeln!(std::io::stderr(), "git-xet: error: {line}");
 }

@@ -1,14 +1,11 @@
 //! Progress on a terminal: bars on stderr for a person watching, nothing in pipes.
 //!
-//! Only the programs draw (feature `terminal`): the libraries report progress through
+//! Only the programs draw: the libraries report progress through
 //! callbacks (`git_xet_client::ProgressFn`, migrate's and the filter's observers) and the
 //! programs hand down the bars made here.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
-
-/// The bar type, for the programs that keep one.
-pub use indicatif::{ProgressBar, ProgressFinish};
 
 /// An indicatif bar on stderr, or nothing when stderr is not a terminal.
 pub fn terminal_bar(label: &str, total: u64) -> Option<indicatif::ProgressBar> {

@@ -4,7 +4,7 @@
 use anyhow::Context;
 
 use super::deployment::DeploymentArgs;
-use crate::deployment::{self, Deployment, IndexLocation};
+use git_xet_server::deployment::{self, Deployment, IndexLocation};
 
 /// Opens the deployment `args` name, refusing one that does not exist yet.
 pub(super) fn open_existing(args: &DeploymentArgs) -> anyhow::Result<Deployment> {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::deployment::DeploymentArgs;
 use super::upkeep::{open_existing, parse_duration, runtime};
-use crate::gc::{gc, GcOptions};
 use git_xet_io::human::human_bytes;
+use git_xet_server::gc::{gc, GcOptions};
 
 #[derive(clap::Args, Debug)]
 pub(super) struct GcArgs {
@@ -22,12 +22,12 @@ pub(super) struct GcArgs {
 }
 
 pub(super) fn run(args: GcArgs) -> anyhow::Result<ExitCode> {
-    git_xet_io::logging::init("warn");
+    crate::common::logging::init("warn");
     let deployment = open_existing(&args.deployment)?;
     let opts = GcOptions {
         grace: args.grace,
         dry_run: args.dry_run,
-        // Test hook: see crate::gc::pause.
+        // Test hook: see git_xet_server::gc::pause.
         pause_dir: std::env::var_os("GIT_XET_GC_TEST_PAUSE").map(Into::into),
     };
     let report = runtime()?.block_on(gc(&*deployment.store, &deployment.index, &opts))?;

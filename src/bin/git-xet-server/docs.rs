@@ -1,12 +1,12 @@
 //! `git-xet-server generate-docs DIR` (hidden; install.sh runs it) and `--help` as a man
-//! page: see git_xet_io::cli_docs. The pages are named as users type the commands, through
+//! page: see crate::common::cli_docs. The pages are named as users type the commands, through
 //! `git xet`: `git-xet-server`, `git-xet-shell`, `git-xet-pre-receive` and those below them.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::common::cli_docs;
 use clap::CommandFactory;
-use git_xet_io::cli_docs;
 
 use super::Cli;
 
