@@ -4,11 +4,11 @@
 # run asks the server and rejects), against `git xet server` on loopback, and prints the
 # mean wall time per run of each hook:
 #   hosted   - the two-line hook `git xet server` installs (exec '/path/git-xet' pre-receive)
-#   shipped  - crates/server/hooks/pre-receive, which runs the git-xet on PATH
-#   OLD_HOOK - any other hook file, e.g. an earlier crates/server/hooks/pre-receive, to compare with
+#   shipped  - hooks/pre-receive, which runs the git-xet on PATH
+#   OLD_HOOK - any other hook file, e.g. an earlier hooks/pre-receive, to compare with
 #
 #   scripts/bench_hook.sh                                   # 100 runs, release build
-#   git show REV:crates/server/hooks/pre-receive > /tmp/old-hook; OLD_HOOK=/tmp/old-hook scripts/bench_hook.sh
+#   git show REV:hooks/pre-receive > /tmp/old-hook; OLD_HOOK=/tmp/old-hook scripts/bench_hook.sh
 #   GIT_XET_BIN=target/debug/git-xet scripts/bench_hook.sh   # no build
 #
 # Everything it makes is in a temporary directory, removed afterwards.
@@ -51,7 +51,7 @@ git -C "$work/bare.git" update-ref -d refs/heads/tmp
 input="$(printf '%040d' 0) $commit refs/heads/main"
 
 printf '#!/bin/sh\nexec %q pre-receive\n' "$bin" > "$work/hosted"
-cp crates/server/hooks/pre-receive "$work/shipped"
+cp hooks/pre-receive "$work/shipped"
 chmod +x "$work/hosted" "$work/shipped"
 hooks=(hosted shipped)
 [ ! -e "$work/old-hook" ] || { chmod +x "$work/old-hook"; hooks+=(old-hook); }

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Benchmark: incremental rebuild after a one-line change in the server, in the client and in
-# the protocol core (`cargo build`, dev profile, this machine's cores), and `cargo test` of the
-# core crate alone. Each change is a new `pub const` line appended to the crate's root, timed
-# once built warm, then removed (and rebuilt untimed). Prints seconds per case.
+# Benchmark: incremental rebuild after a one-line change in the server crate's root, in an
+# index backend, in a Hub route, in the ssh shell, in the client and in the protocol core
+# (`cargo build`, dev profile, this machine's cores), and `cargo test` of the core crate
+# alone. Each change is a private `const` appended to one file, timed once built warm, then
+# removed (and rebuilt untimed). Prints seconds per case.
 #
 #   scripts/bench_rebuild.sh            (run on a quiet machine: the figures are wall times)
 #
-# In a checkout from before the workspace (one crate, src/{server,client,xet}/mod.rs) it
-# changes those modules instead, so both shapes can be timed the same way.
+# Each case names the file where that code lives in every layout it had (before the workspace:
+# one crate, src/{server,client,xet}/mod.rs; before the server's split: crates/server/src/...),
+# so that checkouts of each shape are timed the same way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,17 +34,36 @@ time_it() { # label, command...
 
 core_root=crates/core/src/lib.rs
 [ -d crates ] || core_root=src/xet/mod.rs
-for crate in server client core; do
-  if [ -d crates ]; then
-    root="crates/$crate/src/lib.rs"
-  else
-    case $crate in core) root=src/xet/mod.rs ;; *) root="src/$crate/mod.rs" ;; esac
-  fi
-  cp "$root" "$root.orig"
-  trap 'mv -f "'"$root"'.orig" "'"$root"'"' EXIT
-  echo "pub const BENCH_REBUILD_MARK: u32 = $RANDOM;" >> "$root"
-  time_it "cargo build after a line in $crate" cargo build --locked --bins
-  mv -f "$root.orig" "$root"
+
+# The first of the candidate files that exists: the same code before and after a move.
+first() {
+  local f
+  for f in "$@"; do
+    if [ -f "$f" ]; then echo "$f"; return; fi
+  done
+  echo "none of: $*" >&2
+  exit 1
+}
+
+# label|candidates (the server's root, then the files a change of one concern touches)
+cases=(
+  "the server crate's root|crates/server/src/lib.rs src/server/mod.rs"
+  "an index backend (SQLite)|crates/index/src/sqlite/mod.rs crates/server/src/index/sqlite/mod.rs"
+  "a Hub route|crates/server/src/hub/commit.rs crates/hosting/src/hub/commit.rs"
+  "the ssh shell|crates/shell/src/ssh/mod.rs crates/server/src/ssh/mod.rs"
+  "the client|crates/client/src/lib.rs src/client/mod.rs"
+  "the protocol core|crates/core/src/lib.rs src/xet/mod.rs"
+)
+for case in "${cases[@]}"; do
+  label=${case%%|*}
+  # shellcheck disable=SC2086
+  file=$(first ${case#*|})
+  cp "$file" "$file.orig"
+  trap 'mv -f "'"$file"'.orig" "'"$file"'"' EXIT
+  # A private item compiles anywhere; allowed, so that no warning is added.
+  printf '\n#[allow(dead_code)]\nconst BENCH_REBUILD_MARK: u32 = %d;\n' "$RANDOM" >> "$file"
+  time_it "cargo build after a line in $label" cargo build --locked --bins
+  mv -f "$file.orig" "$file"
   trap - EXIT
   cargo build --locked -q --bins
 done

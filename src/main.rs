@@ -2,6 +2,7 @@
 //! commands users type. The server side lives in `git-xet-server` (see cli::forward).
 
 mod cli;
+mod common;
 
 fn main() -> std::process::ExitCode {
     cli::main()

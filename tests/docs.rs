@@ -1,7 +1,8 @@
 //! The docs and code comments name only files that exist: every repository path
 //! (`crates/...`, `src/...`, `tests/...`, `docs/...`, `scripts/...`, ...) written in
 //! README.md, docs/*.md and the comments of every crate's code is checked against the tree, so
-//! a file moved or renamed does not leave its old name behind.
+//! a file moved or renamed does not leave its old name behind. The programs' help texts, which
+//! users read where no source tree exists, name none at all.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +15,7 @@ const ROOTS: &[&str] = &[
     "scripts/",
     "fixtures/",
     "fuzz/",
+    "hooks/",
     ".ci/",
 ];
 
@@ -116,4 +118,44 @@ fn paths_are_found_as_readers_see_them() {
         named_paths("crates/server/src/lfs/locks*.rs and src/{a,b}/ and $HOME/src/x").is_empty()
     );
     assert!(named_paths("git-lfs's docs/api/batch.md").is_empty());
+}
+
+/// Every command's help, as its man page holds it (both programs write them with the hidden
+/// `generate-docs`), names no path of this repository: users read it on machines without the
+/// source tree.
+#[test]
+fn help_texts_name_no_repository_path() {
+    let dir = tempfile::tempdir().unwrap();
+    for (program, out) in [
+        (env!("CARGO_BIN_EXE_git-xet"), dir.path().join("client")),
+        (
+            env!("CARGO_BIN_EXE_git-xet-server"),
+            dir.path().join("server"),
+        ),
+    ] {
+        let status = std::process::Command::new(program)
+            .arg("generate-docs")
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{program} generate-docs: {status}");
+    }
+    let mut pages = Vec::new();
+    files_under(dir.path(), "1", &mut pages);
+    assert!(pages.len() > 20, "only {} man pages written", pages.len());
+    let mut named = Vec::new();
+    for page in &pages {
+        // roff escapes a hyphen as `\-`; the paths are read as users see them.
+        let text = std::fs::read_to_string(page).unwrap().replace("\\-", "-");
+        for path in named_paths(&text) {
+            let shown = page.file_name().unwrap().to_string_lossy().into_owned();
+            named.push(format!("{shown}: {path}"));
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "help texts naming repository paths:\n{}",
+        named.join("\n")
+    );
 }

@@ -90,9 +90,6 @@ mod hub_listing;
 #[path = "server/hardening.rs"]
 mod hardening;
 
-#[path = "server/index_contract.rs"]
-mod index_contract;
-
 #[path = "server/s3.rs"]
 mod s3;
 #[path = "server/upkeep.rs"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PostgreSQL server binaries: the PostgreSQL index tests (tests/support/postgres.rs) run
+# PostgreSQL server binaries: the PostgreSQL index tests (crates/testkit/src/postgres.rs) run
 # initdb and pg_ctl on a loopback port. Debian's postgresql; skipped when present.
 set -euo pipefail
 if compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then

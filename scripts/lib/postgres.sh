@@ -1,4 +1,4 @@
-# A throwaway PostgreSQL for the benchmarks (as tests/support/postgres.rs does for the tests):
+# A throwaway PostgreSQL for the benchmarks (as crates/testkit/src/postgres.rs does for the tests):
 # Debian's server binaries (.ci/deps/20-postgresql.sh installs them), initdb into $1, pg_ctl
 # start on a free loopback port, as `nobody` when run as root. Sets PG_URL; pg_stop stops it.
 # shellcheck shell=bash

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 
+use crate::common::logging;
+use crate::common::terminal::{bar_callback, terminal_bar};
 use git_xet_client::chunk_cache::{default_cache_root, DEFAULT_CHUNK_CACHE_BYTES};
 use git_xet_client::{CasClient, ClientConfig, DownloadOptions, LocalSource, Token};
 use git_xet_core::MerkleHash;
 use git_xet_io::human::human_bytes;
-use git_xet_io::logging;
-use git_xet_io::terminal::{bar_callback, terminal_bar};
 
 /// How to reach the server and where to keep local state.
 #[derive(clap::Args, Debug)]

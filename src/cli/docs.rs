@@ -1,13 +1,13 @@
 //! `git xet generate-docs DIR` (hidden; install.sh runs it) and `--help` as a man page: see
-//! git_xet_io::cli_docs. This program documents its own commands; `server`, `shell` and
+//! crate::common::cli_docs. This program documents its own commands; `server`, `shell` and
 //! `pre-receive` are documented by `git-xet-server generate-docs`, whose definitions parse them.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::common::cli_docs;
 use anyhow::Context;
 use clap::CommandFactory;
-use git_xet_io::cli_docs;
 
 use super::Cli;
 

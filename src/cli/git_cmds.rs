@@ -8,12 +8,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
+use crate::common::logging;
 use git_xet_git::config::Scope;
 use git_xet_git::install::{self, InstallOptions};
 use git_xet_git::status::{FilterSetting, Location, ObjectsSetting, StatusReport};
 use git_xet_git::store::KeepCheckedOut;
 use git_xet_io::human::human_bytes;
-use git_xet_io::logging;
 
 use super::progress;
 

@@ -74,8 +74,9 @@ enum Command {
     Prune(store_cmds::PruneArgs),
     /// Demonstrate the whole workflow against a temporary local server.
     Quickstart(git_cmds::QuickstartArgs),
-    /// The check of crates/server/hooks/pre-receive, built in: run it from a bare repository's
-    /// crates/server/hooks/pre-receive (`git xet server` installs it in the repositories it hosts).
+    /// The pre-receive check, built in: a bare repository's pre-receive hook runs it
+    /// (`git xet server` installs that hook in the repositories it hosts; other git servers
+    /// use the pre-receive hook shipped with git-xet).
     #[command(disable_help_flag = true)]
     PreReceive(forward::Forwarded),
     /// The forced command of an ssh key (authorized_keys `command="git xet shell ..."`):
@@ -132,7 +133,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            git_xet_io::logging::report_error(err.as_ref());
+            crate::common::logging::report_error(err.as_ref());
             ExitCode::FAILURE
         }
     }

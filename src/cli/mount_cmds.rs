@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use crate::common::logging;
 use git_xet_client::chunk_cache::{default_cache_root, DEFAULT_CHUNK_CACHE_BYTES};
 use git_xet_git::repo::Repo;
-use git_xet_io::logging;
 use git_xet_mount::fs::MountFs;
 use git_xet_mount::remote::XetRemote;
 

@@ -4,9 +4,10 @@
 use std::cell::{Cell, RefCell};
 use std::io::{IsTerminal, Write};
 
+use crate::common::terminal::{bar_callback, counting_bar, terminal_bar};
 use git_xet_client::ProgressFn;
 use git_xet_io::human::human_bytes;
-use git_xet_io::terminal::{bar_callback, counting_bar, terminal_bar, ProgressBar, ProgressFinish};
+use indicatif::{ProgressBar, ProgressFinish};
 
 fn line(text: &str) {
     let _ = writeln!(std::io::stderr(), "{text}");

@@ -3,9 +3,9 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use crate::common::logging;
 use git_xet_git::repo::Repo;
 use git_xet_io::human::human_bytes;
-use git_xet_io::logging;
 
 #[derive(clap::Args, Debug)]
 pub struct MaterializeArgs {

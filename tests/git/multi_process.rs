@@ -1,5 +1,5 @@
 //! Several `git xet server` processes serving one deployment: a PostgreSQL index (real
-//! PostgreSQL, tests/support/postgres.rs), one S3 object store (a real 3-node Garage,
+//! PostgreSQL, crates/testkit/src/postgres.rs), one S3 object store (a real 3-node Garage,
 //! tests/support/garage.rs) and one `--git-dir`, each process with a data directory of its
 //! own. Real git, git-lfs and the agent push and clone through different processes.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use git_xet_core::MerkleHash;
-use git_xet_server::index::{DedupDomain, Index, PgIndex};
+use git_xet_index::{DedupDomain, Index, PgIndex};
 
 use crate::env::{assert_file_is, stderr, GitEnv};
 use crate::support::garage::{self, Garage};

@@ -356,7 +356,7 @@ fn user_add_prints_a_line_sshd_accepts_and_refuses_bad_keys() {
         .unwrap();
     failed_saying(out, "user add without a secret", "has no server secret");
     std::fs::create_dir_all(&data).unwrap();
-    git_xet_server::keys::Keys::load_or_create(&data).unwrap();
+    git_xet_identity::keys::Keys::load_or_create(&data).unwrap();
     let out = git_xet()
         .args([
             "server", "user", "add", "dana", "--key", key, "--repo", "org/m", "--scope", "write",

@@ -262,20 +262,20 @@ fn health_and_unknown_routes() {
 #[test]
 fn signed_url_for_a_missing_xorb_is_not_found() {
     let server = TestServer::start();
-    let keys = git_xet_server::keys::Keys::load_or_create(&server.data).unwrap();
+    let keys = git_xet_identity::keys::Keys::load_or_create(&server.data).unwrap();
     let xorb = git_xet_core::MerkleHash::from_bytes([9; 32]);
     let expires = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs()
         + 60;
-    let grant = git_xet_server::signing::Grant {
+    let grant = git_xet_identity::signing::Grant {
         xorb,
         bytes: git_xet_core::reconstruction::HttpRange { start: 0, end: 9 },
         token_id: String::new(),
         expires,
     };
-    let url = git_xet_server::signing::fetch_url(&keys, &server.url, &grant);
+    let url = git_xet_identity::signing::fetch_url(&keys, &server.url, &grant);
     let r = client()
         .get(&url)
         .header("Range", "bytes=0-9")

@@ -213,7 +213,7 @@ fn commit_unuploaded(env: &GitEnv, work: &Path, name: &str, data: &[u8]) -> Stri
 
 /// `git push` of commits whose LFS objects were not uploaded (git-lfs's pre-push skipped),
 /// so that only the server's pre-receive hook decides. The git-xet under test comes first
-/// on PATH, where crates/server/hooks/pre-receive looks for it (ahead of any installed one).
+/// on PATH, where hooks/pre-receive looks for it (ahead of any installed one).
 fn push_pointers_only(env: &GitEnv, work: &Path, target: &str) -> std::process::Command {
     let bin = git_xet_bin();
     let mut dirs = vec![bin.parent().unwrap().to_path_buf()];
@@ -349,7 +349,7 @@ fn shipped_hook_without_git_xet_refuses_the_push_saying_so() {
 /// The two ways a git server runs the pre-receive check.
 #[derive(Clone, Copy, Debug)]
 enum Hook {
-    /// crates/server/hooks/pre-receive as shipped (git-xet from PATH).
+    /// hooks/pre-receive as shipped (git-xet from PATH).
     Shipped,
     /// `git xet pre-receive`, run from a two-line hook as the server installs it.
     BuiltIn,
@@ -371,8 +371,7 @@ fn bare_repo_with_hook(
     let installed = bare.join("hooks/pre-receive");
     match kind {
         Hook::Shipped => {
-            let hook =
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/server/hooks/pre-receive");
+            let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/pre-receive");
             std::fs::copy(&hook, &installed).unwrap();
         }
         Hook::BuiltIn => {

@@ -237,7 +237,7 @@ fn racing_layouts_through_two_servers_on_postgres_and_garage() {
 #[test]
 fn check_reports_a_layout_mismatch_and_a_re_upload_repairs_it() {
     use git_xet_core::xorb::XorbFooter;
-    use git_xet_server::index::{Index, SqliteIndex, XorbMeta};
+    use git_xet_index::{Index, SqliteIndex, XorbMeta};
 
     let mut server = TestServer::start();
     let cas = Cas::new(&server, REPO, "write");

@@ -124,7 +124,7 @@ fn the_systemd_unit_verifies_and_stays_hardened() {
 #[test]
 fn the_environment_file_names_only_variables_the_server_reads() {
     let example = std::fs::read_to_string(contrib().join("git-xet-server.env")).unwrap();
-    let cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/server/src/cli");
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bin/git-xet-server");
     let source: String = ["run.rs", "deployment.rs"]
         .iter()
         .map(|f| std::fs::read_to_string(cli.join(f)).unwrap())

@@ -4,8 +4,10 @@
 #![allow(dead_code)]
 
 pub mod garage;
-pub mod ports;
-pub mod postgres;
+#[allow(unused_imports)]
+pub use git_xet_testkit::ports;
+#[allow(unused_imports)]
+pub use git_xet_testkit::postgres;
 #[path = "../../crates/core/tests/support/random.rs"]
 mod random;
 #[path = "../../crates/core/tests/support/xorbs.rs"]
@@ -349,10 +351,10 @@ impl TestServer {
 
     /// A token signed with the server's secret that expired the second it was made.
     pub fn expired_token(&self, repo: &str, scope: &str) -> String {
-        let keys = git_xet_server::keys::Keys::load(&self.data).expect("server secret");
-        let repo = git_xet_server::repo_name::RepoName::parse(repo).unwrap();
-        let scope = git_xet_server::auth::Scope::parse(scope).unwrap();
-        git_xet_server::auth::issue(&keys, &repo, scope, 0).0
+        let keys = git_xet_identity::keys::Keys::load(&self.data).expect("server secret");
+        let repo = git_xet_index::RepoName::parse(repo).unwrap();
+        let scope = git_xet_identity::auth::Scope::parse(scope).unwrap();
+        git_xet_identity::auth::issue(&keys, &repo, scope, 0).0
     }
 
     /// Sends SIGTERM and waits for a graceful exit.

@@ -1,5 +1,5 @@
 //! Progress reporting: a callback the caller supplies (the transfer agent turns it into
-//! git-lfs `progress` events; the programs into bars, `git_xet_io::terminal`). The client
+//! git-lfs `progress` events; the programs into bars). The client
 //! itself never prints.
 
 use std::sync::Arc;

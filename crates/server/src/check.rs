@@ -13,11 +13,11 @@ use std::sync::Arc;
 use sha2::Digest;
 
 use crate::gc::{listing, on_index, store_err, UpkeepError};
-use crate::index::{FileRecord, Index};
-use crate::repo_name::RepoName;
 use git_xet_core::hash::{chunk_hash, file_hash, sha256_hex};
 use git_xet_core::xorb::{validate_xorb, ChunkRecords, XorbFooter};
 use git_xet_core::MerkleHash;
+use git_xet_index::RepoName;
+use git_xet_index::{FileRecord, Index};
 use git_xet_storage::{ObjectKey, ObjectKind, ObjectStore};
 
 /// Files read from the index at a time.

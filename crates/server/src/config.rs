@@ -30,7 +30,7 @@ pub struct ServerConfig {
     /// How often the global-dedup chunk key rotates.
     pub dedup_key_period: Duration,
     /// Which repositories' xorbs a request may dedup against (index/scope.rs).
-    pub dedup_scope: crate::index::DedupScope,
+    pub dedup_scope: git_xet_index::DedupScope,
     /// Largest git-lfs basic upload accepted.
     pub max_object_size: u64,
     /// Largest git push (request body of git-receive-pack) accepted.
@@ -48,7 +48,7 @@ pub struct ServerConfig {
     /// How long shutdown waits for in-flight requests.
     pub shutdown_grace: Duration,
     /// The git-xet binary whose built-in `pre-receive` check hosted repositories' hook runs;
-    /// without it they get crates/server/hooks/pre-receive, which runs the git-xet found on PATH.
+    /// without it they get hooks/pre-receive, which runs the git-xet found on PATH.
     pub hook_program: Option<PathBuf>,
     /// Connections per client address, header deadline, inactivity timeout.
     pub limits: crate::listen::Limits,
@@ -67,7 +67,7 @@ pub struct ServerConfig {
     /// Locks one repository may hold.
     pub max_locks_per_repo: u64,
     /// OpenID Connect tokens accepted beside the server's own (`--oidc-issuer`).
-    pub oidc: Option<std::sync::Arc<crate::identity::Oidc>>,
+    pub oidc: Option<std::sync::Arc<git_xet_identity::Oidc>>,
 }
 
 impl ServerConfig {

@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::index::{Index, IndexError, PgIndex, SqliteIndex};
-use crate::keys::Keys;
+use git_xet_identity::keys::Keys;
+use git_xet_index::{Index, IndexError, PgIndex, SqliteIndex};
 use git_xet_storage::{FsStore, ObjectStore, S3ProbeError, S3Store};
 
 /// Where xorbs and shards are stored.
@@ -98,10 +98,8 @@ impl IndexLocation {
     pub fn holds_password(&self) -> Result<bool, DeploymentError> {
         match self {
             IndexLocation::Sqlite(_) => Ok(false),
-            IndexLocation::Postgres(url) => url
-                .parse::<tokio_postgres::Config>()
-                .map(|config| config.get_password().is_some())
-                .map_err(|_| DeploymentError::BadIndexLocation(url.clone())),
+            IndexLocation::Postgres(url) => PgIndex::url_holds_password(url)
+                .ok_or_else(|| DeploymentError::BadIndexLocation(url.clone())),
         }
     }
 }
@@ -298,7 +296,7 @@ pub enum KeysError {
          (--data or GIT_XET_SERVER_DATA) or its --index, start the server once, or pass \
          --init to create a new secret there",
         data_dir.display(),
-        crate::keys::secret_path(data_dir).display()
+        git_xet_identity::keys::secret_path(data_dir).display()
     )]
     NoSecret { data_dir: PathBuf },
     #[error("loading the server secret in {}: {source}", data_dir.display())]

@@ -7,7 +7,8 @@ use axum::response::{IntoResponse, Response};
 
 use git_xet_core::CoreError;
 
-use crate::index::IndexError;
+use git_xet_identity::AuthError;
+use git_xet_index::IndexError;
 
 /// `WWW-Authenticate` / `LFS-Authenticate` challenge sent with every 401, so that git and
 /// git-lfs ask their credential helpers and retry with HTTP Basic.
@@ -113,8 +114,8 @@ impl ServerError {
     }
 }
 
-impl From<crate::repo_name::InvalidRepoName> for ServerError {
-    fn from(e: crate::repo_name::InvalidRepoName) -> Self {
+impl From<git_xet_index::InvalidRepoName> for ServerError {
+    fn from(e: git_xet_index::InvalidRepoName) -> Self {
         ServerError::BadRequest(e.to_string())
     }
 }
@@ -169,6 +170,18 @@ impl From<IndexError> for ServerError {
     }
 }
 
+/// A refused credential by what was refused: unauthenticated 401, too little 403, and a
+/// repository the credential does not reach 404, as a missing one.
+impl From<AuthError> for ServerError {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::Unauthenticated(why) => ServerError::Unauthorized(why),
+            AuthError::Forbidden(why) => ServerError::Forbidden(why),
+            AuthError::NotReached(why) => ServerError::NotFound(why),
+        }
+    }
+}
+
 impl From<tokio::task::JoinError> for ServerError {
     fn from(e: tokio::task::JoinError) -> Self {
         ServerError::Internal(format!("background task failed: {e}"))
@@ -191,8 +204,23 @@ mod tests {
     }
 
     #[test]
+    fn auth_errors_answer_by_variant() {
+        let cases = [
+            (
+                AuthError::Unauthenticated("no".into()),
+                StatusCode::UNAUTHORIZED,
+            ),
+            (AuthError::Forbidden("no".into()), StatusCode::FORBIDDEN),
+            (AuthError::NotReached("no".into()), StatusCode::NOT_FOUND),
+        ];
+        for (error, status) in cases {
+            assert_eq!(ServerError::from(error).status(), status);
+        }
+    }
+
+    #[test]
     fn index_errors_answer_by_variant() {
-        let backend = || -> crate::index::BackendError { "engine says no".into() };
+        let backend = || -> git_xet_index::BackendError { "engine says no".into() };
         let cases = [
             (
                 IndexError::DiskFull { source: backend() },
@@ -233,6 +261,9 @@ mod tests {
             let has_source = std::error::Error::source(&error).is_some();
             let answer = ServerError::from(error);
             assert_eq!(answer.status(), status, "{answer}");
+            if status == StatusCode::INSUFFICIENT_STORAGE {
+                assert!(answer.to_string().contains("full"), "{answer}");
+            }
             // The backend's words reach the message through the chain.
             if has_source {
                 assert!(answer.to_string().contains("engine says no"), "{answer}");

@@ -10,10 +10,10 @@ use tokio::sync::mpsc;
 
 use crate::metrics::add;
 use crate::reconstruct::Plan;
-use crate::repo_name::RepoName;
 use crate::state::SharedState;
 use git_xet_core::hash::chunk_hash;
 use git_xet_core::xorb::ChunkRecords;
+use git_xet_index::RepoName;
 use git_xet_storage::ObjectKey;
 
 /// Serialized bytes read from a xorb at once.

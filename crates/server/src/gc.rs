@@ -5,7 +5,7 @@
 //!    transaction that re-checks every registered file), then deleted from the store, then
 //!    forgotten by the index. Stored xorbs the index never learned of (an upload cut short
 //!    between storing and indexing) go the same way. The invariant that makes this safe while
-//!    uploads run is stated in `crates/server/src/index/gc.rs`; the grace period spares the xorbs of
+//!    uploads run is stated in `crates/index/src/gc.rs`; the grace period spares the xorbs of
 //!    uploads in progress (stored before the shard that references them).
 //! 3. Shards none of whose files is registered, older than the grace period, are deleted.
 //!    Stored shards are a record of what was registered; the server never reads them back,
@@ -16,14 +16,13 @@
 
 use std::collections::{HashMap, HashSet};
 #[cfg(feature = "test-hooks")]
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::TryStreamExt;
 
-use crate::index::{Index, IndexError};
 use git_xet_core::MerkleHash;
+use git_xet_index::{Index, IndexError};
 use git_xet_storage::{ObjectInfo, ObjectKey, ObjectKind, ObjectStore};
 
 /// What went wrong in an upkeep command (gc, check, repo delete).
@@ -76,9 +75,6 @@ pub struct GcOptions {
     pub grace: Duration,
     /// Count what would be freed; change nothing.
     pub dry_run: bool,
-    /// Test hook: pause at each step until told to go on (see [`pause`]).
-    #[cfg(feature = "test-hooks")]
-    pub pause_dir: Option<PathBuf>,
 }
 
 /// What gc freed (or, in a dry run, would free).
@@ -93,12 +89,14 @@ pub struct GcReport {
     pub xorbs_kept: u64,
 }
 
-/// Test hook (with the `test-hooks` feature): with a pause directory, gc creates
-/// `<step>.reached` there and waits (up to two minutes) for `<step>.go`, so that a test can
-/// run an upload at exactly that point.
+/// Test hook (with the `test-hooks` feature): with `GIT_XET_GC_TEST_PAUSE` naming a
+/// directory, gc creates `<step>.reached` there and waits (up to two minutes) for
+/// `<step>.go`, so that a test can run an upload at exactly that point.
 #[cfg(feature = "test-hooks")]
-async fn pause(opts: &GcOptions, step: &str) {
-    let Some(dir) = &opts.pause_dir else { return };
+async fn pause(_: &GcOptions, step: &str) {
+    let Some(dir) = std::env::var_os("GIT_XET_GC_TEST_PAUSE").map(std::path::PathBuf::from) else {
+        return;
+    };
     let _ = std::fs::write(dir.join(format!("{step}.reached")), b"");
     let go = dir.join(format!("{step}.go"));
     for _ in 0..12_000 {
@@ -110,7 +108,7 @@ async fn pause(opts: &GcOptions, step: &str) {
     tracing::warn!(step, "gc pause: no go after two minutes; going on");
 }
 
-/// Without the `test-hooks` feature there is no pause directory: never pauses.
+/// Without the `test-hooks` feature gc never pauses.
 #[cfg(not(feature = "test-hooks"))]
 async fn pause(_: &GcOptions, _: &str) {}
 

@@ -12,11 +12,11 @@ use tower::ServiceExt;
 use tracing::Instrument;
 
 use crate::error::ServerError;
-use crate::index::scope::SCOPED_CAS_PREFIX;
 use crate::listen::Peer;
 use crate::state::SharedState;
 use crate::{cas, repo_routes, request_id};
 use git_xet_core::api::routes::{self, Route};
+use git_xet_index::scope::SCOPED_CAS_PREFIX;
 
 pub fn router(state: SharedState) -> Router {
     let scoped = cas_routes(Router::new()).with_state(state.clone());

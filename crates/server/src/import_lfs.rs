@@ -24,11 +24,11 @@ use crate::deployment::{self, Deployment, DeploymentConfig};
 use crate::error::ServerError;
 use crate::ingest::{commit, ingest_stream};
 use crate::metrics::Metrics;
-use crate::repo_name::RepoName;
 use crate::shard_check::validate_built;
 use crate::state::{AppState, SharedState};
 use crate::ServerConfig;
 use git_xet_core::hash::sha256_hex;
+use git_xet_index::RepoName;
 use source::{Found, Reader};
 pub use source::{Source, SourceError};
 
@@ -44,7 +44,7 @@ pub enum ImportError {
         cause: std::io::Error,
     },
     #[error(transparent)]
-    Index(#[from] crate::index::IndexError),
+    Index(#[from] git_xet_index::IndexError),
     #[error(transparent)]
     Deployment(#[from] crate::deployment::DeploymentError),
     #[error("importing {path}: {cause}")]
@@ -62,7 +62,7 @@ pub struct ImportOptions {
     /// Objects converted at once (each builds one 64 MiB xorb in memory).
     pub jobs: usize,
     /// The servers' `--dedup-scope`: which stored content the import dedups against.
-    pub dedup_scope: crate::index::DedupScope,
+    pub dedup_scope: git_xet_index::DedupScope,
 }
 
 /// One object whose bytes do not hash to its name: reported, never stored.
@@ -253,7 +253,9 @@ fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportErro
         internal_url: "http://127.0.0.1:0".into(),
         listen_url: "http://127.0.0.1:0".into(),
         data_lock: None,
-        revocations: crate::revocation::RevocationCache::new(crate::revocation::DEFAULT_TTL),
+        revocations: git_xet_identity::revocation::RevocationCache::new(
+            git_xet_identity::revocation::DEFAULT_TTL,
+        ),
         readiness: Default::default(),
     };
     Ok((Arc::new(state), tmp))

@@ -17,13 +17,13 @@ use std::sync::Arc;
 
 use crate::cas::store_staged_xorb;
 use crate::error::{ServerError, ServerResult};
-use crate::index::{DedupDomain, XorbMeta};
-use crate::repo_name::RepoName;
 use crate::state::SharedState;
 use git_xet_core::hash::{sha256_as_merkle, verification_hash};
 use git_xet_core::shard::{FileInfo, FileTerm, Shard, XorbBlock};
 use git_xet_core::xorb::{CompressedChunk, XorbBuilder, XorbFooter};
 use git_xet_core::MerkleHash;
+use git_xet_index::RepoName;
+use git_xet_index::{DedupDomain, XorbMeta};
 use git_xet_io::pipeline::{chunk_and_hash, HashedChunk, PipelineError};
 use git_xet_storage::Staged;
 

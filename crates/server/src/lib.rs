@@ -1,15 +1,13 @@
 //! `git xet server`: the CAS API, the git-lfs Batch API, git over smart HTTP and ssh, on
 //! storage and index backends behind small traits, plus the programs' server-side commands.
-//! Depends on the protocol core and the shared I/O crate only, never on the client side.
+//! Built on the crates below it, never on the client side: `git-xet-index` (what is stored
+//! and who sees it), `git-xet-storage` (the objects), `git-xet-identity` (tokens, keys,
+//! signed URLs, OIDC), `git-xet-web` (the pages' HTML), `git-xet-io` and `git-xet-core`.
 //!
 //! | module          | job                                                               |
 //! |-----------------|-------------------------------------------------------------------|
-//! | `cli`           | the `git-xet-server` program: `server`, `shell`, `pre-receive`     |
 //! | `config`        | settings                                                          |
 //! | `deployment`    | where the store, index and secret live; opening them              |
-//! | `keys`, `auth`, `signing`, `revocation` | secret, tokens, signed fetch URLs, revoked tokens |
-//! | `identity`      | the rule language of tokens, ssh keys and the OIDC policy; OIDC   |
-//! | `index`         | index trait; SQLite and PostgreSQL backends                        |
 //! | `shard_check`   | validating uploaded shards against stored xorbs                   |
 //! | `reconstruct`   | planning reconstructions for byte ranges                          |
 //! | `cas`           | CAS API handlers                                                  |
@@ -28,12 +26,11 @@
 //! | `tls`, `proxy`  | native HTTPS; trusted reverse proxies' forwarding headers         |
 //! | `ssh`           | `git xet shell`: git and git-lfs over OpenSSH (forced command)    |
 
-pub mod auth;
 pub mod backup;
 pub mod body;
 pub mod cas;
 pub mod check;
-pub mod cli;
+
 pub mod config;
 pub mod deployment;
 pub mod error;
@@ -44,11 +41,8 @@ pub mod health;
 pub mod hook;
 pub mod http;
 pub mod hub;
-pub mod identity;
 pub mod import_lfs;
-pub mod index;
 pub mod ingest;
-pub mod keys;
 pub mod lfs;
 pub mod listen;
 pub mod metrics;
@@ -56,12 +50,9 @@ pub mod migrate;
 pub mod proxy;
 pub mod rebuild;
 pub mod reconstruct;
-pub mod repo_name;
 pub mod repo_routes;
 pub mod request_id;
-pub mod revocation;
 pub mod shard_check;
-pub mod signing;
 pub mod ssh;
 pub mod state;
 pub mod status;
@@ -86,7 +77,7 @@ pub enum StartError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Index(#[from] index::IndexError),
+    Index(#[from] git_xet_index::IndexError),
     #[error(transparent)]
     Deployment(#[from] deployment::DeploymentError),
     #[error(transparent)]
@@ -189,7 +180,9 @@ fn open_state(
         internal_url,
         listen_url,
         data_lock: Some(data_lock),
-        revocations: crate::revocation::RevocationCache::new(crate::revocation::DEFAULT_TTL),
+        revocations: git_xet_identity::revocation::RevocationCache::new(
+            git_xet_identity::revocation::DEFAULT_TTL,
+        ),
         readiness: Default::default(),
     })
 }

@@ -9,7 +9,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::index::IndexStats;
+use git_xet_index::IndexStats;
 
 #[derive(Debug, Default)]
 pub struct Metrics {

@@ -11,11 +11,11 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::error::{ServerError, ServerResult};
-use crate::index::{FileRecord, Index, XorbMeta};
 use git_xet_core::reconstruction::{
     ChunkRange, FetchInfo, HttpRange, Reconstruction, ReconstructionTerm,
 };
 use git_xet_core::MerkleHash;
+use git_xet_index::{FileRecord, Index, XorbMeta};
 
 /// One term trimmed to the requested range.
 #[derive(Debug, Clone)]

@@ -13,12 +13,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::error::{ServerError, ServerResult};
-use crate::index::{DedupDomain, FileRecord, Index, ShardRegistration, XorbMeta};
-use crate::repo_name::RepoName;
 use git_xet_core::hash::{file_hash_from_root, merkle_as_sha256, verification_hash};
 use git_xet_core::merkle::MerkleBuilder;
 use git_xet_core::shard::{read_shard, FileInfo, FooterOptions, Shard, XorbBlock};
 use git_xet_core::MerkleHash;
+use git_xet_index::RepoName;
+use git_xet_index::{DedupDomain, FileRecord, Index, ShardRegistration, XorbMeta};
 
 /// A shard that passed validation: what to register, and its stored form.
 pub struct ValidatedShard {

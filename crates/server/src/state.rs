@@ -4,14 +4,15 @@ use std::sync::Arc;
 
 use axum::http::HeaderMap;
 
-use crate::auth::{self, Accepts, Access, Scope};
 use crate::config::ServerConfig;
 use crate::error::{ServerError, ServerResult};
-use crate::index::Index;
-use crate::keys::Keys;
 use crate::metrics::Metrics;
-use crate::repo_name::RepoName;
-use crate::revocation::RevocationCache;
+use git_xet_identity::auth::{self, Accepts, Access, Scope};
+use git_xet_identity::keys::Keys;
+use git_xet_identity::revocation::RevocationCache;
+use git_xet_identity::AuthError;
+use git_xet_index::Index;
+use git_xet_index::RepoName;
 use git_xet_storage::ObjectStore;
 
 pub type SharedState = Arc<AppState>;
@@ -118,7 +119,7 @@ impl AppState {
         anonymous: bool,
         accepts: Accepts,
     ) -> ServerResult<Access> {
-        let verify = |t: &str| self.verify_credential(t, accepts);
+        let verify = |t: &str| self.verify_auth(t, accepts);
         let access = auth::authorize_with(headers, repo, need, anonymous, &verify)?;
         self.not_revoked(access)
     }
@@ -155,7 +156,7 @@ impl AppState {
     /// Verifies a user's credential without naming a repository (the status page lists
     /// what its rules cover).
     pub fn authorize_user(&self, headers: &HeaderMap) -> ServerResult<auth::Verified> {
-        let token = auth::credential(headers).ok_or_else(auth::required)?;
+        let token = auth::credential(headers).ok_or_else(|| ServerError::from(auth::required()))?;
         let verified = self.verify_credential(&token, Accepts::UserTokens)?;
         if let Some(holder) = &verified.holder {
             self.not_revoked_id(&holder.id)?;
@@ -166,8 +167,12 @@ impl AppState {
     /// Verifies a credential: a JWT of the OIDC issuer when the server accepts them (its
     /// rules from the policy file), else one of the server's own tokens.
     pub fn verify_credential(&self, token: &str, accepts: Accepts) -> ServerResult<auth::Verified> {
+        Ok(self.verify_auth(token, accepts)?)
+    }
+
+    fn verify_auth(&self, token: &str, accepts: Accepts) -> Result<auth::Verified, AuthError> {
         match &self.config.oidc {
-            Some(oidc) if crate::identity::oidc::looks_like_jwt(token) => oidc.verify(token),
+            Some(oidc) if git_xet_identity::oidc::looks_like_jwt(token) => oidc.verify(token),
             _ => auth::verify_token(&self.keys, token, accepts),
         }
     }
@@ -196,7 +201,7 @@ impl AppState {
     }
 
     /// The repositories whose xorbs a request on `repo` may dedup against (`--dedup-scope`).
-    pub fn dedup_domain(&self, repo: &RepoName) -> crate::index::DedupDomain {
+    pub fn dedup_domain(&self, repo: &RepoName) -> git_xet_index::DedupDomain {
         self.config.dedup_scope.domain(repo)
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::BackupError;
 use crate::git::repos::{hosted, run_git};
-use crate::repo_name::RepoName;
+use git_xet_index::RepoName;
 
 async fn git(dir: &Path, args: &[&str]) -> Result<String, BackupError> {
     run_git(dir, args, |why| {

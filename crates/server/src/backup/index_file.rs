@@ -6,8 +6,8 @@ use serde_json::Value as Json;
 
 use super::{hex, BackupError};
 #[cfg(test)]
-use crate::index::dump::TABLES;
-use crate::index::dump::{ColType, Table, Value};
+use git_xet_index::dump::TABLES;
+use git_xet_index::dump::{ColType, Table, Value};
 
 pub fn path(table: &Table) -> String {
     format!("index/{}.jsonl", table.name)

@@ -27,7 +27,7 @@ pub use restore::{restore, RestoreOptions};
 pub use run::{backup, BackupOptions, BackupReport};
 pub use verify::{verify, VerifyReport};
 
-use crate::index::IndexError;
+use git_xet_index::IndexError;
 
 /// The manifest's format; a restore refuses others.
 pub const FORMAT: u32 = 1;

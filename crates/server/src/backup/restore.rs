@@ -14,9 +14,9 @@ use super::{
     Progress,
 };
 use crate::deployment::IndexLocation;
-use crate::index::dump::{Dump, TABLES};
-use crate::index::{Index, PgIndex};
-use crate::repo_name::RepoName;
+use git_xet_index::dump::{Dump, TABLES};
+use git_xet_index::RepoName;
+use git_xet_index::{Index, PgIndex};
 use git_xet_storage::{ObjectKind, ObjectStore};
 
 pub struct RestoreOptions {
@@ -112,7 +112,7 @@ fn check_columns(manifest: &Manifest) -> Result<(), BackupError> {
 fn write_secret_file(data_dir: &std::path::Path, secret: &[u8; 32]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
-    let path = crate::keys::secret_path(data_dir);
+    let path = git_xet_identity::keys::secret_path(data_dir);
     let dir = path.parent().expect("keys directory");
     std::fs::create_dir_all(dir)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;

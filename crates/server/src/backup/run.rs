@@ -18,9 +18,9 @@ use super::{
     git, index_file, io_err, load_manifest, sha256_hex, snapshot_key, snapshot_names, BackupError,
     Dest, FileEntry, Manifest, RepoEntry, FORMAT,
 };
-use crate::index::dump::{Value, TABLES};
-use crate::index::Index;
 use git_xet_core::MerkleHash;
+use git_xet_index::dump::{Value, TABLES};
+use git_xet_index::Index;
 use git_xet_io::time::{now_secs, rfc3339};
 use git_xet_storage::{ObjectKey, ObjectStore};
 
@@ -79,7 +79,7 @@ fn hash_at(row: &[Value], i: usize) -> Option<MerkleHash> {
 }
 
 /// The objects an index dump needs: its xorbs (those gc has not condemned) and shards.
-fn needed_objects(dump: &crate::index::dump::Dump) -> Vec<ObjectKey> {
+fn needed_objects(dump: &git_xet_index::dump::Dump) -> Vec<ObjectKey> {
     let table = |name: &str| {
         let i = TABLES
             .iter()

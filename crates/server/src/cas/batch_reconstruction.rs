@@ -16,16 +16,16 @@ use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::Json;
 
-use crate::auth::Scope;
 use crate::cas::parse_hash;
 use crate::cas::reconstruction::{presign, Signer};
 use crate::error::{ServerError, ServerResult};
-use crate::index::XorbMeta;
 use crate::reconstruct::{plan, to_reconstruction};
 use crate::shard_check::{MAX_FILE_LAYOUT_CHUNKS, MAX_FILE_TERMS};
 use crate::state::{blocking, SharedState};
 use git_xet_core::reconstruction::{BatchReconstruction, FetchInfo, HttpRange, Reconstruction};
 use git_xet_core::MerkleHash;
+use git_xet_identity::auth::Scope;
+use git_xet_index::XorbMeta;
 
 /// Files one batch query may name (a client sends one Batch API answer's worth, 100): 500
 /// ids make a 37 KB URL, well under the 64 KiB the `http` crate allows a URI.
@@ -82,7 +82,7 @@ struct AnswerSize {
 /// not fit the bounds (see the module comment). Blocking: index reads and planning.
 fn plan_batch(
     state: &SharedState,
-    repo: &crate::repo_name::RepoName,
+    repo: &git_xet_index::RepoName,
     files: &[MerkleHash],
     signer: &Signer,
 ) -> ServerResult<BatchReconstruction> {

@@ -17,16 +17,16 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
-use crate::auth::Scope;
 use crate::cas::parse_hash;
 use crate::error::{ServerError, ServerResult};
-use crate::index::{DedupDomain, Index, XorbMeta};
-use crate::keys::Keys;
 use crate::metrics::add;
 use crate::state::{blocking, SharedState};
 use git_xet_core::hash::{is_global_dedup_eligible, keyed_chunk_hash};
 use git_xet_core::shard::{FooterOptions, Shard, XorbBlock, XorbChunk};
 use git_xet_core::MerkleHash;
+use git_xet_identity::auth::Scope;
+use git_xet_identity::keys::Keys;
+use git_xet_index::{DedupDomain, Index, XorbMeta};
 use git_xet_io::time::now_secs;
 
 /// The dedup namespaces clients use, current (`default`) and draft (`default-merkledb`).

@@ -9,11 +9,11 @@
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 
-use crate::auth::Scope;
 use crate::cas::parse_hash;
 use crate::error::{ServerError, ServerResult};
 use crate::metrics::add;
 use crate::state::{blocking, SharedState};
+use git_xet_identity::auth::Scope;
 
 pub async fn request(
     State(state): State<SharedState>,

@@ -7,15 +7,15 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::Json;
 
-use crate::auth::Scope;
 use crate::body::parse_range;
 use crate::cas::parse_hash;
 use crate::error::{ServerError, ServerResult};
 use crate::reconstruct::{load_metas, plan, to_reconstruction};
-use crate::signing::{fetch_url, Grant};
 use crate::state::{blocking, SharedState};
 use git_xet_core::reconstruction::{FetchInfo, HttpRange, Reconstruction, ReconstructionV2};
 use git_xet_core::MerkleHash;
+use git_xet_identity::auth::Scope;
+use git_xet_identity::signing::{fetch_url, Grant};
 use git_xet_io::time::now_secs;
 use git_xet_storage::ObjectKey;
 
@@ -88,7 +88,7 @@ impl Signer {
     pub(super) fn new(
         state: &SharedState,
         headers: &HeaderMap,
-        access: crate::auth::Access,
+        access: git_xet_identity::auth::Access,
     ) -> Signer {
         let now = now_secs();
         let ttl = state.config.fetch_url_ttl.as_secs();

@@ -10,14 +10,14 @@ use axum::response::{AppendHeaders, IntoResponse};
 use axum::Json;
 use git_xet_core::api::cas::{ShardResult, UploadShardResponse};
 
-use crate::auth::Scope;
 use crate::body::read_blocking;
 use crate::error::ServerResult;
-use crate::repo_name::RepoName;
 use crate::shard_check::{validate_read, ValidatedShard};
 use crate::state::{blocking, SharedState};
 use git_xet_core::constants::MAX_SHARD_BODY;
 use git_xet_core::MerkleHash;
+use git_xet_identity::auth::Scope;
+use git_xet_index::RepoName;
 
 pub async fn upload(
     State(state): State<SharedState>,

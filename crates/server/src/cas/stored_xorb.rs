@@ -23,10 +23,10 @@
 //! [`MAX_ROUNDS`] only guards against a store that keeps changing under us.
 
 use crate::error::{ServerError, ServerResult};
-use crate::index::XorbMeta;
 use crate::state::{blocking, SharedState};
 use git_xet_core::xorb::XorbFooter;
 use git_xet_core::MerkleHash;
+use git_xet_index::XorbMeta;
 use git_xet_storage::{ObjectKey, ObjectVersion, Staged};
 
 /// Rounds of record-then-compare before giving up with 503 (the client retries).

@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 use axum::extract::{Path, State};
 use axum::Json;
 
-use crate::auth::Scope;
 use crate::error::{ServerError, ServerResult};
-use crate::repo_name::RepoName;
 use crate::state::SharedState;
 use git_xet_core::api::cas::{AnnouncedObject, UploadBatchAnswer};
+use git_xet_identity::auth::Scope;
+use git_xet_index::RepoName;
 
 /// Answers kept at most...
 const MAX_KEPT: usize = 1024;

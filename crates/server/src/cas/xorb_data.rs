@@ -13,8 +13,8 @@ use crate::body::parse_range;
 use crate::cas::parse_hash;
 use crate::error::{ServerError, ServerResult};
 use crate::metrics::add;
-use crate::signing::{self, FetchQuery};
 use crate::state::SharedState;
+use git_xet_identity::signing::{self, FetchQuery};
 use git_xet_io::time::now_secs;
 use git_xet_storage::ObjectKey;
 

@@ -17,10 +17,10 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::{Notify, Semaphore};
 
 use crate::error::{ServerError, ServerResult};
-use crate::index::{DedupDomain, Index};
-use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
 use git_xet_core::MerkleHash;
+use git_xet_index::RepoName;
+use git_xet_index::{DedupDomain, Index};
 
 pub use git_xet_core::api::cas::{AWAIT_XORBS, AWAIT_XORBS_LIMIT};
 /// Xorbs one shard may name (the client's small-file rounds send one or two).

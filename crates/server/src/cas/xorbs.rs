@@ -17,16 +17,16 @@ use axum::Json;
 use git_xet_core::api::cas::UploadXorbResponse;
 use git_xet_core::api::routes::XORB_NAMESPACE;
 
-use crate::auth::Scope;
 use crate::body::read_blocking_then_slot;
 use crate::cas::parse_hash;
 use crate::error::{ServerError, ServerResult};
-use crate::index::{DedupScope, XorbMeta};
 use crate::metrics::add;
-use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
 use git_xet_core::constants::MAX_XORB_BODY;
 use git_xet_core::xorb::{is_footerless, rebuild_footer, validate_xorb, XorbFooter};
+use git_xet_identity::auth::Scope;
+use git_xet_index::RepoName;
+use git_xet_index::{DedupScope, XorbMeta};
 use git_xet_storage::{map_range, Staged};
 use std::io::Write;
 

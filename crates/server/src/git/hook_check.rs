@@ -14,14 +14,14 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
-use crate::auth::Scope;
 use crate::body::{read_limited, ANONYMOUS_BODY_MAX};
 use crate::error::{ServerError, ServerResult};
-use crate::index::LockQuery;
 use crate::lfs::parse_oid;
-use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
 use git_xet_core::api::locks::{LockedPath, LockedPaths};
+use git_xet_identity::auth::Scope;
+use git_xet_index::LockQuery;
+use git_xet_index::RepoName;
 
 const MAX_BODY: usize = 16 * 1024 * 1024;
 /// Paths asked about in one `locked-paths` request (the hook sends batches of this many).

@@ -5,7 +5,7 @@
 pub(crate) mod cat_file;
 mod hook_check;
 pub(crate) mod ls_tree;
-pub(crate) mod repos;
+pub mod repos;
 mod service;
 pub(crate) mod writers;
 
@@ -16,11 +16,11 @@ use axum::response::{IntoResponse, Response};
 pub use hook_check::{locked_paths, missing_objects};
 pub use repos::PRE_RECEIVE_HOOK;
 
-use crate::auth::Scope;
 use crate::error::{ServerError, ServerResult};
-use crate::repo_name::RepoName;
 use crate::state::SharedState;
 use git_xet_core::api::routes;
+use git_xet_identity::auth::Scope;
+use git_xet_index::RepoName;
 use service::Service;
 
 /// Lifetime of the read token a push hands its pre-receive hook.
@@ -127,8 +127,13 @@ async fn serve(
         (Some(holder), true) => {
             // The hook acts as the pusher (same id, so revoking the pusher's token revokes
             // it too), which is how it tells the pusher's locks from other users'.
-            let (token, _) =
-                crate::auth::issue_for(&state.keys, &repo, Scope::Read, HOOK_TOKEN_TTL, holder);
+            let (token, _) = git_xet_identity::auth::issue_for(
+                &state.keys,
+                &repo,
+                Scope::Read,
+                HOOK_TOKEN_TTL,
+                holder,
+            );
             vec![
                 ("GIT_XET_SERVER_URL".into(), state.internal_url.clone()),
                 ("GIT_XET_REPO".into(), repo.to_string()),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use tokio::process::Command;
 
 use crate::error::{ServerError, ServerResult};
-use crate::repo_name::{RepoName, DATASETS};
+use git_xet_index::repo_name::{RepoName, DATASETS};
 
 /// git's fsync settings, given (`-c`) to every git the server runs in a hosted repository,
 /// new or old: the objects and refs of a push are on disk before git reports the push
@@ -15,11 +15,11 @@ use crate::repo_name::{RepoName, DATASETS};
 pub const FSYNC_CONFIG: [&str; 4] = ["-c", "core.fsync=committed", "-c", "core.fsyncMethod=fsync"];
 
 /// The hook of this project for any git server: runs `git-xet pre-receive` from PATH.
-pub const PRE_RECEIVE_HOOK: &str = include_str!("../../hooks/pre-receive");
+pub const PRE_RECEIVE_HOOK: &str = include_str!("../../../../hooks/pre-receive");
 
 /// The pre-receive hook of hosted repositories. With `program` (the git-xet binary serving
 /// them), a two-line script running that binary's built-in check, so that the hook runs
-/// the server's own version. Without, crates/server/hooks/pre-receive (the git-xet on PATH).
+/// the server's own version. Without, hooks/pre-receive (the git-xet on PATH).
 pub fn hook_script(program: Option<&Path>) -> String {
     match program.and_then(Path::to_str) {
         Some(exe) => format!(

@@ -4,7 +4,7 @@
 //! a push changing a file another user has locked (hook/lock_check.rs).
 //!
 //! `git xet server` installs a two-line hook running it in the repositories it hosts; other
-//! git servers run it through `crates/server/hooks/pre-receive` (`exec git-xet pre-receive`). A push
+//! git servers run it through `hooks/pre-receive` (`exec git-xet pre-receive`). A push
 //! waits for its hook, and this check starts three git processes (the curl-based shell
 //! script it replaced started nine).
 

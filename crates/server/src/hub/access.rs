@@ -6,11 +6,11 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
-use crate::auth::{self, Access, Scope};
 use crate::error::ServerError;
 use crate::hub::{decode, HubError, HubResult};
-use crate::repo_name::RepoName;
 use crate::state::SharedState;
+use git_xet_identity::auth::{self, Access, Scope};
+use git_xet_index::RepoName;
 
 /// A hosted repository the caller may act on.
 pub struct Repo {
@@ -56,7 +56,7 @@ pub fn named(ns: &str, name: &str) -> HubResult<RepoName> {
     };
     let (ns, name) = (decode(ns)?, decode(name)?);
     let shown = format!("{kind}{ns}/{name}");
-    let clash = kind.is_empty() && ns == crate::repo_name::DATASETS;
+    let clash = kind.is_empty() && ns == git_xet_index::repo_name::DATASETS;
     if ns.contains('/') || name.contains('/') || clash {
         return Err(HubError::RepoNotFound(shown));
     }

@@ -13,7 +13,6 @@ use axum::body::Body;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
-use crate::auth::Scope;
 use crate::body::{read_blocking, read_blocking_slot_when_flowing};
 use crate::error::ServerError;
 use crate::hub::access::{open, Repo};
@@ -24,6 +23,7 @@ use crate::hub::quarantine::Quarantine;
 use crate::hub::ref_update::branch_locked;
 use crate::hub::{gitread, HubError, HubResult};
 use crate::state::SharedState;
+use git_xet_identity::auth::Scope;
 
 const REGULAR: &str = "100644";
 const EXECUTABLE: &str = "100755";

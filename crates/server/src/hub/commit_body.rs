@@ -19,8 +19,8 @@ use crate::hub::blobs::{BlobWriter, Mark};
 use crate::hub::ndjson::{Header, Line, Lines};
 use crate::hub::quarantine::Quarantine;
 use crate::hub::{valid_repo_path, HubError, HubResult};
-use crate::index::Index;
-use crate::repo_name::RepoName;
+use git_xet_index::Index;
+use git_xet_index::RepoName;
 
 /// Operations in one commit (huggingface_hub's `upload_folder` makes one commit of a
 /// folder; `upload_large_folder` splits larger ones).

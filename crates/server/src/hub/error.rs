@@ -38,8 +38,8 @@ pub enum HubError {
 
 pub type HubResult<T> = Result<T, HubError>;
 
-impl From<crate::index::IndexError> for HubError {
-    fn from(e: crate::index::IndexError) -> Self {
+impl From<git_xet_index::IndexError> for HubError {
+    fn from(e: git_xet_index::IndexError) -> Self {
         HubError::Server(e.into())
     }
 }

@@ -6,13 +6,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::auth::Scope;
 use crate::error::ServerError;
 use crate::hub::access::{open, Repo};
 use crate::hub::gitread::{self, Entry};
 use crate::hub::tree_page::{self, Cursor};
 use crate::hub::{HubError, HubResult};
 use crate::state::{blocking, SharedState};
+use git_xet_identity::auth::Scope;
 
 /// The commit `rev` names in `repo`, or `RevisionNotFound`.
 pub async fn commit_of(repo: &Repo, rev: &str) -> HubResult<String> {

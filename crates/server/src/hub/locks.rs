@@ -8,8 +8,8 @@ use crate::hook::git::Git;
 use crate::hook::lock_check::{changed_paths, RefUpdate};
 use crate::hub::access::Repo;
 use crate::hub::HubResult;
-use crate::index::LockQuery;
 use crate::state::{blocking, SharedState};
+use git_xet_index::LockQuery;
 
 /// Refuses (403) `update` when it changes a file another user has locked; `git` runs in
 /// the repository (with the write's quarantine, if any).

@@ -6,7 +6,6 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use crate::auth::Scope;
 use crate::body::read_limited;
 use crate::error::ServerError;
 use crate::hub::access::{authorize, open};
@@ -14,6 +13,7 @@ use crate::hub::info::commit_of;
 use crate::hub::upload::visibility;
 use crate::hub::{gitread, HubError, HubResult};
 use crate::state::{blocking, SharedState};
+use git_xet_identity::auth::Scope;
 
 /// Commits per page of `list_repo_commits` (the client follows `Link: rel="next"`).
 const PAGE: usize = 500;

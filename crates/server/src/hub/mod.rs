@@ -38,9 +38,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, delete, get, post};
 use axum::Router;
 
-use crate::repo_name::RepoName;
 use crate::state::SharedState;
 pub use error::{HubError, HubResult};
+use git_xet_index::RepoName;
 
 /// The Hub's routes; merged into the server's router (http.rs).
 pub fn router() -> Router<SharedState> {

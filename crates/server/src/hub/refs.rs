@@ -11,7 +11,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use crate::auth::Scope;
 use crate::body::read_limited;
 use crate::error::ServerError;
 use crate::hub::access::{open, Repo};
@@ -23,6 +22,7 @@ use crate::hub::quarantine::Quarantine;
 use crate::hub::ref_update::ref_locked;
 use crate::hub::{gitread, HubError, HubResult};
 use crate::state::SharedState;
+use git_xet_identity::auth::Scope;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]

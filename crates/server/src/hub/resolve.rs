@@ -11,13 +11,13 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::auth::Scope;
 use crate::body::parse_range;
 use crate::error::ServerError;
 use crate::hub::access::open;
 use crate::hub::info::{commit_of, xet_hashes};
 use crate::hub::{api_url, decode, gitread, valid_repo_path, HubError, HubResult, DATASET_PREFIX};
 use crate::state::SharedState;
+use git_xet_identity::auth::Scope;
 
 /// `/{ns}/{name}/resolve/...`: a model's file.
 pub async fn resolve_model(State(state): State<SharedState>, request: Request) -> Response {

@@ -12,7 +12,6 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
-use crate::auth::Scope;
 use crate::body::read_limited;
 use crate::error::ServerError;
 use crate::hub::access::{authorize, open, Repo};
@@ -22,8 +21,9 @@ use crate::hub::push_check::{refuse_as_a_push, Update};
 use crate::hub::quarantine::Quarantine;
 use crate::hub::ref_update::branch_locked;
 use crate::hub::{gitread, HubError, HubResult};
-use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
+use git_xet_identity::auth::Scope;
+use git_xet_index::RepoName;
 
 /// Files from this size go through LFS/XET whatever their content (the Hub's threshold).
 const LFS_FROM: u64 = 10 * 1024 * 1024;
@@ -151,7 +151,7 @@ pub fn requested_repo(kind: Option<&str>, org: &str, name: &str) -> Result<RepoN
             )))
         }
     };
-    if prefix.is_empty() && org == crate::repo_name::DATASETS {
+    if prefix.is_empty() && org == git_xet_index::repo_name::DATASETS {
         return Err(ServerError::bad_request(
             "a model may not be in the namespace `datasets` (its URLs would be a dataset's)",
         ));

@@ -12,12 +12,10 @@ use axum::body::Body;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use crate::auth::Scope;
 use crate::body::{read_limited, ANONYMOUS_BODY_MAX};
 use crate::error::ServerError;
 use crate::lfs::objects::{claim_statuses, Claim};
 use crate::lfs::{lfs_base, lfs_json, parse_oid, LfsResult};
-use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
 use git_xet_core::api::cas::AnnouncedObject;
 use git_xet_core::api::routes;
@@ -26,6 +24,8 @@ use git_xet_core::lfs;
 use git_xet_core::lfs::batch::{
     Action, BatchRequest, BatchResponse, ObjectError, ObjectResponse, Operation, HASH_ALGO_SHA256,
 };
+use git_xet_identity::auth::Scope;
+use git_xet_index::RepoName;
 
 const MAX_BATCH_BODY: usize = 16 * 1024 * 1024;
 const MAX_OBJECTS: usize = 10_000;
@@ -44,7 +44,7 @@ enum Known {
 /// What the index says about each requested object: one query for all objects, one for
 /// the claims of those found (a push asks about 100 objects per request).
 fn known_objects(
-    index: &dyn crate::index::Index,
+    index: &dyn git_xet_index::Index,
     repo: &RepoName,
     lookups: &[(String, i64)],
 ) -> Result<Vec<Known>, ServerError> {
@@ -66,12 +66,12 @@ fn known_objects(
     }
     let sha256s: Vec<[u8; 32]> = asked.iter().map(|a| a.1).collect();
     let found = index.repo_files_by_sha256(repo, &sha256s)?;
-    let records: Vec<(usize, crate::index::FileRecord)> = asked
+    let records: Vec<(usize, git_xet_index::FileRecord)> = asked
         .iter()
         .zip(found)
         .filter_map(|((at, _), f)| f.map(|f| (*at, f)))
         .collect();
-    let files: Vec<&crate::index::FileRecord> = records.iter().map(|r| &r.1).collect();
+    let files: Vec<&git_xet_index::FileRecord> = records.iter().map(|r| &r.1).collect();
     // A claim already known false is dropped here, so the object can be sent again.
     let claims = claim_statuses(index, repo, &files)?;
     for ((at, f), claim) in records.iter().zip(claims) {
@@ -244,7 +244,7 @@ pub async fn batch(
                         }
                     } else {
                         // Signed too: huggingface_hub PUTs to the href without the header.
-                        let grant = crate::signing::UploadGrant {
+                        let grant = git_xet_identity::signing::UploadGrant {
                             repo: repo.to_string(),
                             oid: answer.oid.clone(),
                             token_id: token_id.clone(),

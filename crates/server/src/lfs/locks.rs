@@ -8,17 +8,17 @@ use axum::extract::Query;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 
-use crate::auth::{Access, Scope};
 use crate::body::read_limited;
 use crate::error::ServerError;
-use crate::index::{Lock, LockOutcome, LockPage, LockQuery};
 use crate::lfs::{lfs_json, LfsResult};
-use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
 use git_xet_core::api::locks::{
     CreateLockRequest, ListLocksQuery, Lock as LockJson, LockList, LockOwner, LockResponse,
     UnlockRequest, VerifyLocksRequest, VerifyLocksResponse,
 };
+use git_xet_identity::auth::{Access, Scope};
+use git_xet_index::RepoName;
+use git_xet_index::{Lock, LockOutcome, LockPage, LockQuery};
 use git_xet_io::time::rfc3339;
 
 /// Locks per page when the client names no limit, and the most it may ask for.

@@ -4,13 +4,13 @@ use axum::body::Body;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use crate::auth::Scope;
 use crate::body::read_limited;
 use crate::error::ServerError;
 use crate::lfs::{lfs_json, parse_oid, LfsResult};
-use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
 use git_xet_core::api::cas::XetTokenResponse;
+use git_xet_identity::auth::Scope;
+use git_xet_index::RepoName;
 
 #[derive(serde::Deserialize)]
 struct VerifyRequest {

@@ -14,9 +14,9 @@ use axum::http::{header, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 
 use crate::error::ServerError;
-use crate::repo_name::RepoName;
 use crate::state::SharedState;
 use git_xet_core::api::routes;
+use git_xet_index::RepoName;
 
 pub use batch::parse_request as parse_batch_request;
 
@@ -31,8 +31,14 @@ impl From<ServerError> for LfsError {
     }
 }
 
-impl From<crate::index::IndexError> for LfsError {
-    fn from(e: crate::index::IndexError) -> Self {
+impl From<git_xet_index::IndexError> for LfsError {
+    fn from(e: git_xet_index::IndexError) -> Self {
+        LfsError(e.into())
+    }
+}
+
+impl From<git_xet_identity::AuthError> for LfsError {
+    fn from(e: git_xet_identity::AuthError) -> Self {
         LfsError(e.into())
     }
 }

@@ -12,7 +12,6 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::auth::Scope;
 use crate::body::{check_declared, parse_range, read_blocking, read_blocking_slot_when_flowing};
 use crate::cas::register_shard;
 use crate::error::{ServerError, ServerResult};
@@ -21,9 +20,10 @@ use crate::ingest::{commit, ingest_stream, Ingested};
 use crate::lfs::{parse_oid, LfsResult};
 use crate::metrics::add;
 use crate::reconstruct::{load_metas, plan, Plan};
-use crate::repo_name::RepoName;
 use crate::shard_check::validate_built;
 use crate::state::{blocking, SharedState};
+use git_xet_identity::auth::Scope;
+use git_xet_index::RepoName;
 use git_xet_io::pipeline::{hash_stream, StreamSummary};
 
 pub async fn upload(
@@ -35,10 +35,16 @@ pub async fn upload(
     body: Body,
 ) -> LfsResult<Response> {
     // The action's header, or (for clients that send none) the grant its href carries.
-    match query.filter(|_| crate::auth::credential(headers).is_none()) {
+    match query.filter(|_| git_xet_identity::auth::credential(headers).is_none()) {
         Some(query) => {
             let now = git_xet_io::time::now_secs();
-            let grant = crate::signing::verify_upload(&state.keys, repo.as_str(), oid, query, now)?;
+            let grant = git_xet_identity::signing::verify_upload(
+                &state.keys,
+                repo.as_str(),
+                oid,
+                query,
+                now,
+            )?;
             if !grant.token_id.is_empty() {
                 state.not_revoked_id(&grant.token_id)?;
             }
@@ -261,9 +267,9 @@ pub enum Claim {
 /// Checks `file.sha256` (the repository's claim, as `repo_file_by_sha256` returns it)
 /// against the content's sha256 if known, dropping a false claim.
 pub fn claim_status(
-    index: &dyn crate::index::Index,
+    index: &dyn git_xet_index::Index,
     repo: &RepoName,
-    file: &crate::index::FileRecord,
+    file: &git_xet_index::FileRecord,
 ) -> ServerResult<Claim> {
     let verified = index.verified_sha256(&file.file_hash)?;
     settle_claim(index, repo, file, verified)
@@ -271,9 +277,9 @@ pub fn claim_status(
 
 /// [`claim_status`] of many files, with one index query for all.
 pub fn claim_statuses(
-    index: &dyn crate::index::Index,
+    index: &dyn git_xet_index::Index,
     repo: &RepoName,
-    files: &[&crate::index::FileRecord],
+    files: &[&git_xet_index::FileRecord],
 ) -> ServerResult<Vec<Claim>> {
     let hashes: Vec<_> = files.iter().map(|f| f.file_hash).collect();
     let verified = index.verified_sha256s(&hashes)?;
@@ -286,9 +292,9 @@ pub fn claim_statuses(
 
 /// The claim `file.sha256` given the content's sha256 (`verified`) if known.
 fn settle_claim(
-    index: &dyn crate::index::Index,
+    index: &dyn git_xet_index::Index,
     repo: &RepoName,
-    file: &crate::index::FileRecord,
+    file: &git_xet_index::FileRecord,
     verified: Option<[u8; 32]>,
 ) -> ServerResult<Claim> {
     Ok(match verified {
@@ -307,7 +313,7 @@ fn settle_claim(
 pub async fn check_claim(
     state: &SharedState,
     repo: &RepoName,
-    file: crate::index::FileRecord,
+    file: git_xet_index::FileRecord,
 ) -> ServerResult<bool> {
     use futures::StreamExt;
     let index = state.index.clone();

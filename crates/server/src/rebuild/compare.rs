@@ -8,10 +8,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::gc::{on_index, UpkeepError};
-use crate::index::{FileRecord, Index};
-use crate::repo_name::RepoName;
 use git_xet_core::hash::sha256_hex;
 use git_xet_core::MerkleHash;
+use git_xet_index::RepoName;
+use git_xet_index::{FileRecord, Index};
 
 const PAGE: usize = 1000;
 
@@ -284,7 +284,7 @@ async fn claims(
     file: &MerkleHash,
     out: &mut Vec<Difference>,
 ) -> Result<(), UpkeepError> {
-    let set = |claims: Vec<crate::index::gc::Sha256Claim>| -> BTreeSet<(String, [u8; 32])> {
+    let set = |claims: Vec<git_xet_index::gc::Sha256Claim>| -> BTreeSet<(String, [u8; 32])> {
         claims
             .into_iter()
             .map(|c| (c.repo.as_str().to_string(), c.sha256))

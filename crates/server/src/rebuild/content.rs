@@ -8,10 +8,10 @@ use bytes::Bytes;
 use sha2::Digest;
 
 use crate::gc::{on_index, store_err, UpkeepError};
-use crate::index::{Index, XorbMeta};
 use git_xet_core::shard::FileTerm;
 use git_xet_core::xorb::ChunkRecords;
 use git_xet_core::MerkleHash;
+use git_xet_index::{Index, XorbMeta};
 use git_xet_storage::{ObjectKey, ObjectStore};
 
 /// Term ranges remembered (files of one upload often share a xorb's neighbouring ranges,

@@ -13,8 +13,8 @@
 //!    record it is made private.
 //!
 //! What the index held that neither source has (tokens and revocations, locks, files uploaded
-//! but not yet pushed) is not brought back; the command that drives this (cli/index_rebuild.rs)
-//! decides how each fails closed.
+//! but not yet pushed) is not brought back; the command that drives this
+//! (src/bin/git-xet-server/index_rebuild.rs) decides how each fails closed.
 
 pub mod compare;
 pub mod content;
@@ -27,13 +27,13 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 
 use crate::gc::{on_index, store_err, UpkeepError};
-use crate::index::{DedupScope, FileRecord, Index, ShardRegistration, XorbMeta};
-use crate::repo_name::RepoName;
 use content::{Content, Hasher};
 use git_xet_core::hash::{merkle_as_sha256, sha256_hex};
 use git_xet_core::shard::read_shard;
 use git_xet_core::xorb::XorbFooter;
 use git_xet_core::MerkleHash;
+use git_xet_index::RepoName;
+use git_xet_index::{DedupScope, FileRecord, Index, ShardRegistration, XorbMeta};
 use git_xet_storage::{ObjectKind, ObjectStore};
 use repos::Visibility;
 

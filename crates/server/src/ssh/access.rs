@@ -3,10 +3,10 @@
 //! shell decides from its command line alone, needing neither the index nor a running
 //! server, and an admin reads a key's rights in authorized_keys itself.
 
-use crate::auth::Scope;
-use crate::identity::rules::{Rule, RuleSet};
-use crate::repo_name::RepoName;
 use crate::ssh::ShellError;
+use git_xet_identity::auth::Scope;
+use git_xet_identity::rules::{Rule, RuleSet};
+use git_xet_index::RepoName;
 
 const MAX_USER_LEN: usize = 64;
 
@@ -27,7 +27,7 @@ pub fn check_user(name: &str) -> Result<(), ShellError> {
     }
 }
 
-/// One `--repo` argument: a rule of the shared language (identity/rules.rs), read or write.
+/// One `--repo` argument: a rule of the shared language (`git_xet_identity::rules`), read or write.
 pub type Grant = Rule;
 
 /// Parses one `--repo` argument; `default` is the scope when it names none. ssh keys read or

@@ -1,9 +1,9 @@
 //! `git-lfs-authenticate <repo> <operation>`: where this repository's LFS API is and a
 //! short-lived token for it, as git-lfs reads it from stdout.
 
-use crate::auth::{self, Scope};
-use crate::keys::Keys;
-use crate::repo_name::RepoName;
+use git_xet_identity::auth::{self, Scope};
+use git_xet_identity::keys::Keys;
+use git_xet_index::RepoName;
 
 /// git-lfs's answer: `{"href", "header": {"Authorization"}, "expires_in"}`.
 #[derive(Debug, serde::Serialize)]

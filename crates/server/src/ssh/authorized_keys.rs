@@ -214,7 +214,7 @@ pub fn append(path: &Path, line: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Scope;
+    use git_xet_identity::auth::Scope;
 
     const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO64O9Iq6vaFV1fGGgFEgWul2qiXXeZcr3hGWJjfmnb0 alice@laptop";
 

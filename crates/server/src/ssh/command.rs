@@ -2,8 +2,8 @@
 //! a hosted repository. Everything else is refused before anything runs: no shell ever sees
 //! the client's words.
 
-use crate::repo_name::RepoName;
 use crate::ssh::ShellError;
+use git_xet_index::RepoName;
 
 /// Longest command line considered.
 const MAX_COMMAND_LEN: usize = 4096;
@@ -32,10 +32,10 @@ impl LfsOperation {
     }
 
     /// The scope the operation needs.
-    pub fn scope(self) -> crate::auth::Scope {
+    pub fn scope(self) -> git_xet_identity::auth::Scope {
         match self {
-            LfsOperation::Upload => crate::auth::Scope::Write,
-            LfsOperation::Download => crate::auth::Scope::Read,
+            LfsOperation::Upload => git_xet_identity::auth::Scope::Write,
+            LfsOperation::Download => git_xet_identity::auth::Scope::Read,
         }
     }
 }

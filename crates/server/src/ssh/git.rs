@@ -6,11 +6,11 @@
 use std::path::Path;
 use std::process::{Command, ExitStatus};
 
-use crate::auth::{self, Scope};
 use crate::git::repos;
 use crate::git::writers::{self, WriterLock};
-use crate::repo_name::RepoName;
 use crate::ssh::{Settings, ShellError};
+use git_xet_identity::auth::{self, Scope};
+use git_xet_index::RepoName;
 
 /// Lifetime of the read token a push hands its pre-receive hook (as over HTTP).
 const HOOK_TOKEN_TTL: u64 = 15 * 60;

@@ -25,10 +25,10 @@ pub mod transfer;
 
 use std::path::PathBuf;
 
-use crate::auth::Scope;
-use crate::keys::Keys;
 use access::Rules;
 use command::SshCommand;
+use git_xet_identity::auth::Scope;
+use git_xet_identity::keys::Keys;
 
 /// Why the shell refused or failed. The message is what the ssh user sees.
 #[derive(Debug, thiserror::Error)]
@@ -104,12 +104,12 @@ pub struct Settings {
 impl Settings {
     /// Who the tokens this session mints are for: the key's user, with the key's recorded
     /// token id (revoking it stops them), or a fresh id for a line without one.
-    pub fn holder(&self) -> crate::auth::Holder {
-        crate::auth::Holder {
+    pub fn holder(&self) -> git_xet_identity::auth::Holder {
+        git_xet_identity::auth::Holder {
             id: self
                 .token_id
                 .clone()
-                .unwrap_or_else(crate::auth::new_token_id),
+                .unwrap_or_else(git_xet_identity::auth::new_token_id),
             user: self.rules.user.clone(),
         }
     }
@@ -153,7 +153,7 @@ impl Settings {
     pub fn keys(&self) -> Result<Keys, ShellError> {
         use crate::deployment::{self, KeysError};
         let config = self.deployment();
-        let secret = crate::keys::secret_path(&self.data_dir);
+        let secret = git_xet_identity::keys::secret_path(&self.data_dir);
         deployment::read_keys(&config).map_err(|e| match e {
             KeysError::NoSecret { .. } => ShellError::Secret(format!(
                 "{} does not exist: is --data the server's data directory? (a deployment \

@@ -8,10 +8,10 @@ pub mod scan;
 use axum::http::{header, HeaderMap, Method};
 
 use crate::error::{ServerError, ServerResult};
-use crate::index::stats::Usage;
-use crate::index::{Lock, LockQuery};
-use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
+use git_xet_index::stats::Usage;
+use git_xet_index::RepoName;
+use git_xet_index::{Lock, LockQuery};
 
 /// One repository as the page shows it.
 #[derive(Debug, Clone)]

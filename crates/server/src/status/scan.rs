@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 // The pointer format's one parser is the protocol core's, shared with the client side.
-use crate::repo_name::RepoName;
 use git_xet_core::lfs::pointer::{Oid, Pointer, MAX_POINTER_SIZE};
+use git_xet_index::RepoName;
 
 /// Most LFS files listed per repository; the rest are counted.
 pub const MAX_FILES: usize = 2000;

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 
 use axum::http::HeaderMap;
 
-use crate::auth::{self, Scope};
 use crate::error::{ServerError, ServerResult};
-use crate::repo_name::RepoName;
 use crate::state::SharedState;
+use git_xet_identity::auth::{self, Scope};
+use git_xet_index::RepoName;
 
 /// A repository the viewer may read.
 pub struct Readable {
@@ -31,7 +31,7 @@ fn missing(raw: &str) -> ServerError {
 /// What a viewer's credential grants, checked once per request.
 pub enum Credential {
     Anonymous,
-    Rules(crate::identity::rules::RuleSet),
+    Rules(git_xet_identity::rules::RuleSet),
 }
 
 /// The request's credential: none, or one that verifies and is not revoked (401/403
@@ -62,7 +62,7 @@ pub fn may_read(
 pub fn open(state: &SharedState, headers: &HeaderMap, raw: &str) -> ServerResult<Readable> {
     let credential = credential(state, headers)?;
     let no_access = || match (&credential, state.config.anonymous_read) {
-        (Credential::Anonymous, false) => auth::required(),
+        (Credential::Anonymous, false) => auth::required().into(),
         _ => missing(raw),
     };
     let Ok(name) = RepoName::parse(raw) else {

@@ -11,10 +11,10 @@ use http_body_util::BodyExt;
 use git_xet_web::costs::{self, ChunkSizes, Cost, Term};
 
 use crate::error::{ServerError, ServerResult};
-use crate::index::FileRecord;
 use crate::reconstruct::plan;
-use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
+use git_xet_index::FileRecord;
+use git_xet_index::RepoName;
 
 /// Distinct xorbs whose chunk sizes one page reads; past this, costs are counted in
 /// proportion to chunk counts (costs.rs).

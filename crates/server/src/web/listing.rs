@@ -16,17 +16,17 @@ use super::access::{self, Credential, Readable};
 use super::repo_pages::chrome;
 use super::{chunks, gitview, html_ok};
 use crate::error::{ServerError, ServerResult};
-use crate::repo_name::RepoName;
 use crate::state::{blocking, SharedState};
 use crate::status::scan;
 use git_xet_core::lfs::pointer::MAX_POINTER_SIZE;
+use git_xet_index::RepoName;
 
 /// Pushes the storage chart covers (the most recent, over every listed repository).
 const GROWTH_PUSHES: usize = 30;
 /// Blobs of one push looked at for LFS pointers.
 const BLOBS_PER_PUSH: usize = 2000;
 
-fn usage(u: crate::index::stats::Usage) -> Usage {
+fn usage(u: git_xet_index::stats::Usage) -> Usage {
     Usage {
         files: u.files,
         logical_bytes: u.logical_bytes,
@@ -45,7 +45,7 @@ pub async fn render(
 ) -> ServerResult<Response> {
     let credential = access::credential(state, headers)?;
     if matches!(credential, Credential::Anonymous) && !state.config.anonymous_read {
-        return Err(crate::auth::required());
+        return Err(git_xet_identity::auth::required().into());
     }
     let (st, prefix) = (state.clone(), org.map(|o| format!("{o}/")));
     // Only a reader without a token on an open server sees what every reader sees; a

@@ -38,8 +38,8 @@ use git_xet_web::route::{self, View};
 use git_xet_web::{pages, urls};
 
 use crate::error::ServerError;
-use crate::repo_name::RepoName;
 use crate::state::SharedState;
+use git_xet_index::RepoName;
 
 /// The routes at fixed paths: the style sheet and the session forms.
 pub fn router() -> Router<SharedState> {

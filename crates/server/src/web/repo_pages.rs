@@ -325,7 +325,7 @@ async fn plain_body(repo: &Readable, oid: &str, size: u64) -> ServerResult<BlobB
 /// A safetensors header of an LFS file: its first 8 bytes, then the header they declare.
 async fn lfs_header(
     state: &SharedState,
-    file: &crate::index::FileRecord,
+    file: &git_xet_index::FileRecord,
 ) -> ServerResult<Result<safetensors::Header, String>> {
     let prefix = chunks::file_bytes(state, file, 0..8).await?;
     let len = match safetensors::header_len(&prefix) {

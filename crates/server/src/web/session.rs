@@ -15,9 +15,9 @@ use axum::response::{IntoResponse, Response};
 
 use git_xet_web::{pages::problem, route, urls};
 
-use crate::auth::Accepts;
 use crate::error::ServerError;
 use crate::state::SharedState;
+use git_xet_identity::auth::Accepts;
 
 /// The cookie's name.
 pub const COOKIE: &str = "git_xet_session";

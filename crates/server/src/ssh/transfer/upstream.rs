@@ -5,15 +5,15 @@
 use git_xet_core::api::routes;
 use std::io::Read;
 
-use crate::auth::{self, Scope};
-use crate::keys::Keys;
-use crate::repo_name::RepoName;
 use crate::ssh::command::LfsOperation;
 use crate::ssh::ShellError;
 pub use git_xet_core::lfs::batch::{Action, ObjectResponse};
 use git_xet_core::lfs::batch::{
     BatchRequest, BatchResponse, ObjectSpec, Operation, Ref, HASH_ALGO_SHA256,
 };
+use git_xet_identity::auth::{self, Scope};
+use git_xet_identity::keys::Keys;
+use git_xet_index::RepoName;
 
 const LFS_JSON: &str = "application/vnd.git-lfs+json";
 /// Lifetime of the token the shell mints for each Batch request it makes.
