@@ -159,3 +159,85 @@ fn help_texts_name_no_repository_path() {
         named.join("\n")
     );
 }
+
+/// The names of the packages in one manifest's `[dependencies]` table (not dev- or build-).
+fn normal_dependencies(manifest: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut inside = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            inside = line == "[dependencies]";
+            continue;
+        }
+        if !inside || line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some((name, _)) = line.split_once('=') {
+            let name = name.trim();
+            names.push(name.strip_suffix(".workspace").unwrap_or(name).to_string());
+        }
+    }
+    names
+}
+
+/// The layers as the architecture draws them: no library parses arguments, draws bars or sets
+/// up logging (the programs do), the client side and the server side never depend on each
+/// other, and the protocol core depends on no other crate of the workspace.
+#[test]
+fn libraries_depend_downward_only() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let program_only = [
+        "clap",
+        "clap_complete",
+        "clap_mangen",
+        "indicatif",
+        "tracing-subscriber",
+    ];
+    let client_side = [
+        "git-xet-client",
+        "git-xet-lfs",
+        "git-xet-git",
+        "git-xet-mount",
+    ];
+    let server_side = [
+        "git-xet-server",
+        "git-xet-storage",
+        "git-xet-index",
+        "git-xet-identity",
+        "git-xet-web",
+    ];
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let dir = entry.unwrap().path();
+        let Ok(manifest) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+            continue;
+        };
+        seen += 1;
+        let name = format!("git-xet-{}", dir.file_name().unwrap().to_string_lossy());
+        let deps = normal_dependencies(&manifest);
+        for dep in &deps {
+            let forbidden = program_only.contains(&dep.as_str())
+                || (client_side.contains(&name.as_str()) && server_side.contains(&dep.as_str()))
+                || (server_side.contains(&name.as_str()) && client_side.contains(&dep.as_str()))
+                || (name == "git-xet-core" && dep.starts_with("git-xet-"));
+            if forbidden {
+                wrong.push(format!("{name} depends on {dep}"));
+            }
+        }
+    }
+    assert!(seen >= 10, "only {seen} crates found under crates/");
+    assert!(
+        wrong.is_empty(),
+        "dependencies against the layers:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn dependencies_are_read_from_the_dependencies_table_only() {
+    let manifest = "[package]\nname = \"x\"\n[dependencies]\nclap.workspace = true\n# note\n\
+                    tokio = { workspace = true }\n[dev-dependencies]\nproptest.workspace = true\n";
+    assert_eq!(normal_dependencies(manifest), ["clap", "tokio"]);
+}

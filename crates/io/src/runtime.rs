@@ -177,7 +177,7 @@ mod tests {
     }
 
     /// The crates of the server side, under `crates/`.
-    const SERVER_SIDE: [&str; 2] = ["server", "storage"];
+    const SERVER_SIDE: [&str; 4] = ["server", "storage", "index", "identity"];
 
     #[test]
     fn one_runtime_however_many_callers() {
