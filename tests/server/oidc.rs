@@ -177,7 +177,8 @@ fn oidc_tokens_are_verified_mapped_by_the_policy_and_refused_when_they_should_be
         "# who may do what\ngroup:ml-team org/*:write\nsub:carol org/model:read\n",
     )
     .unwrap();
-    let server = TestServer::start_with(&[
+    // Its clock moves: the key cache and the policy file age without the test waiting.
+    let server = TestServer::start_with_clock(&[
         "--oidc-issuer",
         &issuer.url,
         "--oidc-audience",
@@ -268,7 +269,7 @@ fn oidc_tokens_are_verified_mapped_by_the_policy_and_refused_when_they_should_be
     // publishes it, through a refetch for the unknown kid.
     let fetched = *issuer.fetches.lock().unwrap();
     issuer.publish(&[&k1, &k2]);
-    std::thread::sleep(std::time::Duration::from_secs(6));
+    server.advance_clock(6); // past MIN_REFETCH since the last fetch
     let rotated = k2.sign(&claims(iss, "alice", &["ml-team"]));
     assert_eq!(
         read_status(&server, "org/model", &rotated).0,
@@ -288,14 +289,14 @@ fn oidc_tokens_are_verified_mapped_by_the_policy_and_refused_when_they_should_be
     // The policy reloads without a restart; a broken file keeps the one in force.
     std::fs::write(&policy, "group:ml-team org/model:read\n").unwrap();
     set_mtime_later(&policy);
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    server.advance_clock(2); // past the policy file's check period
     let (status, why) = read_status(&server, "org/other", &good);
     assert_eq!(status, 404, "org rule gone: {why}");
     assert!(why.contains("no access to org/other"), "{why}");
     assert_eq!(read_status(&server, "org/model", &good).0, 404);
     std::fs::write(&policy, "group:ml-team org/*/*:write\n").unwrap();
     set_mtime_later(&policy);
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    server.advance_clock(2); // past the policy file's check period
     assert_eq!(
         read_status(&server, "org/model", &good).0,
         404,

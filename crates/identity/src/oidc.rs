@@ -189,13 +189,14 @@ impl Oidc {
     fn key_for(&self, kid: &str) -> Result<DecodingKey, String> {
         let fetch_now = {
             let mut keys = self.keys.lock().expect("oidc keys");
-            let age = keys.fetched.map(|t| t.elapsed());
+            let now = git_xet_io::time::instant_now();
+            let age = keys.fetched.map(|t| now.saturating_duration_since(t));
             let known = keys.set.as_ref().and_then(|s| s.find(kid)).is_some();
             let stale = age.is_none_or(|a| a >= MAX_AGE);
             let may_refetch = age.is_none_or(|a| a >= MIN_REFETCH);
             let fetch_now = stale || (!known && may_refetch);
             if fetch_now {
-                keys.fetched = Some(Instant::now());
+                keys.fetched = Some(now);
             }
             fetch_now
         };

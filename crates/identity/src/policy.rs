@@ -123,7 +123,7 @@ impl PolicyFile {
             state: Mutex::new(Loaded {
                 policy,
                 modified,
-                checked: Instant::now(),
+                checked: git_xet_io::time::instant_now(),
             }),
         })
     }
@@ -131,8 +131,9 @@ impl PolicyFile {
     /// The policy in force, read again first when the file changed (see the module comment).
     pub fn current(&self) -> Policy {
         let mut state = self.state.lock().expect("policy");
-        if state.checked.elapsed() >= CHECK_EVERY {
-            state.checked = Instant::now();
+        let now = git_xet_io::time::instant_now();
+        if now.saturating_duration_since(state.checked) >= CHECK_EVERY {
+            state.checked = now;
             let modified = std::fs::metadata(&self.path)
                 .and_then(|m| m.modified())
                 .ok();

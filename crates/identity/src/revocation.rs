@@ -30,13 +30,13 @@ impl RevocationCache {
     /// Whether the token `id` is revoked: from memory when asked less than `ttl` ago, else
     /// from the index (a primary-key look-up).
     pub fn is_revoked(&self, index: &dyn Index, id: &str) -> IndexResult<bool> {
-        self.is_revoked_at(index, id, Instant::now())
+        self.is_revoked_at(index, id, git_xet_io::time::instant_now())
     }
 
     /// [`RevocationCache::is_revoked`] at the time `now` (tests pass their own).
     fn is_revoked_at(&self, index: &dyn Index, id: &str, now: Instant) -> IndexResult<bool> {
         if let Some(&(at, revoked)) = self.entries.lock().expect("revocation cache").get(id) {
-            if now.duration_since(at) < self.ttl {
+            if now.saturating_duration_since(at) < self.ttl {
                 return Ok(revoked);
             }
         }

@@ -14,6 +14,15 @@ pub fn now_secs() -> u64 {
         .saturating_add(test_offset())
 }
 
+/// A monotonic instant, as the server's caches age their entries (revoked tokens, the OIDC
+/// issuer's keys, the policy file). With the `test-hooks` feature moved forward by the same
+/// offset as [`now_secs`], so that a test sees an entry age without waiting for it.
+pub fn instant_now() -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(std::time::Duration::from_secs(test_offset()))
+        .unwrap_or(now)
+}
+
 #[cfg(feature = "test-hooks")]
 fn test_offset() -> u64 {
     static FILE: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
