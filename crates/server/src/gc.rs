@@ -15,7 +15,6 @@
 //! an admin process beside the running servers.
 
 use std::collections::{HashMap, HashSet};
-#[cfg(feature = "test-hooks")]
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
