@@ -92,24 +92,15 @@ pub struct GcReport {
 /// directory, gc creates `<step>.reached` there and waits (up to two minutes) for
 /// `<step>.go`, so that a test can run an upload at exactly that point.
 #[cfg(feature = "test-hooks")]
-async fn pause(_: &GcOptions, step: &str) {
-    let Some(dir) = std::env::var_os("GIT_XET_GC_TEST_PAUSE").map(std::path::PathBuf::from) else {
-        return;
-    };
-    let _ = std::fs::write(dir.join(format!("{step}.reached")), b"");
-    let go = dir.join(format!("{step}.go"));
-    for _ in 0..12_000 {
-        if go.exists() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+async fn pause(step: &str) {
+    if let Some(dir) = std::env::var_os("GIT_XET_GC_TEST_PAUSE") {
+        crate::test_pause::reached(std::path::Path::new(&dir), step, "gc pause").await;
     }
-    tracing::warn!(step, "gc pause: no go after two minutes; going on");
 }
 
 /// Without the `test-hooks` feature gc never pauses.
 #[cfg(not(feature = "test-hooks"))]
-async fn pause(_: &GcOptions, _: &str) {}
+async fn pause(_: &str) {}
 
 fn older_than(t: SystemTime, cutoff: SystemTime) -> bool {
     t <= cutoff
@@ -161,13 +152,13 @@ pub async fn gc(
     for (hash, info) in &stored {
         sizes.entry(*hash).or_insert(info.len);
     }
-    pause(opts, "decided").await;
+    pause("decided").await;
     if dry_run {
         report.xorbs = candidates.len() as u64;
         report.xorb_bytes = candidates.iter().map(|h| sizes[h]).sum();
     } else {
         on_index(index, move |i| i.condemn_xorbs(&candidates)).await?;
-        pause(opts, "condemned").await;
+        pause("condemned").await;
         // This run's and any interrupted run's.
         let condemned = on_index(index, |i| i.condemned_xorbs()).await?;
         for hash in condemned {

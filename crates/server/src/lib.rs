@@ -56,6 +56,8 @@ pub mod shard_check;
 pub mod ssh;
 pub mod state;
 pub mod status;
+#[cfg(feature = "test-hooks")]
+mod test_pause;
 pub mod tls;
 pub mod web;
 

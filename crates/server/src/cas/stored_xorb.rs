@@ -135,15 +135,7 @@ impl TestPause {
 
     async fn at(&self, step: &str) {
         let Some((dir, n)) = &self.0 else { return };
-        let _ = std::fs::write(dir.join(format!("{step}.{n}.reached")), b"");
-        let go = dir.join(format!("{step}.{n}.go"));
-        for _ in 0..12_000 {
-            if go.exists() {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        tracing::warn!(step, "xorb pause: no go after two minutes; going on");
+        crate::test_pause::reached(dir, &format!("{step}.{n}"), "xorb pause").await;
     }
 }
 
