@@ -50,7 +50,7 @@ cases=(
   "the server crate's root|crates/server/src/lib.rs src/server/mod.rs"
   "an index backend (SQLite)|crates/index/src/sqlite/mod.rs crates/server/src/index/sqlite/mod.rs"
   "a Hub route|crates/server/src/hub/commit.rs crates/hosting/src/hub/commit.rs"
-  "the ssh shell|crates/shell/src/ssh/mod.rs crates/server/src/ssh/mod.rs"
+  "the ssh shell|crates/shell/src/lib.rs crates/server/src/ssh/mod.rs"
   "the client|crates/client/src/lib.rs src/client/mod.rs"
   "the protocol core|crates/core/src/lib.rs src/xet/mod.rs"
 )

@@ -205,6 +205,10 @@ fn libraries_depend_downward_only() {
         "git-xet-storage",
         "git-xet-index",
         "git-xet-identity",
+        "git-xet-deployment",
+        "git-xet-hook",
+        "git-xet-shell",
+        "git-xet-upkeep",
         "git-xet-web",
     ];
     let mut wrong = Vec::new();
@@ -233,6 +237,34 @@ fn libraries_depend_downward_only() {
         "dependencies against the layers:\n{}",
         wrong.join("\n")
     );
+}
+
+/// The ssh shell relays to the server over HTTP: neither it nor any workspace crate it
+/// builds on links the server or an HTTP server framework.
+#[test]
+fn the_ssh_shell_links_no_http_server() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let deps_of = |name: &str| -> Vec<String> {
+        let dir = crates.join(name.strip_prefix("git-xet-").unwrap());
+        normal_dependencies(&std::fs::read_to_string(dir.join("Cargo.toml")).unwrap())
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec!["git-xet-shell".to_string()];
+    let mut wrong = Vec::new();
+    while let Some(name) = todo.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        for dep in deps_of(&name) {
+            if ["git-xet-server", "axum", "hyper-util", "tower-http"].contains(&dep.as_str()) {
+                wrong.push(format!("{name} depends on {dep}"));
+            } else if dep.starts_with("git-xet-") {
+                todo.push(dep);
+            }
+        }
+    }
+    assert!(seen.contains("git-xet-deployment"), "walked only {seen:?}");
+    assert!(wrong.is_empty(), "the shell reaches: {}", wrong.join(", "));
 }
 
 #[test]

@@ -49,6 +49,21 @@ pub enum GitError {
         option: &'static str,
         requirement: &'static str,
     },
+    /// Too little disk space for what the command would write; nothing was written.
+    #[error(
+        "{dir} has {} free; {what} needs about {}: free some space, or choose another \
+         directory{hint}",
+        git_xet_io::human::human_bytes(*.available),
+        git_xet_io::human::human_bytes(*.needed),
+        dir = .dir.display()
+    )]
+    NoSpace {
+        dir: PathBuf,
+        what: &'static str,
+        needed: u64,
+        available: u64,
+        hint: &'static str,
+    },
     /// The repository has no such remote or it has no URL.
     #[error("remote {0:?} is not configured (see `git remote -v`)")]
     NoRemote(String),

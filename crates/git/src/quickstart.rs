@@ -72,6 +72,7 @@ pub fn run(opts: &Options, step: &dyn Fn(&str)) -> Result<QuickstartReport, GitE
         }
     };
     step(&format!("working in {}", root.display()));
+    enough_space(&root, opts.size_mib * 1024 * 1024)?;
     let mut server = Server::start(&opts.program, &root, step)?;
     let result = demo(opts, &root, &mut server, step);
     server.stop();
@@ -79,6 +80,25 @@ pub fn run(opts: &Options, step: &dyn Fn(&str)) -> Result<QuickstartReport, GitE
         table: result?,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Copies of the file the demo keeps at once, at most: the pushed repository's work tree and
+/// objects, the server's xorbs, two clones with their objects and chunk stores.
+const COPIES_KEPT: u64 = 12;
+
+/// Refuses to start where the demo would fill the disk halfway through.
+fn enough_space(root: &Path, size: u64) -> Result<(), GitError> {
+    let needed = size.saturating_mul(COPIES_KEPT);
+    match git_xet_io::platform::file::available_space(root) {
+        Some(available) if available < needed => Err(GitError::NoSpace {
+            dir: root.to_path_buf(),
+            what: "the quickstart",
+            needed,
+            available,
+            hint: " (--dir DIR), or a smaller file (--size-mib N)",
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn demo(
@@ -493,5 +513,23 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_demo_that_cannot_fit_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = enough_space(dir.path(), 1 << 60).unwrap_err();
+        assert!(
+            matches!(err, GitError::NoSpace { needed, available, .. } if needed > available),
+            "{err}"
+        );
+        assert!(err.to_string().contains("--size-mib"), "{err}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        enough_space(dir.path(), 1).unwrap();
     }
 }

@@ -3,7 +3,7 @@
 //! no Nagle delay). The client side adds git's HTTP
 //! settings on top (crates/client/src/transport/factory.rs); the ssh shell's relay to its own
 //! server on loopback adds no proxy and no overall timeout
-//! (crates/server/src/ssh/transfer/upstream.rs). It lives under both because neither may import
+//! (crates/shell/src/transfer/upstream.rs). It lives under both because neither may import
 //! the other.
 
 use std::collections::HashSet;

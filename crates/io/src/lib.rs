@@ -24,5 +24,7 @@ pub mod human;
 pub mod pipeline;
 pub mod platform;
 pub mod runtime;
+#[cfg(feature = "test-hooks")]
+pub mod test_pause;
 pub mod time;
 pub mod url;

@@ -11,7 +11,7 @@ pub struct ServerConfig {
     /// by default, everything else.
     pub data_dir: PathBuf,
     /// Where the object store, index and secret live.
-    pub deployment: crate::deployment::DeploymentConfig,
+    pub deployment: git_xet_deployment::DeploymentConfig,
     /// Base URL clients reach this server at (no trailing slash). Without it, URLs are
     /// built from the request's `Host` header.
     pub public_url: Option<String>,
@@ -76,7 +76,7 @@ impl ServerConfig {
         let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
         ServerConfig {
             listen,
-            deployment: crate::deployment::DeploymentConfig::embedded(&data_dir),
+            deployment: git_xet_deployment::DeploymentConfig::embedded(&data_dir),
             data_dir,
             public_url: None,
             ready_file: None,

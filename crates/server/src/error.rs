@@ -182,6 +182,18 @@ impl From<AuthError> for ServerError {
     }
 }
 
+/// A hosted repository's failure: a full disk is 507 as for any write, the rest internal.
+impl From<git_xet_deployment::repos::RepoError> for ServerError {
+    fn from(e: git_xet_deployment::repos::RepoError) -> Self {
+        use git_xet_deployment::repos::RepoError;
+        match e {
+            RepoError::Git(why) => ServerError::Internal(why),
+            RepoError::Io(e) => ServerError::from(e),
+            RepoError::Task(e) => ServerError::from(e),
+        }
+    }
+}
+
 impl From<tokio::task::JoinError> for ServerError {
     fn from(e: tokio::task::JoinError) -> Self {
         ServerError::Internal(format!("background task failed: {e}"))

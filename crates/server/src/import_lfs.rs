@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::cas::register_shard;
-use crate::deployment::{self, Deployment, DeploymentConfig};
 use crate::error::ServerError;
 use crate::ingest::{commit, ingest_stream};
 use crate::metrics::Metrics;
@@ -28,6 +27,7 @@ use crate::shard_check::validate_built;
 use crate::state::{AppState, SharedState};
 use crate::ServerConfig;
 use git_xet_core::hash::sha256_hex;
+use git_xet_deployment::{Deployment, DeploymentConfig};
 use git_xet_index::RepoName;
 use source::{Found, Reader};
 pub use source::{Source, SourceError};
@@ -46,7 +46,7 @@ pub enum ImportError {
     #[error(transparent)]
     Index(#[from] git_xet_index::IndexError),
     #[error(transparent)]
-    Deployment(#[from] crate::deployment::DeploymentError),
+    Deployment(#[from] git_xet_deployment::DeploymentError),
     #[error("importing {path}: {cause}")]
     Object { path: PathBuf, cause: ServerError },
     #[error("cannot start the async runtime: {0}")]
@@ -237,7 +237,7 @@ fn open_state(opts: &ImportOptions) -> Result<(SharedState, PathBuf), ImportErro
     std::fs::create_dir_all(&tmp).map_err(io)?;
     remove_dead_imports(&config.tmp_dir());
     let Deployment { store, index, keys } =
-        deployment::open(&config.deployment, &tmp, config.fsync)?;
+        git_xet_deployment::open(&config.deployment, &tmp, config.fsync)?;
     let slots = config.max_concurrent_uploads.max(1);
     let max_waiting = config.max_waiting_shards;
     let state = AppState {

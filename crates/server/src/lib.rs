@@ -1,44 +1,39 @@
 //! `git xet server`: the CAS API, the git-lfs Batch API, git over smart HTTP and ssh, on
 //! storage and index backends behind small traits, plus the programs' server-side commands.
-//! Built on the crates below it, never on the client side: `git-xet-index` (what is stored
-//! and who sees it), `git-xet-storage` (the objects), `git-xet-identity` (tokens, keys,
-//! signed URLs, OIDC), `git-xet-web` (the pages' HTML), `git-xet-io` and `git-xet-core`.
+//! Built on the crates below it, never on the client side: `git-xet-deployment` (where the
+//! store, index and secret live, and the hosted repositories), `git-xet-hook` (the push
+//! check, shared with the pre-receive hook), `git-xet-index` (what is stored and who sees
+//! it), `git-xet-storage` (the objects), `git-xet-identity` (tokens, keys, signed URLs,
+//! OIDC), `git-xet-web` (the pages' HTML), `git-xet-io` and `git-xet-core`. The ssh shell
+//! (`git-xet-shell`) and the upkeep commands (`git-xet-upkeep`) are beside it, not on it:
+//! the shell reaches the server over HTTP, upkeep works on the deployment directly.
 //!
 //! | module          | job                                                               |
 //! |-----------------|-------------------------------------------------------------------|
 //! | `config`        | settings                                                          |
-//! | `deployment`    | where the store, index and secret live; opening them              |
 //! | `shard_check`   | validating uploaded shards against stored xorbs                   |
 //! | `reconstruct`   | planning reconstructions for byte ranges                          |
 //! | `cas`           | CAS API handlers                                                  |
 //! | `lfs`           | git-lfs Batch API, basic transfers, verify, locks, token refresh  |
 //! | `ingest`        | converting basic uploads to xorbs + shard (server-side dedup)     |
 //! | `import_lfs`    | `import-lfs`: a whole LFS object store into a repository, offline |
-//! | `gc`, `check`   | upkeep: garbage collection; checking every file rebuilds          |
 //! | `file_stream`   | streaming a reconstruction as plain bytes (basic downloads)       |
-//! | `git`           | git smart HTTP (upload/receive-pack); hosted repos; hook check    |
-//! | `hook`          | `git xet pre-receive`: the hook's check of a push, against the server |
+//! | `git`           | git smart HTTP (upload/receive-pack), the hook check's route      |
 //! | `repo_routes`   | routes under a repository path: LFS, git, hook check              |
 //! | `http`, `metrics` | router, request accounting, Prometheus text                     |
 //! | `listen`        | connections: per-address cap, header and inactivity timeouts      |
 //! | `status`        | what a repository's storage tab gathers: LFS files at HEAD, pushes, locks |
 //! | `web`           | the web pages' routes (`/`, `/ORG/REPO/...`, sign-in); pages from git-xet-web |
 //! | `tls`, `proxy`  | native HTTPS; trusted reverse proxies' forwarding headers         |
-//! | `ssh`           | `git xet shell`: git and git-lfs over OpenSSH (forced command)    |
 
-pub mod backup;
 pub mod body;
 pub mod cas;
-pub mod check;
 
 pub mod config;
-pub mod deployment;
 pub mod error;
 pub mod file_stream;
-pub mod gc;
 pub mod git;
 pub mod health;
-pub mod hook;
 pub mod http;
 pub mod hub;
 pub mod import_lfs;
@@ -46,18 +41,13 @@ pub mod ingest;
 pub mod lfs;
 pub mod listen;
 pub mod metrics;
-pub mod migrate;
 pub mod proxy;
-pub mod rebuild;
 pub mod reconstruct;
 pub mod repo_routes;
 pub mod request_id;
 pub mod shard_check;
-pub mod ssh;
 pub mod state;
 pub mod status;
-#[cfg(feature = "test-hooks")]
-mod test_pause;
 pub mod tls;
 pub mod web;
 
@@ -81,7 +71,7 @@ pub enum StartError {
     #[error(transparent)]
     Index(#[from] git_xet_index::IndexError),
     #[error(transparent)]
-    Deployment(#[from] deployment::DeploymentError),
+    Deployment(#[from] git_xet_deployment::DeploymentError),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
     #[error("data directory {} is in use by another git xet server{}: stop it, or give this one another --data", .data.display(), .pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
@@ -158,8 +148,8 @@ fn open_state(
     )))?;
     let data_lock = lock_data_dir(data)?;
     clean_tmp(&config.tmp_dir()).map_err(io_context("cleaning the temporary directory"))?;
-    let deployment::Deployment { store, index, keys } =
-        deployment::open(&config.deployment, &config.tmp_dir(), config.fsync)?;
+    let git_xet_deployment::Deployment { store, index, keys } =
+        git_xet_deployment::open(&config.deployment, &config.tmp_dir(), config.fsync)?;
     let scheme = if config.tls.is_some() {
         "https"
     } else {
@@ -197,18 +187,6 @@ fn loopback_url(scheme: &str, bound: SocketAddr) -> String {
         ip => ip,
     };
     format!("{scheme}://{}", SocketAddr::new(ip, bound.port()))
-}
-
-/// Writes `contents` to `path` atomically (temp file + rename).
-fn write_atomically(path: &Path, contents: &str) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut tmp, contents.as_bytes())?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 /// Runs the server until SIGINT or SIGTERM, then lets in-flight requests finish (up to the
@@ -259,15 +237,15 @@ pub async fn run(config: ServerConfig) -> Result<(), StartError> {
         tracing::warn!("git is not on PATH: git over HTTP will answer 500 until it is installed");
     }
     // `git xet shell` finds the running server through this file.
-    let urls = ssh::endpoint::ServerUrls {
+    let urls = git_xet_deployment::running::ServerUrls {
         internal_url: state.internal_url.clone(),
         public_url: state.config.public_url.clone(),
         repos_dir: Some(state.config.repos_dir()),
     };
-    ssh::endpoint::write(&state.config.data_dir, &urls)
+    git_xet_deployment::running::write(&state.config.data_dir, &urls)
         .map_err(io_context("writing the server's URLs for git xet shell"))?;
     if let Some(path) = ready_file {
-        write_atomically(&path, &base)
+        git_xet_deployment::write_atomically(&path, &base)
             .map_err(io_context(format!("writing ready file {}", path.display())))?;
     }
 

@@ -1,4 +1,4 @@
-//! `git xet server backup [verify]` and `git xet server restore`: see `git_xet_server::backup`.
+//! `git xet server backup [verify]` and `git xet server restore`: see `git_xet_upkeep::backup`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,10 +7,10 @@ use anyhow::Context;
 
 use super::deployment::DeploymentArgs;
 use super::upkeep::{open_existing, runtime};
+use git_xet_deployment::IndexLocation;
 use git_xet_index::PgIndex;
 use git_xet_io::human::human_bytes;
-use git_xet_server::backup::{self, BackupOptions, Dest, RestoreOptions};
-use git_xet_server::deployment::{self, IndexLocation};
+use git_xet_upkeep::backup::{self, BackupOptions, Dest, RestoreOptions};
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -78,7 +78,7 @@ fn engine(index: &IndexLocation) -> &'static str {
     }
 }
 
-fn secret_of(config: &deployment::DeploymentConfig) -> anyhow::Result<[u8; 32]> {
+fn secret_of(config: &git_xet_deployment::DeploymentConfig) -> anyhow::Result<[u8; 32]> {
     match &config.index {
         IndexLocation::Sqlite(_) => {
             let path = git_xet_identity::keys::secret_path(&config.data_dir);
@@ -193,7 +193,7 @@ pub(super) fn run_restore(args: RestoreArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let deployment = deployment::open(&config, &config.tmp_dir(), true)?;
+    let deployment = git_xet_deployment::open(&config, &config.tmp_dir(), true)?;
     let program = std::env::current_exe()
         .and_then(|exe| exe.canonicalize())
         .ok();
@@ -207,7 +207,7 @@ pub(super) fn run_restore(args: RestoreArgs) -> anyhow::Result<ExitCode> {
         index_location: config.index.clone(),
         data_dir: config.data_dir.clone(),
         secret,
-        hook: git_xet_server::git::repos::hook_script(program.as_deref()),
+        hook: git_xet_deployment::repos::hook_script(program.as_deref()),
     };
     let report = runtime()?.block_on(backup::restore(
         &*deployment.store,

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use super::deployment::DeploymentArgs;
 use super::upkeep::{open_existing, runtime};
 use git_xet_io::human::human_bytes;
-use git_xet_server::check::{check, git_locks};
+use git_xet_upkeep::check::{check, git_locks};
 
 #[derive(clap::Args, Debug)]
 pub(super) struct CheckArgs {
@@ -29,7 +29,7 @@ pub(super) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         runtime()?.block_on(check(&*deployment.store, &deployment.index, args.read_data))?;
     let git_root = match args.git_dir {
         Some(dir) => dir,
-        None => git_xet_server::ssh::endpoint::repos_dir(&args.deployment.data_dir()?),
+        None => git_xet_deployment::running::repos_dir(&args.deployment.data_dir()?),
     };
     let (repos, stale) = git_locks(&git_root)?;
     report.problems.extend(stale);

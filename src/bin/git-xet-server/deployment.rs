@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use git_xet_server::deployment::{DeploymentConfig, IndexLocation, StoreLocation};
+use git_xet_deployment::{DeploymentConfig, IndexLocation, StoreLocation};
 
 #[derive(clap::Args, Debug, Clone)]
 pub(super) struct DeploymentArgs {

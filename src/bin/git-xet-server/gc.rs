@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::deployment::DeploymentArgs;
 use super::upkeep::{open_existing, parse_duration, runtime};
 use git_xet_io::human::human_bytes;
-use git_xet_server::gc::{gc, GcOptions};
+use git_xet_upkeep::gc::{gc, GcOptions};
 
 #[derive(clap::Args, Debug)]
 pub(super) struct GcArgs {

@@ -4,8 +4,8 @@ use super::DedupScopeArg;
 use std::process::ExitCode;
 
 use super::deployment::DeploymentArgs;
+use git_xet_deployment::StoreLocation;
 use git_xet_index::RepoName;
-use git_xet_server::deployment::StoreLocation;
 
 #[derive(clap::Args, Debug)]
 pub(super) struct ImportLfsArgs {

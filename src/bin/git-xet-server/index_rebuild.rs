@@ -1,4 +1,4 @@
-//! `git xet server index rebuild` and `index check` (crates/server/src/rebuild/mod.rs):
+//! `git xet server index rebuild` and `index check` (git_xet_upkeep::rebuild):
 //! bringing a lost index back from the object store and the git repositories, and comparing
 //! a live index with such a rebuild. How each thing the index holds comes back, or fails
 //! closed, is in docs/server-operations.md ("Index rebuild").
@@ -13,10 +13,10 @@ use anyhow::Context;
 
 use super::deployment::DeploymentArgs;
 use super::upkeep::{open_existing, runtime};
+use git_xet_deployment::IndexLocation;
 use git_xet_identity::keys;
 use git_xet_index::{Index, PgIndex, SqliteIndex, TokenRecord};
-use git_xet_server::deployment::{self, IndexLocation};
-use git_xet_server::rebuild::{compare, rebuild, RebuildOptions, RebuildReport};
+use git_xet_upkeep::rebuild::{compare, rebuild, RebuildOptions, RebuildReport};
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum IndexCommand {
@@ -91,7 +91,7 @@ impl SourceArgs {
     fn git_root(&self) -> anyhow::Result<PathBuf> {
         Ok(match &self.git_dir {
             Some(dir) => std::path::absolute(dir).unwrap_or(dir.clone()),
-            None => git_xet_server::ssh::endpoint::repos_dir(&self.deployment.data_dir()?),
+            None => git_xet_deployment::running::repos_dir(&self.deployment.data_dir()?),
         })
     }
 
@@ -179,7 +179,7 @@ fn run_rebuild(args: RebuildArgs) -> anyhow::Result<ExitCode> {
     }
     // SQLite commits unsynced (a rebuild cut short is started again on an empty index), and
     // is synced once at the end: one fsync per registration dominated its time.
-    let deployment = deployment::open(&config, &config.tmp_dir(), false)?;
+    let deployment = git_xet_deployment::open(&config, &config.tmp_dir(), false)?;
     let index = deployment.index.clone();
     for id in &revoked {
         let record = TokenRecord {
@@ -371,7 +371,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         false,
     )?);
     let git_root = args.source.git_root()?;
-    let repos: Vec<_> = git_xet_server::git::repos::hosted(&git_root)?
+    let repos: Vec<_> = git_xet_deployment::repos::hosted(&git_root)?
         .into_iter()
         .map(|r| r.name)
         .collect();

@@ -1,11 +1,11 @@
-//! `git xet pre-receive`: the check of hooks/pre-receive (see git_xet_server::hook).
+//! `git xet pre-receive`: the check of hooks/pre-receive (see git_xet_hook).
 
 use std::process::ExitCode;
 
 use crate::common::logging;
 
-use git_xet_server::hook::git::Git;
-use git_xet_server::hook::{check, HookSettings};
+use git_xet_hook::git::Git;
+use git_xet_hook::{check, HookSettings};
 
 /// `git xet pre-receive` reads its settings from GIT_XET_SERVER_URL, GIT_XET_REPO and
 /// GIT_XET_TOKEN (set by `git xet server`), else from git config xet.serverUrl, xet.repo and

@@ -231,7 +231,7 @@ pub(super) fn serve(args: RunArgs) -> anyhow::Result<ExitCode> {
         !args.presign
             || matches!(
                 config.deployment.object_store,
-                git_xet_server::deployment::StoreLocation::S3 { .. }
+                git_xet_deployment::StoreLocation::S3 { .. }
             ),
         "--presign needs an S3 object store (--object-store s3://BUCKET[/PREFIX]): a directory \
          has no presigned URLs"

@@ -1,11 +1,11 @@
-//! `git xet shell`: the forced command of an ssh key (see git_xet_server::ssh).
+//! `git xet shell`: the forced command of an ssh key (see git_xet_shell).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use git_xet_deployment::IndexLocation;
 use git_xet_identity::auth::Scope;
-use git_xet_server::deployment::IndexLocation;
-use git_xet_server::ssh::{self, access, ShellError};
+use git_xet_shell::{access, ShellError};
 
 #[derive(clap::Args, Debug)]
 pub struct ShellArgs {
@@ -43,7 +43,7 @@ pub struct ShellArgs {
     token_id: Option<String>,
 }
 
-fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
+fn settings(args: ShellArgs) -> Result<git_xet_shell::Settings, ShellError> {
     let grants = args
         .repos
         .iter()
@@ -63,7 +63,8 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
         }
     }
     if let Some(url) = &args.url {
-        ssh::endpoint::check_url(url).map_err(|e| ShellError::BadSetting(e.to_string()))?;
+        git_xet_deployment::running::check_url(url)
+            .map_err(|e| ShellError::BadSetting(e.to_string()))?;
     }
     let index = args
         .index
@@ -71,7 +72,7 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
         .map(IndexLocation::parse)
         .transpose()
         .map_err(|e| ShellError::BadSetting(e.to_string()))?;
-    Ok(ssh::Settings {
+    Ok(git_xet_shell::Settings {
         rules: access::Rules::new(&args.user, grants)?,
         data_dir: std::path::absolute(&args.data).unwrap_or(args.data),
         public_url: args.url,
@@ -90,7 +91,7 @@ fn settings(args: ShellArgs) -> Result<ssh::Settings, ShellError> {
 pub fn shell(args: ShellArgs) -> anyhow::Result<ExitCode> {
     crate::common::logging::init("warn");
     let original = std::env::var("SSH_ORIGINAL_COMMAND").ok();
-    let result = settings(args).and_then(|s| ssh::run(&s, original.as_deref()));
+    let result = settings(args).and_then(|s| git_xet_shell::run(&s, original.as_deref()));
     match result {
         Ok(0) => Ok(ExitCode::SUCCESS),
         Ok(code) => Ok(ExitCode::from(u8::try_from(code).unwrap_or(1))),

@@ -1,4 +1,4 @@
-//! `git xet server storage migrate --to LOCATION` (crates/server/src/migrate.rs): copy the
+//! `git xet server storage migrate --to LOCATION` (git_xet_upkeep::migrate): copy the
 //! deployment's objects to another store while servers run; the switch-over is in
 //! docs/server-operations.md, "Moving the object store".
 
@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use super::deployment::DeploymentArgs;
 use super::upkeep::runtime;
-use git_xet_server::deployment::{open_store, StoreLocation};
-use git_xet_server::migrate::migrate;
+use git_xet_deployment::{open_store, StoreLocation};
+use git_xet_upkeep::migrate::migrate;
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum StorageCommand {

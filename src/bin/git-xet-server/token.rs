@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::deployment::DeploymentArgs;
+use git_xet_deployment::{Deployment, IndexLocation};
 use git_xet_identity::auth::{self, Holder, Scope};
 use git_xet_identity::rules::Rule;
 use git_xet_index::TokenRecord;
-use git_xet_server::deployment::{self, Deployment, IndexLocation};
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum TokenCommand {
@@ -82,11 +82,11 @@ pub(super) fn run(command: TokenCommand) -> anyhow::Result<ExitCode> {
 fn open(args: &DeploymentArgs, init: bool) -> anyhow::Result<Deployment> {
     let config = args.config()?;
     if matches!(config.index, IndexLocation::Sqlite(_)) {
-        deployment::open_keys(&config, init)?;
+        git_xet_deployment::open_keys(&config, init)?;
     }
     let staging = config.tmp_dir();
     std::fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
-    Ok(deployment::open(&config, &staging, true)?)
+    Ok(git_xet_deployment::open(&config, &staging, true)?)
 }
 
 fn token_create(args: TokenCreateArgs) -> anyhow::Result<ExitCode> {

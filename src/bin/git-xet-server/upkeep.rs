@@ -4,7 +4,7 @@
 use anyhow::Context;
 
 use super::deployment::DeploymentArgs;
-use git_xet_server::deployment::{self, Deployment, IndexLocation};
+use git_xet_deployment::{Deployment, IndexLocation};
 
 /// Opens the deployment `args` name, refusing one that does not exist yet.
 pub(super) fn open_existing(args: &DeploymentArgs) -> anyhow::Result<Deployment> {
@@ -18,7 +18,7 @@ pub(super) fn open_existing(args: &DeploymentArgs) -> anyhow::Result<Deployment>
         );
     }
     // Admin commands stage nothing; the server's start-up cleanup of `tmp/` cannot hurt them.
-    Ok(deployment::open(&config, &config.tmp_dir(), true)?)
+    Ok(git_xet_deployment::open(&config, &config.tmp_dir(), true)?)
 }
 
 /// The process's runtime (which the PostgreSQL index's connections run on too).

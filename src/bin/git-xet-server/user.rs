@@ -9,10 +9,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::data_dir;
+use git_xet_deployment::IndexLocation;
 use git_xet_identity::auth::Scope;
-use git_xet_server::deployment::IndexLocation;
-use git_xet_server::ssh::access::Grant;
-use git_xet_server::ssh::authorized_keys::{self, PublicKey, ShellCommand};
+use git_xet_shell::access::Grant;
+use git_xet_shell::authorized_keys::{self, PublicKey, ShellCommand};
 
 #[derive(clap::Subcommand, Debug)]
 pub(super) enum UserCommand {
@@ -74,7 +74,7 @@ fn add(args: UserAddArgs) -> anyhow::Result<ExitCode> {
     let grants = args
         .repos
         .iter()
-        .map(|spec| git_xet_server::ssh::access::parse_grant(spec, scope))
+        .map(|spec| git_xet_shell::access::parse_grant(spec, scope))
         .collect::<Result<Vec<_>, _>>()?;
     let key = PublicKey::parse(&args.key)?;
     let index = args
@@ -131,10 +131,10 @@ fn record_key_token(
     user: &str,
     grants: &[Grant],
 ) -> anyhow::Result<String> {
+    use git_xet_deployment::{open_index, DeploymentConfig};
     use git_xet_identity::auth::new_token_id;
     use git_xet_index::TokenRecord;
     use git_xet_io::time::now_secs;
-    use git_xet_server::deployment::{open_index, DeploymentConfig};
     let mut config = DeploymentConfig::embedded(data);
     let from_env = std::env::var("GIT_XET_SERVER_INDEX").ok();
     match (index, from_env) {

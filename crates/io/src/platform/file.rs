@@ -1,4 +1,5 @@
-//! File calls: positioned reads into a vector's spare capacity, and advisory locks.
+//! File calls: positioned reads into a vector's spare capacity, advisory locks, and the
+//! space left on a file system.
 
 use std::fs::File;
 use std::io;
@@ -93,6 +94,31 @@ pub fn lock(file: &File, how: Lock) -> io::Result<()> {
     }
 }
 
+/// Bytes available to this process on the file system holding `dir` (statvfs(2)); `None`
+/// where that cannot be told.
+pub fn available_space(dir: &std::path::Path) -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+        let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: `path` is NUL-terminated and `stat` is written by statvfs before it is read.
+        let stat = unsafe {
+            if libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) != 0 {
+                return None;
+            }
+            stat.assume_init()
+        };
+        #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
+        Some((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        None
+    }
+}
+
 /// Whether the file `meta` describes belongs to the user this process runs as. Elsewhere
 /// than unix: never (callers then take their slower, general path).
 pub fn owned_by_this_user(meta: &std::fs::Metadata) -> bool {
@@ -128,6 +154,13 @@ pub fn private_to_this_user(meta: &std::fs::Metadata) -> bool {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn available_space_is_told_for_a_directory_and_not_for_a_missing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(available_space(dir.path()).is_some_and(|bytes| bytes > 0));
+        assert_eq!(available_space(&dir.path().join("missing")), None);
+    }
 
     #[test]
     fn both_reads_append_the_same_bytes_and_refuse_a_short_file() {

@@ -1,5 +1,6 @@
 //! Process calls: running a child with input and collecting its output, a polite stop for a
-//! child, the file mode creation mask, and replacing this process with another program. All
+//! child, the file mode creation mask, a descriptor kept across exec, and replacing this
+//! process with another program. All
 //! plain POSIX, the same on every unix.
 
 use std::io::Write;
@@ -81,6 +82,22 @@ pub fn umask() -> u32 {
         mask
     };
     u32::from(mask)
+}
+
+/// For `CommandExt::pre_exec`: clears close-on-exec on `fd` in the forked child, so that the
+/// program it runs (and what that program starts) inherits the descriptor, and any `flock`
+/// held through it, for as long as it runs.
+pub fn keep_open_across_exec(
+    fd: std::os::fd::RawFd,
+) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+    move || {
+        // SAFETY: fcntl is async-signal-safe; `fd` is open in the forked child (it was
+        // open in the parent, and only exec closes it).
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

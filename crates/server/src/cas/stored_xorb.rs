@@ -135,7 +135,7 @@ impl TestPause {
 
     async fn at(&self, step: &str) {
         let Some((dir, n)) = &self.0 else { return };
-        crate::test_pause::reached(dir, &format!("{step}.{n}"), "xorb pause").await;
+        git_xet_io::test_pause::reached(dir, &format!("{step}.{n}"), "xorb pause").await;
     }
 }
 

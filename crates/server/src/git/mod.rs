@@ -5,22 +5,19 @@
 pub(crate) mod cat_file;
 mod hook_check;
 pub(crate) mod ls_tree;
-pub mod repos;
 mod service;
-pub(crate) mod writers;
 
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 
-pub use hook_check::{locked_paths, missing_objects};
-pub use repos::PRE_RECEIVE_HOOK;
-
 use crate::error::{ServerError, ServerResult};
 use crate::state::SharedState;
 use git_xet_core::api::routes;
+use git_xet_deployment::{repos, writers};
 use git_xet_identity::auth::Scope;
 use git_xet_index::RepoName;
+pub use hook_check::{locked_paths, missing_objects};
 use service::Service;
 
 /// Lifetime of the read token a push hands its pre-receive hook.
@@ -150,7 +147,7 @@ async fn serve(
         _ => Vec::new(),
     };
     // A push writes: it holds the repository's writer lock, recovering what a crashed
-    // writer left (crates/server/src/git/writers.rs).
+    // writer left (git_xet_deployment::writers).
     let writer = if push && !advertisement {
         let dir = dir.clone();
         Some(

@@ -20,8 +20,8 @@ use http_body_util::BodyExt;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use super::{repos, writers};
 use crate::error::{ServerError, ServerResult};
+use git_xet_deployment::{repos, writers};
 
 /// The two services.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,7 @@ pub struct ServiceRequest<'a> {
     /// Extra environment (for hooks), besides PATH and HOME.
     pub env: Vec<(String, String)>,
     pub home: &'a Path,
-    /// For a push: the repository's writer lock, which git inherits (crates/server/src/git/writers.rs).
+    /// For a push: the repository's writer lock, which git inherits (git_xet_deployment::writers).
     pub writer: Option<writers::WriterLock>,
 }
 

@@ -6,11 +6,11 @@
 
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 
 use crate::error::{ServerError, ServerResult};
-use crate::git::repos::FSYNC_CONFIG;
 use crate::hub::quarantine::Quarantine;
+use git_xet_deployment::repos::{git_command, FSYNC_CONFIG};
 
 /// From this size, git fast-import streams a blob and tries no delta for it.
 const BIG_FILE: usize = 1 << 20;
@@ -32,9 +32,7 @@ impl BlobWriter {
     pub fn start(quarantine: &Quarantine, tmp: &Path) -> ServerResult<BlobWriter> {
         std::fs::create_dir_all(tmp)?;
         let marks = tmp.join(format!("hub-marks-{:016x}", rand::random::<u64>()));
-        let mut child = Command::new("git")
-            .arg("--git-dir")
-            .arg(quarantine.repo_dir())
+        let mut child = git_command(quarantine.repo_dir())
             .args(FSYNC_CONFIG)
             .args(["fast-import", "--quiet"])
             // A blob from 1 MiB is streamed into the pack, not held, and not compared with
@@ -44,7 +42,6 @@ impl BlobWriter {
             .arg(format!("--big-file-threshold={BIG_FILE}"))
             .arg(format!("--export-marks={}", marks.display()))
             .envs(quarantine.objects_env())
-            .env("GIT_TERMINAL_PROMPT", "0")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -144,6 +141,7 @@ impl Drop for BlobWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     #[test]
     fn blobs_are_written_into_the_quarantine_and_named() {

@@ -38,6 +38,12 @@ pub enum HubError {
 
 pub type HubResult<T> = Result<T, HubError>;
 
+impl From<git_xet_deployment::repos::RepoError> for HubError {
+    fn from(e: git_xet_deployment::repos::RepoError) -> Self {
+        HubError::Server(e.into())
+    }
+}
+
 impl From<git_xet_index::IndexError> for HubError {
     fn from(e: git_xet_index::IndexError) -> Self {
         HubError::Server(e.into())

@@ -37,13 +37,8 @@ impl Entry {
 /// git in the bare repository `dir` as the Hub runs it: never prompting, paths literal,
 /// killed when the request goes away (gitwrite.rs adds the fsync settings).
 pub(crate) fn git(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.arg("--git-dir")
-        .arg(dir)
-        .env("GIT_LITERAL_PATHSPECS", "1")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
+    let mut cmd = Command::from(git_xet_deployment::repos::git_command(dir));
+    cmd.kill_on_drop(true);
     cmd
 }
 

@@ -12,9 +12,9 @@ use tokio::process::Command;
 
 use crate::error::{ServerError, ServerResult};
 use crate::git::ls_tree;
-use crate::git::repos::FSYNC_CONFIG;
 use crate::hub::gitread;
 use crate::hub::quarantine::Quarantine;
+use git_xet_deployment::repos::FSYNC_CONFIG;
 
 /// The entries of the tree being built, by path as git stores it (any bytes but NUL: a name
 /// that is not UTF-8 is kept as it is, never rewritten): mode (`100644`, `100755`, `120000`

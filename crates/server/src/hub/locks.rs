@@ -4,11 +4,11 @@
 //! directly, as the hook's `locked-paths` route does.
 
 use crate::error::ServerError;
-use crate::hook::git::Git;
-use crate::hook::lock_check::{changed_paths, RefUpdate};
 use crate::hub::access::Repo;
 use crate::hub::HubResult;
 use crate::state::{blocking, SharedState};
+use git_xet_hook::git::Git;
+use git_xet_hook::lock_check::{changed_paths, RefUpdate};
 use git_xet_index::LockQuery;
 
 /// Refuses (403) `update` when it changes a file another user has locked; `git` runs in

@@ -6,13 +6,13 @@
 //! stores. The index is read directly, as the hook's routes do.
 
 use crate::error::ServerError;
-use crate::hook::git::Git;
-use crate::hook::lock_check::RefUpdate;
-use crate::hook::newly_referenced;
 use crate::hub::access::Repo;
 use crate::hub::quarantine::Quarantine;
 use crate::hub::HubResult;
 use crate::state::{blocking, SharedState};
+use git_xet_hook::git::Git;
+use git_xet_hook::lock_check::RefUpdate;
+use git_xet_hook::newly_referenced;
 
 /// Objects looked up in one index query.
 const LOOKUPS_PER_QUERY: usize = 1000;

@@ -33,10 +33,11 @@ pub async fn ref_locked(
 ) -> HubResult<bool> {
     let dir = repo.dir.clone();
     let started = std::time::SystemTime::now();
-    let lock = tokio::task::spawn_blocking(move || crate::git::writers::WriterLock::acquire(&dir))
-        .await
-        .map_err(ServerError::from)?
-        .map_err(ServerError::from)?;
+    let lock =
+        tokio::task::spawn_blocking(move || git_xet_deployment::writers::WriterLock::acquire(&dir))
+            .await
+            .map_err(ServerError::from)?
+            .map_err(ServerError::from)?;
     // Checked before the objects move in, so that a write that lost the race leaves none
     // (update-ref below still decides, against a push arriving in between).
     if current(repo, full).await?.as_deref() != old {
@@ -50,7 +51,7 @@ pub async fn ref_locked(
     }
     let moved = gitwrite::update_ref(&repo.dir, full, new, old, reason).await?;
     let dir = repo.dir.clone();
-    tokio::task::spawn_blocking(move || crate::git::repos::sync_names(&dir, started))
+    tokio::task::spawn_blocking(move || git_xet_deployment::repos::sync_names(&dir, started))
         .await
         .map_err(ServerError::from)?
         .map_err(ServerError::from)?;

@@ -103,10 +103,10 @@ async fn create(state: &SharedState, headers: &HeaderMap, body: Body) -> HubResu
     // Recorded before the repository exists, so that it is never readable unrecorded.
     let (index, name) = (state.index.clone(), repo.clone());
     blocking(move || Ok(index.set_repo_private(&name, private)?)).await?;
-    let hook = crate::git::repos::hook_script(state.config.hook_program.as_deref());
-    crate::git::repos::ensure_repo(&root, &repo, &hook, private).await?;
+    let hook = git_xet_deployment::repos::hook_script(state.config.hook_program.as_deref());
+    git_xet_deployment::repos::ensure_repo(&root, &repo, &hook, private).await?;
     // A git push may have created it first (as not private): the index says private now.
-    crate::git::repos::record_private(&dir, private).await?;
+    git_xet_deployment::repos::record_private(&dir, private).await?;
     let repo = Repo {
         name: repo,
         dir,

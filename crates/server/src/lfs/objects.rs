@@ -107,27 +107,12 @@ const CONVERT_AFTER: u64 = 256 * 1024;
 /// 507 before reading a body that the data directory has no room for (converted content may
 /// deduplicate, but an upload that does not would fill the disk before being refused).
 fn refuse_if_it_cannot_fit(state: &SharedState, declared: u64) -> ServerResult<()> {
-    match free_space(&state.config.data_dir) {
+    match git_xet_io::platform::file::available_space(&state.config.data_dir) {
         Some(free) if declared > free => Err(ServerError::disk_full(format!(
             "an object of {declared} bytes does not fit in the {free} bytes free"
         ))),
         _ => Ok(()),
     }
-}
-
-/// Bytes available to this process on the file system holding `dir`.
-fn free_space(dir: &std::path::Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `path` is NUL-terminated and `stat` is written by statvfs before it is read.
-    let stat = unsafe {
-        if libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) != 0 {
-            return None;
-        }
-        stat.assume_init()
-    };
-    Some((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
 }
 
 /// Whether this repository already has the object. Other repositories are not asked: their

@@ -64,9 +64,9 @@ pub struct Push {
     pub time: i64,
 }
 
-/// The hosted repositories under `root`, by name (see [`crate::git::repos::hosted`]).
+/// The hosted repositories under `root`, by name (see [`git_xet_deployment::repos::hosted`]).
 pub fn repositories(root: &Path) -> Result<Vec<RepoName>, ScanError> {
-    let repos = crate::git::repos::hosted(root).map_err(|source| ScanError::Read {
+    let repos = git_xet_deployment::repos::hosted(root).map_err(|source| ScanError::Read {
         path: root.to_path_buf(),
         source,
     })?;
@@ -74,12 +74,8 @@ pub fn repositories(root: &Path) -> Result<Vec<RepoName>, ScanError> {
 }
 
 fn git(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C")
-        .arg(dir)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut cmd = git_xet_deployment::repos::git_command(dir);
+    cmd.stderr(Stdio::piped());
     cmd
 }
 
