@@ -6,32 +6,30 @@
 //! that task. So this works from any thread: a blocking thread of the server's runtime,
 //! a plain thread, or a worker thread at start-up (no "runtime within a runtime").
 
-use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
+use deadpool_postgres::{Manager, ManagerConfig, Object, PoolError, RecyclingMethod};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
 use super::error::connect_failure;
 use crate::{BackendError, IndexError, IndexResult};
 
-/// Connections kept open between calls; more are opened when calls overlap.
-const IDLE_CONNECTIONS: usize = 8;
 /// Connections of one process at most (PostgreSQL's own default limit is 100 for all
-/// processes together); further calls wait for one to come back.
+/// processes together); further calls wait for one to come back. Connections are opened when
+/// calls overlap and kept for the next.
 const MAX_CONNECTIONS: usize = 16;
 /// Attempts of one transaction that PostgreSQL aborted to resolve a conflict (a deadlock
 /// or serialization failure between processes), or whose connection was lost.
 const ATTEMPTS: usize = 5;
 
+/// deadpool-postgres's pool, used from synchronous callers: its futures run on the process's
+/// runtime, the caller waits for them.
 pub(super) struct Pool {
     config: tokio_postgres::Config,
     /// The URL without its password, for messages.
     shown_url: String,
-    idle: Mutex<Vec<Client>>,
-    /// Connections handed out now, bounded by `MAX_CONNECTIONS`.
-    busy: Mutex<usize>,
-    returned: Condvar,
+    pool: deadpool_postgres::Pool,
     /// The process's runtime, which drives the connections.
     runtime: tokio::runtime::Handle,
 }
@@ -52,12 +50,21 @@ impl Pool {
             .keepalives_idle(Duration::from_secs(60));
         let runtime = git_xet_io::runtime::handle()
             .map_err(|e| unavailable("starting the async runtime", e.into()))?;
+        // A connection whose server went away is replaced before it is handed out.
+        let mut manager_config = ManagerConfig::default();
+        manager_config.recycling_method = RecyclingMethod::Fast;
+        let manager = Manager::from_config(config.clone(), NoTls, manager_config);
+        let pool = deadpool_postgres::Pool::builder(manager)
+            .max_size(MAX_CONNECTIONS)
+            .build()
+            .map_err(|e| IndexError::Internal {
+                detail: format!("setting up the PostgreSQL pool for {shown_url}"),
+                source: Some(Box::new(e)),
+            })?;
         Ok(Pool {
             config,
             shown_url,
-            idle: Mutex::new(Vec::new()),
-            busy: Mutex::new(0),
-            returned: Condvar::new(),
+            pool,
             runtime,
         })
     }
@@ -66,7 +73,8 @@ impl Pool {
         &self.shown_url
     }
 
-    /// Opens a new connection, its I/O task running on the process's runtime.
+    /// Opens a connection of its own, outside the pool (schema migration at start-up), its
+    /// I/O task running on the process's runtime.
     pub fn connect(&self) -> IndexResult<Client> {
         let config = self.config.clone();
         let task = self.runtime.spawn(async move {
@@ -88,43 +96,23 @@ impl Pool {
         }
     }
 
-    /// An idle connection (dropping ones whose server went away), or a new one, once fewer
-    /// than `MAX_CONNECTIONS` are out.
-    fn take(&self) -> IndexResult<Client> {
-        {
-            let mut busy = self.busy.lock().expect("pool");
-            while *busy >= MAX_CONNECTIONS {
-                busy = self.returned.wait(busy).expect("pool");
-            }
-            *busy += 1;
+    /// A pooled connection, once fewer than `MAX_CONNECTIONS` are out.
+    fn take(&self) -> IndexResult<Object> {
+        let pool = self.pool.clone();
+        // On the runtime: a new connection's I/O task is spawned there.
+        let task = self.runtime.spawn(async move { pool.get().await });
+        match wait(task) {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(PoolError::Backend(e))) => Err(connect_failure(e, &self.shown_url)),
+            Ok(Err(e)) => Err(IndexError::Internal {
+                detail: format!("a connection to PostgreSQL {}", self.shown_url),
+                source: Some(Box::new(e)),
+            }),
+            Err(e) => Err(IndexError::Internal {
+                detail: format!("connecting to PostgreSQL {}", self.shown_url),
+                source: Some(Box::new(e)),
+            }),
         }
-        let client = loop {
-            let idle = self.idle.lock().expect("pool").pop();
-            match idle {
-                Some(client) if client.is_closed() => continue,
-                Some(client) => break Ok(client),
-                None => break self.connect(),
-            }
-        };
-        if client.is_err() {
-            self.release();
-        }
-        client
-    }
-
-    fn release(&self) {
-        *self.busy.lock().expect("pool") -= 1;
-        self.returned.notify_one();
-    }
-
-    fn give_back(&self, client: Client) {
-        if !client.is_closed() {
-            let mut idle = self.idle.lock().expect("pool");
-            if idle.len() < IDLE_CONNECTIONS {
-                idle.push(client);
-            }
-        }
-        self.release();
     }
 
     /// Runs `f` (which blocks on its queries) on a pooled connection, again on a fresh
@@ -138,7 +126,12 @@ impl Pool {
             attempt += 1;
             let mut client = self.take()?;
             let result = f(&mut client);
-            self.give_back(client);
+            if client.is_closed() {
+                // Not kept: the next attempt gets a new connection.
+                let _ = Object::take(client);
+            } else {
+                drop(client);
+            }
             match result {
                 Ok(v) => return Ok(v),
                 Err(e) if attempt < ATTEMPTS && is_transient(&e) => {
