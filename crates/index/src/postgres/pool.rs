@@ -51,8 +51,9 @@ impl Pool {
         let runtime = git_xet_io::runtime::handle()
             .map_err(|e| unavailable("starting the async runtime", e.into()))?;
         // A connection whose server went away is replaced before it is handed out.
-        let mut manager_config = ManagerConfig::default();
-        manager_config.recycling_method = RecyclingMethod::Fast;
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
         let manager = Manager::from_config(config.clone(), NoTls, manager_config);
         let pool = deadpool_postgres::Pool::builder(manager)
             .max_size(MAX_CONNECTIONS)
