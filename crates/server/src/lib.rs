@@ -27,29 +27,29 @@
 //! | `tls`, `proxy`  | native HTTPS; trusted reverse proxies' forwarding headers         |
 
 pub mod body;
-pub mod cas;
+pub(crate) mod cas;
 
-pub mod config;
-pub mod error;
-pub mod file_stream;
-pub mod git;
-pub mod health;
+pub(crate) mod config;
+pub(crate) mod error;
+pub(crate) mod file_stream;
+pub(crate) mod git;
+pub(crate) mod health;
 pub mod http;
-pub mod hub;
+pub(crate) mod hub;
 pub mod import_lfs;
-pub mod ingest;
+pub(crate) mod ingest;
 pub mod lfs;
 pub mod listen;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod proxy;
-pub mod reconstruct;
-pub mod repo_routes;
-pub mod request_id;
-pub mod shard_check;
-pub mod state;
+pub(crate) mod reconstruct;
+pub(crate) mod repo_routes;
+pub(crate) mod request_id;
+pub(crate) mod shard_check;
+pub(crate) mod state;
 pub mod status;
 pub mod tls;
-pub mod web;
+pub(crate) mod web;
 
 use std::net::SocketAddr;
 use std::path::Path;
