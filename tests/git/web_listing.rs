@@ -1,11 +1,13 @@
 //! A directory large enough for the server to keep its listing (2,000 entries and more)
 //! pages like a small one: every name once, in order, on its page, directories first. The
 //! kept listing of one repository never answers for another repository's same path, nor for
-//! another commit of the same branch.
+//! another commit of the same branch. Its page does not wait for the directory's last
+//! commit, which the server looks up beside it; a small directory's page does.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use crate::env::{remote_url, GitEnv};
 use crate::support::TestServer;
@@ -130,4 +132,65 @@ fn a_kept_directory_pages_every_entry_once_per_repository_and_commit() {
     assert_eq!(last.last().map(String::as_str), Some("zz-new.txt"));
     let at_old = listing(&server, "org/a", &old, 0);
     assert_eq!(&at_old[..3], ["sub-a", "sub-b", "a00000.txt"]);
+}
+
+/// Waits (up to 20 s) for `what`.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not in 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The server's last-change lookups held (its `GIT_XET_WEB_TEST_PAUSE` hook) until the test
+/// lets them go on: the large directory's first page answers meanwhile, its listing whole
+/// and the last commit said to be looked up; a small directory's page waits for it; once the
+/// lookups ran, the large directory's page names the commit.
+#[test]
+fn a_large_directory_lists_before_its_last_commit_is_known() {
+    let pause = tempfile::tempdir().unwrap();
+    let server = TestServer::start_with_env(
+        None,
+        &["--anonymous-read"],
+        &[("GIT_XET_WEB_TEST_PAUSE", pause.path().display().to_string())],
+    );
+    let env = GitEnv::plain_lfs();
+    push_big_directory(&env, &server, "a", "org/a", "a");
+    let head = env.git(&env.dir("a"), &["rev-parse", "HEAD"]);
+    let commit_link = format!("href=\"/org/a/commit/{}\"", head.trim());
+
+    let asked = Instant::now();
+    let (status, body) = page(&server, "/org/a/tree/main/big", None);
+    assert_eq!(status, 200, "{body}");
+    assert!(asked.elapsed() < Duration::from_secs(20));
+    wait_until("the lookup reaches its pause", || {
+        pause.path().join("last-change.reached").exists()
+    });
+    let names = names_on(&body, "org/a", "main");
+    assert_eq!(names, expected("a")[..PER_PAGE], "{body}");
+    assert!(body.contains("still being looked up"), "{body}");
+    assert!(!body.contains(&commit_link), "{body}");
+
+    std::thread::scope(|s| {
+        let small = s.spawn(|| page(&server, "/org/a/tree/main/big/sub-a", None));
+        std::thread::sleep(Duration::from_secs(1));
+        assert!(
+            !small.is_finished(),
+            "a small directory's page did not wait for its last commit"
+        );
+        std::fs::write(pause.path().join("last-change.go"), b"").unwrap();
+        let (status, body) = small.join().unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains(&commit_link), "{body}");
+        assert!(!body.contains("still being looked up"), "{body}");
+    });
+
+    wait_until("the large directory's page names its last commit", || {
+        page(&server, "/org/a/tree/main/big", None)
+            .1
+            .contains(&commit_link)
+    });
+    let (_, body) = page(&server, "/org/a/tree/main/big?page=1", None);
+    assert!(body.contains(&commit_link) && !body.contains("still being looked up"));
 }

@@ -105,14 +105,26 @@ pub struct Paging {
 #[derive(Debug, Clone)]
 pub struct TreePage {
     pub chrome: RepoChrome,
-    /// The commit the revision names, when there is one.
-    pub commit: Option<CommitSummary>,
+    /// The last commit that changed the directory (at the root, the commit the revision
+    /// names); `None` when the repository has no commit.
+    pub commit: Option<LastCommit>,
     /// "" for the root.
     pub dir: String,
     pub entries: Vec<TreeEntry>,
     pub paging: Paging,
     pub readme: Option<Readme>,
     pub clone: Option<CloneInfo>,
+}
+
+/// What a directory's page says of the last commit that changed the directory.
+#[derive(Debug, Clone)]
+pub enum LastCommit {
+    Known(CommitSummary),
+    /// Still being looked up: a large directory's page does not wait for it (git finds it
+    /// by comparing the directory's trees commit after commit); a later view names it.
+    Pending,
+    /// None found.
+    Unknown,
 }
 
 #[derive(Debug, Clone)]

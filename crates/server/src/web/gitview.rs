@@ -41,6 +41,8 @@ pub struct DirPage {
     pub total: usize,
     /// The files whose names start with `readme` (any case), and their blob ids.
     pub names: Vec<(String, String)>,
+    /// Whether the directory is large (its listing is kept).
+    pub large: bool,
 }
 
 /// What a `commit:path` names.
@@ -105,6 +107,7 @@ pub async fn list_page(
         entries,
         total: all.len(),
         names,
+        large: all.len() >= tree_listing::KEEP_FROM,
     }))
 }
 

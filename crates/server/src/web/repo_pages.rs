@@ -2,24 +2,31 @@
 //! tab. Each reads git (gitview.rs) and the index (chunks.rs), fills a page model of the
 //! git-xet-web crate and renders it; history.rs has the commit pages.
 
+use std::time::Duration;
+
 use axum::http::HeaderMap;
 use axum::response::Response;
+use tokio::time::Instant;
 
 use git_xet_web::model::{
-    BlobBody, BlobPage, CloneInfo, EntryKind, LfsFile, Paging, Readme, ReadmeBody, RepoChrome,
-    RepoInfo, Tab, TreeEntry, TreePage, Viewer,
+    BlobBody, BlobPage, CloneInfo, EntryKind, LastCommit, LfsFile, Paging, Readme, ReadmeBody,
+    RepoChrome, RepoInfo, Tab, TreeEntry, TreePage, Viewer,
 };
 use git_xet_web::{markdown, pages, safetensors, urls, ENTRIES_PER_PAGE, MAX_LINES, MAX_TEXT};
 
 use super::access::Readable;
 use super::gitview::{self, Kind};
-use super::{chunks, commit_summary, html_ok, redirect};
+use super::{chunks, commit_summary, html_ok, redirect, tree_listing};
 use crate::error::{ServerError, ServerResult};
 use crate::hub::{gitread, valid_repo_path};
 use crate::state::SharedState;
 
 /// Most branches and tags listed in the revision picker.
 const MAX_REFS: usize = 100;
+/// How long a large directory's page waits for the directory's last change, from when it
+/// began looking: past that (a first view; git compares the directory's large trees commit
+/// after commit) the page answers without it, the lookup goes on, and later views name it.
+const LAST_CHANGE_WAIT: Duration = Duration::from_millis(50);
 
 pub fn repo_info(repo: &Readable) -> RepoInfo {
     RepoInfo {
@@ -83,14 +90,13 @@ pub async fn tree(
         None if dir.is_empty() && gitread::head(&repo.dir).await?.is_none() => None,
         None => return Err(no_revision(repo, &rev)),
     };
-    let chrome = chrome(repo, &rev, Tab::Files).await?;
     let clone = dir.is_empty().then(|| CloneInfo {
         base_url: state.base_url(headers),
         ssh_host: ssh_host(&state.base_url(headers)),
     });
     let Some(commit) = commit else {
         let model = TreePage {
-            chrome,
+            chrome: chrome(repo, &rev, Tab::Files).await?,
             commit: None,
             dir: String::new(),
             entries: Vec::new(),
@@ -105,8 +111,17 @@ pub async fn tree(
         };
         return Ok(html_ok(pages::repo::render(&model, viewer)));
     };
-    let Some(listing) = gitview::list_page(&repo.dir, &commit, dir, page, ENTRIES_PER_PAGE).await?
-    else {
+    // A directory's last change is looked up beside the listing (the root's is the commit).
+    let started = Instant::now();
+    let last_change = match dir {
+        "" => None,
+        dir => Some(tree_listing::last_change(&repo.dir, &commit, dir)),
+    };
+    let (chrome, listing) = tokio::try_join!(
+        chrome(repo, &rev, Tab::Files),
+        gitview::list_page(&repo.dir, &commit, dir, page, ENTRIES_PER_PAGE)
+    )?;
+    let Some(listing) = listing else {
         // Not a directory: a file's page, or nothing.
         return match gitview::object_type(&repo.dir, &commit, dir)
             .await?
@@ -155,16 +170,22 @@ pub async fn tree(
         0 => readme(repo, &rev, dir, &listing.names).await?,
         _ => None,
     };
-    let last = match dir {
-        "" => gitview::log(&repo.dir, &commit, None, 0, 1).await?,
-        dir => super::tree_listing::last_change(&repo.dir, &commit, dir)
-            .await?
-            .into_iter()
-            .collect(),
+    let last = match last_change {
+        None => Some(gitview::log(&repo.dir, &commit, None, 0, 1).await?.pop()),
+        // A large directory's page waits a while, a small one's (cheap to find) until found.
+        Some(last) => {
+            let deadline = listing.large.then_some(started + LAST_CHANGE_WAIT);
+            last.wait(deadline).await?
+        }
     };
     let model = TreePage {
         chrome,
-        commit: last.into_iter().next().map(commit_summary),
+        commit: Some(match last {
+            Some(Some(c)) => LastCommit::Known(commit_summary(c)),
+            // A commit that changed no path of the directory: none to name.
+            Some(None) => LastCommit::Unknown,
+            None => LastCommit::Pending,
+        }),
         dir: dir.to_string(),
         entries,
         paging: Paging {

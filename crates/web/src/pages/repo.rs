@@ -5,8 +5,12 @@ use maud::{html, Markup};
 
 use super::{commit_line, size, storage_badge};
 use crate::layout::{breadcrumbs, page, pager, repo_chrome};
-use crate::model::{CloneInfo, EntryKind, ReadmeBody, RepoInfo, TreePage, Viewer};
+use crate::model::{CloneInfo, EntryKind, LastCommit, ReadmeBody, RepoInfo, TreePage, Viewer};
 use crate::urls;
+
+/// What a large directory's first view says in place of its last commit.
+pub const PENDING: &str =
+    "still being looked up in this large directory's history; reload the page to see it.";
 
 pub fn render(p: &TreePage, viewer: &Viewer) -> String {
     let repo = &p.chrome.repo.name;
@@ -18,8 +22,14 @@ pub fn render(p: &TreePage, viewer: &Viewer) -> String {
     let base = urls::tree(repo, rev, &p.dir);
     let body = html! {
         (repo_chrome(&p.chrome))
-        @if let Some(c) = &p.commit {
-            p.lastcommit { "Latest commit: " (commit_line(repo, c)) }
+        @match &p.commit {
+            Some(LastCommit::Known(c)) => {
+                p.lastcommit { "Latest commit: " (commit_line(repo, c)) }
+            }
+            Some(LastCommit::Pending) => {
+                p.lastcommit { "Latest commit: " span.muted { (PENDING) } }
+            }
+            _ => {}
         }
         @if p.commit.is_none() {
             p { "This repository is empty: push to it with git, or upload with huggingface_hub." }
@@ -121,5 +131,67 @@ pub fn clone_box(repo: &RepoInfo, clone: &CloneInfo) -> Markup {
                 pre { code { (command) } }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CommitSummary, Paging, RepoChrome, Tab, TreeEntry};
+
+    fn dir_page(commit: Option<LastCommit>) -> String {
+        let model = TreePage {
+            chrome: RepoChrome {
+                repo: RepoInfo {
+                    name: "org/big".into(),
+                    is_dataset: false,
+                    private: false,
+                },
+                rev: "main".into(),
+                default_branch: Some("main".into()),
+                branches: vec!["main".into()],
+                tags: Vec::new(),
+                tab: Tab::Files,
+            },
+            commit,
+            dir: "files".into(),
+            entries: vec![TreeEntry {
+                name: "a.txt".into(),
+                path: "files/a.txt".into(),
+                kind: EntryKind::File { size: 3 },
+            }],
+            paging: Paging {
+                page: 0,
+                per_page: 200,
+                more: false,
+                total: Some(1),
+            },
+            readme: None,
+            clone: None,
+        };
+        render(&model, &Viewer::default())
+    }
+
+    #[test]
+    fn a_directory_lists_whether_or_not_its_last_commit_is_known() {
+        let known = dir_page(Some(LastCommit::Known(CommitSummary {
+            sha: "ab".repeat(20),
+            parents: Vec::new(),
+            author: "Ann".into(),
+            time: 1_700_000_000,
+            subject: "add the files".into(),
+        })));
+        assert!(known.contains("Latest commit: "), "{known}");
+        assert!(known.contains(&format!("/org/big/commit/{}", "ab".repeat(20))));
+        assert!(!known.contains(PENDING));
+        let pending = dir_page(Some(LastCommit::Pending));
+        assert!(pending.contains(PENDING), "{pending}");
+        assert!(!pending.contains("/org/big/commit/"));
+        let unknown = dir_page(Some(LastCommit::Unknown));
+        assert!(!unknown.contains("Latest commit") && !unknown.contains("is empty"));
+        for page in [&known, &pending, &unknown] {
+            assert!(page.contains("/org/big/blob/main/files/a.txt"), "{page}");
+        }
+        assert!(dir_page(None).contains("This repository is empty"));
     }
 }
