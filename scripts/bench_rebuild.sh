@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark: incremental rebuild after a one-line change in the server crate's root, in an
-# index backend, in a Hub route, in the ssh shell, in the client and in the protocol core
-# (`cargo build`, dev profile, this machine's cores), and `cargo test` of the core crate
-# alone. Each change is a private `const` appended to one file, timed once built warm, then
-# removed (and rebuilt untimed). Prints seconds per case.
+# index backend, in a Hub route, in the ssh shell, in an upkeep command, in the client and in
+# the protocol core (`cargo build`, dev profile, this machine's cores), and `cargo test` of
+# the core crate alone. Each change is a private `const` appended to one file, timed once
+# built warm, then removed (and rebuilt untimed). Prints seconds per case.
 #
 #   scripts/bench_rebuild.sh            (run on a quiet machine: the figures are wall times)
 #
@@ -51,6 +51,7 @@ cases=(
   "an index backend (SQLite)|crates/index/src/sqlite/mod.rs crates/server/src/index/sqlite/mod.rs"
   "a Hub route|crates/server/src/hub/commit.rs crates/hosting/src/hub/commit.rs"
   "the ssh shell|crates/shell/src/lib.rs crates/server/src/ssh/mod.rs"
+  "an upkeep command (gc)|crates/upkeep/src/gc.rs crates/server/src/gc.rs"
   "the client|crates/client/src/lib.rs src/client/mod.rs"
   "the protocol core|crates/core/src/lib.rs src/xet/mod.rs"
 )
