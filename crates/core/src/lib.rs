@@ -18,6 +18,7 @@ pub mod error;
 mod gear_table;
 pub mod hash;
 pub mod hex;
+pub mod human;
 pub mod lfs;
 pub mod merkle;
 pub mod reconstruction;

@@ -10,21 +10,8 @@ pub fn dedup_ratio(logical: u64, stored: u64) -> String {
     }
 }
 
-/// `1.5 GiB`-style sizes for people.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
+/// `1.5 GiB`-style sizes for people (the core's, which the web pages use too).
+pub use git_xet_core::human::human_bytes;
 
 /// Why a written size is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

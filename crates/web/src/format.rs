@@ -1,20 +1,9 @@
 //! Numbers and dates as the pages show them: sizes in binary units next to exact byte
 //! counts, dedup ratios, UTC timestamps. Kept here so every page reads the same.
 
-/// A size for people: bytes up to 1 KiB, then KiB, MiB, GiB, TiB with one decimal.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut value = n as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
+/// A size for people: bytes up to 1 KiB, then KiB, MiB, GiB, TiB with one decimal (the
+/// formatter the programs print sizes with).
+pub use git_xet_core::human::human_bytes;
 
 /// Logical bytes per stored byte with two decimals and a times sign; a dash when nothing
 /// is stored.
