@@ -47,7 +47,7 @@ pub(crate) mod repo_routes;
 pub(crate) mod request_id;
 pub(crate) mod shard_check;
 pub(crate) mod state;
-pub mod status;
+pub(crate) mod status;
 pub mod tls;
 pub(crate) mod web;
 

@@ -161,13 +161,8 @@ pub async fn status(
     viewer: &Viewer,
     repo: &Readable,
 ) -> ServerResult<Response> {
-    let name = repo.name.to_string();
-    let gathered =
-        crate::status::build(state.clone(), Some(vec![repo.name.clone()]), Some(name)).await?;
-    let status = gathered
-        .repos
-        .into_iter()
-        .next()
+    let status = crate::status::build(state.clone(), repo.name.clone())
+        .await?
         .ok_or_else(|| ServerError::not_found(format!("{} does not exist", repo.name)))?;
     let head = gitview::default_branch(&repo.dir)
         .await?
