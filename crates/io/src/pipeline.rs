@@ -1,9 +1,11 @@
 //! Chunking and hashing a stream with both cores busy and bounded memory.
 //!
-//! A reader thread takes the input block by block and finds chunk boundaries; chunks are
+//! A chunker thread takes the input block by block and finds chunk boundaries; chunks are
 //! zero-copy slices of those blocks (a chunk that straddles two blocks is copied once). The
-//! calling thread hashes chunks and builds the file's Merkle tree while the reader moves ahead;
-//! an optional third thread computes the sha256 of the raw blocks.
+//! calling thread hashes chunks and builds the file's Merkle tree while the chunker moves
+//! ahead; an optional thread computes the sha256 of the raw blocks. Blocks that are read (not
+//! mapped) are read on a thread of their own a few blocks ahead, so the copy out of the page
+//! cache overlaps the chunking instead of adding to it.
 //!
 //! Blocks come from pooled `read()` buffers, or, for regular files the caller lets map (see
 //! [`Mapper`]: only files git-xet owns), from read-only memory mappings of consecutive
@@ -30,6 +32,8 @@ use git_xet_core::merkle::MerkleBuilder;
 pub const READ_BUFFER_SIZE: usize = 4 * 1024 * 1024;
 /// Size of each mapped window of a regular file (a multiple of the page size).
 const MAP_WINDOW_SIZE: usize = 8 * 1024 * 1024;
+/// Blocks read ahead of the chunker.
+const READ_AHEAD_BLOCKS: usize = 2;
 /// Chunks queued between the reader and the hasher.
 const CHUNK_QUEUE: usize = 64;
 /// Regular files up to this size are chunked and hashed on the calling thread.
@@ -337,7 +341,7 @@ impl ChunkFeed {
     }
 }
 
-/// Reader thread body: take blocks, find boundaries, send chunks (and raw blocks for sha256).
+/// Chunker thread body: take blocks, find boundaries, send chunks (and raw blocks for sha256).
 /// Cuts everything `source` yields into chunks: `raw` sees each block as read, `chunk` each
 /// chunk in order; either returning false stops the reading early.
 fn read_and_chunk(
@@ -384,7 +388,7 @@ pub fn chunk_and_hash<R, E>(
 where
     R: Read + Send,
 {
-    run(ReadBlocks::new(reader), want_sha256, sink)
+    run_reading_ahead(ReadBlocks::new(reader), want_sha256, sink)
 }
 
 /// Like [`chunk_and_hash`] for a file, read from its start: a regular file is mapped window
@@ -399,7 +403,7 @@ pub fn chunk_and_hash_file<E>(
 ) -> Result<StreamSummary, PipelineError<E>> {
     let meta = file.metadata()?;
     if !meta.is_file() {
-        return run(ReadBlocks::new(file), want_sha256, sink);
+        return run_reading_ahead(ReadBlocks::new(file), want_sha256, sink);
     }
     let len = meta.len();
     match (mapper.maps(), len <= INLINE_MAX_BYTES) {
@@ -417,8 +421,51 @@ pub fn chunk_and_hash_file<E>(
             }
         }
         (false, true) => run_inline(FileBlocks::new(file, len), want_sha256, sink),
-        (false, false) => run(FileBlocks::new(file, len), want_sha256, sink),
+        (false, false) => run_reading_ahead(FileBlocks::new(file, len), want_sha256, sink),
     }
+}
+
+/// Blocks a thread of their own reads ahead: the copy out of the page cache (or the pipe)
+/// runs beside the chunker instead of before it. Its end (or error) is the last item.
+struct ReadAhead(mpsc::Receiver<std::io::Result<Option<Bytes>>>);
+
+impl ReadAhead {
+    fn start<'scope>(
+        scope: &'scope thread::Scope<'scope, '_>,
+        mut source: impl BlockSource + Send + 'scope,
+    ) -> ReadAhead {
+        let (tx, rx) = mpsc::sync_channel(READ_AHEAD_BLOCKS);
+        scope.spawn(move || loop {
+            let block = source.next_block();
+            let last = !matches!(block, Ok(Some(_)));
+            // A closed channel means the chunker stopped: nothing more to read.
+            if tx.send(block).is_err() || last {
+                break;
+            }
+        });
+        ReadAhead(rx)
+    }
+}
+
+impl BlockSource for ReadAhead {
+    fn next_block(&mut self) -> std::io::Result<Option<Bytes>> {
+        // The reading thread always sends its end or error last: gone without it, it died,
+        // and what was read is not the whole input.
+        self.0.recv().unwrap_or_else(|_| {
+            Err(std::io::Error::other(
+                "the reading thread stopped before the end of the input",
+            ))
+        })
+    }
+}
+
+/// [`run`] with the source read on a thread of its own (see [`ReadAhead`]).
+fn run_reading_ahead<E>(
+    source: impl BlockSource + Send,
+    want_sha256: bool,
+    sink: impl FnMut(HashedChunk) -> Result<(), E>,
+) -> Result<StreamSummary, PipelineError<E>> {
+    thread::scope(|scope| run(ReadAhead::start(scope, source), want_sha256, sink))
 }
 
 fn run<E>(
