@@ -8,6 +8,8 @@
 #   LINK_DELAY_MS=25 scripts/bench_git.sh          ... and this far away (each way; python3)
 #   XET_INSTALL_ARGS=--no-filter scripts/bench_git.sh   the agent with git-lfs's own filter
 #   BENCH_ORDER="basic xet" scripts/bench_git.sh          run basic first (default: xet first)
+#   BENCH_FRESH_EXT4=8G scripts/bench_git.sh       on a new ext4 of that size (root; see
+#                                                  scripts/lib/bench_env.sh)
 #
 # On loopback the wire is almost free, so both modes are bounded by the same local work on
 # the large file (git-lfs re-hashing, smudge, git's clean filter). LINK_RATE (a tc rate such

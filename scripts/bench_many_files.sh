@@ -4,7 +4,7 @@
 # Where bench_git.sh measures bytes (one large file), this measures what every file costs.
 #
 #   scripts/bench_many_files.sh [COUNT] [SIZE_KIB]   (defaults: 2000 files of 16 KiB)
-#   LINK_RATE, LINK_DELAY_MS, BENCH_ORDER and GIT_XET_BIN as for scripts/bench_git.sh
+#   LINK_RATE, LINK_DELAY_MS, BENCH_ORDER, BENCH_FRESH_EXT4 and GIT_XET_BIN as for scripts/bench_git.sh
 #
 # Two more columns bound what an agent can do: "floor" is git-lfs with an agent that moves
 # nothing (scripts/lib/floor_agent.c), "git" is git alone (no LFS transfer at all).

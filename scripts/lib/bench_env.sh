@@ -12,7 +12,26 @@ if [ -z "${GIT_XET_BIN:-}" ]; then
 fi
 command -v git-lfs >/dev/null || { echo "$(basename "$0"): git-lfs is required" >&2; exit 1; }
 
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/bench-git.XXXXXX")"
+# BENCH_FRESH_EXT4=SIZE (root): everything runs on a new ext4 file system of SIZE (mkfs.ext4
+# defaults, with its journal) in a file under TMPDIR, mounted for this run and removed after.
+# Each run then starts from the same disk state: on an ext4 without a journal, creating a file
+# scans past every inode deleted in the last 30 s, so a run right after another (which deleted
+# tens of thousands of files) pays for that one's cleanup.
+scratch=""
+if [ -n "${BENCH_FRESH_EXT4:-}" ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v mkfs.ext4 >/dev/null; then
+    echo "$(basename "$0"): BENCH_FRESH_EXT4 needs root and mkfs.ext4" >&2
+    exit 1
+  fi
+  scratch="$(mktemp -d "${TMPDIR:-/tmp}/bench-ext4.XXXXXX")"
+  truncate -s "$BENCH_FRESH_EXT4" "$scratch/fs.img"
+  mkfs.ext4 -q -F "$scratch/fs.img"
+  mkdir "$scratch/mnt"
+  mount -o loop "$scratch/fs.img" "$scratch/mnt"
+fi
+base="${TMPDIR:-/tmp}"
+[ -n "$scratch" ] && base="$scratch/mnt"
+tmp="$(mktemp -d "$base/bench-git.XXXXXX")"
 server_pid=""
 netns=""
 cleanup() {
@@ -21,6 +40,7 @@ cleanup() {
   if [ -n "$netns" ]; then ip netns del "$netns" 2>/dev/null || true; ip link del "xb$$" 2>/dev/null || true; fi
   if [ -n "${BENCH_KEEP_LOG:-}" ]; then cp "$tmp/server.log" "$BENCH_KEEP_LOG" 2>/dev/null || true; fi
   rm -rf "$tmp"
+  if [ -n "$scratch" ]; then umount "$scratch/mnt" 2>/dev/null || true; rm -rf "$scratch"; fi
 }
 trap cleanup EXIT
 
