@@ -11,6 +11,12 @@
 # upload, its data on the same disk as the file (TMPDIR). The file is in the page cache
 # before each step. PYTHON needs hf_xet (the interop venv has it: .ci/deps/10-hf-xet.sh);
 # without it the reference column is skipped.
+#
+# REF_XTOOL and REF_CAS_SERVER name the reference client's `xtool` and the reference CAS server
+# `local_cas_server`, both built from xet-core (`cargo build --release -p xet-pkg --features
+# internal-tools --bin xtool`, `cargo build --release -p xet-client --features simulation --bin
+# local_cas_server`): then each run also uploads the file with xtool to a fresh reference
+# server on loopback (its data on the same disk) and downloads it back + `sync`.
 set -euo pipefail
 
 SIZE_MIB="${1:-1024}"
@@ -28,8 +34,17 @@ stop_server() {
     SERVER_PID=
   fi
 }
+REF_PID=
+stop_reference() {
+  if [[ -n "$REF_PID" ]]; then
+    kill "$REF_PID" 2>/dev/null || true
+    wait "$REF_PID" 2>/dev/null || true
+    REF_PID=
+  fi
+}
 cleanup() {
   stop_server
+  stop_reference
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -63,6 +78,34 @@ start_server() {
   [[ -s "$WORK/ready" ]] || { cat "$WORK/server.log" >&2; echo "the server did not start" >&2; exit 1; }
   URL="$(cat "$WORK/ready")"
   TOKEN="$("$BIN" server token create --repo bench/limits --scope write --data "$WORK/server")"
+}
+
+have_xtool=0
+[[ -n "${REF_XTOOL:-}" && -n "${REF_CAS_SERVER:-}" ]] && have_xtool=1
+start_reference() {
+  rm -rf "$WORK/ref-server"
+  local port
+  port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  "$REF_CAS_SERVER" --data-directory "$WORK/ref-server" --host 127.0.0.1 --port "$port" 2> "$WORK/ref-server.log" &
+  REF_PID=$!
+  REF_URL="http://127.0.0.1:$port"
+  for _ in $(seq 1 300); do curl -sf "$REF_URL/health" > /dev/null && return; sleep 0.1; done
+  cat "$WORK/ref-server.log" >&2; echo "the reference server did not start" >&2; exit 1
+}
+xtool_upload_run() {
+  start_reference
+  rm -f "$WORK/ref-upload.txt"; warm
+  seconds xtool_upload sh -c "'$REF_XTOOL' --endpoint '$REF_URL' file upload '$FILE' > '$WORK/ref-upload.txt'"
+}
+xtool_download_run() {
+  rm -f "$WORK/ref-copy.bin"; sync
+  local hash
+  hash="$(sed -n 's/.*hash=\([0-9a-f]*\).*/\1/p' "$WORK/ref-upload.txt")"
+  [[ -n "$hash" ]] || { cat "$WORK/ref-upload.txt" >&2; echo "xtool printed no hash" >&2; exit 1; }
+  seconds xtool_download sh -c "'$REF_XTOOL' --endpoint '$REF_URL' --quiet file download $hash \
+    -o '$WORK/ref-copy.bin' && sync"
+  cmp -s "$FILE" "$WORK/ref-copy.bin" || { echo "the reference download differs from the file" >&2; exit 1; }
+  stop_reference
 }
 
 hash_run() { warm; seconds hash "$BIN" hash "$FILE"; }
@@ -107,6 +150,10 @@ for run in $(seq 1 "$RUNS"); do
   download_run
   cmp -s "$FILE" "$WORK/copy.bin" || { echo "the download differs from the file" >&2; exit 1; }
   stop_server
+  if ((have_xtool)); then
+    xtool_upload_run
+    xtool_download_run
+  fi
 done
 
 h=$(median hash) c=$(median copy) u=$(median upload) d=$(median download)
@@ -125,4 +172,12 @@ if ((have_reference)); then
   r=$(median reference)
   row "hf_xet.hash_files (reference)" "$r" "$(runs reference)"
   awk -v h="$h" -v r="$r" 'BEGIN { printf "hash / reference:       %.2fx\n", h / r }'
+fi
+if ((have_xtool)); then
+  xu=$(median xtool_upload) xd=$(median xtool_download)
+  row "xtool upload (reference server)" "$xu" "$(runs xtool_upload)"
+  row "xtool download + sync" "$xd" "$(runs xtool_download)"
+  awk -v u="$u" -v d="$d" -v xu="$xu" -v xd="$xd" 'BEGIN {
+    printf "upload / xtool upload:     %.2fx\n", u / xu
+    printf "download / xtool download: %.2fx\n", d / xd }'
 fi
