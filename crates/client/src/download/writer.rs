@@ -19,6 +19,7 @@ use crate::records::ChunkLog;
 use git_xet_core::hash::file_hash_from_root;
 use git_xet_core::merkle::MerkleBuilder;
 use git_xet_core::MerkleHash;
+use git_xet_io::platform::file;
 
 /// What to write and what to compute.
 pub struct WriterSetup {
@@ -84,6 +85,8 @@ pub fn run(setup: WriterSetup, mut rx: mpsc::Receiver<DecodedChunk>) -> Result<W
     } else {
         None
     };
+    let write_behind = setup.expected_len >= WRITE_BEHIND_MIN;
+    let mut sent_to_disk = 0u64;
 
     while let Some(chunk) = rx.blocking_recv() {
         if let Some(m) = merkle.as_mut() {
@@ -111,6 +114,11 @@ pub fn run(setup: WriterSetup, mut rx: mpsc::Receiver<DecodedChunk>) -> Result<W
         }
         remaining -= take as u64;
         written += take as u64;
+        if write_behind && written - sent_to_disk >= WRITE_BEHIND_WINDOW {
+            let file = out.get_ref().as_file();
+            file::start_writeback(file, sent_to_disk, written - sent_to_disk);
+            sent_to_disk = written;
+        }
         progress.update(written);
     }
     let temp = out
@@ -128,6 +136,12 @@ pub fn run(setup: WriterSetup, mut rx: mpsc::Receiver<DecodedChunk>) -> Result<W
         record,
     })
 }
+
+/// Outputs from this size on go to the disk as they are written, a window at a time: the
+/// sync or flush that follows a large download (the kernel's, or the user's) then finds most
+/// of it written instead of stalling on all of it. Smaller ones are left to the kernel.
+const WRITE_BEHIND_MIN: u64 = 64 << 20;
+const WRITE_BEHIND_WINDOW: u64 = 8 << 20;
 
 /// Objects from this size on are hashed on a thread of their own.
 const BACKGROUND_SHA256_MIN: u64 = 8 << 20;
@@ -238,5 +252,16 @@ mod tests {
             assert_eq!(written.bytes, len as u64);
             assert_eq!(std::fs::read(written.temp.path()).unwrap(), content);
         }
+    }
+
+    #[test]
+    fn an_output_sent_to_the_disk_as_it_is_written_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        // Past WRITE_BEHIND_MIN, ending inside a window.
+        let len = (WRITE_BEHIND_MIN + 3 * WRITE_BEHIND_WINDOW) as usize + 54_321;
+        let content: Vec<u8> = (0..len).map(|i| (i * 13 % 251) as u8).collect();
+        let written = write(&content, dir.path());
+        assert_eq!(written.bytes, len as u64);
+        assert_eq!(std::fs::read(written.temp.path()).unwrap(), content);
     }
 }

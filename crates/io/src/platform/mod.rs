@@ -1,8 +1,9 @@
 //! Every platform-specific call of the crate, in one place.
 //!
-//! Linux gets the fast paths (splice(2), `F_SETPIPE_SZ`, `MAP_POPULATE`); other unixes build
-//! their fallbacks (`cfg(target_os = "linux")` picks: copy through the process, the default
-//! pipe size, pages read when touched). Calls every unix has (mmap, pread, flock, kill, umask)
+//! Linux gets the fast paths (splice(2), `F_SETPIPE_SZ`, `MAP_POPULATE`, early writeback with
+//! sync_file_range(2)); other unixes build their fallbacks (`cfg(target_os = "linux")` picks:
+//! copy through the process, the default pipe size, pages read when touched, writeback left
+//! to the kernel). Calls every unix has (mmap, pread, flock, kill, umask)
 //! are plain `cfg(unix)`. Extent sharing (FIDEDUPERANGE) is Linux's; elsewhere it reports
 //! "not supported". Setting [`PORTABLE_ENV`] to `1` makes a Linux process take the
 //! fallbacks, and read ranges with std's positioned reads instead of mapping them or calling
