@@ -26,22 +26,19 @@ BIN="${GIT_XET_BIN:-$ROOT/target/release/git-xet}"
 PYTHON="${PYTHON:-$ROOT/.venv-interop/bin/python}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/bench-limits.XXXXXX")"
 SERVER_PID=
-
-stop_server() {
-  if [[ -n "$SERVER_PID" ]]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=
-  fi
-}
 REF_PID=
-stop_reference() {
-  if [[ -n "$REF_PID" ]]; then
-    kill "$REF_PID" 2>/dev/null || true
-    wait "$REF_PID" 2>/dev/null || true
-    REF_PID=
+
+# stop VAR: stops and reaps the process whose pid the variable VAR holds, then clears VAR.
+stop() {
+  local pid="${!1}"
+  if [[ -n "$pid" ]]; then
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
   fi
+  printf -v "$1" '%s' ''
 }
+stop_server() { stop SERVER_PID; }
+stop_reference() { stop REF_PID; }
 cleanup() {
   stop_server
   stop_reference
