@@ -13,7 +13,7 @@
 # without it the reference column is skipped.
 #
 # REF_XTOOL and REF_CAS_SERVER name the reference client's `xtool` and the reference CAS server
-# `local_cas_server`, both built from xet-core (`cargo build --release -p xet-pkg --features
+# `local_cas_server`, both built from xet-core (`cargo build --release -p hf-xet --features
 # internal-tools --bin xtool`, `cargo build --release -p xet-client --features simulation --bin
 # local_cas_server`): then each run also uploads the file with xtool to a fresh reference
 # server on loopback (its data on the same disk) and downloads it back + `sync`.
