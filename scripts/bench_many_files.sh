@@ -17,7 +17,8 @@
 # objects), `git clone`; then a tenth of the files get new content: `git add`, `git push`,
 # and `git pull` in the clone. Prints wall time and bytes on the wire per step; for the pushes
 # also HTTP requests per file (all routes the server counts: git, Batch API, CAS) and the peak
-# memory of the push (summed RSS of git and every process it started: git-lfs, its agents);
+# memory of the push (git and every process it started: git-lfs, its agents; summed RSS and
+# summed PSS, which counts pages the processes share once);
 # for every step the CPU seconds of the client (git and what it waited for) and of the server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,28 +43,35 @@ same_files() { # same_files A B: the work trees hold the same files
   diff -rq --exclude=.git "$1" "$2" >/dev/null || { echo "work trees differ: $1 $2" >&2; exit 1; }
 }
 
-# peak_rss START|STOP: samples the summed RSS (KiB) of this script's descendants, except the
-# server and the delay proxy, every 0.1 s; STOP prints the peak in MiB.
+# peak_rss START|STOP: samples the memory of this script's descendants, except the server
+# and the delay proxy, every 0.1 s, summed two ways: RSS (pages shared by the 50 agents, such
+# as the program's own code, counted in each) and PSS (each shared page split among those
+# mapping it, so the sum counts it once). STOP prints both peaks in MiB: "RSS PSS".
 peak_rss() {
   if [ "$1" = start ]; then
-    rm -f "$tmp/rss-stop"; echo 0 > "$tmp/rss-peak"
+    rm -f "$tmp/rss-stop"; echo "0 0" > "$tmp/rss-peak"
     (
-      peak=0
+      peak_rss=0; peak_pss=0; sampler=$BASHPID # left out with what it runs
       while [ ! -e "$tmp/rss-stop" ]; do
-        now=$(ps -eo pid=,ppid=,rss= | awk -v root=$$ -v s1="$server_pid" -v s2="${proxy_pid:-0}" -v me="$BASHPID" '
-          { kids[$2] = kids[$2] " " $1; rss[$1] = $3 }
-          function walk(p,   n, i, a, t) { n = split(kids[p], a, " "); t = 0
-            for (i = 1; i <= n; i++) if (a[i] != s1 && a[i] != s2 && a[i] != me) t += rss[a[i]] + walk(a[i])
-            return t }
-          END { print walk(root) }')
-        [ "$now" -gt "$peak" ] && peak=$now && echo "$peak" > "$tmp/rss-peak"
+        pids=$(ps -eo pid=,ppid= | awk -v root=$$ -v s1="$server_pid" -v s2="${proxy_pid:-0}" -v me="$sampler" '
+          { kids[$2] = kids[$2] " " $1 }
+          function walk(p,   n, i, a) { n = split(kids[p], a, " ")
+            for (i = 1; i <= n; i++) if (a[i] != s1 && a[i] != s2 && a[i] != me) { print a[i]; walk(a[i]) } }
+          END { walk(root) }')
+        # A process may end between the listing and the read: it is skipped.
+        read -r now_rss now_pss < <(for p in $pids; do cat "/proc/$p/smaps_rollup" 2>/dev/null || true; done |
+          awk '/^Rss:/ { r += $2 } /^Pss:/ { p += $2 } END { print r + 0, p + 0 }')
+        [ "$now_rss" -gt "$peak_rss" ] && peak_rss=$now_rss
+        [ "$now_pss" -gt "$peak_pss" ] && peak_pss=$now_pss
+        echo "$peak_rss $peak_pss" > "$tmp/rss-peak"
         sleep 0.1
       done
     ) &
     sampler_pid=$!
   else
     touch "$tmp/rss-stop"; wait "$sampler_pid" 2>/dev/null || true
-    echo $(( $(cat "$tmp/rss-peak") / 1024 ))
+    read -r peak_rss peak_pss < "$tmp/rss-peak"
+    echo "$(( peak_rss / 1024 )) $(( peak_pss / 1024 ))"
   fi
 }
 requests_total() { metric git_xet_http_requests_total; }
@@ -201,9 +209,9 @@ for step in add1 push1 clone1 add2 push2 pull2; do
     "$bs" "$bb" "$fs" "$gs" "$(ratio "$bs" "$xs")" "$(ratio "$bs" "$fs")"
 done
 echo
-read -r xr xm <<<"${results[xet,push1x]:-0 0}"; read -r br bm <<<"${results[basic,push1x]:-0 0}"
-printf 'push %d files: requests/file xet %.3f basic %.3f; peak memory xet %d MiB basic %d MiB\n' \
-  "$count" "$(echo "$xr / $count" | bc -l)" "$(echo "$br / $count" | bc -l)" "$xm" "$bm"
+read -r xr xm xp <<<"${results[xet,push1x]:-0 0 0}"; read -r br bm bp <<<"${results[basic,push1x]:-0 0 0}"
+printf 'push %d files: requests/file xet %.3f basic %.3f; peak memory (summed RSS / PSS) xet %d / %d MiB basic %d / %d MiB\n' \
+  "$count" "$(echo "$xr / $count" | bc -l)" "$(echo "$br / $count" | bc -l)" "$xm" "$xp" "$bm" "$bp"
 printf 'push %d changed files: requests/file xet %.3f basic %.3f\n' "$changed" \
   "$(echo "${results[xet,push2x]:-0} / $changed" | bc -l)" "$(echo "${results[basic,push2x]:-0} / $changed" | bc -l)"
 printf 'files racily clean after the clone (cleaned again by the pull): xet %s basic %s floor %s git %s\n' \

@@ -91,6 +91,10 @@ enum Command {
     /// Unmount what `git xet mount` mounted on DIR.
     #[cfg(feature = "mount")]
     Unmount(mount_cmds::UnmountArgs),
+    /// Started by `git xet mount`: unmounts DIR when the mount process dies.
+    #[cfg(feature = "mount")]
+    #[command(hide = true)]
+    MountWatcher(mount_cmds::MountWatcherArgs),
     /// Write the man pages and shell completions into DIR (install.sh runs it).
     #[command(hide = true)]
     GenerateDocs(docs::DocsArgs),
@@ -125,6 +129,8 @@ pub fn main() -> ExitCode {
         Command::Mount(a) => mount_cmds::mount(a),
         #[cfg(feature = "mount")]
         Command::Unmount(a) => mount_cmds::unmount(a),
+        #[cfg(feature = "mount")]
+        Command::MountWatcher(a) => mount_cmds::mount_watcher(a),
         Command::GenerateDocs(a) => docs::generate(a),
     };
     // The one runtime of the process, if a command built one (git_xet_io::runtime): a few

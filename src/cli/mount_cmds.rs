@@ -1,5 +1,6 @@
-//! `git xet mount` and `git xet unmount`: argument parsing, starting in the background, and
-//! messages. The file system is `git_xet_mount`'s.
+//! `git xet mount` and `git xet unmount`: argument parsing, starting in the background, the
+//! watcher that unmounts after a killed mount process, and messages. The file system is
+//! `git_xet_mount`'s.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -40,6 +41,18 @@ pub struct UnmountArgs {
     dir: PathBuf,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct MountWatcherArgs {
+    /// The mount process.
+    #[arg(long)]
+    pid: u32,
+    /// The mount's device (`major:minor` in /proc/self/mountinfo).
+    #[arg(long)]
+    device: String,
+    /// The directory it is mounted on (canonical).
+    dir: PathBuf,
+}
+
 pub fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     logging::init("warn");
     git_xet_mount::fuse::check_available()?;
@@ -73,9 +86,44 @@ pub fn mount(args: MountArgs) -> anyhow::Result<ExitCode> {
     let name = format!("git-xet:{}", args.rev);
     let shown = dir.display().to_string();
     let rev = args.rev.clone();
+    let watched = dir.clone();
     git_xet_mount::fuse::serve(fs, &dir, &name, move || {
+        start_watcher(&watched);
         eprintln!("git-xet: {rev} mounted on {shown} (unmount: git xet unmount {shown})");
     })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts `git xet mount-watcher` for the mount on `dir`, so that a kill of this process
+/// does not leave a dead mount behind. Without it, says how to clean up by hand.
+fn start_watcher(dir: &Path) {
+    use std::os::unix::process::CommandExt;
+    let started = git_xet_mount::mount_device(dir)
+        .context("the new mount is not in /proc/self/mountinfo")
+        .and_then(|device| {
+            let mut cmd = Command::new(std::env::current_exe()?);
+            cmd.args(["mount-watcher", "--pid", &std::process::id().to_string()])
+                .args(["--device", &device])
+                .arg(dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                // Its own process group: a Ctrl-C meant for the mount must not stop it
+                // first (the mount unmounts itself then, and the watcher finds it gone).
+                .process_group(0);
+            // Not waited for: it outlives this process by design (init reaps it).
+            cmd.spawn().context("starting the watcher")
+        });
+    if let Err(e) = started {
+        eprintln!(
+            "git-xet: {e:#}: if this process is killed, run fusermount3 -u {}",
+            dir.display()
+        );
+    }
+}
+
+pub fn mount_watcher(args: MountWatcherArgs) -> anyhow::Result<ExitCode> {
+    logging::init("warn");
+    git_xet_mount::fuse::unmount_when_gone(args.pid, &args.dir, &args.device)?;
     Ok(ExitCode::SUCCESS)
 }
 

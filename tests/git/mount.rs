@@ -366,18 +366,17 @@ fn reads_fail_with_eio_while_the_server_is_down_and_work_when_it_returns() {
     }
     assert!(!mounted(&dir), "nothing left mounted");
 
-    // A mount process that dies (SIGKILL) leaves nothing mounted either (auto_unmount). A
-    // directory of its own: fusermount3's unmount helper of the mount above may still be
-    // running, and it unmounts by path.
+    // A mount process that dies (SIGKILL) leaves nothing mounted either: its watcher
+    // unmounts. A directory of its own: fusermount3's auto_unmount helper of the mount above
+    // may still be running, and it unmounts by path.
     let (guard, mut child) = mount_foreground(&f, "view-killed", &[], Stdio::null());
     let dir = guard.0.clone();
-    // Listed in /proc/mounts is not yet served: fusermount3 mounts, then hands the
-    // connection to the mount process, and if that process is gone by then it exits without
-    // unmounting. An answer from the mount says the process has the connection.
+    // Listed in /proc/mounts is not yet served (fusermount3 mounts, then hands the
+    // connection over). An answer says the mount is served.
     assert!(dir.join("small.bin").metadata().unwrap().is_file());
     child.kill().unwrap();
     child.wait().unwrap();
-    // fusermount3's helper is a process of its own, scheduled late on a loaded machine.
+    // The watcher is a process of its own, scheduled late on a loaded machine.
     let deadline = Instant::now() + Duration::from_secs(20);
     while mounted(&dir) {
         assert!(

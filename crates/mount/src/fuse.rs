@@ -1,7 +1,7 @@
 //! The FUSE front end of [`MountFs`]: `fuser` without libfuse (it mounts through
 //! `fusermount3`), several request threads so that concurrent readers are served at once,
-//! `auto_unmount` so that nothing stays mounted when the process dies, and a clean unmount
-//! on SIGINT/SIGTERM.
+//! a clean unmount on SIGINT/SIGTERM, and [`unmount_when_gone`] for a process of its own
+//! that unmounts when the mount process dies.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -173,7 +173,9 @@ pub fn check_available() -> Result<(), MountError> {
 
 /// Mounts `fs` on `dir` and serves it until it is unmounted (`git xet unmount`,
 /// `fusermount3 -u`) or the process gets SIGINT or SIGTERM, which unmount it first.
-/// `on_mounted` runs once the mount is in place.
+/// `on_mounted` runs once the mount is in place. If the process is killed, fusermount3's
+/// `auto_unmount` helper (where allowed) may unmount; [`unmount_when_gone`], run by another
+/// process, does.
 pub fn serve<S: RangeSource>(
     fs: MountFs<S>,
     dir: &Path,
@@ -196,17 +198,12 @@ pub fn serve<S: RangeSource>(
     ];
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    // fusermount3's auto_unmount needs allow_root, which other users may ask for only
-    // when /etc/fuse.conf says user_allow_other.
+    // auto_unmount makes fuser mount through fusermount3 for root too (type fuse.git-xet,
+    // as for other users, rather than a plain mount(2) of type fuse). It needs allow_root,
+    // which other users may ask for only when /etc/fuse.conf says user_allow_other.
     if uid == 0 || user_allow_other() {
         config.mount_options.push(MountOption::AutoUnmount);
         config.acl = SessionACL::RootAndOwner;
-    } else {
-        eprintln!(
-            "git-xet: mounting without auto_unmount (add user_allow_other to /etc/fuse.conf \
-             for it): if this process is killed, run fusermount3 -u {}",
-            dir.display()
-        );
     }
     config.n_threads = Some(THREADS);
     let fuse = Fuse {
@@ -222,9 +219,7 @@ pub fn serve<S: RangeSource>(
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
             tracing::info!("signal {signal}: unmounting {}", mountpoint.display());
-            // Unmounted here rather than by closing fusermount3's auto_unmount socket:
-            // fusermount3 3.14 was seen to exit without unmounting then. Lazily, so that a
-            // reader still inside does not keep the process alive.
+            // Lazily, so that a reader still inside does not keep the process alive.
             let done = std::process::Command::new("fusermount3")
                 .args(["-u", "-z"])
                 .arg(&mountpoint)
@@ -241,6 +236,43 @@ pub fn serve<S: RangeSource>(
     session.run().map_err(|e| MountError::io(dir, e))
 }
 
+/// Waits for the mount process `pid` (this process's parent) to end, then unmounts `dir`
+/// lazily if the mount there is still the one it made (`device`, from
+/// [`crate::mount_device`] once it was mounted). Returns whether it unmounted.
+///
+/// fusermount3's `auto_unmount` helper does the same job, for root and where
+/// /etc/fuse.conf allows it, but unmounts only when opening the directory fails with
+/// ENOTCONN, and it wakes when the process's socket closes, which can be before the FUSE
+/// device is released: under load it was seen to leave the mount in place. Waiting for the
+/// whole process to end first (see `git_xet_io::platform::process::wait_for_parent_exit`)
+/// leaves no such window. Whichever comes first unmounts; the other finds nothing to do.
+pub fn unmount_when_gone(pid: u32, dir: &Path, device: &str) -> Result<bool, MountError> {
+    git_xet_io::platform::process::wait_for_parent_exit(pid).map_err(|e| MountError::io(dir, e))?;
+    if crate::mount_device(dir).as_deref() != Some(device) {
+        return Ok(false); // unmounted cleanly, or another mount is there now
+    }
+    tracing::info!("mount process {pid} ended: unmounting {}", dir.display());
+    let out = std::process::Command::new("fusermount3")
+        .args(["-u", "-z"])
+        .arg(dir)
+        .output()
+        .map_err(|e| MountError::io(dir, e))?;
+    if !out.status.success() && crate::mount_device(dir).as_deref() == Some(device) {
+        return Err(MountError::Unavailable(format!(
+            "fusermount3 -u -z {} failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(true)
+}
+
+/// Whether /etc/fuse.conf lets users other than root ask for allow_other/allow_root.
+fn user_allow_other() -> bool {
+    std::fs::read_to_string("/etc/fuse.conf")
+        .is_ok_and(|conf| conf.lines().any(|l| l.trim() == "user_allow_other"))
+}
+
 /// A cold read frees and allocates a chunk's buffer for every 64 KiB it reads and a
 /// block's for every 2 MiB: glibc would give the memory back (or map and unmap it) and
 /// fault it in again each time (a few per cent of the read's CPU). Setting one threshold
@@ -253,10 +285,4 @@ fn keep_freed_memory() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
     }
-}
-
-/// Whether /etc/fuse.conf lets users other than root ask for allow_other/allow_root.
-fn user_allow_other() -> bool {
-    std::fs::read_to_string("/etc/fuse.conf")
-        .is_ok_and(|conf| conf.lines().any(|l| l.trim() == "user_allow_other"))
 }

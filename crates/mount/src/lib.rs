@@ -109,14 +109,21 @@ impl Clone for MountError {
 
 /// Whether `dir` (an absolute, canonical path) is a mount point, from /proc/self/mountinfo.
 pub fn is_mounted(dir: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
+    mount_device(dir).is_some()
+}
+
+/// The device of the topmost mount on `dir` (an absolute, canonical path), as
+/// /proc/self/mountinfo writes it (`major:minor`): it tells one mount on a directory from a
+/// later one on the same directory.
+pub fn mount_device(dir: &Path) -> Option<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let wanted = dir.to_string_lossy();
-    info.lines().any(|line| {
-        line.split(' ')
-            .nth(4)
-            .is_some_and(|mp| unescape_mount_path(mp) == wanted)
+    // Later lines are mounted later: the last one on a directory is the one seen there.
+    info.lines().rev().find_map(|line| {
+        let mut fields = line.split(' ');
+        let device = fields.nth(2)?;
+        let mount_point = fields.nth(1)?;
+        (unescape_mount_path(mount_point) == wanted).then(|| device.to_string())
     })
 }
 
@@ -153,5 +160,14 @@ mod tests {
         assert_eq!(unescape_mount_path("/a\\04"), "/a\\04");
         assert!(is_mounted(Path::new("/proc")));
         assert!(!is_mounted(Path::new("/no/such/dir")));
+    }
+
+    #[test]
+    fn the_mount_device_is_the_one_stat_sees() {
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata("/proc").unwrap().dev();
+        let expected = format!("{}:{}", libc::major(dev), libc::minor(dev));
+        assert_eq!(mount_device(Path::new("/proc")), Some(expected));
+        assert_eq!(mount_device(Path::new("/no/such/dir")), None);
     }
 }

@@ -1,7 +1,7 @@
 //! Process calls: running a child with input and collecting its output, a polite stop for a
-//! child, the file mode creation mask, a descriptor kept across exec, and replacing this
-//! process with another program. All
-//! plain POSIX, the same on every unix.
+//! child, the file mode creation mask, a descriptor kept across exec, replacing this
+//! process with another program, and waiting for this process's parent to end. All plain
+//! POSIX, the same on every unix, except that Linux waits for the parent with a pidfd.
 
 use std::io::Write;
 use std::process::{Child, Command, Output, Stdio};
@@ -100,6 +100,62 @@ pub fn keep_open_across_exec(
     }
 }
 
+/// Returns once process `parent`, this process's parent when called, has ended (at once if
+/// it already has), with its files closed. On Linux a pidfd wakes it; elsewhere it looks
+/// every 100 ms whether it was handed to another parent. Both happen only after the dying
+/// process's files were released: a device it held is closed by then.
+pub fn wait_for_parent_exit(parent: u32) -> std::io::Result<()> {
+    let parent = libc::pid_t::try_from(parent).map_err(std::io::Error::other)?;
+    #[cfg(target_os = "linux")]
+    if !super::portable() {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, parent, 0) };
+        if fd >= 0 {
+            use std::os::fd::FromRawFd;
+            // SAFETY: a descriptor just returned to us and owned by nobody else.
+            let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
+            // The pid may have been another process's by the time it was opened; while
+            // it is still our parent, the pidfd is that parent's.
+            // SAFETY: getppid cannot fail.
+            if unsafe { libc::getppid() } != parent {
+                return Ok(());
+            }
+            return wait_readable(&pidfd);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ESRCH) {
+            return Ok(());
+        }
+        // ENOSYS (a kernel before 5.3): the portable way below.
+    }
+    // SAFETY: getppid cannot fail.
+    while unsafe { libc::getppid() } == parent {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+/// Blocks until `fd` is readable (a pidfd is once its process has ended).
+#[cfg(target_os = "linux")]
+fn wait_readable(fd: &std::os::fd::OwnedFd) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut poll = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one pollfd that lives across the call; no timeout.
+        if unsafe { libc::poll(&mut poll, 1, -1) } >= 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +196,14 @@ mod tests {
         terminate(&child).unwrap();
         let status = child.wait().unwrap();
         assert_eq!(status.signal(), Some(libc::SIGTERM));
+    }
+
+    #[test]
+    fn waiting_for_a_process_that_is_not_the_parent_returns_at_once() {
+        // Not (or no longer) our parent: nothing to wait for, whatever the pid is now.
+        wait_for_parent_exit(std::process::id()).unwrap();
+        wait_for_parent_exit(i32::MAX as u32).unwrap();
+        assert!(wait_for_parent_exit(u32::MAX).is_err(), "not a pid");
     }
 
     #[test]
