@@ -219,15 +219,13 @@ pub fn serve<S: RangeSource>(
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
             tracing::info!("signal {signal}: unmounting {}", mountpoint.display());
-            // Lazily, so that a reader still inside does not keep the process alive.
-            let done = std::process::Command::new("fusermount3")
-                .args(["-u", "-z"])
-                .arg(&mountpoint)
-                .status()
-                .is_ok_and(|s| s.success());
-            if !done {
+            if let Err(said) = lazy_unmount(&mountpoint) {
+                tracing::debug!("{said}: unmounting through the session instead");
                 if let Err(e) = unmounter.unmount() {
-                    eprintln!("git-xet: could not unmount {}: {e}", mountpoint.display());
+                    eprintln!(
+                        "git-xet: could not unmount {}: {e} ({said})",
+                        mountpoint.display()
+                    );
                 }
             }
         }
@@ -238,7 +236,7 @@ pub fn serve<S: RangeSource>(
 
 /// Waits for the mount process `pid` (this process's parent) to end, then unmounts `dir`
 /// lazily if the mount there is still the one it made (`device`, from
-/// [`crate::mount_device`] once it was mounted). Returns whether it unmounted.
+/// [`crate::mount_device`] once it was mounted).
 ///
 /// fusermount3's `auto_unmount` helper does the same job, for root and where
 /// /etc/fuse.conf allows it, but unmounts only when opening the directory fails with
@@ -246,25 +244,39 @@ pub fn serve<S: RangeSource>(
 /// device is released: under load it was seen to leave the mount in place. Waiting for the
 /// whole process to end first (see `git_xet_io::platform::process::wait_for_parent_exit`)
 /// leaves no such window. Whichever comes first unmounts; the other finds nothing to do.
-pub fn unmount_when_gone(pid: u32, dir: &Path, device: &str) -> Result<bool, MountError> {
+pub fn unmount_when_gone(pid: u32, dir: &Path, device: &str) -> Result<(), MountError> {
     git_xet_io::platform::process::wait_for_parent_exit(pid).map_err(|e| MountError::io(dir, e))?;
     if crate::mount_device(dir).as_deref() != Some(device) {
-        return Ok(false); // unmounted cleanly, or another mount is there now
+        return Ok(()); // unmounted cleanly, or another mount is there now
     }
     tracing::info!("mount process {pid} ended: unmounting {}", dir.display());
-    let out = std::process::Command::new("fusermount3")
-        .args(["-u", "-z"])
-        .arg(dir)
-        .output()
-        .map_err(|e| MountError::io(dir, e))?;
-    if !out.status.success() && crate::mount_device(dir).as_deref() == Some(device) {
-        return Err(MountError::Unavailable(format!(
+    match lazy_unmount(dir) {
+        // fusermount3's helper may have unmounted it meanwhile.
+        Err(said) if crate::mount_device(dir).as_deref() == Some(device) => {
+            Err(MountError::Unavailable(said))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `fusermount3 -u -z dir`: lazily, so that a reader still inside does not keep the mount
+/// process alive. On failure, what went wrong.
+fn lazy_unmount(dir: &Path) -> Result<(), String> {
+    use git_xet_io::platform::process::{failure_text, run_with_input};
+    let mut cmd = std::process::Command::new("fusermount3");
+    cmd.args(["-u", "-z"]).arg(dir);
+    match run_with_input(&mut cmd, None) {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
             "fusermount3 -u -z {} failed: {}",
             dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+            failure_text(&out)
+        )),
+        Err(e) => Err(format!(
+            "running fusermount3 -u -z {}: {e:?}",
+            dir.display()
+        )),
     }
-    Ok(true)
 }
 
 /// Whether /etc/fuse.conf lets users other than root ask for allow_other/allow_root.
