@@ -105,6 +105,8 @@ pub fn main() -> ExitCode {
     if let Some(code) = docs::help_as_man_page() {
         return code;
     }
+    // Transfers allocate and free chunk-sized buffers all the time: reuse their pages.
+    git_xet_io::platform::heap::keep_freed_memory();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Chunk(a) => core_cmds::chunk(a),

@@ -14,5 +14,7 @@ mod deployed_client;
 mod properties;
 #[path = "protocol_core/rejection.rs"]
 mod rejection;
+#[path = "protocol_core/streamed_check.rs"]
+mod streamed_check;
 #[path = "protocol_core/vectors.rs"]
 mod vectors;

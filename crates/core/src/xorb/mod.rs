@@ -11,10 +11,12 @@ mod builder;
 mod footer;
 mod rebuild;
 mod records;
+mod stream;
 mod validate;
 
 pub use builder::{CompressedChunk, SerializedXorb, XorbBuilder};
 pub use footer::XorbFooter;
 pub use rebuild::{is_footerless, rebuild_footer};
 pub use records::{decode_chunk, ChunkHeader, ChunkRecord, ChunkRecords, CHUNK_HEADER_LEN};
+pub use stream::{CheckedXorb, XorbStreamCheck};
 pub use validate::{extract_chunks, inspect_xorb, validate_xorb, ChunkReport, XorbReport};

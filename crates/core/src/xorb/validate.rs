@@ -18,38 +18,49 @@ pub fn validate_xorb(xorb: &[u8]) -> Result<XorbFooter> {
             None => return Err(XorbError::ChunkMissing { index: i }.into()),
         };
         let end = records.offset() as u32;
-        if end != footer.chunk_ends[i] {
-            return Err(XorbError::ChunkEnd {
-                index: i,
-                end,
-                footer: footer.chunk_ends[i],
-            }
-            .into());
-        }
-        let expected = footer.unpacked_chunk_len(i);
-        if record.header.uncompressed_len != expected {
-            return Err(XorbError::ChunkSize {
-                index: i,
-                header: record.header.uncompressed_len,
-                footer: expected,
-            }
-            .into());
-        }
+        check_place(&footer, i, end, record.header.uncompressed_len)?;
         scratch.clear();
         record
             .decode_into(&mut scratch)
             .map_err(|e| XorbError::chunk(i, e))?;
-        let actual = chunk_hash(&scratch);
-        if actual != footer.chunk_hashes[i] {
-            return Err(XorbError::ChunkHash {
-                index: i,
-                actual,
-                footer: footer.chunk_hashes[i],
-            }
-            .into());
-        }
+        check_hash(&footer, i, chunk_hash(&scratch))?;
     }
     Ok(footer)
+}
+
+/// Checks that chunk `i`'s record ends at `end` and holds `unpacked` bytes, as the footer says.
+pub(super) fn check_place(footer: &XorbFooter, i: usize, end: u32, unpacked: u32) -> Result<()> {
+    if end != footer.chunk_ends[i] {
+        return Err(XorbError::ChunkEnd {
+            index: i,
+            end,
+            footer: footer.chunk_ends[i],
+        }
+        .into());
+    }
+    let expected = footer.unpacked_chunk_len(i);
+    if unpacked != expected {
+        return Err(XorbError::ChunkSize {
+            index: i,
+            header: unpacked,
+            footer: expected,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Checks chunk `i`'s hash against the footer's.
+pub(super) fn check_hash(footer: &XorbFooter, i: usize, actual: MerkleHash) -> Result<()> {
+    if actual != footer.chunk_hashes[i] {
+        return Err(XorbError::ChunkHash {
+            index: i,
+            actual,
+            footer: footer.chunk_hashes[i],
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// Decompressed bytes of chunks `start..end` (end exclusive), decoding only those chunks:

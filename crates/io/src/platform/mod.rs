@@ -11,6 +11,7 @@
 
 pub mod extents;
 pub mod file;
+pub mod heap;
 pub mod mmap;
 pub mod pipe;
 pub mod process;

@@ -5,9 +5,10 @@
 //! the footer rebuilt and appended, so that the stored object is always the complete form.
 //! Either way the xorb hash is recomputed and must be the one in the URL.
 //!
-//! The body is written to a staging file as it arrives and validated through a mapping of
-//! that file, then the file itself becomes the stored object: no xorb-sized heap buffer per
-//! request, and the bytes are copied once (socket to page cache), not three times.
+//! The body is checked as it arrives (each chunk hashed while its bytes are in the CPU's
+//! cache) and written to a staging file, which then becomes the stored object: no xorb-sized
+//! buffer per request, and the bytes never read back. Nothing is written after a bad chunk;
+//! the rest of the body is read and dropped, so that the client gets the answer.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -23,11 +24,11 @@ use crate::error::{ServerError, ServerResult};
 use crate::metrics::add;
 use crate::state::{blocking, SharedState};
 use git_xet_core::constants::MAX_XORB_BODY;
-use git_xet_core::xorb::{is_footerless, rebuild_footer, validate_xorb, XorbFooter};
+use git_xet_core::xorb::{XorbFooter, XorbStreamCheck};
 use git_xet_identity::auth::Scope;
 use git_xet_index::RepoName;
 use git_xet_index::{DedupScope, XorbMeta};
-use git_xet_storage::{map_range, Staged};
+use git_xet_storage::Staged;
 use std::io::Write;
 
 pub async fn upload(
@@ -55,22 +56,30 @@ pub async fn upload(
         move |body| {
             let staged = store.stage()?;
             let mut file = staged.file();
-            let mut len = 0u64;
+            let mut check = XorbStreamCheck::new();
+            let mut refused = None;
             while let Some(data) = body.next_bytes()? {
-                file.write_all(&data)?;
-                len += data.len() as u64;
+                if refused.is_some() {
+                    continue; // read to its end, so that the client gets the answer
+                }
+                match check.push(&data) {
+                    Ok(()) => file.write_all(&data)?,
+                    Err(e) => refused = Some(e),
+                }
             }
-            let mapped = map_range(staged.file(), 0, len as usize)?;
-            if !is_footerless(&mapped) {
-                let footer = validate_xorb(&mapped)?;
-                return Ok((staged, len, len, footer));
+            if let Some(e) = refused {
+                return Err(e.into());
             }
-            let footer = rebuild_footer(&mapped)?;
-            drop(mapped);
+            let received = check.received();
+            let checked = check.finish()?;
+            if checked.had_footer {
+                return Ok((staged, received, received, checked.footer));
+            }
+            let footer = checked.footer;
             let mut tail = Vec::with_capacity(XorbFooter::encoded_len(footer.num_chunks()) + 4);
             footer.write_to(&mut tail);
             file.write_all(&tail)?;
-            Ok((staged, len, len + tail.len() as u64, footer))
+            Ok((staged, received, received + tail.len() as u64, footer))
         },
     )
     .await?;

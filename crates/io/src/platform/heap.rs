@@ -1,0 +1,22 @@
+//! How much freed memory the C heap keeps. glibc hands the free memory at the top of each
+//! heap back to the kernel once more than 128 KiB of it is there, so a transfer that keeps
+//! allocating and freeing chunk-sized buffers gets fresh pages again and again, each faulted
+//! in and zeroed: about 120,000 page faults (450 MiB) per GiB downloaded. Keeping 16 MiB at
+//! the top of each heap lets those buffers reuse their pages, for a few MiB more resident
+//! memory.
+
+/// Free memory kept at the top of each heap.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const TOP_PAD: libc::c_int = 16 << 20;
+
+/// Keeps [`TOP_PAD`] of freed memory at the top of each of glibc's heaps (`M_TOP_PAD`, which
+/// also fixes the sizes glibc maps and gives back directly). Does nothing with another C
+/// library or with the portable fallbacks (the allocator's defaults stay).
+pub fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if !super::portable() {
+        // SAFETY: mallopt sets one of the allocator's parameters; nothing is allocated yet
+        // that depends on it.
+        unsafe { libc::mallopt(libc::M_TOP_PAD, TOP_PAD) };
+    }
+}
