@@ -14,7 +14,8 @@ const TOP_PAD: libc::c_int = 16 << 20;
 /// library or with the portable fallbacks (the allocator's defaults stay).
 pub fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if !super::portable() {
+    // Called before logging is set up: `portable()` would log its switch to nowhere.
+    if !super::portable_requested() {
         // SAFETY: mallopt sets one of the allocator's parameters; nothing is allocated yet
         // that depends on it.
         unsafe { libc::mallopt(libc::M_TOP_PAD, TOP_PAD) };

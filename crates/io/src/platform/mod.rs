@@ -21,11 +21,17 @@ use std::sync::OnceLock;
 /// Environment variable that, set to `1`, makes this process use the portable fallbacks.
 pub const PORTABLE_ENV: &str = "GIT_XET_PORTABLE_PLATFORM";
 
+/// Whether [`PORTABLE_ENV`] asks for the fallbacks, read now and not logged: for calls made
+/// before logging is set up, which must leave [`portable`]'s one log line to later.
+fn portable_requested() -> bool {
+    std::env::var_os(PORTABLE_ENV).is_some_and(|v| v == "1")
+}
+
 /// Whether the portable fallbacks are forced (read once per process).
 pub fn portable() -> bool {
     static PORTABLE: OnceLock<bool> = OnceLock::new();
     *PORTABLE.get_or_init(|| {
-        let forced = std::env::var_os(PORTABLE_ENV).is_some_and(|v| v == "1");
+        let forced = portable_requested();
         if forced {
             tracing::debug!("{PORTABLE_ENV}=1: taking the portable platform fallbacks");
         }
