@@ -186,7 +186,9 @@ pub fn serve<S: RangeSource>(
     // Caught from here on by a handler that only wakes the thread that unmounts, so a signal
     // that comes before the mount is in place unmounts it as soon as it is.
     let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(MountError::Signals)?;
-    keep_freed_memory();
+    // A cold read frees and allocates a chunk's buffer for every 64 KiB it reads and a
+    // block's for every 2 MiB.
+    git_xet_io::platform::heap::keep_large_buffers();
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::RO,
@@ -283,18 +285,4 @@ fn lazy_unmount(dir: &Path) -> Result<(), String> {
 fn user_allow_other() -> bool {
     std::fs::read_to_string("/etc/fuse.conf")
         .is_ok_and(|conf| conf.lines().any(|l| l.trim() == "user_allow_other"))
-}
-
-/// A cold read frees and allocates a chunk's buffer for every 64 KiB it reads and a
-/// block's for every 2 MiB: glibc would give the memory back (or map and unmap it) and
-/// fault it in again each time (a few per cent of the read's CPU). Setting one threshold
-/// turns off glibc's adaptive ones, so both are set. The process's peak is bounded by
-/// the blocks it keeps anyway.
-fn keep_freed_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only sets tunables of the allocator.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
-    }
 }
