@@ -45,6 +45,9 @@ cleanup() {
 trap cleanup EXIT
 
 [ -n "${GIT_XET_BIN:-}" ] || (cd "$ROOT" && cargo build --release --quiet)
+# shellcheck source=scripts/lib/server_program.sh
+. "$ROOT/scripts/lib/server_program.sh"
+say_programs "$BIN"
 
 echo "generating ${SIZE_MIB} MiB of random data" >&2
 head -c "$((SIZE_MIB * 1024 * 1024))" /dev/urandom > "$WORK/data.bin"

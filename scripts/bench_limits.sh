@@ -47,6 +47,9 @@ cleanup() {
 trap cleanup EXIT
 
 [[ -n "${GIT_XET_BIN:-}" ]] || (cd "$ROOT" && cargo build --release --locked --quiet)
+# shellcheck source=scripts/lib/server_program.sh
+. "$ROOT/scripts/lib/server_program.sh"
+say_programs "$BIN"
 
 FILE="$WORK/data.bin"
 echo "writing ${SIZE_MIB} MiB of random data in $WORK ($(findmnt -no FSTYPE -T "$WORK"))" >&2

@@ -10,6 +10,9 @@ bin="${GIT_XET_BIN:-$PWD/target/release/git-xet}"
 if [ -z "${GIT_XET_BIN:-}" ]; then
   cargo build --release --locked -q
 fi
+# shellcheck source=scripts/lib/server_program.sh
+. scripts/lib/server_program.sh
+say_programs "$bin"
 command -v git-lfs >/dev/null || { echo "$(basename "$0"): git-lfs is required" >&2; exit 1; }
 
 # BENCH_FRESH_EXT4=SIZE (root): everything runs on a new ext4 file system of SIZE (mkfs.ext4

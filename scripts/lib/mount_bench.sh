@@ -24,6 +24,9 @@ mount_bench_start() {
   git config --global init.defaultBranch main && git config --global lfs.locksverify false
   "$BIN" install --global >/dev/null
   PATH="$(dirname "$BIN"):$PATH"
+  # shellcheck source=scripts/lib/server_program.sh
+  . "$ROOT/scripts/lib/server_program.sh"
+  say_programs "$BIN"
   "$BIN" server --listen 127.0.0.1:0 --data "$WORK/server" --ready-file "$WORK/ready" --no-fsync 2> "$WORK/server.log" &
   SERVER_PID=$!
   for _ in $(seq 1 300); do [[ -s "$WORK/ready" ]] && break; sleep 0.1; done

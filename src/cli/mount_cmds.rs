@@ -107,6 +107,8 @@ fn start_watcher(dir: &Path) {
                 .arg(dir)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
+                // It outlives the mount: it must not keep the directory it was started in busy.
+                .current_dir("/")
                 // Its own process group: a Ctrl-C meant for the mount must not stop it
                 // first (the mount unmounts itself then, and the watcher finds it gone).
                 .process_group(0);

@@ -48,11 +48,13 @@ pub(super) struct Mounted(pub(super) PathBuf);
 
 impl Drop for Mounted {
     fn drop(&mut self) {
+        // The mount's watcher may unmount it between the check and this command: then
+        // fusermount3 fails, and its message must not look like a failure of the test.
         if mounted(&self.0) {
             let _ = std::process::Command::new("fusermount3")
                 .arg("-uz")
                 .arg(&self.0)
-                .status();
+                .output();
         }
     }
 }
@@ -313,6 +315,33 @@ pub(super) fn mount_foreground(
     (guard, child)
 }
 
+/// The pid of the `git xet mount-watcher` started by the mount process `mount` (waits for it
+/// at most 20 s: the mount starts it once the mount is in place).
+fn watcher_of(mount: u32) -> u32 {
+    let wanted = ["mount-watcher", "--pid", &mount.to_string()].join("\0");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&wanted) {
+                return pid;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no watcher for mount process {mount}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Waits until `dir` is mounted or `child` exits (at most 30 s).
 fn wait_mounted(dir: &Path, child: &mut Child) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -374,6 +403,13 @@ fn reads_fail_with_eio_while_the_server_is_down_and_work_when_it_returns() {
     // Listed in /proc/mounts is not yet served (fusermount3 mounts, then hands the
     // connection over). An answer says the mount is served.
     assert!(dir.join("small.bin").metadata().unwrap().is_file());
+    // The watcher outlives the mount: it must not hold the directory it was started from.
+    let watcher = watcher_of(child.id());
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{watcher}/cwd")).unwrap(),
+        Path::new("/"),
+        "the watcher's working directory"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     // The watcher is a process of its own, scheduled late on a loaded machine.

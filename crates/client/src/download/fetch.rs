@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures::Stream;
 use futures::TryStreamExt;
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
 use crate::cas::CasApi;
 use crate::chunk_cache::{CacheWriter, ChunkCache};
+use crate::download::frames::{one_frame, FrameError, Frames};
 use crate::download::plan::{FetchUnit, LocalChunk, Piece, Segment};
 use crate::error::{ClientError, Result};
 use crate::http::describe_transport_error;
@@ -166,12 +167,12 @@ impl Emitter<'_> {
         self.piece >= self.pieces.len()
     }
 
-    /// Handles one record; returns Err on a broken stream or bad data.
-    /// `stored` may be taken (left empty) when the chunk is stored raw: no copy.
+    /// Handles one record; returns Err on a broken stream or bad data. A chunk stored raw
+    /// is `stored` itself: no copy.
     async fn record(
         &mut self,
         header: ChunkHeader,
-        stored: &mut Vec<u8>,
+        stored: Bytes,
         tx: &ChunkSender,
     ) -> std::result::Result<(), ReadError> {
         let index = self.next;
@@ -185,12 +186,12 @@ impl Emitter<'_> {
         let raw = header.scheme == CompressionScheme::None
             && stored.len() == header.uncompressed_len as usize;
         let data = if raw {
-            std::mem::take(stored)
+            stored
         } else {
             let mut data = Vec::with_capacity(header.uncompressed_len as usize);
-            decode_chunk(&header, stored, &mut data)
+            decode_chunk(&header, &stored, &mut data)
                 .map_err(|e| ReadError::Corrupt(format!("chunk {index}: {e}")))?;
-            data
+            Bytes::from(data)
         };
         self.piece_bytes += data.len() as u64;
         let hash = if self.hash_chunks {
@@ -200,7 +201,7 @@ impl Emitter<'_> {
         };
         let chunk = DecodedChunk {
             hash,
-            data: Bytes::from(data),
+            data,
             stored_len: (CHUNK_HEADER_LEN as u32).saturating_add(header.compressed_len),
         };
         tx.send(Ok(chunk)).await.map_err(|_| ReadError::Closed)?;
@@ -219,45 +220,40 @@ impl Emitter<'_> {
     }
 }
 
-/// Reads records from `reader` (which starts at chunk `first` and holds `len` bytes) until
-/// the pieces are satisfied and, when caching, until the end; tees raw bytes to `cache`.
-async fn read_records<R: AsyncRead + Unpin>(
-    reader: &mut R,
+/// Reads records from `frames` (which starts at chunk `emitter.next` and holds `len` bytes)
+/// until the pieces are satisfied and, when caching, until the end; tees raw bytes to `cache`.
+async fn read_records<S>(
+    frames: &mut Frames<S>,
     len: u64,
     emitter: &mut Emitter<'_>,
     mut cache: Option<&mut CacheWriter>,
     tx: &ChunkSender,
     counter: &AtomicU64,
-) -> std::result::Result<(), ReadError> {
+) -> std::result::Result<(), ReadError>
+where
+    S: Stream<Item = std::io::Result<Bytes>> + Unpin,
+{
     let mut consumed = 0u64;
-    let mut stored = Vec::new();
     while consumed < len {
         if emitter.done() && cache.is_none() {
             return Ok(());
         }
-        let mut head = [0u8; CHUNK_HEADER_LEN];
-        reader
-            .read_exact(&mut head)
+        let head: [u8; CHUNK_HEADER_LEN] = frames
+            .take(CHUNK_HEADER_LEN)
             .await
-            .map_err(|e| ReadError::Io(format!("reading a chunk header: {e}")))?;
-        let remaining = (len - consumed - CHUNK_HEADER_LEN as u64).min(usize::MAX as u64) as usize;
+            .map_err(|e| ReadError::Io(format!("reading a chunk header: {e}")))?[..]
+            .try_into()
+            .map_err(|_| ReadError::Io("reading a chunk header: a short read".into()))?;
+        let remaining = (len - consumed)
+            .saturating_sub(CHUNK_HEADER_LEN as u64)
+            .min(usize::MAX as u64) as usize;
         let header = ChunkHeader::parse(&head, remaining)
             .map_err(|e| ReadError::Corrupt(format!("chunk {}: {e}", emitter.next)))?;
-        // Into spare capacity, not zeroed first (a raw chunk's buffer becomes its data, so
-        // most records start from an empty one).
-        let want = header.compressed_len as usize;
-        stored.clear();
-        stored.reserve_exact(want);
-        let got = (&mut *reader)
-            .take(want as u64)
-            .read_to_end(&mut stored)
+        // At most `remaining`: parse checked it.
+        let stored = frames
+            .take(header.compressed_len as usize)
             .await
-            .map_err(|e| ReadError::Io(format!("reading chunk data: {e}")))?;
-        if got != want {
-            return Err(ReadError::Io(format!(
-                "reading chunk data: the stream ended after {got} of {want} bytes"
-            )));
-        }
+            .map_err(|e: FrameError| ReadError::Io(format!("reading chunk data: {e}")))?;
         let n = (CHUNK_HEADER_LEN + stored.len()) as u64;
         consumed += n;
         counter.fetch_add(n, Ordering::Relaxed);
@@ -266,7 +262,7 @@ async fn read_records<R: AsyncRead + Unpin>(
                 cache = None; // the cache is best effort
             }
         }
-        emitter.record(header, &mut stored, tx).await?;
+        emitter.record(header, stored, tx).await?;
     }
     if !emitter.done() {
         return Err(ReadError::Corrupt(format!(
@@ -303,7 +299,8 @@ async fn fetch_unit(
             // A missing file means another process evicted the entry meanwhile: a miss.
             if let Ok(file) = tokio::fs::File::open(&hit.path).await {
                 let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
-                let mut reader = tokio::io::BufReader::with_capacity(256 * 1024, file);
+                let blocks = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024);
+                let mut reader = Frames::new(blocks);
                 emitter.next = hit.range.start;
                 let paths = &ctx.counters.cache_paths;
                 paths
@@ -325,7 +322,7 @@ async fn fetch_unit(
     if let Some(shared) = &ctx.shared {
         if let Some(data) = shared.take(&ctx.api, unit).await {
             emitter.next = unit.chunks.start;
-            let mut reader: &[u8] = &data;
+            let mut reader = Frames::new(one_frame(data.clone()));
             let counter = &ctx.counters.network_bytes;
             let len = unit.url_range.len();
             match read_records(&mut reader, len, &mut emitter, None, tx, counter).await {
@@ -432,7 +429,7 @@ async fn fetch_from_network(
         let stream = response
             .bytes_stream()
             .map_err(|e| std::io::Error::other(describe_transport_error(&e)));
-        let mut reader = tokio_util::io::StreamReader::new(stream);
+        let mut reader = Frames::new(stream);
         let outcome = read_records(
             &mut reader,
             unit.url_range.len(),

@@ -2,6 +2,7 @@
 //! chunk cache, network), in-order writing to a temporary file, verification, rename.
 
 mod fetch;
+mod frames;
 mod memory;
 pub mod plan;
 mod shared;

@@ -57,18 +57,13 @@ pub async fn upload(
             let staged = store.stage()?;
             let mut file = staged.file();
             let mut check = XorbStreamCheck::new();
-            let mut refused = None;
             while let Some(data) = body.next_bytes()? {
-                if refused.is_some() {
-                    continue; // read to its end, so that the client gets the answer
+                if let Err(e) = check.push(&data) {
+                    // Read to its end, so that the client gets the answer.
+                    while body.next_bytes()?.is_some() {}
+                    return Err(e.into());
                 }
-                match check.push(&data) {
-                    Ok(()) => file.write_all(&data)?,
-                    Err(e) => refused = Some(e),
-                }
-            }
-            if let Some(e) = refused {
-                return Err(e.into());
+                file.write_all(&data)?;
             }
             let received = check.received();
             let checked = check.finish()?;
