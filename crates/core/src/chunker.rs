@@ -130,6 +130,24 @@ fn scan_for_boundary(h: &mut u64, window: &[u8]) -> Option<usize> {
     None
 }
 
+/// Where the chunks of `data` end when a chunk starts at its first byte, and the chunker's
+/// state after its last boundary (the unfinished chunk at its end).
+///
+/// A chunker started in the middle of an input finds the same boundaries as one that read
+/// the input from its start, from the first boundary both find on: both start a chunk
+/// there with the same (empty) state. So a block can be cut in two places at once, the
+/// second half speculatively, and the halves joined where they agree.
+pub fn chunk_ends(data: &[u8]) -> (Vec<usize>, Chunker) {
+    let mut chunker = Chunker::new();
+    let mut ends = Vec::with_capacity(data.len() / (MIN_CHUNK_SIZE * 4) + 1);
+    let mut start = 0;
+    while let Some(n) = chunker.next_boundary(&data[start..]) {
+        start += n;
+        ends.push(start);
+    }
+    (ends, chunker)
+}
+
 /// Chunk lengths of a complete input.
 pub fn chunk_lengths(data: &[u8]) -> Vec<usize> {
     ChunkRanges::new(data).map(|r| r.len()).collect()

@@ -2,7 +2,7 @@
 //! equals the specification's algorithm; xorbs and shards round-trip; any chunk range of a
 //! packed xorb extracts to exactly the input bytes.
 
-use git_xet_core::chunker::{chunk_lengths, Chunker};
+use git_xet_core::chunker::{chunk_ends, chunk_lengths, Chunker};
 use git_xet_core::compression::{
     bg4_regroup, bg4_split, compress_with, decompress_into, CompressionScheme,
 };
@@ -91,6 +91,34 @@ proptest! {
     ) {
         let data = mixed_data(seed, len);
         prop_assert_eq!(streamed_lengths(&data, &pieces), chunk_lengths(&data));
+    }
+
+    /// A chunker started at any offset finds the whole input's boundaries from the first one
+    /// both have on (what lets a block's halves be cut at once), and its state after its last
+    /// boundary holds the rest.
+    #[test]
+    fn a_chunker_started_anywhere_agrees_from_the_first_shared_boundary(
+        seed in any::<u64>(),
+        len in 0usize..700_000,
+        from in 0usize..700_000,
+    ) {
+        let data = mixed_data(seed, len);
+        let from = from.min(len);
+        let (ends, mut rest) = chunk_ends(&data[from..]);
+        let tail = data.len() - from - ends.last().copied().unwrap_or(0);
+        prop_assert_eq!(rest.finish(), (tail > 0).then_some(tail));
+        let whole: Vec<usize> = chunk_lengths(&data)
+            .iter()
+            .scan(0, |end, len| { *end += len; Some(*end) })
+            .collect();
+        let partial: Vec<usize> = ends.iter().map(|e| from + e).collect();
+        if let Some(first) = partial.iter().position(|e| whole.contains(e)) {
+            let at = whole.iter().position(|e| *e == partial[first]).unwrap();
+            // The helper's boundaries after the meeting point, and the whole input's up to
+            // where the helper stopped (its tail is an unfinished chunk).
+            let after = &partial[first..];
+            prop_assert_eq!(after, &whole[at..at + after.len()]);
+        }
     }
 
     #[test]

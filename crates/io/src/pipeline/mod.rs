@@ -1,6 +1,7 @@
 //! Chunking and hashing a stream with both cores busy and bounded memory.
 //!
-//! A chunker thread takes the input block by block and finds chunk boundaries; chunks are
+//! A chunker thread takes the input block by block and finds chunk boundaries (with three
+//! cores or more, a helper cuts the second half of each block ahead: [`cutting`]); chunks are
 //! zero-copy slices of those blocks (a chunk that straddles two blocks is copied once). The
 //! calling thread hashes chunks and builds the file's Merkle tree while the chunker moves
 //! ahead; an optional thread computes the sha256 of the raw blocks. Blocks that are read (not
@@ -16,6 +17,9 @@
 //! [`ChunkFeed`] does the same for bytes the caller is handed piece by piece (a clean filter
 //! reading git's pipe), keeping only each chunk's hash and size.
 
+mod blocks;
+mod cutting;
+
 use std::io::Read;
 use std::sync::mpsc;
 use std::thread;
@@ -24,7 +28,10 @@ use bytes::Bytes;
 use sha2::Digest;
 
 use crate::platform::mmap::Mapper;
-use git_xet_core::chunker::Chunker;
+use blocks::{
+    BlockSource, ChannelBlocks, FileBlocks, MappedBlocks, PooledBuffer, ReadAhead, ReadBlocks,
+};
+use cutting::{read_and_chunk, HalfCutter};
 use git_xet_core::hash::{chunk_hash, file_hash_from_root, MerkleHash};
 use git_xet_core::merkle::MerkleBuilder;
 
@@ -62,179 +69,6 @@ pub enum PipelineError<E> {
     Read(#[from] std::io::Error),
     #[error(transparent)]
     Sink(E),
-}
-
-/// A buffer lent out by the pool; goes back when dropped.
-struct PooledBuffer {
-    buf: Vec<u8>,
-    len: usize,
-    home: mpsc::Sender<Vec<u8>>,
-}
-
-impl AsRef<[u8]> for PooledBuffer {
-    fn as_ref(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-}
-
-impl Drop for PooledBuffer {
-    fn drop(&mut self) {
-        let _ = self.home.send(std::mem::take(&mut self.buf));
-    }
-}
-
-/// Reads until `buf` is full or the input ends; returns the bytes read.
-fn fill(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match reader.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
-/// Consecutive blocks of the input.
-trait BlockSource {
-    fn next_block(&mut self) -> std::io::Result<Option<Bytes>>;
-}
-
-/// Blocks read into pooled buffers.
-struct ReadBlocks<R> {
-    reader: R,
-    pool: mpsc::Receiver<Vec<u8>>,
-    home: mpsc::Sender<Vec<u8>>,
-    done: bool,
-}
-
-impl<R: Read> ReadBlocks<R> {
-    fn new(reader: R) -> Self {
-        let (home, pool) = mpsc::channel();
-        ReadBlocks {
-            reader,
-            pool,
-            home,
-            done: false,
-        }
-    }
-}
-
-impl<R: Read> BlockSource for ReadBlocks<R> {
-    fn next_block(&mut self) -> std::io::Result<Option<Bytes>> {
-        if self.done {
-            return Ok(None);
-        }
-        let mut buf = self
-            .pool
-            .try_recv()
-            .unwrap_or_else(|_| vec![0u8; READ_BUFFER_SIZE]);
-        let n = fill(&mut self.reader, &mut buf)?;
-        self.done = n < READ_BUFFER_SIZE;
-        Ok((n > 0).then(|| {
-            Bytes::from_owner(PooledBuffer {
-                buf,
-                len: n,
-                home: self.home.clone(),
-            })
-        }))
-    }
-}
-
-/// Blocks of a regular file of known size read with positioned reads into pooled buffers. A
-/// file that ends early (another process truncated it) is an error, not a shorter input.
-struct FileBlocks<'a> {
-    file: &'a std::fs::File,
-    len: u64,
-    offset: u64,
-    pool: mpsc::Receiver<Vec<u8>>,
-    home: mpsc::Sender<Vec<u8>>,
-}
-
-impl<'a> FileBlocks<'a> {
-    fn new(file: &'a std::fs::File, len: u64) -> Self {
-        let (home, pool) = mpsc::channel();
-        FileBlocks {
-            file,
-            len,
-            offset: 0,
-            pool,
-            home,
-        }
-    }
-}
-
-impl BlockSource for FileBlocks<'_> {
-    fn next_block(&mut self) -> std::io::Result<Option<Bytes>> {
-        use std::os::unix::fs::FileExt;
-        if self.offset >= self.len {
-            return Ok(None);
-        }
-        let len = (self.len - self.offset).min(READ_BUFFER_SIZE as u64) as usize;
-        // Every block but the last is full, and a short file has one: no buffer is larger.
-        let size = self.len.min(READ_BUFFER_SIZE as u64) as usize;
-        let mut buf = self.pool.try_recv().unwrap_or_else(|_| vec![0u8; size]);
-        let mut done = 0;
-        while done < len {
-            match self
-                .file
-                .read_at(&mut buf[done..len], self.offset + done as u64)
-            {
-                Ok(0) => return Err(shrank(self.len)),
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        self.offset += len as u64;
-        Ok(Some(Bytes::from_owner(PooledBuffer {
-            buf,
-            len,
-            home: self.home.clone(),
-        })))
-    }
-}
-
-fn shrank(len: u64) -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::UnexpectedEof,
-        format!(
-            "the file shrank while it was read (it had {len} bytes): another program changed it"
-        ),
-    )
-}
-
-/// Windows of a regular file, mapped one after another; only for files the [`Mapper`]'s
-/// maker vouched for (they never shrink while mapped).
-struct MappedBlocks<'a> {
-    mapper: Mapper,
-    file: &'a std::fs::File,
-    len: u64,
-    offset: u64,
-}
-
-impl BlockSource for MappedBlocks<'_> {
-    fn next_block(&mut self) -> std::io::Result<Option<Bytes>> {
-        if self.offset >= self.len {
-            return Ok(None);
-        }
-        let len = (self.len - self.offset).min(MAP_WINDOW_SIZE as u64) as usize;
-        // The window is read whole right away: populate it in one go.
-        let block = self.mapper.map_range(self.file, self.offset, len, true)?;
-        self.offset += len as u64;
-        Ok(Some(block))
-    }
-}
-
-/// Blocks handed over by a [`ChunkFeed`].
-struct ChannelBlocks(mpsc::Receiver<Bytes>);
-
-impl BlockSource for ChannelBlocks {
-    fn next_block(&mut self) -> std::io::Result<Option<Bytes>> {
-        Ok(self.0.recv().ok())
-    }
 }
 
 /// Every chunk (hash, size) of an input, and its summary (without sha256).
@@ -341,42 +175,6 @@ impl ChunkFeed {
     }
 }
 
-/// Chunker thread body: take blocks, find boundaries, send chunks (and raw blocks for sha256).
-/// Cuts everything `source` yields into chunks: `raw` sees each block as read, `chunk` each
-/// chunk in order; either returning false stops the reading early.
-fn read_and_chunk(
-    mut source: impl BlockSource,
-    mut raw: impl FnMut(&Bytes) -> bool,
-    mut chunk: impl FnMut(Bytes) -> bool,
-) -> std::io::Result<()> {
-    let mut chunker = Chunker::new();
-    let mut carry: Vec<u8> = Vec::new();
-    while let Some(block) = source.next_block()? {
-        if !raw(&block) {
-            return Ok(());
-        }
-        let mut start = 0;
-        while let Some(len) = chunker.next_boundary(&block[start..]) {
-            let end = start + len;
-            let data = if carry.is_empty() {
-                block.slice(start..end)
-            } else {
-                carry.extend_from_slice(&block[start..end]);
-                Bytes::from(std::mem::take(&mut carry))
-            };
-            if !chunk(data) {
-                return Ok(()); // the consumer stopped; it reports why
-            }
-            start = end;
-        }
-        carry.extend_from_slice(&block[start..]);
-    }
-    if chunker.finish().is_some() {
-        chunk(Bytes::from(carry));
-    }
-    Ok(())
-}
-
 /// Chunks and hashes everything `reader` yields, calling `sink` with each chunk in order.
 /// Returns the file hash, size and (when asked) sha256. If `sink` fails, reading stops and
 /// its error is returned.
@@ -408,12 +206,7 @@ pub fn chunk_and_hash_file<E>(
     let len = meta.len();
     match (mapper.maps(), len <= INLINE_MAX_BYTES) {
         (true, inline) => {
-            let blocks = MappedBlocks {
-                mapper,
-                file,
-                len,
-                offset: 0,
-            };
+            let blocks = MappedBlocks::new(mapper, file, len);
             if inline {
                 run_inline(blocks, want_sha256, sink)
             } else {
@@ -422,40 +215,6 @@ pub fn chunk_and_hash_file<E>(
         }
         (false, true) => run_inline(FileBlocks::new(file, len), want_sha256, sink),
         (false, false) => run_reading_ahead(FileBlocks::new(file, len), want_sha256, sink),
-    }
-}
-
-/// Blocks a thread of their own reads ahead: the copy out of the page cache (or the pipe)
-/// runs beside the chunker instead of before it. Its end (or error) is the last item.
-struct ReadAhead(mpsc::Receiver<std::io::Result<Option<Bytes>>>);
-
-impl ReadAhead {
-    fn start<'scope>(
-        scope: &'scope thread::Scope<'scope, '_>,
-        mut source: impl BlockSource + Send + 'scope,
-    ) -> ReadAhead {
-        let (tx, rx) = mpsc::sync_channel(READ_AHEAD_BLOCKS);
-        scope.spawn(move || loop {
-            let block = source.next_block();
-            let last = !matches!(block, Ok(Some(_)));
-            // A closed channel means the chunker stopped: nothing more to read.
-            if tx.send(block).is_err() || last {
-                break;
-            }
-        });
-        ReadAhead(rx)
-    }
-}
-
-impl BlockSource for ReadAhead {
-    fn next_block(&mut self) -> std::io::Result<Option<Bytes>> {
-        // The reading thread always sends its end or error last: gone without it, it died,
-        // and what was read is not the whole input.
-        self.0.recv().unwrap_or_else(|_| {
-            Err(std::io::Error::other(
-                "the reading thread stopped before the end of the input",
-            ))
-        })
     }
 }
 
@@ -481,9 +240,11 @@ fn run<E>(
         } else {
             (None, None)
         };
+        let helper = cutting::helper_pays().then(|| HalfCutter::start(scope));
         let reader_thread = scope.spawn(move || {
             read_and_chunk(
                 source,
+                helper.as_ref(),
                 |block| {
                     raw_tx
                         .as_ref()
@@ -491,6 +252,7 @@ fn run<E>(
                 },
                 |chunk| chunk_tx.send(chunk).is_ok(),
             )
+            .map(drop)
         });
         let sha_thread = raw_rx.map(|rx| {
             scope.spawn(move || {
@@ -580,6 +342,7 @@ fn run_inline<E>(
     let mut consumer = Consumer::new(sink);
     let read = read_and_chunk(
         source,
+        None,
         |block| {
             if let Some(sha) = &mut sha {
                 sha.update(block);
@@ -587,7 +350,8 @@ fn run_inline<E>(
             true
         },
         |data| consumer.take(data),
-    );
+    )
+    .map(drop);
     consumer.finish(read, sha.map(|s| <[u8; 32]>::from(s.finalize())))
 }
 
