@@ -61,11 +61,10 @@ impl MerkleHash {
 
     /// Writes the XET string form into `out` without allocating.
     pub fn write_hex(&self, out: &mut [u8; 64]) {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
         for (w, word) in self.words().iter().enumerate() {
             for d in 0..16 {
                 let nibble = (word >> (60 - 4 * d)) & 0xF;
-                out[w * 16 + d] = DIGITS[nibble as usize];
+                out[w * 16 + d] = crate::hex::LOWER_DIGITS[nibble as usize];
             }
         }
     }

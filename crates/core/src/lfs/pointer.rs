@@ -39,11 +39,7 @@ impl Oid {
     }
 
     pub fn to_hex(&self) -> String {
-        let mut s = String::with_capacity(64);
-        for b in self.0 {
-            s.push_str(&format!("{b:02x}"));
-        }
-        s
+        crate::hex::encode_lower(&self.0)
     }
 
     /// The object's path under an LFS storage directory: `ab/cd/abcd...`.

@@ -67,6 +67,9 @@ enum Mode {
 const HELD_MAX: usize = 1 << 20;
 // Content held before the probe becomes a spool's held content.
 const _: () = assert!(RECHECK_MIN as usize <= HELD_MAX);
+// Held content is fed to the chunker only once it spills: a ChunkFeed keeps no chunk list
+// for less than one block, so feeding what stays held would be copied for nothing.
+const _: () = assert!(HELD_MAX < git_xet_io::pipeline::READ_BUFFER_SIZE);
 
 /// New content on its way into the store.
 struct Spool {
@@ -97,14 +100,12 @@ impl Spool {
     fn holding(content: Vec<u8>) -> Spool {
         let mut spool = Spool::new();
         spool.hasher.update(&content);
-        spool.feed.feed(&content);
         spool.held = content;
         spool
     }
 
     fn add(&mut self, store: &LfsStore, data: &[u8]) -> Result<(), GitError> {
         self.hasher.update(data);
-        self.feed.feed(data);
         if self.out.is_none() && self.held.len() + data.len() <= HELD_MAX {
             self.held.extend_from_slice(data);
             return Ok(());
@@ -112,6 +113,10 @@ impl Spool {
         let out = match &mut self.out {
             Some(out) => out,
             None => {
+                // Held content reaches the chunker only now: content small enough to stay
+                // held is never chunked (see HELD_MAX), and copying it there anyway cost
+                // git's re-check of 1,500 small files a tenth of its CPU time.
+                self.feed.feed(&self.held);
                 let (file, path) = store.temp_file("clean")?;
                 self.guard.0 = Some(path);
                 let out = self.out.insert(BufWriter::with_capacity(1 << 20, file));
@@ -120,6 +125,7 @@ impl Spool {
                 out
             }
         };
+        self.feed.feed(data);
         out.write_all(data)
             .map_err(|e| GitError::io("writing the new LFS object", e))
     }
