@@ -156,6 +156,7 @@ pub fn chunk(args: ChunkArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn hash(args: HashArgs) -> anyhow::Result<ExitCode> {
+    crate::common::logging::init("warn");
     let mut out = BufWriter::new(io::stdout().lock());
     for path in &args.files {
         let input = open_input(path)?;

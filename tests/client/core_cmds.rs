@@ -107,3 +107,35 @@ fn hash_survives_the_file_being_truncated_meanwhile() {
         assert!(stderr.contains("shrank"), "{stderr}");
     }
 }
+
+/// Chunking split across threads (a helper cutting each block's second half, on by
+/// default from three cores) gives the same hash as one chunker, and its cut is used.
+#[test]
+fn split_chunking_hashes_as_one_chunker_and_joins_the_halves() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data.bin");
+    std::fs::write(&path, random_bytes(24 << 20, 77)).unwrap();
+    let hash = |split: &str| {
+        let out = std::process::Command::new(crate::support::git_xet_bin())
+            .args(["hash", path.to_str().unwrap()])
+            .env("GIT_XET_SPLIT_CHUNKING", split)
+            .env("GIT_XET_LOG_LEVEL", "git_xet_io=debug")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (alone, _) = hash("0");
+    let (split, log) = hash("1");
+    assert_eq!(split, alone);
+    let joined: usize = log
+        .split("the helper's cut joined in ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no split chunking line in the log: {log}"));
+    assert!(joined >= 4, "joined in {joined} of 6 blocks");
+}

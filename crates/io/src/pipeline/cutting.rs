@@ -27,10 +27,17 @@ const SPLIT_MIN_BLOCK: usize = 1 << 20;
 /// Whether a helper can shorten the pipeline: with two cores its reader, chunker and hasher
 /// already keep both busy, and a helper only adds its hand-overs (about 5% more CPU time,
 /// for the same wall time). From three on, it cuts the chunker's time (the longest step) in
-/// two.
+/// two. `GIT_XET_SPLIT_CHUNKING=1` or `0` decides instead (to compare both on one machine).
 pub(super) fn helper_pays() -> bool {
     static PAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *PAYS.get_or_init(|| thread::available_parallelism().is_ok_and(|n| n.get() >= 3))
+    *PAYS.get_or_init(|| {
+        match std::env::var("GIT_XET_SPLIT_CHUNKING").as_deref() {
+            Ok("1") => return true,
+            Ok("0") => return false,
+            _ => {}
+        }
+        thread::available_parallelism().is_ok_and(|n| n.get() >= 3)
+    })
 }
 
 /// A helper thread cutting second halves of blocks from a fresh start.

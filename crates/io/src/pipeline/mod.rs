@@ -252,7 +252,11 @@ fn run<E>(
                 },
                 |chunk| chunk_tx.send(chunk).is_ok(),
             )
-            .map(drop)
+            .map(|joined| {
+                if helper.is_some() {
+                    tracing::debug!("split chunking: the helper's cut joined in {joined} blocks");
+                }
+            })
         });
         let sha_thread = raw_rx.map(|rx| {
             scope.spawn(move || {
