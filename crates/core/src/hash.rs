@@ -95,7 +95,7 @@ impl MerkleHash {
 
     /// Plain hex of the raw bytes (for diagnostics and sha256 display, not the XET form).
     pub fn to_raw_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        crate::hex::encode_lower(&self.0)
     }
 }
 
@@ -247,5 +247,5 @@ pub fn merkle_as_sha256(stored: &MerkleHash) -> [u8; 32] {
 
 /// Conventional lowercase hex of a sha256 digest.
 pub fn sha256_hex(digest: &[u8; 32]) -> String {
-    sha256_as_merkle(digest).to_hex()
+    crate::hex::encode_lower(digest)
 }
