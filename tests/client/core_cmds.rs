@@ -118,7 +118,7 @@ fn split_chunking_hashes_as_one_chunker_and_joins_the_halves() {
     let hash = |split: &str| {
         let out = std::process::Command::new(crate::support::git_xet_bin())
             .args(["hash", path.to_str().unwrap()])
-            .env("GIT_XET_SPLIT_CHUNKING", split)
+            .env(git_xet_io::pipeline::SPLIT_CHUNKING_ENV, split)
             .env("GIT_XET_LOG_LEVEL", "git_xet_io=debug")
             .output()
             .unwrap();

@@ -93,6 +93,11 @@ impl Chunker {
 /// four bytes at a time, `h4 = 16h + (8·t1 + 4·t2 + 2·t3 + t4)`: the bracket does not depend
 /// on `h`, so the loop-carried chain is a shift and an add per four bytes, and the
 /// intermediate hashes, needed only for their boundary tests, are computed off that chain.
+/// That leaves about five instructions per byte (two loads, two additions, a test), near
+/// what a core issues per cycle. Wider schemes measured slower on an AMD Zen 3 core, each
+/// finding the same boundaries: four lanes over four stretches with AVX2 gathers 1.3 GB/s,
+/// two stretches interleaved in one loop 1.5 GB/s, eight bytes per step 1.8 GB/s, against
+/// 2.1-2.3 GB/s for this loop.
 #[inline(always)]
 fn scan_for_boundary(h: &mut u64, window: &[u8]) -> Option<usize> {
     let mut state = *h;

@@ -24,19 +24,20 @@ use git_xet_core::chunker::{chunk_ends, Chunker};
 /// before the middle.
 const SPLIT_MIN_BLOCK: usize = 1 << 20;
 
+/// Forces the split chunking on (`1`) or off (`0`) whatever the number of cores.
+pub const SPLIT_CHUNKING_ENV: &str = "GIT_XET_SPLIT_CHUNKING";
+
 /// Whether a helper can shorten the pipeline: with two cores its reader, chunker and hasher
 /// already keep both busy, and a helper only adds its hand-overs (about 5% more CPU time,
 /// for the same wall time). From three on, it cuts the chunker's time (the longest step) in
-/// two. `GIT_XET_SPLIT_CHUNKING=1` or `0` decides instead (to compare both on one machine).
+/// two. [`SPLIT_CHUNKING_ENV`] set to `1` or `0` decides instead (to compare both on one
+/// machine).
 pub(super) fn helper_pays() -> bool {
     static PAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *PAYS.get_or_init(|| {
-        match std::env::var("GIT_XET_SPLIT_CHUNKING").as_deref() {
-            Ok("1") => return true,
-            Ok("0") => return false,
-            _ => {}
-        }
-        thread::available_parallelism().is_ok_and(|n| n.get() >= 3)
+    *PAYS.get_or_init(|| match std::env::var(SPLIT_CHUNKING_ENV).as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => thread::available_parallelism().is_ok_and(|n| n.get() >= 3),
     })
 }
 

@@ -31,6 +31,7 @@ use crate::platform::mmap::Mapper;
 use blocks::{
     BlockSource, ChannelBlocks, FileBlocks, MappedBlocks, PooledBuffer, ReadAhead, ReadBlocks,
 };
+pub use cutting::SPLIT_CHUNKING_ENV;
 use cutting::{read_and_chunk, HalfCutter};
 use git_xet_core::hash::{chunk_hash, file_hash_from_root, MerkleHash};
 use git_xet_core::merkle::MerkleBuilder;
