@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Upload, download and hashing of one large random file against what the machine can do at
 # least, in one run: `git xet hash` (an upload cannot chunk and hash less), `cp` + `sync` to a
-# new file on the same disk (a download must at least write the file), and the reference
-# chunker (`hf_xet.hash_files` of PyPI's hf-xet) on the same file. Medians of RUNS.
+# new file on the same disk (a download must at least write the file, and an upload to a
+# server on that disk too), and the reference chunker (`hf_xet.hash_files` of PyPI's hf-xet)
+# on the same file. Medians of RUNS.
 #
 #   scripts/bench_limits.sh [SIZE_MIB] [RUNS]        (defaults: 1024, 3)
 #   GIT_XET_BIN=/path/git-xet PYTHON=/path/python scripts/bench_limits.sh
@@ -167,6 +168,7 @@ row "git xet upload (fresh server, fsync)" "$u" "$(runs upload)"
 row "git xet download + sync" "$d" "$(runs download)"
 awk -v h="$h" -v c="$c" -v u="$u" -v d="$d" 'BEGIN {
   printf "upload / hash:          %.2fx\n", u / h
+  printf "upload / (cp + sync):   %.2fx\n", u / c
   printf "download / (cp + sync): %.2fx\n", d / c }'
 if ((have_reference)); then
   r=$(median reference)
